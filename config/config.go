@@ -1,0 +1,49 @@
+package config
+
+import (
+	"time"
+)
+
+// Config is the worker's configuration file.
+type Config struct {
+	// Prefix of every subject and resource name (default "baton").
+	Prefix string `yaml:"prefix"`
+	// LeaseTTL is the lease bucket's TTL (default 15s).
+	LeaseTTL time.Duration `yaml:"leaseTTL"`
+	// Concurrency is how many runs one worker holds at once (default 4).
+	Concurrency int `yaml:"concurrency"`
+	// Replicas of every stream and bucket (default 1; 3 for clusters).
+	Replicas int `yaml:"replicas"`
+	// EventsMaxAge bounds how long run events are kept (default 7 days).
+	EventsMaxAge time.Duration `yaml:"eventsMaxAge"`
+	// MaxJobBytes bounds a job's encoded size (default 1 MiB).
+	MaxJobBytes int `yaml:"maxJobBytes"`
+	// SandboxUID is the host uid a root worker runs sandboxes as (default 65534).
+	SandboxUID int `yaml:"sandboxUID"`
+	// Profiles by name; the built-in "demo" profile is always present unless
+	// the file defines its own.
+	Profiles map[string]Profile `yaml:"profiles"`
+}
+
+// Profile turns a job into an agent invocation.
+type Profile struct {
+	// Command is the argv the agent starts with; job args are appended when
+	// AllowArgs is true.
+	Command []string `yaml:"command"`
+	// Env is set for the agent as given.
+	Env map[string]string `yaml:"env"`
+	// AllowEnv lists the keys a job may set.
+	AllowEnv []string `yaml:"allowEnv"`
+	// AllowArgs lets a job append arguments.
+	AllowArgs bool `yaml:"allowArgs"`
+	// Timeout is the longest a run may take (default 1h).
+	Timeout time.Duration `yaml:"timeout"`
+	// Network is the run's network policy.
+	Network Network `yaml:"network"`
+}
+
+// Network is "none" (loopback only) or an egress allowlist.
+type Network struct {
+	// Allow lists host names the agent may reach; empty means none.
+	Allow []string `yaml:"allow"`
+}

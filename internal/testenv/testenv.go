@@ -1,0 +1,108 @@
+// Package testenv gives tests the real parts they run against: an embedded
+// nats-server with JetStream, a connection to it, and the baton binary built
+// from this module (the runner chain and the fake agent are subcommands of
+// it, so tests that start runs need the real binary).
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	natsserver "github.com/nats-io/nats-server/v2/test"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// RunServer starts an embedded JetStream server on a random loopback port,
+// storing under a temporary directory, and stops it when the test ends.
+func RunServer(t testing.TB) *server.Server {
+	t.Helper()
+	return RunServerIn(t, t.TempDir(), -1)
+}
+
+// RunServerIn starts a server storing in dir on port (-1: random), so a test
+// can restart a server on the same port and store.
+func RunServerIn(t testing.TB, dir string, port int) *server.Server {
+	t.Helper()
+	opts := natsserver.DefaultTestOptions
+	opts.Port = port
+	opts.JetStream = true
+	opts.StoreDir = dir
+	s := natsserver.RunServer(&opts)
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+// Connect opens a client connection to s that is closed when the test ends.
+func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect to embedded NATS: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return nc, js
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildOut  []byte
+)
+
+// BatonBinary builds ./cmd/baton once per test process and returns its path.
+// BATON_BIN overrides it with a prebuilt binary.
+func BatonBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("BATON_BIN"); p != "" {
+		return p
+	}
+	buildOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "baton-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		// World-readable and executable: a root worker's sandbox runs the
+		// binary as an unprivileged uid.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "baton")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/baton")
+		cmd.Dir = root
+		buildOut, buildErr = cmd.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("build baton: %v\n%s", buildErr, buildOut)
+	}
+	return binPath
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}

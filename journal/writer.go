@@ -1,0 +1,94 @@
+package journal
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Writer appends the agent's stdout to a journal. It writes bytes as they
+// arrive, unchanged, and remembers whether the last one ended a line, so
+// Finish can end a partial last line before the sentinel.
+type Writer struct {
+	f        *os.File
+	lastByte byte
+	n        int64
+}
+
+// OpenWriter opens (creating) path for append. The mode keeps the journal
+// readable by the worker only.
+func OpenWriter(path string) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("journal: open writer: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal: stat: %w", err)
+	}
+	w := &Writer{f: f, n: st.Size(), lastByte: '\n'}
+	if w.n > 0 {
+		// A runner restarted on an existing journal must know how it ends.
+		var b [1]byte
+		if _, err := f.ReadAt(b[:], w.n-1); err == nil {
+			w.lastByte = b[0]
+		}
+	}
+	return w, nil
+}
+
+// Write appends p whole.
+func (w *Writer) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.n += int64(n)
+	if n > 0 {
+		w.lastByte = p[n-1]
+	}
+	return n, err
+}
+
+// ReadFrom copies r (the agent's stdout pipe) until EOF, appending each read
+// as soon as it returns so followers see output with no added latency.
+func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var total int64
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return total, fmt.Errorf("journal: append: %w", werr)
+			}
+			total += int64(n)
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// Size is the journal's length in bytes.
+func (w *Writer) Size() int64 { return w.n }
+
+// Finish ends a partial last line with a newline, appends the sentinel,
+// syncs and closes the file.
+func (w *Writer) Finish(s Sentinel) error {
+	if w.lastByte != '\n' {
+		if _, err := w.Write([]byte{'\n'}); err != nil {
+			return fmt.Errorf("journal: end partial line: %w", err)
+		}
+	}
+	if _, err := w.Write(s.Line()); err != nil {
+		return fmt.Errorf("journal: write sentinel: %w", err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("journal: sync: %w", err)
+	}
+	return w.f.Close()
+}
+
+// Close closes the file without a sentinel (the runner failed).
+func (w *Writer) Close() error { return w.f.Close() }

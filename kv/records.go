@@ -1,0 +1,68 @@
+package kv
+
+import (
+	"time"
+
+	"github.com/batonhq/baton/protocol"
+)
+
+// RunState is the state kept in a run record. Besides the terminal
+// protocol statuses it has the states before a run ends.
+type RunState string
+
+const (
+	RunStarting RunState = "starting" // record created, runner not yet known to be up
+	RunRunning  RunState = "running"  // runner spawned
+)
+
+// Terminal reports whether the run has ended.
+func (s RunState) Terminal() bool { return protocol.StatusType(s).Terminal() }
+
+// RunRecord is the value of a run's key in the runs bucket (msgpack).
+type RunRecord struct {
+	RunID           string            `msgpack:"runId"`
+	State           RunState          `msgpack:"state"`
+	Node            string            `msgpack:"node"`
+	Worker          string            `msgpack:"worker,omitempty"`
+	Profile         string            `msgpack:"profile"`
+	Attempt         int               `msgpack:"attempt"`
+	Nonce           string            `msgpack:"nonce"`
+	Deadline        time.Time         `msgpack:"deadline,omitempty"`
+	CancelRequested bool              `msgpack:"cancelRequested,omitempty"`
+	CreatedAt       time.Time         `msgpack:"createdAt"`
+	StartedAt       time.Time         `msgpack:"startedAt,omitempty"`
+	FinishedAt      time.Time         `msgpack:"finishedAt,omitempty"`
+	ExitCode        *int              `msgpack:"exitCode,omitempty"`
+	Reason          string            `msgpack:"reason,omitempty"`
+	Offset          int64             `msgpack:"offset"`
+	LastSeq         uint64            `msgpack:"lastSeq"`
+	Labels          map[string]string `msgpack:"labels,omitempty"`
+}
+
+// LeaseState tells whether a lease's holder still publishes the run.
+type LeaseState string
+
+const (
+	LeaseHeld     LeaseState = "held"
+	LeaseReleased LeaseState = "released"
+)
+
+// LeaseRecord is the value of a run's key in the leases bucket (msgpack).
+// The KV revision of the write that took the lease is the epoch.
+type LeaseRecord struct {
+	Worker  string     `msgpack:"worker"`
+	Node    string     `msgpack:"node"`
+	Epoch   uint64     `msgpack:"epoch"`
+	State   LeaseState `msgpack:"state"`
+	Offset  int64      `msgpack:"offset"`
+	LastSeq uint64     `msgpack:"lastSeq"`
+}
+
+// NodeRecord is a node's heartbeat in the nodes bucket (msgpack).
+type NodeRecord struct {
+	ID        string    `msgpack:"id"`
+	Workers   int       `msgpack:"workers"`
+	Capacity  int       `msgpack:"capacity"`
+	Version   string    `msgpack:"version"`
+	Heartbeat time.Time `msgpack:"heartbeat"`
+}

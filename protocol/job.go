@@ -1,0 +1,23 @@
+package protocol
+
+// Job asks for a run. It arrives on RunJobSubject as JSON, or as msgpack when
+// the Content-Type header is ContentTypeMsgpack. Unknown fields are rejected.
+type Job struct {
+	// RunID names the run: one subject token, [A-Za-z0-9_-]{1,128}.
+	RunID string `json:"runId" msgpack:"runId"`
+	// Profile names a profile of the worker's configuration.
+	Profile string `json:"profile" msgpack:"profile"`
+	// Input is written to the agent's stdin, then stdin is closed.
+	Input string `json:"input,omitempty" msgpack:"input,omitempty"`
+	// Args are appended to the profile's command when the profile allows.
+	Args []string `json:"args,omitempty" msgpack:"args,omitempty"`
+	// Env sets variables the profile lists in allowEnv.
+	Env map[string]string `json:"env,omitempty" msgpack:"env,omitempty"`
+	// Timeout bounds the run ("90s", "10m"); it may only shorten the
+	// profile's timeout.
+	Timeout Duration `json:"timeout,omitempty" msgpack:"timeout,omitempty"`
+	// Files are small seed files for the workspace: relative path to content.
+	Files map[string]string `json:"files,omitempty" msgpack:"files,omitempty"`
+	// Labels are copied to the run record for the caller's bookkeeping.
+	Labels map[string]string `json:"labels,omitempty" msgpack:"labels,omitempty"`
+}

@@ -1,0 +1,148 @@
+package protocol
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// DefaultPrefix is the subject prefix used when none is configured.
+const DefaultPrefix = "baton"
+
+// Names derives every subject, stream and bucket name from one prefix, so two
+// baton deployments can share a NATS account without colliding.
+type Names struct {
+	prefix string // subject prefix, e.g. "baton"
+	upper  string // resource prefix, e.g. "BATON"
+}
+
+// NewNames returns the names for prefix; an empty prefix means DefaultPrefix.
+func NewNames(prefix string) (Names, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if !tokenRE.MatchString(prefix) {
+		return Names{}, fmt.Errorf("%w: prefix %q must match %s", ErrInvalidName, prefix, tokenRE)
+	}
+	return Names{prefix: prefix, upper: strings.ToUpper(strings.ReplaceAll(prefix, "-", "_"))}, nil
+}
+
+// MustNames is NewNames for constant prefixes.
+func MustNames(prefix string) Names {
+	n, err := NewNames(prefix)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// Prefix returns the subject prefix.
+func (n Names) Prefix() string { return n.prefix }
+
+// JobsStream is the WorkQueue stream holding run and attach jobs.
+func (n Names) JobsStream() string { return n.upper + "_JOBS" }
+
+// EventsStream is the stream holding every run's chain of messages.
+func (n Names) EventsStream() string { return n.upper + "_EVENTS" }
+
+// DLQStream is the stream holding rejected jobs.
+func (n Names) DLQStream() string { return n.upper + "_DLQ" }
+
+// RunsBucket is the KV bucket of run records.
+func (n Names) RunsBucket() string { return n.upper + "_RUNS" }
+
+// LeasesBucket is the KV bucket of per-run leases.
+func (n Names) LeasesBucket() string { return n.upper + "_LEASES" }
+
+// NodesBucket is the KV bucket of node heartbeats.
+func (n Names) NodesBucket() string { return n.upper + "_NODES" }
+
+// RunJobSubject is where new runs are submitted.
+func (n Names) RunJobSubject() string { return n.prefix + ".jobs.run" }
+
+// AttachJobSubject is where re-attach jobs for one node's runs go.
+func (n Names) AttachJobSubject(node string) string { return n.prefix + ".jobs.attach." + node }
+
+// JobsSubjects are the subjects of the jobs stream.
+func (n Names) JobsSubjects() []string {
+	return []string{n.RunJobSubject(), n.prefix + ".jobs.attach.*"}
+}
+
+// EventsSubjects are the subjects of the events stream.
+func (n Names) EventsSubjects() []string { return []string{n.prefix + ".runs.*.*"} }
+
+// RunFilter is the filter naming a run's whole chain; every fenced publish of
+// the run expects the last sequence of this exact filter string.
+func (n Names) RunFilter(runID string) string { return n.prefix + ".runs." + runID + ".>" }
+
+// EventsSubject carries the agent's JSON lines.
+func (n Names) EventsSubject(runID string) string { return n.prefix + ".runs." + runID + ".events" }
+
+// RawSubject carries the agent's lines that are not JSON.
+func (n Names) RawSubject(runID string) string { return n.prefix + ".runs." + runID + ".raw" }
+
+// StatusSubject carries lifecycle statuses.
+func (n Names) StatusSubject(runID string) string { return n.prefix + ".runs." + runID + ".status" }
+
+// DLQSubject is where a job rejected for reason is kept.
+func (n Names) DLQSubject(reason Reason) string { return n.prefix + ".dlq." + string(reason) }
+
+// DLQSubjects are the subjects of the DLQ stream.
+func (n Names) DLQSubjects() []string { return []string{n.prefix + ".dlq.>"} }
+
+// RunKind tells which of a run's subjects a message was published on.
+type RunKind string
+
+const (
+	KindEvents RunKind = "events"
+	KindRaw    RunKind = "raw"
+	KindStatus RunKind = "status"
+)
+
+// ParseRunSubject splits "<prefix>.runs.<runId>.<kind>".
+func (n Names) ParseRunSubject(subject string) (runID string, kind RunKind, ok bool) {
+	rest, found := strings.CutPrefix(subject, n.prefix+".runs.")
+	if !found {
+		return "", "", false
+	}
+	runID, k, found := strings.Cut(rest, ".")
+	if !found || !ValidRunID(runID) {
+		return "", "", false
+	}
+	switch RunKind(k) {
+	case KindEvents, KindRaw, KindStatus:
+		return runID, RunKind(k), true
+	}
+	return "", "", false
+}
+
+var (
+	tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	runIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+)
+
+// ValidRunID reports whether id can name a run: one subject token of
+// [A-Za-z0-9_-], at most 128 bytes.
+func ValidRunID(id string) bool { return runIDRE.MatchString(id) }
+
+// ValidNodeID reports whether id can name a node (one subject token).
+func ValidNodeID(id string) bool { return tokenRE.MatchString(id) }
+
+// NodeIDFrom turns a host name into a node id by replacing every character
+// that cannot stand in a subject token.
+func NodeIDFrom(host string) string {
+	b := []byte(host)
+	for i, c := range b {
+		ok := c == '-' || c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+		if !ok {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 {
+		return "node"
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}

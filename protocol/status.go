@@ -1,0 +1,63 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// StatusType is a run's lifecycle state as published on its status subject.
+type StatusType string
+
+const (
+	StatusStarted   StatusType = "started"
+	StatusAttached  StatusType = "attached"
+	StatusHandoff   StatusType = "handoff"
+	StatusSucceeded StatusType = "succeeded"
+	StatusFailed    StatusType = "failed"
+	StatusCancelled StatusType = "cancelled"
+	StatusTimeout   StatusType = "timeout"
+	StatusLost      StatusType = "lost"
+)
+
+// Terminal reports whether no message follows s on the run's chain.
+func (s StatusType) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusCancelled, StatusTimeout, StatusLost:
+		return true
+	}
+	return false
+}
+
+// Status is the JSON body of a message on a run's status subject.
+type Status struct {
+	Status     StatusType `json:"status"`
+	RunID      string     `json:"runId"`
+	Worker     string     `json:"worker,omitempty"`
+	Node       string     `json:"node,omitempty"`
+	Epoch      uint64     `json:"epoch,omitempty"`
+	Offset     int64      `json:"offset"`
+	Attempt    int        `json:"attempt,omitempty"`
+	ExitCode   *int       `json:"exitCode,omitempty"`
+	Signal     string     `json:"signal,omitempty"`
+	StderrTail string     `json:"stderrTail,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	Time       time.Time  `json:"time"`
+}
+
+// Marshal encodes s as JSON.
+func (s Status) Marshal() []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // every field is plainly encodable
+	}
+	return b
+}
+
+// ParseStatus decodes a status message body.
+func ParseStatus(b []byte) (Status, error) {
+	var s Status
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Status{}, err
+	}
+	return s, nil
+}

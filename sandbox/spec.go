@@ -1,0 +1,34 @@
+package sandbox
+
+import (
+	"time"
+
+	"github.com/batonhq/baton/config"
+)
+
+// Spec is everything the runner chain needs to run one agent. The worker
+// writes it to the run directory's spec file (0600) and every stage reads it
+// from there.
+type Spec struct {
+	RunID string `json:"runId"`
+	// RunDir is the run directory (see journal.Dir).
+	RunDir string `json:"runDir"`
+	// Argv is the agent's command line; Argv[0] is resolved on the PATH of Env.
+	Argv []string `json:"argv"`
+	// Env is the agent's whole environment, "KEY=value".
+	Env []string `json:"env"`
+	// Files are seed files written into the workspace before the agent starts.
+	Files map[string]string `json:"files,omitempty"`
+	// Nonce ends the journal's sentinel; the agent never sees it.
+	Nonce string `json:"nonce"`
+	// Deadline is when the runner stops the agent (SIGTERM, then SIGKILL
+	// after KillGrace) and ends the journal with reason "timeout".
+	Deadline  time.Time     `json:"deadline"`
+	KillGrace time.Duration `json:"killGrace"`
+	// Network is the agent's network policy.
+	Network config.Network `json:"network"`
+	// SandboxUID and SandboxGID are the host ids the agent runs as when
+	// the runner starts as root.
+	SandboxUID int `json:"sandboxUid"`
+	SandboxGID int `json:"sandboxGid"`
+}
