@@ -1,0 +1,140 @@
+// Package provision creates baton's streams and KV buckets, idempotently,
+// at worker start (and in tests). Existing resources are updated to the
+// wanted configuration where JetStream allows it.
+package provision
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/protocol"
+)
+
+// Options size the resources.
+type Options struct {
+	Replicas     int           // default 1
+	LeaseTTL     time.Duration // default 15s
+	EventsMaxAge time.Duration // default 7 days
+	NodeTTL      time.Duration // default 3 × LeaseTTL
+	// MaxJobBytes bounds one job; the jobs stream refuses larger ones, so the
+	// bound is stated once, by the server.
+	MaxJobBytes int32
+}
+
+func (o *Options) defaults() {
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 15 * time.Second
+	}
+	if o.EventsMaxAge <= 0 {
+		o.EventsMaxAge = 7 * 24 * time.Hour
+	}
+	if o.NodeTTL <= 0 {
+		o.NodeTTL = 3 * o.LeaseTTL
+	}
+}
+
+// Resources are handles on what Ensure provisioned.
+type Resources struct {
+	Jobs, Events, DLQ jetstream.Stream
+	Runs, Leases      jetstream.KeyValue
+	Nodes             jetstream.KeyValue
+}
+
+// Ensure creates or updates every stream and bucket named by n.
+func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Options) (*Resources, error) {
+	o.defaults()
+	var r Resources
+	var err error
+	if r.Jobs, err = ensureStream(ctx, js, jetstream.StreamConfig{
+		Name:        n.JobsStream(),
+		Description: "baton run and attach jobs",
+		Subjects:    n.JobsSubjects(),
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		Duplicates:  2 * time.Minute,
+	}); err != nil {
+		return nil, err
+	}
+	if r.Events, err = ensureStream(ctx, js, jetstream.StreamConfig{
+		Name:        n.EventsStream(),
+		Description: "baton run events, raw lines and statuses: one fenced chain per run",
+		Subjects:    n.EventsSubjects(),
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		MaxAge:      o.EventsMaxAge,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  2 * time.Minute,
+		// A successor aligns from the last message of a chain; direct gets
+		// may be answered by a lagging replica, so reads go to the leader.
+		AllowDirect:        false,
+		AllowAtomicPublish: true,
+	}); err != nil {
+		return nil, err
+	}
+	if r.DLQ, err = ensureStream(ctx, js, jetstream.StreamConfig{
+		Name:        n.DLQStream(),
+		Description: "baton jobs rejected, with the reason in headers",
+		Subjects:    n.DLQSubjects(),
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		MaxAge:      30 * 24 * time.Hour,
+	}); err != nil {
+		return nil, err
+	}
+	if r.Runs, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      n.RunsBucket(),
+		Description: "baton run records (msgpack)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return nil, err
+	}
+	if r.Leases, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:         n.LeasesBucket(),
+		Description:    "baton run leases (msgpack); bucket TTL is the lease TTL",
+		History:        1,
+		TTL:            o.LeaseTTL,
+		LimitMarkerTTL: max(time.Minute, o.LeaseTTL),
+		Storage:        jetstream.FileStorage,
+		Replicas:       o.Replicas,
+	}); err != nil {
+		return nil, err
+	}
+	if r.Nodes, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      n.NodesBucket(),
+		Description: "baton node heartbeats (msgpack)",
+		History:     1,
+		TTL:         o.NodeTTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+	}
+	return s, nil
+}
+
+func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("provision bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
+}
