@@ -28,7 +28,8 @@ type Config struct {
 // Profile turns a job into an agent invocation.
 type Profile struct {
 	// Command is the argv the agent starts with; job args are appended when
-	// AllowArgs is true.
+	// AllowArgs is true. The token "{baton}" in any element stands for the
+	// path of the running baton binary.
 	Command []string `yaml:"command"`
 	// Env is set for the agent as given.
 	Env map[string]string `yaml:"env"`
@@ -36,14 +37,18 @@ type Profile struct {
 	AllowEnv []string `yaml:"allowEnv"`
 	// AllowArgs lets a job append arguments.
 	AllowArgs bool `yaml:"allowArgs"`
-	// Timeout is the longest a run may take (default 1h).
+	// Timeout is the longest a run may take (default 1h; zero means the
+	// default). A job may only shorten it.
 	Timeout time.Duration `yaml:"timeout"`
 	// Network is the run's network policy.
 	Network Network `yaml:"network"`
 }
 
-// Network is "none" (loopback only) or an egress allowlist.
+// Network is "none" (loopback only) or an egress allowlist. In YAML it is
+// the scalar `none` or a mapping `{allow: [api.example.com, .example.org]}`.
 type Network struct {
-	// Allow lists host names the agent may reach; empty means none.
-	Allow []string `yaml:"allow"`
+	// Allow lists host names the agent may reach, lower-cased; an entry
+	// with a leading dot (".example.org") allows every name under it.
+	// Empty means none.
+	Allow []string `yaml:"allow" json:"allow,omitempty"`
 }

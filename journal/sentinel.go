@@ -1,7 +1,12 @@
 package journal
 
 import (
+	"bytes"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
+	"strconv"
 )
 
 // Sentinel reasons: why the agent ended.
@@ -30,4 +35,138 @@ func (s Sentinel) Line() []byte {
 		panic(err) // plain strings and ints always encode
 	}
 	return append(b, '\n')
+}
+
+// maxNonce bounds a nonce's length; NewNonce makes 32 bytes.
+const maxNonce = 256
+
+// NewNonce returns a fresh random nonce for a run's sentinel: 128 bits, hex.
+func NewNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return hex.EncodeToString(b[:])
+}
+
+// validNonce reports whether nonce can end a journal: 1 to 256 bytes of
+// letters, digits and "-_.~+/=" (hex, base64 and base64url all fit). These
+// are the bytes json.Marshal writes verbatim, so the sentinel line always
+// holds the nonce as is, which is what lets a reader skip every other line
+// with one substring search.
+func validNonce(nonce string) bool {
+	if nonce == "" || len(nonce) > maxNonce {
+		return false
+	}
+	for i := 0; i < len(nonce); i++ {
+		c := nonce[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-', c == '_', c == '.', c == '~', c == '+', c == '/', c == '=':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ParseSentinel reports whether line (a journal line without its '\n'; a
+// trailing '\r' is tolerated) is the sentinel of the run whose nonce is
+// nonce, and decodes it. It fails closed: the line must be exactly one JSON
+// object whose keys are "__exit" (an integer written as one: not 1.5, 1.0,
+// 1e2 or "0") that fits an int, "__nonce" (a string equal to nonce), and
+// optionally "reason", "signal" and "detail" (strings), each at most once,
+// and nothing else; and the nonce must appear in the line verbatim, as
+// Sentinel.Line writes it. Any other line, a sentinel with another nonce
+// included, is an ordinary line. A nonce that is empty or not 1 to 256
+// bytes of letters, digits and "-_.~+/=" matches no line.
+func ParseSentinel(line []byte, nonce string) (Sentinel, bool) {
+	if !validNonce(nonce) {
+		return Sentinel{}, false
+	}
+	return parseSentinel(line, []byte(nonce))
+}
+
+// parseSentinel is ParseSentinel for a nonce already known to be valid.
+func parseSentinel(line, nonce []byte) (Sentinel, bool) {
+	// Every journal line comes through here; only the real sentinel holds
+	// the nonce, so this one search is all most lines cost.
+	if !bytes.Contains(line, nonce) {
+		return Sentinel{}, false
+	}
+	if !json.Valid(line) {
+		return Sentinel{}, false
+	}
+	// A token walk rather than Unmarshal: Unmarshal lets a repeated key win
+	// silently and ignores unknown ones, and both must fail here.
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return Sentinel{}, false
+	}
+	const (
+		seenExit = 1 << iota
+		seenNonce
+		seenReason
+		seenSignal
+		seenDetail
+	)
+	var (
+		s    Sentinel
+		seen int
+	)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return Sentinel{}, false
+		}
+		key, _ := tok.(string)
+		if tok, err = dec.Token(); err != nil {
+			return Sentinel{}, false
+		}
+		var bit int
+		switch key {
+		case "__exit":
+			bit = seenExit
+			num, ok := tok.(json.Number)
+			if !ok {
+				return Sentinel{}, false
+			}
+			// Atoi takes only an optional '-' and digits, the JSON integers
+			// that fit an int.
+			n, err := strconv.Atoi(string(num))
+			if err != nil {
+				return Sentinel{}, false
+			}
+			s.Exit = n
+		case "__nonce", "reason", "signal", "detail":
+			str, ok := tok.(string)
+			if !ok {
+				return Sentinel{}, false
+			}
+			switch key {
+			case "__nonce":
+				bit = seenNonce
+				if subtle.ConstantTimeCompare([]byte(str), nonce) != 1 {
+					return Sentinel{}, false
+				}
+				s.Nonce = str
+			case "reason":
+				bit, s.Reason = seenReason, str
+			case "signal":
+				bit, s.Signal = seenSignal, str
+			case "detail":
+				bit, s.Detail = seenDetail, str
+			}
+		default:
+			return Sentinel{}, false
+		}
+		if seen&bit != 0 {
+			return Sentinel{}, false
+		}
+		seen |= bit
+	}
+	// json.Valid vouched for the rest: the closing '}' and only whitespace.
+	if seen&(seenExit|seenNonce) != seenExit|seenNonce {
+		return Sentinel{}, false
+	}
+	return s, true
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"unicode/utf8"
 )
 
 // Writer appends the agent's stdout to a journal. It writes bytes as they
@@ -73,9 +74,14 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 // Size is the journal's length in bytes.
 func (w *Writer) Size() int64 { return w.n }
 
+// maxDetail bounds a sentinel's detail (in bytes), so the sentinel stays a
+// short line whatever failed: a reader ignores lines over its max line.
+const maxDetail = 4096
+
 // Finish ends a partial last line with a newline, appends the sentinel,
-// syncs and closes the file.
+// syncs and closes the file. A detail over 4 KiB is cut.
 func (w *Writer) Finish(s Sentinel) error {
+	s.Detail = clip(s.Detail, maxDetail)
 	if w.lastByte != '\n' {
 		if _, err := w.Write([]byte{'\n'}); err != nil {
 			return fmt.Errorf("journal: end partial line: %w", err)
@@ -92,3 +98,18 @@ func (w *Writer) Finish(s Sentinel) error {
 
 // Close closes the file without a sentinel (the runner failed).
 func (w *Writer) Close() error { return w.f.Close() }
+
+// clip cuts s to at most n bytes, dropping a character the cut splits.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for i := 0; i < utf8.UTFMax-1; i++ {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size != 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -46,16 +47,14 @@ func (d *Duration) set(v any) error {
 			return fmt.Errorf("duration %q: %w", x, err)
 		}
 		*d = Duration(p)
-	case float64:
-		*d = Duration(x * float64(time.Second))
-	case int64:
-		*d = Duration(time.Duration(x) * time.Second)
-	case uint64:
-		*d = Duration(time.Duration(x) * time.Second)
-	case int8, int16, int32, uint8, uint16, uint32, float32:
-		var f float64
-		fmt.Sscan(fmt.Sprint(x), &f)
-		*d = Duration(f * float64(time.Second))
+	case float64, float32, int64, int32, int16, int8, uint64, uint32, uint16, uint8:
+		// Through secondsToDuration, so a huge number is refused rather
+		// than wrapped around into some other duration.
+		p, err := secondsToDuration(reflect.ValueOf(x).Convert(reflect.TypeFor[float64]()).Float())
+		if err != nil {
+			return err
+		}
+		*d = p
 	default:
 		return fmt.Errorf("duration must be a string like \"90s\" or a number of seconds, not %T", v)
 	}

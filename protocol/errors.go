@@ -44,6 +44,15 @@ func ReasonOf(err error) Reason {
 		return ReasonNotAllowed
 	case errors.Is(err, ErrMalformedJob):
 		return ReasonMalformed
+	case errors.Is(err, ErrDuplicateRun):
+		return ReasonDuplicate
 	}
 	return ReasonInvalid
 }
+
+// ReasonDuplicate marks a job whose runId already names a run: it starts
+// nothing (I3), and is kept in the DLQ so its sender can see why.
+const ReasonDuplicate Reason = "duplicate"
+
+// ErrDuplicateRun is the rejection of a job whose runId is already taken.
+var ErrDuplicateRun = errors.New("duplicate runId")

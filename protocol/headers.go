@@ -3,8 +3,8 @@ package protocol
 // Headers baton sets on the messages it publishes.
 const (
 	// HeaderMsgID is JetStream's dedupe header: "<runId>:<endOffset>" for a
-	// line, "<runId>:<endOffset>:<i>" for a chunk i>1, and
-	// "<runId>:status:<status>:<epoch>" for a status.
+	// line, "<runId>:<endOffset>:<i>/<n>" for every chunk of a chunked line,
+	// and "<runId>:status:<status>:<epoch>:<offset>" for a status.
 	HeaderMsgID = "Nats-Msg-Id"
 	// HeaderOffset is the journal byte offset just past the line (or, on a
 	// status, the offset the run had reached). Every message on a run's chain

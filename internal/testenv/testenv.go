@@ -30,16 +30,10 @@ func RunServer(t testing.TB) *server.Server {
 // can restart a server on the same port and store.
 func RunServerIn(t testing.TB, dir string, port int) *server.Server {
 	t.Helper()
-	opts := natsserver.DefaultTestOptions
-	opts.Port = port
-	opts.JetStream = true
-	opts.StoreDir = dir
-	s := natsserver.RunServer(&opts)
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
+	return RunServerWith(t, func(o *server.Options) {
+		o.StoreDir = dir
+		o.Port = port
 	})
-	return s
 }
 
 // Connect opens a client connection to s that is closed when the test ends.
@@ -105,4 +99,21 @@ func moduleRoot() (string, error) {
 		return "", err
 	}
 	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// RunServerWith starts an embedded JetStream server like RunServer, after
+// letting configure adjust its options (e.g. a small max payload).
+func RunServerWith(t testing.TB, configure func(*server.Options)) *server.Server {
+	t.Helper()
+	opts := natsserver.DefaultTestOptions
+	opts.Port = -1
+	opts.JetStream = true
+	opts.StoreDir = t.TempDir()
+	configure(&opts)
+	s := natsserver.RunServer(&opts)
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
 }

@@ -1,0 +1,109 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	natsserver "github.com/nats-io/nats-server/v2/test"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/internal/provision"
+	"github.com/batonhq/baton/protocol"
+)
+
+// Submit a job, then watch its run to the end. An embedded server stands in
+// for a deployment, and a few publishes stand in for the worker.
+func Example() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+
+	names := protocol.MustNames("baton")
+	c := client.New(js, names)
+	job := protocol.Job{RunID: "example-1", Profile: "demo", Input: "list the files"}
+	if err := c.Submit(ctx, job); err != nil {
+		fmt.Println("submit:", err)
+		return
+	}
+	// Submitting the same runId again does not start a second run.
+	err := c.Submit(ctx, job)
+	fmt.Println("again is a duplicate:", errors.Is(err, client.ErrDuplicate))
+
+	fakeWorker(ctx, js, names, job.RunID)
+
+	st, err := c.Watch(ctx, job.RunID, func(ev client.Event) error {
+		if ev.Status != nil {
+			fmt.Printf("%-6s %s\n", ev.Kind, ev.Status.Status)
+			return nil
+		}
+		fmt.Printf("%-6s %s (offset %d)\n", ev.Kind, ev.Data, ev.Offset)
+		return nil
+	})
+	if err != nil {
+		fmt.Println("watch:", err)
+		return
+	}
+	fmt.Println("exit code:", *st.ExitCode)
+	// Output:
+	// again is a duplicate: true
+	// status started
+	// events {"type":"assistant"} (offset 21)
+	// raw    plain text (offset 32)
+	// status succeeded
+	// exit code: 0
+}
+
+// fakeWorker publishes what a worker would for a short run.
+func fakeWorker(ctx context.Context, js jetstream.JetStream, names protocol.Names, runID string) {
+	zero := 0
+	for _, m := range []struct {
+		subject string
+		data    []byte
+		offset  int
+	}{
+		{names.StatusSubject(runID), protocol.Status{Status: protocol.StatusStarted, RunID: runID}.Marshal(), 0},
+		{names.EventsSubject(runID), []byte(`{"type":"assistant"}`), 21},
+		{names.RawSubject(runID), []byte("plain text"), 32},
+		{names.StatusSubject(runID), protocol.Status{Status: protocol.StatusSucceeded, RunID: runID, ExitCode: &zero}.Marshal(), 32},
+	} {
+		msg := nats.NewMsg(m.subject)
+		msg.Data = m.data
+		msg.Header.Set(protocol.HeaderOffset, fmt.Sprint(m.offset))
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// exampleServer starts an embedded JetStream server with baton's streams and
+// buckets, as a worker provisions them on start.
+func exampleServer() (jetstream.JetStream, func()) {
+	dir, err := os.MkdirTemp("", "baton-example-")
+	if err != nil {
+		panic(err)
+	}
+	opts := natsserver.DefaultTestOptions
+	opts.Port, opts.JetStream, opts.StoreDir = -1, true, dir
+	srv := natsserver.RunServer(&opts)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		panic(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := provision.Ensure(context.Background(), js, protocol.MustNames("baton"), provision.Options{}); err != nil {
+		panic(err)
+	}
+	return js, func() {
+		nc.Close()
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		os.RemoveAll(dir)
+	}
+}

@@ -1,0 +1,209 @@
+package client
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/batonhq/baton/protocol"
+)
+
+func TestParseChunk(t *testing.T) {
+	for _, tc := range []struct {
+		h    string
+		i, n int
+		ok   bool
+	}{
+		{"1/1", 1, 1, true},
+		{"2/3", 2, 3, true},
+		{"10/10", 10, 10, true},
+		{"", 0, 0, false},
+		{"1", 0, 0, false},
+		{"/3", 0, 0, false},
+		{"1/", 0, 0, false},
+		{"0/3", 0, 0, false},
+		{"4/3", 0, 0, false},
+		{"-1/3", 0, 0, false},
+		{"1/-3", 0, 0, false},
+		{"+1/3", 0, 0, false},
+		{"1/+3", 0, 0, false},
+		{"1/3/5", 0, 0, false},
+		{" 1/3", 0, 0, false},
+		{"a/b", 0, 0, false},
+		{"1/99999999999999999999", 0, 0, false},
+	} {
+		i, n, err := parseChunk(tc.h)
+		if (err == nil) != tc.ok || i != tc.i || n != tc.n {
+			t.Errorf("parseChunk(%q) = %d, %d, %v; want %d, %d, ok=%v", tc.h, i, n, err, tc.i, tc.n, tc.ok)
+		}
+	}
+}
+
+func TestParseOffset(t *testing.T) {
+	for h, want := range map[string]int64{
+		"0": 0, "1234": 1234, "": -1, "-5": -1, "x": -1, "12x": -1, "99999999999999999999": -1,
+	} {
+		if got := parseOffset(h); got != want {
+			t.Errorf("parseOffset(%q) = %d, want %d", h, got, want)
+		}
+	}
+}
+
+func mkPart(subject string, seq uint64, chunk, offset, data string) part {
+	h := nats.Header{}
+	if chunk != "" {
+		h.Set(protocol.HeaderChunk, chunk)
+	}
+	if offset != "" {
+		h.Set(protocol.HeaderOffset, offset)
+	}
+	return part{subject: subject, seq: seq, header: h, data: []byte(data)}
+}
+
+func TestAssembler(t *testing.T) {
+	const ev, raw, st = "baton.runs.r.events", "baton.runs.r.raw", "baton.runs.r.status"
+	started := string(protocol.Status{Status: protocol.StatusStarted, RunID: "r"}.Marshal())
+	type out struct {
+		kind   protocol.RunKind
+		data   string
+		offset int64
+		seq    uint64
+	}
+	for _, tc := range []struct {
+		name    string
+		parts   []part
+		want    []out
+		wantErr string // substring; empty means no error
+	}{
+		{"plain lines", []part{
+			mkPart(ev, 1, "", "5", `{"a":1}`),
+			mkPart(raw, 2, "", "9", "hey"),
+			mkPart(st, 3, "", "9", started),
+		}, []out{{"events", `{"a":1}`, 5, 1}, {"raw", "hey", 9, 2}, {"status", started, 9, 3}}, ""},
+		{"three chunks", []part{
+			mkPart(ev, 4, "1/3", "30", `{"a"`),
+			mkPart(ev, 5, "2/3", "30", `:"bc`),
+			mkPart(ev, 6, "3/3", "30", `d"}`),
+			mkPart(raw, 7, "", "40", "after"),
+		}, []out{{"events", `{"a":"bcd"}`, 30, 6}, {"raw", "after", 40, 7}}, ""},
+		{"chunked raw line", []part{
+			mkPart(raw, 1, "1/2", "9", "ab"),
+			mkPart(raw, 2, "2/2", "9", "cd"),
+		}, []out{{"raw", "abcd", 9, 2}}, ""},
+		{"single piece", []part{mkPart(ev, 1, "1/1", "3", "{}")}, []out{{"events", "{}", 3, 1}}, ""},
+		{"no offset header", []part{mkPart(ev, 1, "", "", "{}")}, []out{{"events", "{}", -1, 1}}, ""},
+		{"unknown kind passes", []part{mkPart("baton.runs.r.ctl", 1, "", "0", "x")}, []out{{"ctl", "x", 0, 1}}, ""},
+		{"subject changes mid-line", []part{
+			mkPart(ev, 1, "1/2", "9", "ab"),
+			mkPart(raw, 2, "2/2", "9", "cd"),
+		}, nil, "is not its piece 2"},
+		{"unchunked message mid-line", []part{
+			mkPart(ev, 1, "1/2", "9", "ab"),
+			mkPart(ev, 2, "", "12", "{}"),
+		}, nil, "has 1 of 2 pieces"},
+		{"count changes", []part{
+			mkPart(ev, 1, "1/3", "9", "ab"),
+			mkPart(ev, 2, "2/4", "9", "cd"),
+		}, nil, "expected piece 2/3"},
+		{"repeated piece", []part{
+			mkPart(ev, 1, "1/3", "9", "ab"),
+			mkPart(ev, 2, "1/3", "9", "ab"),
+		}, nil, "expected piece 2/3"},
+		{"starts mid-line", []part{mkPart(ev, 7, "2/3", "9", "cd")}, nil, "first piece is missing"},
+		{"bad header", []part{mkPart(ev, 1, "1-3", "9", "cd")}, nil, "bad Baton-Chunk header"},
+		{"too large", []part{
+			mkPart(ev, 1, "1/2", "9", "0123456789"),
+			mkPart(ev, 2, "2/2", "9", "0123456789"),
+		}, nil, "larger than 16 bytes"},
+		{"bad status", []part{mkPart(st, 1, "", "0", "{")}, nil, "not a status"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := assembler{maxLine: 16} // only chunked lines are bounded
+			var got []out
+			var err error
+			for _, p := range tc.parts {
+				var e Event
+				var ok bool
+				e, ok, err = a.add(p)
+				if err != nil {
+					break
+				}
+				if ok {
+					got = append(got, out{e.Kind, string(e.Data), e.Offset, e.Seq})
+					if (e.Kind == protocol.KindStatus) != (e.Status != nil) {
+						t.Errorf("event %+v: Status must be set exactly for status messages", e)
+					}
+				}
+			}
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrBrokenChunk) && tc.wantErr != "not a status" {
+					t.Errorf("error %v does not wrap ErrBrokenChunk", err)
+				}
+				if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.wantErr)) {
+					t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseChunk(f *testing.F) {
+	for _, s := range []string{"1/1", "2/3", "0/0", "3/2", "-1/2", "+1/2", "1/", "/", "", "9999999999999999999/1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		i, n, err := parseChunk(h)
+		if err == nil && (i < 1 || i > n) {
+			t.Fatalf("parseChunk(%q) accepted %d/%d", h, i, n)
+		}
+		if err != nil && (i != 0 || n != 0) {
+			t.Fatalf("parseChunk(%q) failed but returned %d/%d", h, i, n)
+		}
+	})
+}
+
+// FuzzAssembler feeds arbitrary chunk headers and subjects: the assembler
+// must never panic, never emit more bytes than it was given, and emit a
+// chunked line only as the concatenation of its pieces.
+func FuzzAssembler(f *testing.F) {
+	f.Add("1/3|2/3|3/3", "events|events|events", "abc")
+	f.Add("1/2||2/2", "events|raw|events", "xy")
+	f.Add("2/2|1/1|", "raw|status|events", "{}")
+	f.Fuzz(func(t *testing.T, chunks, kinds, data string) {
+		hs := bytes.Split([]byte(chunks), []byte("|"))
+		ks := bytes.Split([]byte(kinds), []byte("|"))
+		a := assembler{maxLine: 64}
+		var in, outBytes int
+		for i, h := range hs {
+			k := "events"
+			if i < len(ks) {
+				k = string(ks[i])
+			}
+			p := mkPart("baton.runs.r."+k, uint64(i+1), string(h), fmt.Sprint(i), data)
+			in += len(data)
+			ev, ok, err := a.add(p)
+			if err != nil {
+				return
+			}
+			if ok {
+				outBytes += len(ev.Data)
+				if ev.Seq != uint64(i+1) {
+					t.Fatalf("event seq %d, want the last piece's %d", ev.Seq, i+1)
+				}
+			}
+		}
+		if outBytes > in {
+			t.Fatalf("emitted %d bytes from %d", outBytes, in)
+		}
+	})
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/kv"
+)
+
+// session is a client command's connection: the baton client, and the raw
+// JetStream handle for the odd question the client does not answer.
+type session struct {
+	c     *client.Client
+	js    jetstream.JetStream
+	close func()
+}
+
+func openSession(ctx context.Context, g *globals) (*session, error) {
+	names, err := g.names()
+	if err != nil {
+		return nil, err
+	}
+	nc, js, err := g.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &session{c: client.New(js, names), js: js, close: nc.Close}, nil
+}
+
+func newRunsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	list := func(cmd *cobra.Command, _ []string) error {
+		s, err := openSession(cmd.Context(), g)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		// Unreadable records are left out with an error wrapping
+		// kv.ErrDecode: show the others, then fail with it.
+		runs, err := s.c.Runs(cmd.Context())
+		if err != nil && !errors.Is(err, kv.ErrDecode) {
+			return err
+		}
+		var werr error
+		if asJSON {
+			views := make([]runView, len(runs))
+			for i, r := range runs {
+				views[i] = newRunView(r)
+			}
+			werr = writeJSON(cmd.OutOrStdout(), views)
+		} else {
+			werr = printRunsTable(cmd.OutOrStdout(), runs)
+		}
+		return cmp.Or(werr, err)
+	}
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List runs and show their records",
+		Long: `runs reads the run records that workers keep in the runs bucket: state,
+node, worker, attempt, times, exit code and journal offset. With no
+subcommand it lists them, newest first.`,
+		Example: `  baton runs
+  baton runs list --json | jq -r '.[] | select(.state=="failed") | .runId'
+  baton runs get run-5kq2m8x3c1v7b0n4d6fa`,
+		Args: cobra.NoArgs,
+		RunE: list,
+	}
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List runs, newest first",
+		Example: `  baton runs list
+  baton runs list --json`,
+		Args: cobra.NoArgs,
+		RunE: list,
+	}, &cobra.Command{
+		Use:   "get RUNID",
+		Short: "Show every field of one run's record",
+		Example: `  baton runs get run-5kq2m8x3c1v7b0n4d6fa
+  baton runs get run-5kq2m8x3c1v7b0n4d6fa --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := openSession(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			rec, err := s.c.Run(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), newRunView(rec))
+			}
+			return printRun(cmd.OutOrStdout(), rec)
+		},
+	})
+	return cmd
+}
+
+// runView is a run record as the CLI shows it. The nonce is left out: it
+// guards the journal's exit sentinel and has no use outside the worker.
+type runView struct {
+	RunID           string            `json:"runId"`
+	State           kv.RunState       `json:"state"`
+	Profile         string            `json:"profile"`
+	Node            string            `json:"node"`
+	Worker          string            `json:"worker,omitempty"`
+	Attempt         int               `json:"attempt"`
+	CancelRequested bool              `json:"cancelRequested"`
+	CreatedAt       *time.Time        `json:"createdAt,omitempty"`
+	StartedAt       *time.Time        `json:"startedAt,omitempty"`
+	FinishedAt      *time.Time        `json:"finishedAt,omitempty"`
+	Deadline        *time.Time        `json:"deadline,omitempty"`
+	ExitCode        *int              `json:"exitCode,omitempty"`
+	Reason          string            `json:"reason,omitempty"`
+	Offset          int64             `json:"offset"`
+	LastSeq         uint64            `json:"lastSeq"`
+	Labels          map[string]string `json:"labels,omitempty"`
+}
+
+func newRunView(r kv.RunRecord) runView {
+	t := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	return runView{
+		RunID: r.RunID, State: r.State, Profile: r.Profile, Node: r.Node, Worker: r.Worker,
+		Attempt: r.Attempt, CancelRequested: r.CancelRequested,
+		CreatedAt: t(r.CreatedAt), StartedAt: t(r.StartedAt), FinishedAt: t(r.FinishedAt), Deadline: t(r.Deadline),
+		ExitCode: r.ExitCode, Reason: r.Reason, Offset: r.Offset, LastSeq: r.LastSeq, Labels: r.Labels,
+	}
+}
+
+func printRunsTable(w io.Writer, runs []kv.RunRecord) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN ID\tSTATE\tPROFILE\tNODE\tATTEMPT\tCREATED\tEXIT")
+	for _, r := range runs {
+		state := string(r.State)
+		if r.CancelRequested && !r.State.Terminal() {
+			state += " (cancelling)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+			r.RunID, cell(state), cell(r.Profile), cell(r.Node), r.Attempt, fmtTime(r.CreatedAt), fmtExit(r.ExitCode))
+	}
+	return tw.Flush()
+}
+
+func printRun(w io.Writer, r kv.RunRecord) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("Run ID", r.RunID)
+	row("State", cell(string(r.State)))
+	row("Profile", cell(r.Profile))
+	row("Node", cell(r.Node))
+	row("Worker", cell(r.Worker))
+	row("Attempt", fmt.Sprint(r.Attempt))
+	row("Cancel requested", fmt.Sprint(r.CancelRequested))
+	row("Created", fmtTime(r.CreatedAt))
+	row("Started", fmtTime(r.StartedAt))
+	row("Finished", fmtTime(r.FinishedAt))
+	row("Deadline", fmtTime(r.Deadline))
+	row("Exit code", fmtExit(r.ExitCode))
+	row("Reason", cell(r.Reason))
+	row("Journal offset", fmt.Sprint(r.Offset))
+	row("Last event seq", fmt.Sprint(r.LastSeq))
+	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+		row("Label "+sanitize([]byte(k), false), sanitize([]byte(r.Labels[k]), false))
+	}
+	return tw.Flush()
+}
+
+// cell is a table cell: "-" when empty, and no character that breaks the row.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return sanitize([]byte(s), false)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func fmtExit(code *int) string {
+	if code == nil {
+		return "-"
+	}
+	return fmt.Sprint(*code)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/protocol"
+)
+
+// submitFlags are submit's flags; job turns them into a Job.
+type submitFlags struct {
+	profile string
+	input   string
+	runID   string
+	args    []string
+	env     []string
+	files   []string
+	labels  []string
+	timeout time.Duration
+	watch   bool
+	json    bool
+}
+
+func newSubmitCmd(g *globals) *cobra.Command {
+	var f submitFlags
+	cmd := &cobra.Command{
+		Use:   "submit --profile PROFILE [flags]",
+		Short: "Submit a job: start a run of a profile's agent",
+		Long: `submit publishes a job on the jobs stream and prints its run id. A worker
+that has the profile starts the run; the job's input is written to the
+agent's stdin. Submitting the same --run-id again (within the stream's
+two-minute duplicates window) does not start a second run.
+
+With --watch it then follows the run like 'baton watch', and its exit
+status follows the run's: 0 if it succeeded, 1 if not, 2 if watching failed.`,
+		Example: `  # Start a run of the demo profile and follow it
+  baton submit --profile demo --input 'list the files' --watch
+
+  # Input from stdin, a seed file, a bounded time, a label
+  git diff | baton submit --profile reviewer --input - \
+      --file CONTRIBUTING.md=./CONTRIBUTING.md --timeout 10m --label pr=1234
+
+  # Idempotent submission with your own id, machine-readable output
+  baton submit --profile demo --run-id nightly-2026-01-31 --input go --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			job, err := f.job(cmd.InOrStdin(), os.ReadFile)
+			if err != nil {
+				return err
+			}
+			s, err := openSession(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			err = s.c.Submit(cmd.Context(), job)
+			dup := errors.Is(err, client.ErrDuplicate)
+			if err != nil && !dup {
+				return err
+			}
+			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if f.json {
+				err = json.NewEncoder(out).Encode(struct {
+					RunID     string `json:"runId"`
+					Duplicate bool   `json:"duplicate"`
+				}{job.RunID, dup})
+			} else {
+				_, err = fmt.Fprintln(out, job.RunID)
+			}
+			if err != nil {
+				return err
+			}
+			if dup {
+				fmt.Fprintf(errOut, "run %s was already submitted; it was not submitted again\n", job.RunID)
+			}
+			if !f.watch {
+				return nil
+			}
+			return s.watch(cmd.Context(), job.RunID, f.json, out, errOut)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.profile, "profile", "", "profile of the worker's configuration to run (required)")
+	fl.StringVar(&f.input, "input", "", "text written to the agent's stdin; - reads it from this command's stdin")
+	fl.StringVar(&f.runID, "run-id", "", "run id, [A-Za-z0-9_-]{1,128} (default: a random run-…)")
+	fl.StringArrayVar(&f.args, "arg", nil, "argument appended to the profile's command, if it allows (repeatable)")
+	fl.StringArrayVar(&f.env, "env", nil, "KEY=VALUE environment variable the profile allows (repeatable)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "limit on the run's duration, e.g. 10m (only shortens the profile's)")
+	fl.StringArrayVar(&f.files, "file", nil, "PATH=LOCALFILE: seed the workspace's PATH with a local text file (repeatable)")
+	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label copied to the run record (repeatable)")
+	fl.BoolVar(&f.watch, "watch", false, "follow the run until it ends, like 'baton watch'")
+	fl.BoolVar(&f.json, "json", false, `print {"runId":…,"duplicate":…}; with --watch, payloads as 'watch --json'`)
+	_ = cmd.MarkFlagRequired("profile") // cannot fail: the flag is defined above
+	return cmd
+}
+
+// job builds the Job the flags describe; stdin serves --input -, readFile
+// serves --file.
+func (f *submitFlags) job(stdin io.Reader, readFile func(string) ([]byte, error)) (protocol.Job, error) {
+	job := protocol.Job{RunID: f.runID, Profile: f.profile, Input: f.input, Args: f.args}
+	if job.RunID == "" {
+		job.RunID = newRunID()
+	}
+	if f.input == "-" {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return protocol.Job{}, fmt.Errorf("--input -: read stdin: %w", err)
+		}
+		job.Input = string(b)
+	}
+	job.Timeout = protocol.Duration(f.timeout)
+	var err error
+	if job.Env, err = parseAssignments("--env", f.env); err != nil {
+		return protocol.Job{}, err
+	}
+	if job.Labels, err = parseAssignments("--label", f.labels); err != nil {
+		return protocol.Job{}, err
+	}
+	if job.Files, err = parseFiles(f.files, readFile); err != nil {
+		return protocol.Job{}, err
+	}
+	// The worker's own rules (env names, file paths, sizes), checked here so
+	// that a bad job is refused now rather than dead-lettered later.
+	if err := job.Validate(protocol.Limits{}); err != nil {
+		return protocol.Job{}, err
+	}
+	return job, nil
+}
+
+// newRunID returns "run-" and 20 random base32 characters (100 bits).
+func newRunID() string {
+	return "run-" + strings.ToLower(rand.Text()[:20])
+}
+
+// parseAssignments reads repeated KEY=VALUE flags into a map; nil when none.
+func parseAssignments(flag string, values []string) (map[string]string, error) {
+	if len(values) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(values))
+	for _, v := range values {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s %q: want KEY=VALUE", flag, v)
+		}
+		if k == "" {
+			return nil, fmt.Errorf("%s %q: the key is empty", flag, v)
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("%s: %s given twice", flag, k)
+		}
+		m[k] = val
+	}
+	return m, nil
+}
+
+// parseFiles reads repeated PATH=LOCALFILE flags: the workspace path and the
+// local file whose text it gets. Files travel as JSON strings, so they must
+// be UTF-8 text.
+func parseFiles(values []string, readFile func(string) ([]byte, error)) (map[string]string, error) {
+	locals, err := parseAssignments("--file", values)
+	if err != nil || locals == nil {
+		return nil, err
+	}
+	files := make(map[string]string, len(locals))
+	for p, local := range locals {
+		if local == "" {
+			return nil, fmt.Errorf("--file %s=: no local file named", p)
+		}
+		b, err := readFile(local)
+		if err != nil {
+			return nil, fmt.Errorf("--file %s: %w", p, err)
+		}
+		if !utf8.Valid(b) { // said here, as the job's check cannot name the local file
+			return nil, fmt.Errorf("--file %s: %s is not UTF-8 text (jobs carry files as JSON strings)", p, local)
+		}
+		files[p] = string(b)
+	}
+	return files, nil
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"io/fs"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/protocol"
+)
+
+func TestParseAssignments(t *testing.T) {
+	for _, tc := range []struct {
+		in      []string
+		want    map[string]string
+		wantErr string
+	}{
+		{nil, nil, ""},
+		{[]string{"A=1"}, map[string]string{"A": "1"}, ""},
+		{[]string{"A=", "B=x=y"}, map[string]string{"A": "", "B": "x=y"}, ""},
+		{[]string{"K=v with spaces", "L=ünï"}, map[string]string{"K": "v with spaces", "L": "ünï"}, ""},
+		{[]string{"A"}, nil, `--x "A": want KEY=VALUE`},
+		{[]string{"=v"}, nil, "the key is empty"},
+		{[]string{"A=1", "A=2"}, nil, "A given twice"},
+	} {
+		got, err := parseAssignments("--x", tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parseAssignments(%q): got %v, want error with %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !maps.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("parseAssignments(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseFiles(t *testing.T) {
+	local := map[string]string{"a.txt": "alpha\n", "bin": "\xff\xfe", "empty": ""}
+	readFile := func(name string) ([]byte, error) {
+		s, ok := local[name]
+		if !ok {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+		return []byte(s), nil
+	}
+	for _, tc := range []struct {
+		in      []string
+		want    map[string]string
+		wantErr string
+	}{
+		{nil, nil, ""},
+		{[]string{"src/a.txt=a.txt", "e=empty"}, map[string]string{"src/a.txt": "alpha\n", "e": ""}, ""},
+		{[]string{"x=missing"}, nil, "missing: file does not exist"},
+		{[]string{"x=bin"}, nil, "bin is not UTF-8 text"},
+		{[]string{"x="}, nil, "no local file named"},
+		{[]string{"x"}, nil, "want KEY=VALUE"},
+	} {
+		got, err := parseFiles(tc.in, readFile)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parseFiles(%q): got %v, want error with %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !maps.Equal(got, tc.want) {
+			t.Errorf("parseFiles(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestSubmitFlagsJob(t *testing.T) {
+	readFile := func(name string) ([]byte, error) { return []byte("content of " + name), nil }
+	f := submitFlags{
+		profile: "demo", input: "-", args: []string{"--fast", "a,b"}, env: []string{"MODE=x"},
+		files: []string{"in/seed.txt=/tmp/seed"}, labels: []string{"pr=12"}, timeout: 90 * time.Second,
+	}
+	job, err := f.job(strings.NewReader("from stdin"), readFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !protocol.ValidRunID(job.RunID) || !strings.HasPrefix(job.RunID, "run-") || len(job.RunID) != 24 {
+		t.Errorf("generated run id %q, want run- and 20 characters", job.RunID)
+	}
+	if job.Input != "from stdin" || job.Profile != "demo" || len(job.Args) != 2 || job.Args[1] != "a,b" ||
+		job.Env["MODE"] != "x" || job.Files["in/seed.txt"] != "content of /tmp/seed" || job.Labels["pr"] != "12" ||
+		job.Timeout != protocol.Duration(90*time.Second) {
+		t.Errorf("job %+v", job)
+	}
+	if other, _ := f.job(strings.NewReader(""), readFile); other.RunID == job.RunID {
+		t.Errorf("two generated run ids are both %q", job.RunID)
+	}
+
+	for _, tc := range []struct {
+		f    submitFlags
+		want error
+	}{
+		{submitFlags{profile: "demo", runID: "has space"}, protocol.ErrBadRunID},
+		{submitFlags{profile: ""}, protocol.ErrInvalidJob},
+		{submitFlags{profile: "demo", env: []string{"1BAD=x"}}, protocol.ErrInvalidJob},
+		{submitFlags{profile: "demo", files: []string{"../escape=x"}}, protocol.ErrInvalidJob},
+		{submitFlags{profile: "demo", files: []string{"/abs=x"}}, protocol.ErrInvalidJob},
+		{submitFlags{profile: "demo", timeout: -time.Second}, protocol.ErrInvalidJob},
+	} {
+		if _, err := tc.f.job(strings.NewReader(""), readFile); !errors.Is(err, tc.want) {
+			t.Errorf("job(%+v): got %v, want %v", tc.f, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,471 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+)
+
+func newWatchCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "watch RUNID",
+		Short: "Replay a run's events from the start, then follow it until it ends",
+		Long: `watch prints every event, raw line and status of a run in order: first
+what the run has already published, then live, until its terminal status.
+
+By default the output is for people: agent text as it streams, tool calls
+and results on one line each, statuses with worker, node and epoch, and the
+exit code, reason and stderr tail at the end. --json prints each message's
+payload unchanged, one per line.
+
+The exit status is 0 if the run succeeded, 1 if it failed, was cancelled,
+timed out or was lost, and 2 if watching itself failed.`,
+		Example: `  # Follow a run as it happens
+  baton watch run-5kq2m8x3c1v7b0n4d6fa
+
+  # Machine-readable: one payload per line, e.g. for jq
+  baton watch run-5kq2m8x3c1v7b0n4d6fa --json | jq -c 'select(.type=="result")'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := openSession(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			return s.watch(cmd.Context(), args[0], asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print each payload unchanged, one per line")
+	return cmd
+}
+
+// watch streams runID to out and turns its outcome into the command's
+// exit status: nil when it succeeded, exitCodeError(1) when it ended
+// otherwise, exitCodeError(2) when the watch failed (said on errOut).
+func (s *session) watch(ctx context.Context, runID string, asJSON bool, out, errOut io.Writer) error {
+	if done, err := s.explainBeforeWatch(ctx, runID, errOut); done {
+		return err
+	}
+	p := &eventPrinter{w: out, json: asJSON, color: useColor(out)}
+	st, err := s.c.Watch(ctx, runID, p.print)
+	p.finish()
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(errOut, "baton: watch %s: interrupted\n", runID)
+		} else {
+			fmt.Fprintf(errOut, "baton: %v\n", err)
+		}
+		return exitCodeError(2)
+	}
+	if st.Status != protocol.StatusSucceeded {
+		return exitCodeError(1)
+	}
+	return nil
+}
+
+// explainBeforeWatch tells a person, on errOut, why the watch may sit
+// silent: the run has no record yet (no worker took the job), or it ended
+// so long ago that its events have aged out of the stream, in which case it
+// reports the record's outcome instead of waiting forever (done is true).
+func (s *session) explainBeforeWatch(ctx context.Context, runID string, errOut io.Writer) (done bool, err error) {
+	rec, err := s.c.Run(ctx, runID)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		fmt.Fprintf(errOut, "run %s has no record yet: waiting for a worker to start it (Ctrl-C to stop)\n", runID)
+		return false, nil
+	case err != nil || !rec.State.Terminal():
+		return false, nil // the watch itself will say what is wrong
+	}
+	// Ended: the chain ends with its terminal status unless it aged out.
+	st, err := s.js.Stream(ctx, s.c.Names().EventsStream())
+	if err != nil {
+		return false, nil
+	}
+	if _, err := st.GetLastMsgForSubject(ctx, s.c.Names().RunFilter(runID)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	fmt.Fprintf(errOut, "run %s ended (%s) and its events are no longer in the stream\n", runID, runOutcome(rec))
+	if rec.State == kv.RunState(protocol.StatusSucceeded) {
+		return true, nil
+	}
+	return true, exitCodeError(1)
+}
+
+// runOutcome summarizes a run record's end for a person.
+func runOutcome(r kv.RunRecord) string {
+	s := string(r.State)
+	if r.ExitCode != nil {
+		s += fmt.Sprintf(", exit %d", *r.ExitCode)
+	}
+	if r.Reason != "" {
+		s += ", " + sanitize([]byte(r.Reason), false)
+	}
+	return s
+}
+
+// useColor is true when out is a terminal and NO_COLOR is not set.
+func useColor(out io.Writer) bool {
+	return os.Getenv("NO_COLOR") == "" && isTerminal(out)
+}
+
+// ANSI styles.
+const (
+	styleReset  = "\x1b[0m"
+	styleBold   = "\x1b[1m"
+	styleDim    = "\x1b[2m"
+	styleRed    = "\x1b[31m"
+	styleGreen  = "\x1b[32m"
+	styleYellow = "\x1b[33m"
+	styleBlue   = "\x1b[34m"
+	styleCyan   = "\x1b[36m"
+)
+
+// eventPrinter renders a run's events for a person (or, with json, as
+// their payloads). It keeps the state that streaming text needs: whether
+// the cursor is mid-line, and whether the current assistant message was
+// already shown as deltas.
+type eventPrinter struct {
+	w        io.Writer
+	json     bool
+	color    bool
+	midLine  bool // streamed text left the cursor mid-line
+	streamed bool // text deltas of the current message were printed
+	err      error
+}
+
+// print renders one event; it fails only when the output cannot be written.
+func (p *eventPrinter) print(ev client.Event) error {
+	if p.json {
+		p.write(ev.Data)
+		if !bytes.HasSuffix(ev.Data, []byte("\n")) {
+			p.write([]byte("\n"))
+		}
+		return p.err
+	}
+	switch ev.Kind {
+	case protocol.KindStatus:
+		p.status(*ev.Status)
+	case protocol.KindEvents:
+		p.agentLine(ev.Data)
+	case protocol.KindRaw:
+		p.line(p.paint(styleDim, "raw│ ") + sanitize(trimEOL(ev.Data), false))
+	default:
+		p.line(p.paint(styleDim, string(ev.Kind)+"│ ") + sanitize(trimEOL(ev.Data), false))
+	}
+	return p.err
+}
+
+// finish ends a line left open by streamed text.
+func (p *eventPrinter) finish() {
+	if p.midLine {
+		p.write([]byte("\n"))
+		p.midLine = false
+	}
+}
+
+func (p *eventPrinter) write(b []byte) {
+	if p.err == nil {
+		_, p.err = p.w.Write(b)
+	}
+}
+
+// line prints s as a whole line, after ending any streamed text.
+func (p *eventPrinter) line(s string) {
+	p.finish()
+	p.write([]byte(s + "\n"))
+}
+
+// inline prints streamed text as it comes.
+func (p *eventPrinter) inline(s string) {
+	if s == "" {
+		return
+	}
+	p.write([]byte(s))
+	p.midLine = !strings.HasSuffix(s, "\n")
+}
+
+func (p *eventPrinter) paint(style, s string) string {
+	if !p.color {
+		return s
+	}
+	return style + s + styleReset
+}
+
+func (p *eventPrinter) status(st protocol.Status) {
+	style := styleCyan
+	switch st.Status {
+	case protocol.StatusSucceeded:
+		style = styleGreen
+	case protocol.StatusCancelled:
+		style = styleYellow
+	case protocol.StatusFailed, protocol.StatusTimeout, protocol.StatusLost:
+		style = styleRed
+	}
+	var b strings.Builder
+	b.WriteString(p.paint(style, "● "+sanitize([]byte(st.Status), false)))
+	field := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, " %s=%s", k, sanitize([]byte(v), false))
+		}
+	}
+	b.WriteString(" ")
+	field("worker", st.Worker)
+	field("node", st.Node)
+	if st.Epoch != 0 {
+		field("epoch", fmt.Sprint(st.Epoch))
+	}
+	if st.Attempt > 1 {
+		field("attempt", fmt.Sprint(st.Attempt))
+	}
+	if st.ExitCode != nil {
+		field("exit", fmt.Sprint(*st.ExitCode))
+	}
+	field("signal", st.Signal)
+	field("reason", st.Reason)
+	p.line(strings.TrimRight(b.String(), " "))
+	if st.Status.Terminal() && st.StderrTail != "" {
+		p.line(p.paint(styleDim, "  stderr:"))
+		for _, l := range strings.Split(strings.TrimRight(st.StderrTail, "\n"), "\n") {
+			p.line(p.paint(styleDim, "    "+sanitize([]byte(l), false)))
+		}
+	}
+}
+
+// agentMsg is the part of an agent's NDJSON line (Claude Code stream-json)
+// that the printer summarizes; anything else is printed as compact JSON.
+type agentMsg struct {
+	Type    string `json:"type"`
+	Subtype string `json:"subtype"`
+	Event   *struct {
+		Type  string `json:"type"`
+		Delta *struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"delta"`
+	} `json:"event"`
+	Message *struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+	IsError      bool    `json:"is_error"`
+	NumTurns     int     `json:"num_turns"`
+	DurationMS   float64 `json:"duration_ms"`
+	TotalCostUSD float64 `json:"total_cost_usd"`
+}
+
+type contentBlock struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Thinking string          `json:"thinking"`
+	Name     string          `json:"name"`
+	Input    json.RawMessage `json:"input"`
+	Content  json.RawMessage `json:"content"`
+	IsError  bool            `json:"is_error"`
+}
+
+func (p *eventPrinter) agentLine(data []byte) {
+	line := trimEOL(data)
+	if !json.Valid(line) {
+		// Not JSON after all (the worker files such lines under raw); show it as one.
+		p.line(p.paint(styleDim, "raw│ ") + sanitize(line, false))
+		return
+	}
+	var m agentMsg
+	_ = json.Unmarshal(line, &m) // a line of another shape leaves m empty: shown as JSON below
+	switch {
+	case m.Type == "stream_event" && m.Event != nil:
+		// Partial-message events: only text deltas carry something to read.
+		if m.Event.Type == "content_block_delta" && m.Event.Delta != nil && m.Event.Delta.Type == "text_delta" {
+			p.inline(sanitize([]byte(m.Event.Delta.Text), true))
+			p.streamed = true
+		}
+		return
+	case m.Type == "assistant" && m.Message != nil:
+		if blocks, ok := parseBlocks(m.Message.Content); ok {
+			p.assistant(blocks)
+			return
+		}
+	case m.Type == "user" && m.Message != nil:
+		if blocks, ok := parseBlocks(m.Message.Content); ok && hasToolResult(blocks) {
+			p.toolResults(blocks)
+			return
+		}
+	case m.Type == "result":
+		p.result(m)
+		return
+	}
+	p.line(compactJSON(line))
+}
+
+func parseBlocks(raw json.RawMessage) ([]contentBlock, bool) {
+	var blocks []contentBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return nil, false
+	}
+	return blocks, true
+}
+
+func hasToolResult(blocks []contentBlock) bool {
+	for _, b := range blocks {
+		if b.Type == "tool_result" {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *eventPrinter) assistant(blocks []contentBlock) {
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			if !p.streamed { // else it was shown delta by delta already
+				p.finish()
+				p.inline(sanitize([]byte(b.Text), true))
+				p.finish()
+			}
+		case "thinking":
+			p.line(p.paint(styleDim, "✻ "+cut(sanitize([]byte(b.Thinking), false), 120)))
+		case "tool_use":
+			p.line(p.paint(styleBlue, "→ "+sanitize([]byte(b.Name), false)+": ") + toolSummary(b.Input))
+		default:
+			raw, _ := json.Marshal(b)
+			p.line(compactJSON(raw))
+		}
+	}
+	p.streamed = false
+}
+
+func (p *eventPrinter) toolResults(blocks []contentBlock) {
+	for _, b := range blocks {
+		if b.Type != "tool_result" {
+			continue
+		}
+		word, style := "result", styleDim
+		if b.IsError {
+			word, style = "error", styleRed
+		}
+		p.line(p.paint(style, fmt.Sprintf("← %s (%d bytes)", word, len(resultText(b.Content)))))
+	}
+}
+
+func (p *eventPrinter) result(m agentMsg) {
+	word, style := "done", styleGreen
+	if m.IsError {
+		word, style = "error", styleRed
+	}
+	var b strings.Builder
+	b.WriteString(p.paint(styleBold+style, "■ "+word))
+	if m.Subtype != "" {
+		b.WriteString(" " + sanitize([]byte(m.Subtype), false))
+	}
+	if m.NumTurns > 0 {
+		fmt.Fprintf(&b, "  turns=%d", m.NumTurns)
+	}
+	if m.DurationMS > 0 {
+		fmt.Fprintf(&b, "  %.1fs", m.DurationMS/1000)
+	}
+	if m.TotalCostUSD > 0 {
+		fmt.Fprintf(&b, "  $%.4f", m.TotalCostUSD)
+	}
+	p.line(b.String())
+}
+
+// toolSummary is the one argument that says what a tool call does, or its
+// input as compact JSON.
+func toolSummary(input json.RawMessage) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(input, &fields) == nil {
+		for _, k := range []string{"command", "file_path", "path", "pattern", "url", "query", "description", "prompt"} {
+			var s string
+			if json.Unmarshal(fields[k], &s) == nil && s != "" {
+				return cut(sanitize([]byte(s), false), 200)
+			}
+		}
+	}
+	return cut(compactJSON(input), 200)
+}
+
+// resultText is a tool result's content: a string, or text blocks.
+func resultText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []contentBlock
+	if json.Unmarshal(raw, &blocks) == nil {
+		var b strings.Builder
+		for _, bl := range blocks {
+			b.WriteString(bl.Text)
+		}
+		return b.String()
+	}
+	return string(raw)
+}
+
+// compactJSON is raw on one line, made safe for a terminal.
+func compactJSON(raw []byte) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) == nil {
+		raw = buf.Bytes()
+	}
+	return sanitize(raw, false)
+}
+
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	return bytes.TrimSuffix(b, []byte("\r"))
+}
+
+// sanitize makes agent output safe to print on a terminal: invalid UTF-8
+// bytes become \xNN and control characters (escape sequences could rewrite
+// the screen or the window title) become escapes. With keepLines, newlines
+// and tabs pass, for text meant to flow.
+func sanitize(b []byte, keepLines bool) string {
+	var out strings.Builder
+	out.Grow(len(b))
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&out, `\x%02x`, b[0])
+		case keepLines && (r == '\n' || r == '\t'):
+			out.WriteRune(r)
+		case r == '\n':
+			out.WriteString(`\n`)
+		case r == '\t':
+			out.WriteString(`\t`)
+		case r == '\r':
+			out.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&out, `\x%02x`, r)
+		case r >= 0x80 && r < 0xa0, r == 0x2028, r == 0x2029:
+			fmt.Fprintf(&out, `\u%04x`, r)
+		default:
+			out.WriteRune(r)
+		}
+		b = b[size:]
+	}
+	return out.String()
+}
+
+// cut shortens s to at most n runes, marking the cut with an ellipsis.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/protocol"
+)
+
+func evLine(kind protocol.RunKind, data string) client.Event {
+	return client.Event{Kind: kind, Data: []byte(data)}
+}
+
+func evStatus(t *testing.T, js string) client.Event {
+	t.Helper()
+	st, err := protocol.ParseStatus([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.Event{Kind: protocol.KindStatus, Data: []byte(js), Status: &st}
+}
+
+func render(t *testing.T, asJSON, color bool, evs ...client.Event) string {
+	t.Helper()
+	var b bytes.Buffer
+	p := &eventPrinter{w: &b, json: asJSON, color: color}
+	for _, ev := range evs {
+		if err := p.print(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.finish()
+	return b.String()
+}
+
+func TestHumanFormat(t *testing.T) {
+	const (
+		ev  = protocol.KindEvents
+		raw = protocol.KindRaw
+	)
+	delta := func(s string) client.Event {
+		return evLine(ev, `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+s+`"}}}`)
+	}
+	for _, tc := range []struct {
+		name string
+		evs  []client.Event
+		want string
+	}{
+		{"started status", []client.Event{evStatus(t, `{"status":"started","runId":"r","worker":"w1","node":"n1","epoch":12,"offset":0,"time":"2026-01-01T00:00:00Z"}`)},
+			"● started  worker=w1 node=n1 epoch=12\n"},
+		{"terminal status with stderr tail", []client.Event{evStatus(t, `{"status":"failed","runId":"r","worker":"w1","offset":9,"exitCode":2,"reason":"exit","stderrTail":"boom\nbang\u001b[2J\n","time":"2026-01-01T00:00:00Z"}`)},
+			"● failed  worker=w1 exit=2 reason=exit\n  stderr:\n    boom\n    bang\\x1b[2J\n"},
+		{"text deltas inline, then the full message is not repeated", []client.Event{
+			delta("Hel"), delta("lo\\nwor"), delta("ld"),
+			evLine(ev, `{"type":"stream_event","event":{"type":"content_block_stop","index":0}}`),
+			evLine(ev, `{"type":"assistant","message":{"content":[{"type":"text","text":"Hello\nworld"},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls -la"}}]}}`),
+		}, "Hello\nworld\n→ Bash: ls -la\n"},
+		{"assistant text without deltas", []client.Event{
+			evLine(ev, `{"type":"assistant","message":{"content":[{"type":"text","text":"Hi there"}]}}`),
+			evLine(ev, `{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Read","input":{"file_path":"/w/a.go"}}]}}`),
+			evLine(ev, `{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Custom","input":{"n": 1}}]}}`),
+		}, "Hi there\n→ Read: /w/a.go\n→ Custom: {\"n\":1}\n"},
+		{"tool results", []client.Event{
+			evLine(ev, `{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"abc"}]}}`),
+			evLine(ev, `{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"12345"}],"is_error":true}]}}`),
+		}, "← result (3 bytes)\n← error (5 bytes)\n"},
+		{"result summary", []client.Event{
+			evLine(ev, `{"type":"result","subtype":"success","is_error":false,"duration_ms":12345,"num_turns":3,"result":"done","total_cost_usd":0.0123}`),
+			evLine(ev, `{"type":"result","subtype":"error_max_turns","is_error":true}`),
+		}, "■ done success  turns=3  12.3s  $0.0123\n■ error error_max_turns\n"},
+		{"other JSON is compacted", []client.Event{evLine(ev, "{ \"type\" : \"system\",\n \"tools\": [ 1, 2 ] }\n")},
+			`{"type":"system","tools":[1,2]}` + "\n"},
+		{"user prompt text is other JSON", []client.Event{evLine(ev, `{"type":"user","message":{"content":"hi"}}`)},
+			`{"type":"user","message":{"content":"hi"}}` + "\n"},
+		{"malformed JSON on events", []client.Event{evLine(ev, `{"type":"assistant",`)}, `raw│ {"type":"assistant",` + "\n"},
+		{"wrong shapes fall back to compact JSON", []client.Event{
+			evLine(ev, `{"type":"assistant","message":{"content":"not blocks"}}`),
+			evLine(ev, `[1,2]`),
+			evLine(ev, `"str"`),
+		}, `{"type":"assistant","message":{"content":"not blocks"}}` + "\n[1,2]\n\"str\"\n"},
+		{"raw line", []client.Event{evLine(raw, "plain text\n")}, "raw│ plain text\n"},
+		{"invalid UTF-8 and control bytes are escaped", []client.Event{evLine(raw, "a\xffb\x1b[31mred\x07\r\tz\u0085")},
+			"raw│ a\\xffb\\x1b[31mred\\x07\\r\\tz\\u0085\n"},
+		{"invalid UTF-8 inside JSON strings", []client.Event{evLine(ev, "{\"type\":\"x\",\"s\":\"\xff\"}")},
+			"{\"type\":\"x\",\"s\":\"\\xff\"}\n"},
+		{"streamed text is sanitized but keeps lines", []client.Event{delta(`a\u001b]0;pwned\u0007\tb\n`)},
+			"a\\x1b]0;pwned\\x07\tb\n"},
+		{"a line after open streamed text starts on its own line", []client.Event{
+			delta("partial"),
+			evStatus(t, `{"status":"handoff","runId":"r","worker":"w1","offset":5,"time":"2026-01-01T00:00:00Z"}`),
+		}, "partial\n● handoff  worker=w1\n"},
+		{"message on an unknown subject kind", []client.Event{evLine("ctl", "x\x00y")}, "ctl│ x\\x00y\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := render(t, false, false, tc.evs...); got != tc.want {
+				t.Errorf("got:\n%q\nwant:\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestJSONFormatIsUnchanged(t *testing.T) {
+	st := `{"status":"succeeded","runId":"r","offset":3,"exitCode":0,"time":"2026-01-01T00:00:00Z"}`
+	got := render(t, true, false,
+		evLine(protocol.KindEvents, `{"a": 1}`),
+		evLine(protocol.KindRaw, "bytes \xff\x1b as they are"),
+		evLine(protocol.KindEvents, "{\"with\":\"newline\"}\n"),
+		evStatus(t, st))
+	want := "{\"a\": 1}\nbytes \xff\x1b as they are\n{\"with\":\"newline\"}\n" + st + "\n"
+	if got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestColorOnlyWhenAsked(t *testing.T) {
+	st := evStatus(t, `{"status":"succeeded","runId":"r","offset":0,"exitCode":0,"time":"2026-01-01T00:00:00Z"}`)
+	if got := render(t, false, true, st); !strings.Contains(got, styleGreen+"● succeeded"+styleReset) {
+		t.Errorf("colored status %q lacks green", got)
+	}
+	if got := render(t, false, false, st); strings.Contains(got, "\x1b") {
+		t.Errorf("uncolored status %q has escape codes", got)
+	}
+	if useColor(&bytes.Buffer{}) {
+		t.Error("a buffer is not a terminal")
+	}
+}
+
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"this is too long", 10, "this is t…"},
+		{"ééééééé", 4, "ééé…"},
+	} {
+		if got := cut(tc.s, tc.n); got != tc.want {
+			t.Errorf("cut(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+	long := strings.Repeat("\xff", 500)
+	if got := payloadPreview([]byte(long), 60); utf8.RuneCountInString(got) != 60 || !strings.HasSuffix(got, "…") {
+		t.Errorf("payloadPreview of 500 bad bytes = %q, want 60 characters ending in …", got)
+	}
+	if got := payloadPreview([]byte("{\"a\":\n1}"), 60); got != `{"a":\n1}` {
+		t.Errorf("payloadPreview = %q", got)
+	}
+}
+
+// FuzzHumanFormat: whatever an agent prints, the human output is valid
+// UTF-8 with no control character but newline and tab, so it cannot drive
+// the terminal.
+func FuzzHumanFormat(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"assistant","message":{"content":[{"type":"text","text":"\u001b[2J"}]}}`,
+		`{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"\u009b"}}}`,
+		`{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"x"}]}]}}`,
+		`{"type":"result","subtype":"\u0007","is_error":true,"num_turns":-1}`,
+		"{\"type\":\"x\",\"s\":\"\xff\"}", "plain \x1b[31m", "\xff\xfe", "",
+	} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, data string, asRaw bool) {
+		kind := protocol.KindEvents
+		if asRaw {
+			kind = protocol.KindRaw
+		}
+		out := render(t, false, false, evLine(kind, data))
+		if !utf8.ValidString(out) {
+			t.Fatalf("output is not UTF-8: %q", out)
+		}
+		for _, r := range out {
+			if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) {
+				t.Fatalf("output has control character %U: %q", r, out)
+			}
+		}
+	})
+}

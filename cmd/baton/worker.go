@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/worker"
+)
+
+func newWorkerCmd(g *globals) *cobra.Command {
+	var (
+		lf           logFlags
+		concurrency  int
+		embedded     bool
+		embeddedPort int
+	)
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Consume run jobs and publish the runs this worker holds",
+		Long: `worker pulls one job per free slot from the jobs stream, starts each run's
+agent in a sandbox through a detached runner, and publishes every journal
+line on the run's subjects. It provisions the streams and buckets it needs.
+Stopping the worker never stops an agent.`,
+		Example: `  # against a NATS server with JetStream
+  baton worker --nats nats://127.0.0.1:4222 --config /etc/baton/baton.yaml
+
+  # self-contained: an in-process NATS server storing under the state dir
+  baton worker --embedded --state-dir /var/lib/baton --concurrency 8`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := lf.logger(os.Stderr)
+			if err != nil {
+				return err
+			}
+			cfg, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("concurrency") {
+				cfg.Concurrency = concurrency
+			}
+			node, err := g.nodeID()
+			if err != nil {
+				return err
+			}
+			url := g.natsURL
+			if embedded {
+				s, err := startEmbedded(g.stateDir, embeddedPort)
+				if err != nil {
+					return err
+				}
+				defer s.Shutdown()
+				url = s.ClientURL()
+				log.Info().Str("url", url).Msg("embedded NATS server started")
+			}
+			return runWorker(cmd.Context(), log, cfg, url, node, g.stateDir)
+		},
+	}
+	lf.register(cmd.Flags())
+	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "runs this worker holds at once (overrides the config file)")
+	cmd.Flags().BoolVar(&embedded, "embedded", false, "start an in-process NATS server with JetStream under the state dir")
+	cmd.Flags().IntVar(&embeddedPort, "embedded-port", 4222, "port of the embedded NATS server on 127.0.0.1")
+	return cmd
+}
+
+// runWorker connects (retrying forever) and serves until ctx ends.
+func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url, node, stateDir string) error {
+	nc, err := nats.Connect(url,
+		nats.Name("baton-worker "+node),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn().Err(err).Msg("NATS disconnected")
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info().Str("url", c.ConnectedUrl()).Msg("NATS reconnected")
+		}),
+	)
+	if err != nil {
+		return fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	defer nc.Close()
+	w, err := worker.New(nc, cfg, worker.WithNode(node), worker.WithStateDir(stateDir), worker.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	err = w.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,296 @@
+package config_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/protocol"
+)
+
+func TestDefault(t *testing.T) {
+	c := config.Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	want := &config.Config{
+		Prefix:       "baton",
+		LeaseTTL:     15 * time.Second,
+		Concurrency:  4,
+		Replicas:     1,
+		EventsMaxAge: 168 * time.Hour,
+		MaxJobBytes:  1 << 20,
+		SandboxUID:   65534,
+		Profiles: map[string]config.Profile{"demo": {
+			Command:   []string{"{baton}", "fake-agent", "--lines", "40", "--rate", "20", "--echo-input"},
+			AllowArgs: true,
+			Timeout:   10 * time.Minute,
+		}},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("Default() = %+v\nwant %+v", c, want)
+	}
+	if got := c.Limits(); got != (protocol.Limits{MaxBytes: 1 << 20}) {
+		t.Fatalf("Limits() = %+v", got)
+	}
+}
+
+func TestParseEmptyIsDefault(t *testing.T) {
+	for _, doc := range []string{"", "\n", "# only a comment\n", "---\n", "{}", "null", "profiles: {}", "---\n---\n", "{}\n---\n# stray\n"} {
+		c, err := config.Parse([]byte(doc))
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if !reflect.DeepEqual(c, config.Default()) {
+			t.Fatalf("%q parsed to %+v, want the defaults", doc, c)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	c, err := config.Parse([]byte(`
+prefix: team-a
+leaseTTL: 30s
+concurrency: 16
+replicas: 3
+eventsMaxAge: 24h
+maxJobBytes: 4194304
+sandboxUID: 1500
+profiles:
+  claude:
+    command: [claude, -p]
+    env: {TOKEN: "x", N: 1}
+    allowEnv: [MODEL]
+    allowArgs: yes
+    network:
+      allow: [API.Anthropic.com, .Example.ORG]
+  bare:
+    command: [sh, -c, "cat"]
+    timeout: 0s
+    network: none
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &config.Config{
+		Prefix: "team-a", LeaseTTL: 30 * time.Second, Concurrency: 16, Replicas: 3,
+		EventsMaxAge: 24 * time.Hour, MaxJobBytes: 4 << 20, SandboxUID: 1500,
+		Profiles: map[string]config.Profile{
+			"claude": {
+				Command:   []string{"claude", "-p"},
+				Env:       map[string]string{"TOKEN": "x", "N": "1"},
+				AllowEnv:  []string{"MODEL"},
+				AllowArgs: true,
+				Timeout:   time.Hour,
+				Network:   config.Network{Allow: []string{"api.anthropic.com", ".example.org"}},
+			},
+			"bare": {Command: []string{"sh", "-c", "cat"}, Timeout: time.Hour},
+			"demo": config.Default().Profiles["demo"],
+		},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got  %+v\nwant %+v", c, want)
+	}
+}
+
+func TestParseJSON(t *testing.T) {
+	// As json.MarshalIndent writes it: tabs and all.
+	c, err := config.Parse([]byte("{\n\t\"prefix\": \"j\",\n\t\"leaseTTL\": \"5s\",\n\t\"profiles\": {\n\t\t\"x\": {\"command\": [\"a\"], \"network\": {\"allow\": [\"h.example.com\"]}}\n\t}\n}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Prefix != "j" || c.LeaseTTL != 5*time.Second || c.Profiles["x"].Network.Allow[0] != "h.example.com" {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+func TestParseOwnDemo(t *testing.T) {
+	c, err := config.Parse([]byte("profiles:\n  demo:\n    command: [echo, hi]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Profiles["demo"].Command; !reflect.DeepEqual(got, []string{"echo", "hi"}) {
+		t.Fatalf("demo command = %q; the file's demo must replace the built-in", got)
+	}
+}
+
+func TestExampleConfigParses(t *testing.T) {
+	path := filepath.Join("..", "deploy", "baton.example.yaml")
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"claude", "codex", "lint", "demo"} {
+		if _, ok := c.Profiles[name]; !ok {
+			t.Errorf("example lacks profile %q", name)
+		}
+	}
+	claude := c.Profiles["claude"]
+	if claude.Timeout != 30*time.Minute || !reflect.DeepEqual(claude.Network.Allow, []string{"api.anthropic.com", ".anthropic.com"}) {
+		t.Errorf("claude profile = %+v", claude)
+	}
+	// Every key of the configuration is documented in the example.
+	data, _ := os.ReadFile(path)
+	for _, key := range yamlKeys(reflect.TypeFor[config.Config]()) {
+		if !strings.Contains(string(data), "\n"+key+":") {
+			t.Errorf("example does not set top-level key %q", key)
+		}
+	}
+	for _, key := range yamlKeys(reflect.TypeFor[config.Profile]()) {
+		if !strings.Contains(string(data), "    "+key+":") {
+			t.Errorf("example does not show profile key %q", key)
+		}
+	}
+}
+
+func yamlKeys(t reflect.Type) []string {
+	var keys []string
+	for f := range t.Fields() {
+		keys = append(keys, strings.Split(f.Tag.Get("yaml"), ",")[0])
+	}
+	return keys
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := config.Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLoadNamesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(path, []byte("prefix: ok\nconcurency: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Load(path)
+	if err == nil || !strings.HasPrefix(err.Error(), "config "+path+": line 2: unknown key \"concurency\"") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	cases := []struct {
+		name, doc string
+		want      []string // every one must be in the error
+	}{
+		{"unknown top key", "prefix: a\nprefx: b\n",
+			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, maxJobBytes, sandboxUID, profiles)`}},
+		{"unknown profile key", "profiles:\n  x:\n    command: [a]\n    comand: [b]\n",
+			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, timeout, network)`}},
+		{"every problem", "concurrency: four\nfoo: 1\nprofiles:\n  x:\n    timeout: soon\n",
+			[]string{`line 1: want an integer, got "four"`, `line 2: unknown key "foo"`, `line 5: want a duration with a unit, like "15s" or "1h", got "soon"`}},
+		{"duration without unit", "leaseTTL: 15\n", []string{`line 1: want a duration with a unit, like "15s" or "1h", got 15 (int)`}},
+		{"duration in words", "leaseTTL: 15 seconds\n", []string{`line 1: want a duration`, `got "15 seconds"`}},
+		{"duration in days", "eventsMaxAge: 7d\n", []string{`line 1: want a duration`, `"7d"`}},
+		{"float concurrency", "concurrency: 1.5\n", []string{`line 1: want an integer, got 1.5`}},
+		{"bool", "profiles:\n  x:\n    command: [a]\n    allowArgs: maybe\n", []string{`line 4: want true or false, got "maybe"`}},
+		{"command string", "profiles:\n  x:\n    command: claude -p\n", []string{`line 3: want a list of strings, got "claude -p"`}},
+		{"env list", "profiles:\n  x:\n    command: [a]\n    env: [A=1]\n", []string{`line 4: want a mapping of names to strings, got a list`}},
+		{"profiles list", "profiles: [a, b]\n", []string{`line 1: want a mapping of profile names to profiles, got a list`}},
+		{"top-level list", "- prefix: a\n", []string{`line 1: want a mapping of configuration keys, got a list`}},
+		{"top-level scalar", "hello\n", []string{`line 1: want a mapping of configuration keys, got "hello"`}},
+		{"syntax", "prefix: [a\n", []string{`yaml: line`}},
+		{"tab indentation", "profiles:\n\tx: 1\n", []string{`yaml: line 2`}},
+		{"duplicate key", "prefix: a\nprefix: b\n", []string{`line 2: mapping key "prefix" already defined at line 1`}},
+		{"duplicate profile", "profiles:\n  x: {command: [a]}\n  x: {command: [b]}\n", []string{`line 3: mapping key "x" already defined at line 2`}},
+		{"two documents", "prefix: a\n---\nprefix: b\n", []string{`line 2: a second YAML document`}},
+		{"bad second document", "prefix: a\n---\n[\n", []string{`yaml: line`}},
+		{"network word", "profiles:\n  x:\n    command: [a]\n    network: all\n", []string{`line 4: network must be "none" or {allow: [host, ...]}, not "all"`}},
+		{"network None", "profiles:\n  x:\n    command: [a]\n    network: None\n", []string{`not "None"`}},
+		{"network list", "profiles:\n  x:\n    command: [a]\n    network: [a.com]\n", []string{`line 4: network must be "none" or {allow: [host, ...]}`}},
+		{"network allow scalar", "profiles:\n  x:\n    command: [a]\n    network: {allow: a.com}\n", []string{`line 4: network.allow must be a list of host names`}},
+		{"network allow nested", "profiles:\n  x:\n    command: [a]\n    network:\n      allow:\n        - {a: b}\n", []string{`line 6: network.allow must be a list of host names`}},
+		{"network unknown key", "profiles:\n  x:\n    command: [a]\n    network:\n      deny: [a.com]\n", []string{`line 5: unknown key "deny" in network (known keys: allow)`}},
+		{"network allow twice", "profiles:\n  x:\n    command: [a]\n    network: {allow: [a.com], allow: [b.com]}\n", []string{`network has the key "allow" twice`}},
+		{"host with space", "profiles:\n  x:\n    command: [a]\n    network: {allow: [ok.com, foo bar]}\n",
+			[]string{`profiles.x.network.allow[1]: "foo bar" must be a host name like api.example.com, or .example.com for every name under it`}},
+		{"host wildcard", "profiles:\n  x:\n    command: [a]\n    network: {allow: ['*.example.com']}\n", []string{`profiles.x.network.allow[0]: "*.example.com": write a suffix as ".example.com"`}},
+		{"host IP", "profiles:\n  x:\n    command: [a]\n    network: {allow: [10.0.0.1]}\n", []string{`"10.0.0.1" is an IP address`}},
+		{"host IPv6", "profiles:\n  x:\n    command: [a]\n    network: {allow: ['::1']}\n", []string{`"::1" is an IP address`}},
+		{"host URL", "profiles:\n  x:\n    command: [a]\n    network: {allow: ['https://a.com/']}\n", []string{`allow[0]: "https://a.com/" must be a host name`}},
+		{"host trailing dot", "profiles:\n  x:\n    command: [a]\n    network: {allow: [a.com.]}\n", []string{`allow[0]: "a.com." must be a host name`}},
+		{"host numeric TLD", "profiles:\n  x:\n    command: [a]\n    network: {allow: [a.123]}\n", []string{`all digits`}},
+		{"host bare dot", "profiles:\n  x:\n    command: [a]\n    network: {allow: ['.']}\n", []string{`allow[0]: "." must be a host name`}},
+		{"empty command", "profiles:\n  x:\n    command: []\n", []string{`profiles.x.command: must not be empty`}},
+		{"no command", "profiles:\n  x:\n    allowArgs: true\n", []string{`profiles.x.command: must not be empty`}},
+		{"null profile", "profiles:\n  x:\n", []string{`profiles.x.command: must not be empty`}},
+		{"empty program", "profiles:\n  x:\n    command: ['', a]\n", []string{`profiles.x.command[0]: the program must not be empty`}},
+		{"NUL in command", "profiles:\n  x:\n    command: [a, \"b\\0c\"]\n", []string{`profiles.x.command[1]: must not contain NUL bytes`}},
+		{"env key", "profiles:\n  x:\n    command: [a]\n    env: {A-B: x}\n", []string{`profiles.x.env: key "A-B" must match [A-Za-z_][A-Za-z0-9_]{0,127}`}},
+		{"env NUL", "profiles:\n  x:\n    command: [a]\n    env: {A: \"x\\0\"}\n", []string{`profiles.x.env.A: must not contain NUL bytes`}},
+		{"allowEnv key", "profiles:\n  x:\n    command: [a]\n    allowEnv: [OK, 1X]\n", []string{`profiles.x.allowEnv[1]: "1X" must match`}},
+		{"negative timeout", "profiles:\n  x:\n    command: [a]\n    timeout: -1h\n", []string{`profiles.x.timeout: -1h0m0s must not be negative`}},
+		{"profile name", "profiles:\n  a b:\n    command: [a]\n", []string{`profiles["a b"]: the name must match [A-Za-z0-9_.-]{1,64}`}},
+		{"prefix", "prefix: a.b\n", []string{`prefix: "a.b" must match [A-Za-z0-9_-]{1,64}`}},
+		{"empty prefix", "prefix: ''\n", []string{`prefix: "" must match`}},
+		{"concurrency zero", "concurrency: 0\n", []string{`concurrency: 0 is out of range 1..10000`}},
+		{"concurrency high", "concurrency: 10001\n", []string{`concurrency: 10001 is out of range 1..10000`}},
+		{"replicas", "replicas: 7\n", []string{`replicas: 7 is out of range 1..5`}},
+		{"lease TTL", "leaseTTL: 500ms\n", []string{`leaseTTL: 500ms is too short; it must be at least 1s`}},
+		{"events age", "eventsMaxAge: 30s\n", []string{`eventsMaxAge: 30s is too short; it must be at least 1m0s`}},
+		{"max job bytes", "maxJobBytes: 10\n", []string{`maxJobBytes: 10 is out of range 1024..67108864`}},
+		{"root sandbox", "sandboxUID: 0\n", []string{`sandboxUID: 0 would run agents as root`}},
+		{"uid range", "sandboxUID: 4294967295\n", []string{`sandboxUID: 4294967295 is not a uid`}},
+		{"validation lists all", "concurrency: 0\nreplicas: 9\nprofiles:\n  x:\n    command: []\n",
+			[]string{"concurrency: 0", "replicas: 9", "profiles.x.command: must not be empty"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse([]byte(tc.doc))
+			if err == nil {
+				t.Fatalf("accepted:\n%s\nas %+v", tc.doc, c)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n%s\ndoes not contain\n%s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateProgrammatic(t *testing.T) {
+	c := &config.Config{Profiles: map[string]config.Profile{}}
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("zero config validated")
+	}
+	// One line per problem, each naming its key.
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{"prefix:", "leaseTTL:", "concurrency:", "replicas:", "eventsMaxAge:", "maxJobBytes:", "sandboxUID:", "profiles:"}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d = %q, want it to start with %q", i, lines[i], w)
+		}
+	}
+}
+
+func TestNetworkJSON(t *testing.T) {
+	// The sandbox spec carries a Network as JSON; none is an empty object.
+	for _, tc := range []struct {
+		n    config.Network
+		want string
+	}{
+		{config.Network{}, `{}`},
+		{config.Network{Allow: []string{"a.example.com", ".example.org"}}, `{"allow":["a.example.com",".example.org"]}`},
+	} {
+		b, err := json.Marshal(tc.n)
+		if err != nil || string(b) != tc.want {
+			t.Fatalf("Marshal(%+v) = %s, %v; want %s", tc.n, b, err, tc.want)
+		}
+		var back config.Network
+		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, tc.n) {
+			t.Fatalf("Unmarshal(%s) = %+v, %v", b, back, err)
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/protocol"
+)
+
+// FuzzParseConfig: Parse never panics; an accepted configuration validates,
+// has the demo profile, and resolves a plain job for every profile.
+func FuzzParseConfig(f *testing.F) {
+	example, err := os.ReadFile(filepath.Join("..", "deploy", "baton.example.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	for _, s := range []string{
+		"", "{}", "prefix: a\nprefx: b\n", "concurrency: 1.5\n", "leaseTTL: 15\n",
+		"profiles:\n  x:\n    command: [a]\n    network: none\n",
+		"profiles:\n  x:\n    command: [a]\n    network: {allow: [a.example.com, .example.org]}\n",
+		"profiles:\n  x:\n    command: [a]\n    network: {allow: [10.0.0.1]}\n",
+		"profiles:\n  x: &p {command: [a], timeout: 5m}\n  y: *p\n",
+		"profiles:\n  x:\n    command: [a]\n    network: &n {allow: [a.com]}\n  y:\n    command: [b]\n    network: *n\n",
+		"{\"prefix\": \"j\", \"profiles\": {\"x\": {\"command\": [\"a\"]}}}",
+		"a: &a [*a]\n", "prefix: a\n---\nprefix: b\n", "- 1\n", "!!binary aGk=",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := config.Parse(data)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Parse accepted a configuration that does not validate: %v", err)
+		}
+		if _, ok := c.Profiles[config.DemoProfile]; !ok {
+			t.Fatal("no demo profile")
+		}
+		for name := range c.Profiles {
+			if _, err := c.Resolve(protocol.Job{RunID: "r", Profile: name}, "/usr/bin/baton"); err != nil {
+				t.Fatalf("profile %q does not resolve a plain job: %v", name, err)
+			}
+		}
+	})
+}

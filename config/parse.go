@@ -1,0 +1,252 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/batonhq/baton/protocol"
+)
+
+// Defaults of the configuration.
+const (
+	DefaultLeaseTTL       = 15 * time.Second
+	DefaultConcurrency    = 4
+	DefaultReplicas       = 1
+	DefaultEventsMaxAge   = 7 * 24 * time.Hour
+	DefaultMaxJobBytes    = protocol.DefaultMaxJobBytes
+	DefaultSandboxUID     = 65534 // nobody
+	DefaultProfileTimeout = time.Hour
+)
+
+// DemoProfile names the built-in profile that runs baton's fake agent.
+const DemoProfile = "demo"
+
+// BatonToken in a profile's command stands for the running baton binary.
+const BatonToken = "{baton}"
+
+// demoProfile runs the fake agent: 40 lines at 20 a second, then the input.
+func demoProfile() Profile {
+	return Profile{
+		Command:   []string{BatonToken, "fake-agent", "--lines", "40", "--rate", "20", "--echo-input"},
+		AllowArgs: true,
+		Timeout:   10 * time.Minute,
+	}
+}
+
+// defaults is the configuration before the file and without profiles.
+func defaults() *Config {
+	return &Config{
+		Prefix:       protocol.DefaultPrefix,
+		LeaseTTL:     DefaultLeaseTTL,
+		Concurrency:  DefaultConcurrency,
+		Replicas:     DefaultReplicas,
+		EventsMaxAge: DefaultEventsMaxAge,
+		MaxJobBytes:  DefaultMaxJobBytes,
+		SandboxUID:   DefaultSandboxUID,
+	}
+}
+
+// Default returns the configuration of a worker started without a file: all
+// defaults and the built-in demo profile.
+func Default() *Config {
+	c := defaults()
+	c.Profiles = map[string]Profile{DemoProfile: demoProfile()}
+	return c
+}
+
+// Load reads and parses the configuration file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes a configuration from YAML (JSON being YAML too). Keys the
+// configuration does not have are errors that name their line. Keys left
+// out keep their defaults, and a profile's zero timeout means
+// DefaultProfileTimeout; an empty document is all defaults. The built-in
+// demo profile is added unless the document defines one named "demo". The
+// result is validated; every problem found is in the error.
+func Parse(data []byte) (*Config, error) {
+	if err := checkInts(data); err != nil {
+		return nil, err
+	}
+	c := defaults()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	switch err := dec.Decode(c); {
+	case errors.Is(err, io.EOF):
+		// An empty document: all defaults.
+	case err != nil:
+		return nil, decodeError(err)
+	default:
+		for { // only empty documents may follow, as a stray "---" makes
+			var next yaml.Node
+			err := dec.Decode(&next)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, decodeError(err)
+			}
+			if !emptyDocument(&next) {
+				return nil, fmt.Errorf("line %d: a second YAML document; keep the whole configuration in one", max(next.Line, 1))
+			}
+		}
+	}
+	for name, p := range c.Profiles {
+		if p.Timeout == 0 {
+			p.Timeout = DefaultProfileTimeout
+			c.Profiles[name] = p
+		}
+	}
+	if _, ok := c.Profiles[DemoProfile]; !ok {
+		if c.Profiles == nil {
+			c.Profiles = map[string]Profile{}
+		}
+		c.Profiles[DemoProfile] = demoProfile()
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func emptyDocument(n *yaml.Node) bool {
+	return len(n.Content) == 0 || len(n.Content) == 1 && n.Content[0].ShortTag() == "!!null"
+}
+
+var (
+	unknownKeyRE = regexp.MustCompile(`^line (\d+): field (.*) not found in type (\S+)$`)
+	wrongTypeRE  = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+)
+
+// decodeError rewrites yaml's errors, which speak of Go types, in the terms
+// of the file; each problem is one error starting with its line.
+func decodeError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err // a syntax error: yaml's message names the line
+	}
+	errs := make([]error, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		if m := unknownKeyRE.FindStringSubmatch(e); m != nil {
+			where, keys := typeKeys(m[3])
+			e = fmt.Sprintf("line %s: unknown key %q in %s (known keys: %s)", m[1], m[2], where, keys)
+		} else if m := wrongTypeRE.FindStringSubmatch(e); m != nil {
+			e = fmt.Sprintf("line %s: want %s, got %s", m[1], typeWant(m[4]), yamlGot(m[2], m[3]))
+		}
+		errs = append(errs, errors.New(e))
+	}
+	return errors.Join(errs...)
+}
+
+// typeKeys describes a struct of this package and lists its keys.
+func typeKeys(goType string) (where, keys string) {
+	var t reflect.Type
+	switch goType {
+	case "config.Config":
+		where, t = "the configuration", reflect.TypeFor[Config]()
+	case "config.Profile":
+		where, t = "a profile", reflect.TypeFor[Profile]()
+	default:
+		return goType, "?"
+	}
+	var names []string
+	for f := range t.Fields() {
+		names = append(names, strings.Split(f.Tag.Get("yaml"), ",")[0])
+	}
+	return where, strings.Join(names, ", ")
+}
+
+func typeWant(goType string) string {
+	switch goType {
+	case "time.Duration":
+		return `a duration with a unit, like "15s" or "1h"`
+	case "int":
+		return "an integer"
+	case "bool":
+		return "true or false"
+	case "string":
+		return "a string"
+	case "[]string":
+		return "a list of strings"
+	case "map[string]string":
+		return "a mapping of names to strings"
+	case "map[string]config.Profile":
+		return "a mapping of profile names to profiles"
+	case "config.Config":
+		return "a mapping of configuration keys"
+	case "config.Profile":
+		return "a profile (a mapping with command, env, ...)"
+	}
+	return goType
+}
+
+func yamlGot(tag, value string) string {
+	switch tag {
+	case "seq":
+		return "a list"
+	case "map":
+		return "a mapping"
+	case "str":
+		return fmt.Sprintf("%q", value)
+	}
+	return fmt.Sprintf("%s (%s)", value, tag)
+}
+
+// checkInts refuses a fraction where the configuration wants an integer,
+// which yaml would silently truncate ("concurrency: 1.5" is not 1).
+func checkInts(data []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil // Parse's decoder reports it
+	}
+	var errs []error
+	var walk func(n *yaml.Node, t reflect.Type)
+	walk = func(n *yaml.Node, t reflect.Type) {
+		n = resolveAlias(n)
+		switch t.Kind() {
+		case reflect.Int:
+			if f, err := strconv.ParseFloat(n.Value, 64); n.ShortTag() == "!!float" && err == nil && f != math.Trunc(f) {
+				errs = append(errs, fmt.Errorf("line %d: want an integer, got %s", n.Line, n.Value))
+			}
+		case reflect.Map:
+			if n.Kind == yaml.MappingNode {
+				for i := 1; i < len(n.Content); i += 2 {
+					walk(n.Content[i], t.Elem())
+				}
+			}
+		case reflect.Struct:
+			if n.Kind != yaml.MappingNode {
+				return
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				for f := range t.Fields() {
+					if strings.Split(f.Tag.Get("yaml"), ",")[0] == n.Content[i].Value {
+						walk(n.Content[i+1], f.Type)
+					}
+				}
+			}
+		}
+	}
+	walk(doc.Content[0], reflect.TypeFor[Config]())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,117 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/protocol"
+)
+
+// baseEnv is what every agent starts from; HOME is the sandbox's to set.
+var baseEnv = map[string]string{
+	"PATH": "/usr/local/bin:/usr/bin:/bin",
+	"LANG": "C.UTF-8",
+}
+
+// Invocation is a job resolved against its profile: exactly what the agent
+// runs with.
+type Invocation struct {
+	Profile string
+	// Argv is the profile's command, with BatonToken replaced by the baton
+	// binary's path, then the job's args if the profile allows them.
+	Argv []string
+	// Env is "K=V", sorted by key, each key once: the base environment
+	// (PATH, LANG), then the profile's env, then the job's; later wins.
+	Env     []string
+	Input   []byte
+	Files   map[string]string
+	Timeout time.Duration
+	Network Network
+}
+
+// Limits are the job limits this configuration sets.
+func (c *Config) Limits() protocol.Limits {
+	return protocol.Limits{MaxBytes: c.MaxJobBytes}
+}
+
+// Resolve turns a job, already decoded and validated, into the invocation
+// its profile allows. self is the path of the running baton binary. A job
+// naming no known profile is rejected with protocol.ErrUnknownProfile; one
+// asking for args, env keys or a timeout the profile does not allow, with
+// protocol.ErrNotAllowed.
+func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
+	p, ok := c.Profiles[job.Profile]
+	if !ok {
+		return Invocation{}, reject(protocol.ErrUnknownProfile, "unknown profile %q (known: %s)",
+			job.Profile, strings.Join(profileNames(c.Profiles), ", "))
+	}
+	if len(job.Args) > 0 && !p.AllowArgs {
+		return Invocation{}, reject(protocol.ErrNotAllowed, "args not allowed: profile %q does not set allowArgs", job.Profile)
+	}
+	for _, k := range sortedKeys(job.Env) {
+		if !slices.Contains(p.AllowEnv, k) {
+			allowed := "no env keys"
+			if len(p.AllowEnv) > 0 {
+				allowed = strings.Join(p.AllowEnv, ", ")
+			}
+			return Invocation{}, reject(protocol.ErrNotAllowed, "env key %q not allowed: profile %q allows %s", k, job.Profile, allowed)
+		}
+	}
+	limit := p.Timeout
+	if limit <= 0 {
+		limit = DefaultProfileTimeout
+	}
+	timeout := limit
+	if jt := time.Duration(job.Timeout); jt > limit {
+		return Invocation{}, reject(protocol.ErrNotAllowed, "timeout %s exceeds profile %q limit of %s", jt, job.Profile, limit)
+	} else if jt > 0 {
+		timeout = jt
+	}
+
+	argv := make([]string, 0, len(p.Command)+len(job.Args))
+	for _, a := range p.Command {
+		if strings.Contains(a, BatonToken) {
+			if self == "" {
+				return Invocation{}, fmt.Errorf("config: profile %q uses %s, but the baton binary's path is unknown", job.Profile, BatonToken)
+			}
+			a = strings.ReplaceAll(a, BatonToken, self)
+		}
+		argv = append(argv, a)
+	}
+	argv = append(argv, job.Args...) // verbatim: a job cannot name the baton binary
+
+	env := maps.Clone(baseEnv)
+	maps.Copy(env, p.Env)
+	maps.Copy(env, job.Env)
+	envv := make([]string, 0, len(env))
+	for _, k := range sortedKeys(env) {
+		envv = append(envv, k+"="+env[k])
+	}
+
+	return Invocation{
+		Profile: job.Profile,
+		Argv:    argv,
+		Env:     envv,
+		Input:   []byte(job.Input),
+		Files:   maps.Clone(job.Files),
+		Timeout: timeout,
+		Network: Network{Allow: slices.Clone(p.Network.Allow)},
+	}, nil
+}
+
+// rejection is a job rejection whose message reads without the sentinel's
+// prefix but which still matches it with errors.Is.
+type rejection struct {
+	kind error
+	msg  string
+}
+
+func reject(kind error, format string, args ...any) error {
+	return &rejection{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+func (r *rejection) Error() string { return r.msg }
+func (r *rejection) Unwrap() error { return r.kind }

@@ -1,0 +1,157 @@
+package config_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/protocol"
+)
+
+func testConfig(t *testing.T) *config.Config {
+	t.Helper()
+	c, err := config.Parse([]byte(`
+profiles:
+  agent:
+    command: ["{baton}", "runner", "--self={baton}", "agent"]
+    env: {LANG: en_US.UTF-8, TOKEN: secret, MODEL: default}
+    allowEnv: [MODEL, DEBUG]
+    allowArgs: true
+    timeout: 1h
+    network: {allow: [api.example.com]}
+  locked:
+    command: [claude, -p]
+    timeout: 30m
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestResolve(t *testing.T) {
+	c := testConfig(t)
+	job := protocol.Job{
+		RunID:   "r1",
+		Profile: "agent",
+		Input:   "hello",
+		Args:    []string{"--x", "{baton}"},
+		Env:     map[string]string{"MODEL": "opus", "DEBUG": "1"},
+		Timeout: protocol.Duration(10 * time.Minute),
+		Files:   map[string]string{"a.txt": "A"},
+	}
+	inv, err := c.Resolve(job, "/usr/local/bin/baton")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Invocation{
+		Profile: "agent",
+		// {baton} is replaced in the profile's command, never in job args.
+		Argv: []string{"/usr/local/bin/baton", "runner", "--self=/usr/local/bin/baton", "agent", "--x", "{baton}"},
+		// Sorted by key; the profile overrides the base (LANG), the job the profile (MODEL).
+		Env:     []string{"DEBUG=1", "LANG=en_US.UTF-8", "MODEL=opus", "PATH=/usr/local/bin:/usr/bin:/bin", "TOKEN=secret"},
+		Input:   []byte("hello"),
+		Files:   map[string]string{"a.txt": "A"},
+		Timeout: 10 * time.Minute,
+		Network: config.Network{Allow: []string{"api.example.com"}},
+	}
+	if !reflect.DeepEqual(inv, want) {
+		t.Fatalf("got  %+v\nwant %+v", inv, want)
+	}
+	// The invocation shares nothing the caller could mutate into the config.
+	inv.Network.Allow[0] = "evil.example.com"
+	inv.Files["b"] = "B"
+	if c.Profiles["agent"].Network.Allow[0] != "api.example.com" || len(job.Files) != 1 {
+		t.Fatal("Resolve returned slices or maps shared with its inputs")
+	}
+}
+
+func TestResolveDefaults(t *testing.T) {
+	c := config.Default()
+	inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: "demo"}, "/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/b", "fake-agent", "--lines", "40", "--rate", "20", "--echo-input"}; !reflect.DeepEqual(inv.Argv, want) {
+		t.Errorf("argv = %q, want %q", inv.Argv, want)
+	}
+	if want := []string{"LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin"}; !reflect.DeepEqual(inv.Env, want) {
+		t.Errorf("env = %q, want %q", inv.Env, want)
+	}
+	if inv.Timeout != 10*time.Minute || len(inv.Network.Allow) != 0 {
+		t.Errorf("timeout %s, network %+v", inv.Timeout, inv.Network)
+	}
+
+	// A profile built in code with no timeout gets the default.
+	c.Profiles["bare"] = config.Profile{Command: []string{"x"}}
+	inv, err = c.Resolve(protocol.Job{RunID: "r", Profile: "bare"}, "/b")
+	if err != nil || inv.Timeout != config.DefaultProfileTimeout {
+		t.Fatalf("timeout %s, %v", inv.Timeout, err)
+	}
+}
+
+func TestResolveTimeout(t *testing.T) {
+	c := testConfig(t)
+	for _, tc := range []struct {
+		job  time.Duration
+		want time.Duration
+	}{
+		{0, time.Hour},
+		{time.Second, time.Second},
+		{time.Hour, time.Hour},
+	} {
+		inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: "agent", Timeout: protocol.Duration(tc.job)}, "/b")
+		if err != nil || inv.Timeout != tc.want {
+			t.Errorf("job timeout %s: got %s, %v; want %s", tc.job, inv.Timeout, err, tc.want)
+		}
+	}
+}
+
+func TestResolveRejects(t *testing.T) {
+	c := testConfig(t)
+	cases := []struct {
+		name string
+		job  protocol.Job
+		want error
+		msg  string
+	}{
+		{"unknown profile", protocol.Job{RunID: "r", Profile: "x"}, protocol.ErrUnknownProfile,
+			`unknown profile "x" (known: agent, demo, locked)`},
+		{"args", protocol.Job{RunID: "r", Profile: "locked", Args: []string{"--dangerously-skip-permissions"}}, protocol.ErrNotAllowed,
+			`args not allowed: profile "locked" does not set allowArgs`},
+		{"env key", protocol.Job{RunID: "r", Profile: "agent", Env: map[string]string{"MODEL": "x", "TOKEN": "mine"}}, protocol.ErrNotAllowed,
+			`env key "TOKEN" not allowed: profile "agent" allows MODEL, DEBUG`},
+		{"env when none allowed", protocol.Job{RunID: "r", Profile: "locked", Env: map[string]string{"A": "1"}}, protocol.ErrNotAllowed,
+			`env key "A" not allowed: profile "locked" allows no env keys`},
+		{"env PATH", protocol.Job{RunID: "r", Profile: "agent", Env: map[string]string{"PATH": "/tmp"}}, protocol.ErrNotAllowed,
+			`env key "PATH" not allowed`},
+		{"timeout", protocol.Job{RunID: "r", Profile: "locked", Timeout: protocol.Duration(2 * time.Hour)}, protocol.ErrNotAllowed,
+			`timeout 2h0m0s exceeds profile "locked" limit of 30m0s`},
+		{"timeout by a nanosecond", protocol.Job{RunID: "r", Profile: "agent", Timeout: protocol.Duration(time.Hour + 1)}, protocol.ErrNotAllowed,
+			`timeout 1h0m0.000000001s exceeds profile "agent" limit of 1h0m0s`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Resolve(tc.job, "/b")
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), tc.msg) {
+				t.Fatalf("message %q, want %q", err, tc.msg)
+			}
+			if protocol.ReasonOf(err) == protocol.ReasonInvalid {
+				t.Fatalf("ReasonOf(%v) fell through to %q", err, protocol.ReasonInvalid)
+			}
+		})
+	}
+}
+
+func TestResolveNeedsSelf(t *testing.T) {
+	_, err := config.Default().Resolve(protocol.Job{RunID: "r", Profile: "demo"}, "")
+	if err == nil || !strings.Contains(err.Error(), "{baton}") {
+		t.Fatalf("err = %v; a {baton} command without the binary's path must fail", err)
+	}
+}

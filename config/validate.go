@@ -1,0 +1,118 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/protocol"
+)
+
+// Bounds Validate enforces.
+const (
+	maxConcurrency = 10000
+	maxReplicas    = 5 // JetStream's limit
+	minLeaseTTL    = time.Second
+	minEventsAge   = time.Minute
+	minJobBytes    = 1 << 10
+	maxJobBytes    = 64 << 20 // NATS's largest max_payload
+)
+
+// Validate reports every problem of c, joined; each starts with the path of
+// its key, e.g. `profiles.claude.command: must not be empty`.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{path}, args...)...))
+	}
+
+	if _, err := protocol.NewNames(c.Prefix); err != nil || c.Prefix == "" {
+		bad("prefix", "%q must match [A-Za-z0-9_-]{1,64}", c.Prefix)
+	}
+	if c.LeaseTTL < minLeaseTTL {
+		bad("leaseTTL", "%s is too short; it must be at least %s", c.LeaseTTL, minLeaseTTL)
+	}
+	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
+		bad("concurrency", "%d is out of range 1..%d", c.Concurrency, maxConcurrency)
+	}
+	if c.Replicas < 1 || c.Replicas > maxReplicas {
+		bad("replicas", "%d is out of range 1..%d", c.Replicas, maxReplicas)
+	}
+	if c.EventsMaxAge < minEventsAge {
+		bad("eventsMaxAge", "%s is too short; it must be at least %s", c.EventsMaxAge, minEventsAge)
+	}
+	if c.MaxJobBytes < minJobBytes || c.MaxJobBytes > maxJobBytes {
+		bad("maxJobBytes", "%d is out of range %d..%d", c.MaxJobBytes, minJobBytes, maxJobBytes)
+	}
+	switch {
+	case c.SandboxUID == 0:
+		bad("sandboxUID", "0 would run agents as root; use an unprivileged uid such as %d", DefaultSandboxUID)
+	case c.SandboxUID < 0 || c.SandboxUID > 1<<32-2:
+		bad("sandboxUID", "%d is not a uid", c.SandboxUID)
+	}
+
+	if len(c.Profiles) == 0 {
+		bad("profiles", "none defined")
+	}
+	names := profileNames(c.Profiles)
+	for _, name := range names {
+		p := c.Profiles[name]
+		at := "profiles." + name
+		if !protocol.ValidProfileName(name) {
+			at = fmt.Sprintf("profiles[%q]", name)
+			bad(at, "the name must match [A-Za-z0-9_.-]{1,64}")
+		}
+		if len(p.Command) == 0 {
+			bad(at+".command", "must not be empty")
+		}
+		for i, a := range p.Command {
+			switch {
+			case i == 0 && a == "":
+				bad(at+".command[0]", "the program must not be empty")
+			case strings.IndexByte(a, 0) >= 0:
+				bad(fmt.Sprintf("%s.command[%d]", at, i), "must not contain NUL bytes")
+			}
+		}
+		for _, k := range sortedKeys(p.Env) {
+			if !protocol.ValidEnvKey(k) {
+				bad(at+".env", "key %q must match [A-Za-z_][A-Za-z0-9_]{0,127}", k)
+			} else if strings.IndexByte(p.Env[k], 0) >= 0 {
+				bad(at+".env."+k, "must not contain NUL bytes")
+			}
+		}
+		for i, k := range p.AllowEnv {
+			if !protocol.ValidEnvKey(k) {
+				bad(fmt.Sprintf("%s.allowEnv[%d]", at, i), "%q must match [A-Za-z_][A-Za-z0-9_]{0,127}", k)
+			}
+		}
+		if p.Timeout < 0 {
+			bad(at+".timeout", "%s must not be negative", p.Timeout)
+		}
+		for i, h := range p.Network.Allow {
+			if why := checkHost(h); why != "" {
+				bad(fmt.Sprintf("%s.network.allow[%d]", at, i), "%s", why)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func profileNames(m map[string]Profile) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,515 @@
+package fakeagent
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// workspace is the cwd the init event reports. It is fixed, not os.Getwd,
+// so the output depends on the options alone.
+const workspace = "/workspace"
+
+var models = [...]string{"claude-sonnet-4-5-20250929", "claude-opus-4-1-20250805", "claude-haiku-4-5-20251001"}
+
+var tools = [...]string{"Task", "Bash", "Glob", "Grep", "LS", "Read", "Edit", "MultiEdit", "Write", "WebFetch", "TodoWrite", "WebSearch"}
+
+// The frame of a text-delta line around its text; LineSize pads the text.
+const (
+	deltaPrefix = `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`
+	deltaSuffix = `"}}}`
+	deltaFrame  = len(deltaPrefix) + len(deltaSuffix) + 1 // + newline
+)
+
+// narration is what the fake assistant says, streamed as text deltas in order.
+var narration = []string{
+	"I'll start by reading the upload handler to see how request errors are reported.",
+	"The decoder error is returned as a 500, but a malformed body is the client's fault, so it should be a 400.",
+	"Before changing it, let me check whether anything else depends on that status code.",
+	"Only the handler and its test mention it, so the change is contained to the server package.",
+	"Now the handler answers 400 for bad JSON, and the test expects exactly that.",
+	"I'll run the whole suite again to make sure nothing else broke.",
+	"The store tests still pass; the `TestHandleUpload` failure is gone.",
+}
+
+// token is one piece of narration, JSON-encoded without quotes.
+type token struct {
+	s     string
+	plain bool // ASCII without escapes: any prefix is valid string content
+}
+
+// call is one tool call with its result, JSON-encoded ahead of time.
+type call struct {
+	name    string
+	text    string // what the assistant says before calling, encoded
+	input   string // JSON object
+	result  string // encoded string content
+	isError bool
+}
+
+var (
+	tokens    []token
+	sentences []int // indexes in tokens where a sentence starts
+	calls     []call
+)
+
+func init() {
+	for i, s := range narration {
+		if i > 0 {
+			tokens = append(tokens, token{s: `\n\n`})
+		}
+		sentences = append(sentences, len(tokens))
+		for j, w := range strings.Fields(s) {
+			if j > 0 {
+				w = " " + w
+			}
+			e := string(appendJSONString(nil, w))
+			plain := e == w && strings.IndexFunc(w, func(r rune) bool { return r >= utf8.RuneSelf }) < 0
+			tokens = append(tokens, token{s: e, plain: plain})
+		}
+	}
+	type bash struct {
+		Command     string `json:"command"`
+		Description string `json:"description"`
+	}
+	type read struct {
+		FilePath string `json:"file_path"`
+		Offset   int    `json:"offset,omitempty"`
+		Limit    int    `json:"limit,omitempty"`
+	}
+	type edit struct {
+		FilePath  string `json:"file_path"`
+		OldString string `json:"old_string"`
+		NewString string `json:"new_string"`
+	}
+	type grep struct {
+		Pattern    string `json:"pattern"`
+		Path       string `json:"path"`
+		OutputMode string `json:"output_mode"`
+		LineNumber bool   `json:"-n,omitempty"`
+	}
+	handler := workspace + "/internal/server/handler.go"
+	add := func(name, text string, input any, result string, isError bool) {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(input); err != nil {
+			panic(err) // plain structs always encode
+		}
+		calls = append(calls, call{
+			name:    name,
+			text:    string(appendJSONString(nil, text)),
+			input:   strings.TrimSuffix(b.String(), "\n"),
+			result:  string(appendJSONString(nil, result)),
+			isError: isError,
+		})
+	}
+	add("Bash", "Let me run the test suite first to see what is failing.",
+		bash{"go test ./...", "Run the test suite"},
+		"--- FAIL: TestHandleUpload (0.01s)\n    handler_test.go:48: status = 500, want 400\nFAIL\nFAIL\tgithub.com/acme/shop/internal/server\t0.214s\nok  \tgithub.com/acme/shop/internal/store\t0.102s\nFAIL", true)
+	add("Bash", "Checking which files I have touched so far.",
+		bash{"git status --short", "Show changed files"},
+		" M internal/server/handler.go\n M internal/server/handler_test.go", false)
+	add("Bash", "Running vet and gofmt before I finish.",
+		bash{"go vet ./... && gofmt -l .", "Vet and check formatting"},
+		"", false)
+	add("Bash", "Re-running just the failing test.",
+		bash{"go test ./internal/server/ -run 'TestHandleUpload' -v", "Re-run the failing test"},
+		"=== RUN   TestHandleUpload\n--- PASS: TestHandleUpload (0.01s)\nPASS\nok  \tgithub.com/acme/shop/internal/server\t0.198s", false)
+	add("Read", "I'll read the handler.",
+		read{FilePath: handler},
+		"     1→package server\n     2→\n     3→import (\n     4→\t\"encoding/json\"\n     5→\t\"net/http\"\n     6→)\n     7→\n     8→func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {\n     9→\tvar req uploadRequest\n    10→\tif err := json.NewDecoder(r.Body).Decode(&req); err != nil {\n    11→\t\thttp.Error(w, err.Error(), http.StatusInternalServerError)\n    12→\t\treturn\n    13→\t}\n", false)
+	add("Read", "And the test that fails.",
+		read{FilePath: workspace + "/internal/server/handler_test.go", Offset: 40, Limit: 10},
+		"    40→\treq := httptest.NewRequest(\"POST\", \"/upload\", strings.NewReader(\"{not json\"))\n    41→\trec := httptest.NewRecorder()\n    42→\tsrv.ServeHTTP(rec, req)\n    43→\tif rec.Code != http.StatusBadRequest {\n    44→\t\tt.Fatalf(\"status = %d, want %d\", rec.Code, http.StatusBadRequest)\n    45→\t}\n", false)
+	add("Edit", "A malformed body is a client error; fixing the status code.",
+		edit{handler, "http.Error(w, err.Error(), http.StatusInternalServerError)", "http.Error(w, err.Error(), http.StatusBadRequest)"},
+		"The file "+handler+" has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n    10→\tif err := json.NewDecoder(r.Body).Decode(&req); err != nil {\n    11→\t\thttp.Error(w, err.Error(), http.StatusBadRequest)\n    12→\t\treturn", false)
+	add("Edit", "Updating the stale comment too.",
+		edit{handler, "// handleUpload stores the body.", "// handleUpload stores the body; a malformed one is a 400."},
+		"<tool_use_error>String to replace not found in file.\nString: // handleUpload stores the body.</tool_use_error>", true)
+	add("Grep", "Looking for other places that answer 500 on bad input.",
+		grep{Pattern: "StatusInternalServerError", Path: workspace, OutputMode: "files_with_matches"},
+		"Found 2 files\n"+handler+"\n"+workspace+"/internal/server/errors.go", false)
+	add("Grep", "Where is upload implemented?",
+		grep{Pattern: "func .*Upload", Path: workspace + "/internal", OutputMode: "content", LineNumber: true},
+		handler+":8:func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {\n"+workspace+"/internal/store/blob.go:31:func (b *Blob) Upload(ctx context.Context, key string, r io.Reader) error {", false)
+}
+
+// Phases of one assistant turn, in stream order.
+const (
+	phaseMessageStart = iota
+	phaseBlockStart
+	phaseDelta
+	phaseBlockStop
+	phaseAssistant
+	phaseMessageDelta
+	phaseMessageStop
+	phaseToolResult
+)
+
+// generator builds the lines of one stream into a reused buffer: each method
+// returns the line, newline included, valid until the next call.
+type generator struct {
+	rng      *rand.PCG
+	buf      []byte
+	lineSize int
+	session  []byte
+	model    string
+
+	phase      int
+	deltasLeft int
+	cursor     int // next narration token
+	msgID      []byte
+	toolID     []byte
+	call       *call
+	turns      int
+	msgOutput  int
+
+	// Token totals for the result's usage and cost.
+	input, cacheCreation, cacheRead, output int
+}
+
+func newGenerator(seed int64, lineSize int) *generator {
+	g := &generator{
+		rng:      rand.NewPCG(uint64(seed), 0x62_61_74_6f_6e), // "baton"
+		buf:      make([]byte, 0, max(lineSize, 1024)),
+		lineSize: lineSize,
+	}
+	g.session = g.appendUUID(nil)
+	g.model = models[g.intn(len(models))]
+	g.cursor = sentences[g.intn(len(sentences))]
+	return g
+}
+
+func (g *generator) intn(n int) int { return int(g.rng.Uint64() % uint64(n)) }
+
+func (g *generator) line() []byte {
+	g.buf = append(g.buf, '\n')
+	return g.buf
+}
+
+func (g *generator) initLine(prompt []byte, echo bool) []byte {
+	b := append(g.buf[:0], `{"type":"system","subtype":"init","cwd":"`+workspace+`","session_id":"`...)
+	b = append(b, g.session...)
+	b = append(b, `","tools":[`...)
+	for i, t := range tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, t...)
+		b = append(b, '"')
+	}
+	b = append(b, `],"mcp_servers":[],"model":"`...)
+	b = append(b, g.model...)
+	b = append(b, `","permissionMode":"bypassPermissions","apiKeySource":"none","output_style":"default","uuid":"`...)
+	b = g.appendUUID(b)
+	b = append(b, '"')
+	if echo {
+		b = append(b, `,"prompt":"`...)
+		b = appendJSONString(b, string(prompt))
+		b = append(b, '"')
+	}
+	g.buf = append(b, '}')
+	return g.line()
+}
+
+// event returns the next line of the current turn.
+func (g *generator) event() []byte {
+	b := g.buf[:0]
+	switch g.phase {
+	case phaseMessageStart:
+		g.msgID = g.appendID(g.msgID[:0], "msg_01")
+		g.turns++
+		in, created := 3+g.intn(6), 100+g.intn(1900)
+		g.input += in
+		g.cacheCreation += created
+		g.cacheRead += 12000 + 1500*g.turns
+		b = append(b, `{"type":"stream_event","event":{"type":"message_start","message":{"id":"`...)
+		b = append(b, g.msgID...)
+		b = append(b, `","type":"message","role":"assistant","model":"`...)
+		b = append(b, g.model...)
+		b = append(b, `","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
+		b = strconv.AppendInt(b, int64(in), 10)
+		b = append(b, `,"cache_creation_input_tokens":`...)
+		b = strconv.AppendInt(b, int64(created), 10)
+		b = append(b, `,"cache_read_input_tokens":`...)
+		b = strconv.AppendInt(b, int64(12000+1500*g.turns), 10)
+		b = append(b, `,"output_tokens":1,"service_tier":"standard"}}}}`...)
+		g.phase = phaseBlockStart
+	case phaseBlockStart:
+		b = append(b, `{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}}`...)
+		g.deltasLeft = 8 + g.intn(17)
+		g.msgOutput = 0
+		g.phase = phaseDelta
+	case phaseDelta:
+		b = append(b, deltaPrefix...)
+		if g.lineSize > 0 {
+			b = g.appendText(b, max(g.lineSize-deltaFrame, 1))
+		} else {
+			b = g.appendTokens(b, 1+g.intn(6))
+		}
+		b = append(b, deltaSuffix...)
+		g.msgOutput += 2
+		g.output += 2
+		if g.deltasLeft--; g.deltasLeft == 0 {
+			g.phase = phaseBlockStop
+		}
+	case phaseBlockStop:
+		b = append(b, `{"type":"stream_event","event":{"type":"content_block_stop","index":0}}`...)
+		g.phase = phaseAssistant
+	case phaseAssistant:
+		g.call = &calls[g.intn(len(calls))]
+		g.toolID = g.appendID(g.toolID[:0], "toolu_01")
+		g.msgOutput += 30
+		g.output += 30
+		b = append(b, `{"type":"assistant","message":{"id":"`...)
+		b = append(b, g.msgID...)
+		b = append(b, `","type":"message","role":"assistant","model":"`...)
+		b = append(b, g.model...)
+		b = append(b, `","content":[{"type":"text","text":"`...)
+		b = append(b, g.call.text...)
+		b = append(b, `"},{"type":"tool_use","id":"`...)
+		b = append(b, g.toolID...)
+		b = append(b, `","name":"`...)
+		b = append(b, g.call.name...)
+		b = append(b, `","input":`...)
+		b = append(b, g.call.input...)
+		b = append(b, `}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":`...)
+		b = strconv.AppendInt(b, int64(g.input), 10)
+		b = append(b, `,"cache_creation_input_tokens":`...)
+		b = strconv.AppendInt(b, int64(g.cacheCreation), 10)
+		b = append(b, `,"cache_read_input_tokens":`...)
+		b = strconv.AppendInt(b, int64(g.cacheRead), 10)
+		b = append(b, `,"output_tokens":`...)
+		b = strconv.AppendInt(b, int64(g.msgOutput), 10)
+		b = append(b, `,"service_tier":"standard"}},"parent_tool_use_id":null,"session_id":"`...)
+		b = g.appendTail(b)
+		g.phase = phaseMessageDelta
+	case phaseMessageDelta:
+		b = append(b, `{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":`...)
+		b = strconv.AppendInt(b, int64(g.msgOutput), 10)
+		b = append(b, `}}}`...)
+		g.phase = phaseMessageStop
+	case phaseMessageStop:
+		b = append(b, `{"type":"stream_event","event":{"type":"message_stop"}}`...)
+		g.phase = phaseToolResult
+	case phaseToolResult:
+		b = append(b, `{"type":"user","message":{"role":"user","content":[{"tool_use_id":"`...)
+		b = append(b, g.toolID...)
+		b = append(b, `","type":"tool_result","content":"`...)
+		b = append(b, g.call.result...)
+		b = append(b, `","is_error":`...)
+		b = strconv.AppendBool(b, g.call.isError)
+		b = append(b, `}]},"parent_tool_use_id":null,"session_id":"`...)
+		b = g.appendTail(b)
+		g.phase = phaseMessageStart
+	}
+	g.buf = b
+	return g.line()
+}
+
+// appendTail ends an assistant or user line: session id, uuid, closing brace.
+func (g *generator) appendTail(b []byte) []byte {
+	b = append(b, g.session...)
+	b = append(b, `","uuid":"`...)
+	b = g.appendUUID(b)
+	return append(b, `"}`...)
+}
+
+// appendTokens appends the next n narration tokens.
+func (g *generator) appendTokens(b []byte, n int) []byte {
+	for range n {
+		b = append(b, tokens[g.cursor].s...)
+		g.cursor = (g.cursor + 1) % len(tokens)
+	}
+	return b
+}
+
+// appendText appends exactly n bytes of encoded narration.
+func (g *generator) appendText(b []byte, n int) []byte {
+	for n > 0 {
+		t := tokens[g.cursor]
+		g.cursor = (g.cursor + 1) % len(tokens)
+		switch {
+		case len(t.s) <= n:
+			b = append(b, t.s...)
+			n -= len(t.s)
+		case t.plain:
+			b = append(b, t.s[:n]...)
+			n = 0
+		default:
+			// An escape cannot be cut; spaces fill what is left.
+			for ; n > 0; n-- {
+				b = append(b, ' ')
+			}
+		}
+	}
+	return b
+}
+
+// rawLine is a non-JSON line, like the progress or debug output agents mix
+// into stdout. n and last give the progress; in Duration mode last is unknown.
+func (g *generator) rawLine(n, last int, endless bool) []byte {
+	b := g.buf[:0]
+	switch g.intn(3) {
+	case 0:
+		pct := n % 100
+		if !endless {
+			pct = n * 100 / last
+		}
+		b = append(b, "progress: "...)
+		b = strconv.AppendInt(b, int64(pct), 10)
+		b = append(b, '%')
+	case 1:
+		b = append(b, "[debug] api request 200 in "...)
+		b = strconv.AppendInt(b, int64(200+g.intn(2800)), 10)
+		b = append(b, "ms"...)
+	default:
+		b = append(b, "Warning: tool output truncated to 30000 characters"...)
+	}
+	g.buf = b
+	return g.line()
+}
+
+// forgedSentinel looks like baton's journal sentinel (journal.Sentinel) but
+// carries a nonce the agent made up, as a hostile agent would.
+func (g *generator) forgedSentinel() []byte {
+	b := append(g.buf[:0], `{"__exit":0,"__nonce":"`...)
+	b = g.appendHex(b, 16)
+	g.buf = append(b, `","reason":"exit"}`...)
+	return g.line()
+}
+
+// resultLine is the final result event, line n of the stream.
+func (g *generator) resultLine(n int, o Options, failed bool) []byte {
+	var ms int64
+	switch {
+	case o.Duration > 0:
+		ms = o.Duration.Milliseconds()
+	case o.Rate > 0:
+		ms = int64(float64(n-1) / o.Rate * 1000)
+	default:
+		ms = int64(n*7 + g.intn(500))
+	}
+	turns := max(g.turns, 1)
+	cost := (float64(g.input)*3 + float64(g.cacheCreation)*3.75 + float64(g.cacheRead)*0.3 + float64(g.output)*15) / 1e6
+	b := append(g.buf[:0], `{"type":"result","subtype":"`...)
+	if failed {
+		b = append(b, `error_during_execution","is_error":true`...)
+	} else {
+		b = append(b, `success","is_error":false`...)
+	}
+	b = append(b, `,"duration_ms":`...)
+	b = strconv.AppendInt(b, ms, 10)
+	b = append(b, `,"duration_api_ms":`...)
+	b = strconv.AppendInt(b, ms*9/10, 10)
+	b = append(b, `,"num_turns":`...)
+	b = strconv.AppendInt(b, int64(turns), 10)
+	b = append(b, `,"result":"`...)
+	switch {
+	case !failed:
+		b = append(b, "I changed the upload handler to answer 400 for a malformed body instead of 500 and updated its test. `go test ./...` passes."...)
+	case o.Signal != "":
+		b = append(b, "Execution interrupted by signal "...)
+		b = append(b, o.Signal...)
+	default:
+		b = append(b, "Execution failed with exit status "...)
+		b = strconv.AppendInt(b, int64(o.ExitCode), 10)
+	}
+	b = append(b, `","session_id":"`...)
+	b = append(b, g.session...)
+	b = append(b, `","total_cost_usd":`...)
+	b = strconv.AppendFloat(b, cost, 'f', 6, 64)
+	b = append(b, `,"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(g.input), 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(g.cacheCreation), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(g.cacheRead), 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, int64(g.output), 10)
+	b = append(b, `,"server_tool_use":{"web_search_requests":0},"service_tier":"standard"},"permission_denials":[],"uuid":"`...)
+	b = g.appendUUID(b)
+	g.buf = append(b, `"}`...)
+	return g.line()
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendHex appends n random bytes as 2n hex digits.
+func (g *generator) appendHex(b []byte, n int) []byte {
+	for ; n > 0; n -= 8 {
+		r := g.rng.Uint64()
+		for i := range min(n, 8) {
+			c := byte(r >> (8 * i))
+			b = append(b, hexDigits[c>>4], hexDigits[c&15])
+		}
+	}
+	return b
+}
+
+// appendUUID appends a random version-4 UUID.
+func (g *generator) appendUUID(b []byte) []byte {
+	var u [16]byte
+	r1, r2 := g.rng.Uint64(), g.rng.Uint64()
+	for i := range 8 {
+		u[i], u[8+i] = byte(r1>>(8*i)), byte(r2>>(8*i))
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hexDigits[c>>4], hexDigits[c&15])
+	}
+	return b
+}
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// appendID appends prefix and 22 base62 characters, the shape of Anthropic
+// message and tool-use ids.
+func (g *generator) appendID(b []byte, prefix string) []byte {
+	b = append(b, prefix...)
+	for i := 0; i < 22; i += 10 {
+		r := g.rng.Uint64()
+		for range min(22-i, 10) {
+			b = append(b, base62[r%62])
+			r /= 62
+		}
+	}
+	return b
+}
+
+// appendJSONString appends s encoded as the content of a JSON string
+// (without quotes). s must be valid UTF-8; bytes >= 0x80 pass unchanged.
+func appendJSONString(b []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
+		}
+		start = i + 1
+	}
+	return append(b, s[start:]...)
+}

@@ -1,0 +1,89 @@
+package protocol_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/batonhq/baton/protocol"
+)
+
+// FuzzDecodeJob feeds JSON and msgpack bytes to DecodeJob. Properties: it
+// never panics; an accepted job re-encodes, in both encodings, to bytes that
+// decode to an equal job; a rejection wraps a job sentinel, maps to a
+// non-empty Reason and fits on one header line.
+func FuzzDecodeJob(f *testing.F) {
+	for _, j := range []protocol.Job{fullJob(), {RunID: "r", Profile: "demo"}} {
+		js, err := protocol.EncodeJob(j)
+		if err != nil {
+			f.Fatal(err)
+		}
+		mp, err := protocol.EncodeJobMsgpack(j)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(js, false)
+		f.Add(mp, true)
+	}
+	for _, s := range []string{
+		``, `null`, `[]`, `{}`, `{"runId":"a.b","profile":"p"}`,
+		`{"runId":"r","profile":"p","timeout":90}`,
+		`{"runId":"r","profile":"p","timeout":1e400}`,
+		`{"runId":"r","runId":"r","profile":"p"}`,
+		`{"runId":"r","profile":"p","env":{"A":"1","A":"1"}}`,
+		`{"runId":"r","profile":"p","files":{"a":"x","a/b":"y"}}`,
+		`{"runId":"r","profile":"p","files":{"../x":""}}`,
+		`{"runId":"r","profile":"p","args":["a",null]}`,
+		`{"runId":"r","profile":"p"} {}`,
+		`{"runId":"r","profile":"p","labels":{"k":"v"},"input":"\u0000"}`,
+	} {
+		f.Add([]byte(s), false)
+	}
+	f.Add([]byte{0x82, 0xa5, 'r', 'u', 'n', 'I', 'd', 0xa1, 'r', 0xa7, 'p', 'r', 'o', 'f', 'i', 'l', 'e', 0xa1, 'p'}, true)
+	f.Add([]byte{0x83, 0xa5, 'r', 'u', 'n', 'I', 'd', 0xa1, 'r', 0xa7, 'p', 'r', 'o', 'f', 'i', 'l', 'e', 0xa1, 'p', 0xa7, 't', 'i', 'm', 'e', 'o', 'u', 't', 0xcb, 0x7f, 0xf0, 0, 0, 0, 0, 0, 0}, true)
+	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff}, true)
+
+	f.Fuzz(func(t *testing.T, data []byte, mp bool) {
+		ct := protocol.ContentTypeJSON
+		if mp {
+			ct = protocol.ContentTypeMsgpack
+		}
+		j, err := protocol.DecodeJob(data, ct, protocol.Limits{})
+		if err != nil {
+			wrapped := false
+			for _, s := range sentinels {
+				wrapped = wrapped || errors.Is(err, s)
+			}
+			if !wrapped {
+				t.Fatalf("error %q wraps no job sentinel", err)
+			}
+			if protocol.ReasonOf(err) == "" {
+				t.Fatalf("error %q has no reason", err)
+			}
+			if strings.ContainsAny(err.Error(), "\r\n") {
+				t.Fatalf("error %q spans lines", err)
+			}
+			return
+		}
+		for _, enc := range []struct {
+			ct     string
+			encode func(protocol.Job) ([]byte, error)
+		}{
+			{protocol.ContentTypeJSON, protocol.EncodeJob},
+			{protocol.ContentTypeMsgpack, protocol.EncodeJobMsgpack},
+		} {
+			b, err := enc.encode(j)
+			if err != nil {
+				t.Fatalf("accepted job %+v does not encode as %s: %v", j, enc.ct, err)
+			}
+			again, err := protocol.DecodeJob(b, enc.ct, protocol.Limits{MaxBytes: 8 << 20})
+			if err != nil {
+				t.Fatalf("re-encoded job (%s) is rejected: %v\n%q", enc.ct, err, b)
+			}
+			if !reflect.DeepEqual(again, j) {
+				t.Fatalf("%s round trip changed the job:\n got %+v\nwant %+v", enc.ct, again, j)
+			}
+		}
+	})
+}

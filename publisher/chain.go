@@ -1,0 +1,377 @@
+package publisher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/batonhq/baton/protocol"
+)
+
+// ErrFenced: the server refused the chain's expected last sequence and the
+// chain's last message is not ours: another publisher owns the chain.
+var ErrFenced = errors.New("publisher: fenced: another publisher owns the run's chain")
+
+const (
+	// headerRoom is what a message's headers may take out of the server's
+	// max payload: a Msg-Id with a 128-byte run id, the expected-sequence
+	// pair with the filter, and baton's headers, with plenty to spare.
+	headerRoom = 2048
+	// Defaults of the retry loop.
+	defaultRetryWait      = 25 * time.Millisecond
+	maxRetryWait          = time.Second
+	defaultAttemptTimeout = 2 * time.Second
+)
+
+// Option configures a Chain.
+type Option func(*options)
+
+type options struct {
+	epoch          uint64
+	maxPayload     int
+	log            zerolog.Logger
+	retryWait      time.Duration
+	attemptTimeout time.Duration
+}
+
+// WithEpoch stamps every message with the publisher's lease epoch
+// (Baton-Epoch) and fills it into statuses that have none.
+func WithEpoch(epoch uint64) Option { return func(o *options) { o.epoch = epoch } }
+
+// WithMaxPayload sets the largest message body; longer lines are chunked.
+// The default is the server's max payload (from the connection) less room
+// for headers.
+func WithMaxPayload(n int) Option { return func(o *options) { o.maxPayload = n } }
+
+// WithLogger sets the logger for retries and fencing.
+func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithRetryWait sets the first pause before retrying a publish whose
+// outcome is unknown; it doubles up to one second.
+func WithRetryWait(d time.Duration) Option { return func(o *options) { o.retryWait = d } }
+
+// WithAttemptTimeout bounds one publish attempt (default 2 s); a publish
+// whose attempt times out is retried until its context ends.
+func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.attemptTimeout = d } }
+
+// Chain publishes one run's messages on its fenced chain. Its methods may be
+// called from several goroutines; they are serialised, one publish in
+// flight.
+type Chain struct {
+	js        jetstream.JetStream
+	names     protocol.Names
+	runID     string
+	filter    string
+	epoch     uint64
+	chunkSize int
+	o         options
+	lastSeq   atomic.Uint64
+
+	mu     sync.Mutex
+	stream jetstream.Stream // looked up on first need
+	fenced error            // set once: the chain is dead
+	doubt  string           // Msg-Id of the last publish whose outcome is unknown
+}
+
+// NewChain returns the chain of runID whose last message is at stream
+// sequence lastSeq (0 for a run with no message yet): from Align for a new
+// holder, or from a released lease.
+func NewChain(js jetstream.JetStream, names protocol.Names, runID string, lastSeq uint64, opts ...Option) *Chain {
+	o := options{log: zerolog.Nop(), retryWait: defaultRetryWait, attemptTimeout: defaultAttemptTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxPayload <= 0 {
+		o.maxPayload = int(js.Conn().MaxPayload()) - headerRoom
+	}
+	c := &Chain{
+		js: js, names: names, runID: runID, filter: names.RunFilter(runID),
+		epoch: o.epoch, chunkSize: max(o.maxPayload, 1), o: o,
+	}
+	c.o.log = o.log.With().Str("run_id", runID).Logger()
+	c.lastSeq.Store(lastSeq)
+	return c
+}
+
+// LastSeq is the stream sequence of the chain's last message known to be
+// ours.
+func (c *Chain) LastSeq() uint64 { return c.lastSeq.Load() }
+
+// PublishLine publishes one journal line ending at byte offset end: on the
+// run's events subject when it is JSON, otherwise (empty and blank lines
+// included) on its raw subject. A line longer than the chunk size goes out
+// as n chunks in order, each with Baton-Chunk "i/n".
+//
+// After an error other than ErrFenced the outcome is unknown: call again
+// with the same line and end. Whatever had been stored is recognised by its
+// Msg-Id (within the stream's duplicates window) and not stored again, so a
+// chunked line may be retried from its start.
+func (c *Chain) PublishLine(ctx context.Context, line []byte, end int64) error {
+	return c.PublishLineFrom(ctx, line, end, 1)
+}
+
+// PublishLineFrom publishes line like PublishLine, starting at chunk
+// firstChunk: chunks 1..firstChunk-1 are already on the chain (Align
+// reported chunk firstChunk-1 as the last message).
+func (c *Chain) PublishLineFrom(ctx context.Context, line []byte, end int64, firstChunk int) error {
+	return c.publishLine(ctx, line, end, firstChunk, c.chunks(len(line)))
+}
+
+// ResumeLine finishes the chunked line that pos, the chain's last message,
+// is a chunk of: line is the whole line, which ends at pos.Offset. It cuts
+// the line exactly as its first publisher did, whatever this chain's chunk
+// size.
+func (c *Chain) ResumeLine(ctx context.Context, line []byte, pos Position) error {
+	if pos.Chunks < 2 || pos.Chunk < 1 || pos.Chunk > pos.Chunks {
+		return fmt.Errorf("publisher: resume line: position %d is not a chunk (%d/%d)", pos.Seq, pos.Chunk, pos.Chunks)
+	}
+	return c.publishLine(ctx, line, pos.Offset, pos.Chunk+1, pos.Chunks)
+}
+
+func (c *Chain) chunks(size int) int {
+	if size <= c.chunkSize {
+		return 1
+	}
+	return (size + c.chunkSize - 1) / c.chunkSize
+}
+
+func (c *Chain) publishLine(ctx context.Context, line []byte, end int64, first, n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fenced != nil {
+		return c.fenced
+	}
+	if first < 1 || first > n+1 {
+		return fmt.Errorf("publisher: line ending at %d: chunk %d of %d", end, first, n)
+	}
+	subject := c.names.RawSubject(c.runID)
+	if json.Valid(line) { // json.Valid refuses empty and blank lines
+		subject = c.names.EventsSubject(c.runID)
+	}
+	off := strconv.FormatInt(end, 10)
+	for i := first; i <= n; i++ {
+		h := c.header(off)
+		id := c.runID + ":" + off
+		if n > 1 {
+			chunk := strconv.Itoa(i) + "/" + strconv.Itoa(n)
+			h.Set(protocol.HeaderChunk, chunk)
+			id += ":" + chunk
+		}
+		if err := c.publish(ctx, subject, piece(line, i, n), id, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// piece is chunk i (1-based) of line cut in n nearly equal parts. The cut
+// depends only on the line's length and n, so a successor reproduces it
+// from the "i/n" header alone.
+func piece(line []byte, i, n int) []byte {
+	l := int64(len(line))
+	return line[int64(i-1)*l/int64(n) : int64(i)*l/int64(n)]
+}
+
+// PublishStatus publishes st as JSON on the run's status subject, with
+// Baton-Offset st.Offset and Msg-Id "<runId>:status:<status>:<epoch>:<offset>".
+// An empty RunID, Epoch or Time is filled in from the chain and the clock.
+func (c *Chain) PublishStatus(ctx context.Context, st protocol.Status) error {
+	if st.RunID == "" {
+		st.RunID = c.runID
+	}
+	if st.Epoch == 0 {
+		st.Epoch = c.epoch
+	}
+	if st.Time.IsZero() {
+		st.Time = time.Now().UTC()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fenced != nil {
+		return c.fenced
+	}
+	off := strconv.FormatInt(st.Offset, 10)
+	id := fmt.Sprintf("%s:status:%s:%d:%s", c.runID, st.Status, st.Epoch, off)
+	return c.publish(ctx, c.names.StatusSubject(c.runID), st.Marshal(), id, c.header(off))
+}
+
+func (c *Chain) header(offset string) nats.Header {
+	h := nats.Header{}
+	h.Set(protocol.HeaderOffset, offset)
+	if e := c.epochHeader(); e != "" {
+		h.Set(protocol.HeaderEpoch, e)
+	}
+	return h
+}
+
+// publish puts one message on the chain, fenced on lastSeq, and advances
+// lastSeq. It holds c.mu. A message whose outcome is unknown (timeout, no
+// responders, disconnection, or a concurrent fenced publish on the filter,
+// 10164) is sent again unchanged: same Msg-Id, same expectation.
+func (c *Chain) publish(ctx context.Context, subject string, data []byte, id string, h nats.Header) error {
+	expected := c.lastSeq.Load()
+	wait := c.o.retryWait
+	sent := false
+	for {
+		if err := ctx.Err(); err != nil {
+			if sent {
+				c.doubt = id
+			}
+			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
+		}
+		msg := &nats.Msg{Subject: subject, Data: data, Header: maps.Clone(h)}
+		actx, cancel := context.WithTimeout(ctx, c.o.attemptTimeout)
+		ack, err := c.js.PublishMsg(actx, msg,
+			jetstream.WithMsgID(id),
+			jetstream.WithExpectLastSequenceForSubject(expected, c.filter))
+		cancel()
+		sent = true
+		var apiErr *jetstream.APIError
+		errors.As(err, &apiErr)
+		switch {
+		case err == nil:
+			if ack.Duplicate && ack.Sequence > expected {
+				// Our Msg-Id was stored past our expectation (replicated
+				// streams dedupe before checking it): by an attempt of ours
+				// whose ack was lost, or by another publisher of the same
+				// line. Only the former extends our chain.
+				m, err := c.readMsg(ctx, ack.Sequence)
+				if err != nil {
+					c.doubt = id
+					return err
+				}
+				if !c.mine(m, id) {
+					return c.fence(id, expected, m)
+				}
+			}
+			// A duplicate at or below our expectation is an older line
+			// published again: it is on the chain, which stays where it is.
+			c.lastSeq.Store(max(ack.Sequence, expected))
+			c.doubt = ""
+			return nil
+		case apiErr != nil && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+			last, err := c.readMsg(ctx, 0)
+			if err != nil {
+				c.doubt = id
+				return err
+			}
+			switch {
+			case last.Sequence > expected && c.mine(last, id):
+				// Stored by an earlier attempt whose ack was lost (single
+				// servers check the expectation before dedupe).
+				c.lastSeq.Store(last.Sequence)
+				c.doubt = ""
+				return nil
+			case last.Sequence > expected && c.doubt != "" && c.mine(last, c.doubt):
+				// The previous call's message had landed after all: go on
+				// from it.
+				c.o.log.Debug().Str("msg_id", c.doubt).Uint64("seq", last.Sequence).Msg("earlier publish of unknown outcome was stored")
+				expected = last.Sequence
+				c.lastSeq.Store(expected)
+				c.doubt = ""
+				continue
+			default:
+				return c.fence(id, expected, last)
+			}
+		case retryable(err, apiErr):
+			c.o.log.Debug().Err(err).Str("msg_id", id).Dur("wait", wait).Msg("publish outcome unknown; retrying")
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, maxRetryWait)
+		default:
+			c.doubt = id
+			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
+		}
+	}
+}
+
+// retryable tells the errors after which the same message is sent again.
+func retryable(err error, apiErr *jetstream.APIError) bool {
+	if apiErr != nil {
+		// 10164: another fenced publish on the filter is in flight (R>1);
+		// 503: JetStream briefly unavailable (leader election).
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || apiErr.Code == 503
+	}
+	return errors.Is(err, context.DeadlineExceeded) || // the attempt's own timeout
+		errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrReconnectBufExceeded)
+}
+
+// mine reports whether m is the message with Msg-Id id published under
+// this chain's epoch. The epoch tells apart two holders publishing the same
+// journal line (same Msg-Id): without WithEpoch only the Msg-Id is compared.
+func (c *Chain) mine(m *jetstream.RawStreamMsg, id string) bool {
+	return m.Header.Get(protocol.HeaderMsgID) == id && m.Header.Get(protocol.HeaderEpoch) == c.epochHeader()
+}
+
+func (c *Chain) epochHeader() string {
+	if c.epoch == 0 {
+		return ""
+	}
+	return strconv.FormatUint(c.epoch, 10)
+}
+
+// fence kills the chain: the message at m's sequence is not ours.
+func (c *Chain) fence(id string, expected uint64, m *jetstream.RawStreamMsg) error {
+	c.fenced = fmt.Errorf("%w: run %s: publish %s expected last sequence %d on %s; sequence %d is %q of epoch %q",
+		ErrFenced, c.runID, id, expected, c.filter, m.Sequence, m.Header.Get(protocol.HeaderMsgID), m.Header.Get(protocol.HeaderEpoch))
+	c.o.log.Warn().Err(c.fenced).Msg("chain fenced")
+	return c.fenced
+}
+
+// readMsg reads the chain's message at seq, or its last message when seq is
+// 0, from the stream leader, retrying transient failures until ctx ends.
+func (c *Chain) readMsg(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	wait := c.o.retryWait
+	for {
+		msg, err := c.read(ctx, seq)
+		if err == nil {
+			return msg, nil
+		}
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			// Expected a sequence, and the message is gone (the chain is
+			// empty, or aged out): this chain cannot go on.
+			c.fenced = fmt.Errorf("%w: run %s: expected last sequence %d on %s; no message at %d (0: none on the chain): %w",
+				ErrFenced, c.runID, c.lastSeq.Load(), c.filter, seq, err)
+			return nil, c.fenced
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("publisher: run %s: read the chain: %w (last error: %w)", c.runID, ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxRetryWait)
+	}
+}
+
+func (c *Chain) read(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	actx, cancel := context.WithTimeout(ctx, c.o.attemptTimeout)
+	defer cancel()
+	if c.stream == nil {
+		s, err := c.js.Stream(actx, c.names.EventsStream())
+		if err != nil {
+			return nil, err
+		}
+		c.stream = s
+	}
+	if seq == 0 {
+		return c.stream.GetLastMsgForSubject(actx, c.filter)
+	}
+	return c.stream.GetMsg(actx, seq)
+}

@@ -1,0 +1,23 @@
+// Package publisher owns a run's fenced chain: the sequence of messages on
+// <prefix>.runs.<runId>.{events,raw,status} in the events stream, and the
+// rule that only one publisher at a time can extend it.
+//
+// Every publish expects, for the filter <prefix>.runs.<runId>.>, the stream
+// sequence of the chain's own previous publish
+// (Nats-Expected-Last-Subject-Sequence). A successor that aligns on the
+// chain's last message (Align) and writes one message fences every older
+// publisher: their next publish is refused by the server and they get
+// ErrFenced (invariant I1). Every message carries a Nats-Msg-Id derived from
+// the run and the journal offset, so a retry after a lost ack never stores a
+// line twice (I2): replicated streams answer such a retry with a duplicate
+// ack, single servers with "wrong last sequence", which the chain tells
+// apart from fencing by reading the chain's last message. A message counts
+// as the chain's own only if its Msg-Id and its Baton-Epoch both match:
+// two holders publishing the same journal line share the Msg-Id, and only
+// the epoch (WithEpoch, the lease epoch) keeps an old holder from adopting
+// its successor's message and extending the chain from there.
+//
+// A chain keeps one publish in flight and never refreshes its expected
+// sequence from the server in its normal path; only Align, run by a new
+// lease holder, reads where the chain stands.
+package publisher

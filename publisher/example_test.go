@@ -1,0 +1,66 @@
+package publisher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/test"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/provision"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/publisher"
+)
+
+// A run handed off between two workers: A publishes, releases its lease
+// with where it stopped, B takes the lease, aligns on the chain, writes
+// "attached" (which fences A) and carries on.
+func Example_handoff() {
+	dir, _ := os.MkdirTemp("", "baton-example-")
+	defer os.RemoveAll(dir)
+	opts := natsserver.DefaultTestOptions
+	opts.Port, opts.JetStream, opts.StoreDir = -1, true, dir
+	srv := natsserver.RunServer(&opts)
+	defer srv.Shutdown()
+	nc, _ := nats.Connect(srv.ClientURL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	names := protocol.MustNames("")
+	res, err := provision.Ensure(ctx, js, names, provision.Options{LeaseTTL: 5 * time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	leases := kv.NewStore[kv.LeaseRecord](res.Leases)
+
+	// Worker A starts the run.
+	la, _ := lease.Acquire(ctx, leases, "run-1", lease.Holder{Worker: "a", Node: "n1"}, 5*time.Second)
+	la.Start(ctx)
+	a := publisher.NewChain(js, names, "run-1", 0, publisher.WithEpoch(la.Epoch()))
+	_ = a.PublishStatus(ctx, protocol.Status{Status: protocol.StatusStarted})
+	_ = a.PublishLine(ctx, []byte(`{"type":"hello"}`), 17)
+	_ = a.PublishStatus(ctx, protocol.Status{Status: protocol.StatusHandoff, Offset: 17})
+	_ = la.Release(ctx, 17, a.LastSeq())
+
+	// Worker B takes over where A stopped.
+	lb, _ := lease.Acquire(ctx, leases, "run-1", lease.Holder{Worker: "b", Node: "n1"}, 5*time.Second)
+	pos, _ := publisher.Align(ctx, js, names, "run-1")
+	fmt.Println("resume at offset", pos.Offset, "after a", pos.Status.Status, "status; lease says", lb.Record().Offset)
+	b := publisher.NewChain(js, names, "run-1", pos.Seq, publisher.WithEpoch(lb.Epoch()))
+	_ = b.PublishStatus(ctx, protocol.Status{Status: protocol.StatusAttached, Offset: pos.Offset})
+	_ = b.PublishLine(ctx, []byte("plain output"), 30)
+
+	// A, had it kept going, is refused.
+	err = a.PublishLine(ctx, []byte(`{"type":"late"}`), 30)
+	fmt.Println("old holder fenced:", errors.Is(err, publisher.ErrFenced))
+	// Output:
+	// resume at offset 17 after a handoff status; lease says 17
+	// old holder fenced: true
+}

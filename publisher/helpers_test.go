@@ -1,0 +1,125 @@
+package publisher_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/provision"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+)
+
+var names = protocol.MustNames("")
+
+const leaseTTL = time.Second
+
+// backend is one JetStream deployment the scenarios run against: a single
+// server (R1) or a 3-node cluster (R3).
+type backend struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	res    *provision.Resources
+	leases *kv.Leases
+}
+
+func r1(t *testing.T) *backend {
+	t.Helper()
+	s := testenv.RunServer(t)
+	nc, js := testenv.Connect(t, s)
+	return provisioned(t, nc, js, 1)
+}
+
+func r3(t *testing.T) *backend {
+	t.Helper()
+	servers := testenv.RunCluster(t, 3)
+	nc, js := testenv.ConnectCluster(t, servers)
+	return provisioned(t, nc, js, 3)
+}
+
+func provisioned(t *testing.T, nc *nats.Conn, js jetstream.JetStream, replicas int) *backend {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	res, err := provision.Ensure(ctx, js, names, provision.Options{Replicas: replicas, LeaseTTL: leaseTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &backend{nc: nc, js: js, res: res, leases: kv.NewStore[kv.LeaseRecord](res.Leases)}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// stored is a message of a run's chain as the stream holds it.
+type stored struct {
+	seq     uint64
+	subject string
+	data    []byte
+	header  nats.Header
+}
+
+func (m stored) get(h string) string { return m.header.Get(h) }
+
+// chain returns every message the stream holds for runID, in order.
+func chain(t *testing.T, b *backend, runID string) []stored {
+	t.Helper()
+	ctx := ctxT(t)
+	filter := names.RunFilter(runID)
+	info, err := b.res.Events.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, n := range info.State.Subjects {
+		want += int(n)
+	}
+	if want == 0 {
+		return nil
+	}
+	cons, err := b.js.OrderedConsumer(ctx, names.EventsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []stored
+	for len(out) < want {
+		batch, err := cons.Fetch(want-len(out), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(out)
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, stored{seq: md.Sequence.Stream, subject: m.Subject(), data: m.Data(), header: m.Headers()})
+		}
+		if batch.Error() != nil {
+			t.Fatal(batch.Error())
+		}
+		if len(out) == n {
+			t.Fatalf("chain of %s: fetched %d of %d messages", runID, n, want)
+		}
+	}
+	return out
+}
+
+// msgIDs lists the Msg-Ids of a chain.
+func msgIDs(ms []stored) []string {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.get(protocol.HeaderMsgID)
+	}
+	return ids
+}
+
+func lineID(runID string, end int64) string { return runID + ":" + strconv.FormatInt(end, 10) }

@@ -1,0 +1,77 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Severity of a failed prerequisite.
+type Severity string
+
+const (
+	SevOK   Severity = "ok"
+	SevWarn Severity = "warn" // some profiles cannot run; the rest can
+	SevFail Severity = "FAIL" // no run can start
+)
+
+// Check is one prerequisite and what to do when it is missing.
+type Check struct {
+	Name     string
+	Severity Severity
+	Detail   string
+	Fix      string
+}
+
+// DoctorOptions say what the checks are for.
+type DoctorOptions struct {
+	// SandboxUID is the uid a root worker runs sandboxes as.
+	SandboxUID int
+}
+
+// Report renders checks as a table with a fix under each failure.
+func Report(checks []Check) string {
+	var b strings.Builder
+	width := 0
+	for _, c := range checks {
+		width = max(width, len(c.Name))
+	}
+	for _, c := range checks {
+		fmt.Fprintf(&b, "%-4s  %-*s  %s\n", c.Severity, width, c.Name, c.Detail)
+		if c.Severity != SevOK && c.Fix != "" {
+			fmt.Fprintf(&b, "      %*s  fix: %s\n", width, "", c.Fix)
+		}
+	}
+	return b.String()
+}
+
+// Failed reports whether any check makes runs impossible.
+func Failed(checks []Check) bool {
+	for _, c := range checks {
+		if c.Severity == SevFail {
+			return true
+		}
+	}
+	return false
+}
+
+// parseCgroupControllers reads the enabled controllers of a cgroup v2
+// cgroup.controllers or cgroup.subtree_control file.
+func parseCgroupControllers(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, f := range strings.Fields(s) {
+		m[f] = true
+	}
+	return m
+}
+
+// tunUsableBy reports whether a character device of mode perm owned by
+// owner can be opened read-write by uid.
+func tunUsableBy(perm uint32, owner, uid uint32) bool {
+	if uid == 0 {
+		return true
+	}
+	if owner == uid {
+		return perm&0o600 == 0o600
+	}
+	return perm&0o006 == 0o006
+}

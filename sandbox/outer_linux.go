@@ -1,0 +1,407 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/journal"
+)
+
+// RunOuter is `baton runner-outer --spec PATH`, the host side of the
+// chain. It takes the run's lock, starts runner-inner with the agent's
+// stdin (the input file), stdout (a pipe it copies into the journal) and
+// stderr (stderr.log), enforces the deadline, and ends the journal with
+// the sentinel once the chain has ended.
+//
+// Signals: SIGUSR1 (Cancel) stops the agent with reason "cancel", the
+// deadline with reason "timeout". SIGTERM or SIGINT sent to the runner
+// itself (an admin, a host shutdown) stops the agent the same way with
+// reason "signal": the sentinel keeps the agent's real exit code, and
+// names the signal that killed it, or else the one the runner received.
+// Stopping is SIGTERM to the sandbox, then SIGKILL of the whole sandbox
+// after the spec's grace period. SIGHUP is ignored. Cancelling ctx acts
+// as SIGTERM.
+//
+// The runner is not a child that dies with the worker: Start puts it in
+// its own session. If the runner itself is killed, its chain follows it
+// (parent-death signals), so no agent runs unjournaled.
+func RunOuter(ctx context.Context, specPath string) error {
+	// Subscribed first: a signal during setup is handled once the chain runs.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGUSR1, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	defer signal.Stop(sigs)
+	ready := takeReadyPipe()
+	// Nothing inherited or opened here reaches runner-inner unless passed
+	// on purpose.
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		err = fmt.Errorf("runner-outer: mark descriptors close-on-exec: %w", err)
+		ready.fail(err)
+		return err
+	}
+	spec, err := readSpec(specPath)
+	if err != nil {
+		err = fmt.Errorf("runner-outer: %w", err)
+		ready.fail(err)
+		return err
+	}
+	dir := journal.Dir(spec.RunDir)
+	st := openState(dir.State(), "outer")
+	defer st.close()
+	st.ok("spec", specSummary(spec))
+	o := &outerRun{spec: spec, dir: dir, st: st}
+	inner, err := o.setup()
+	if err != nil {
+		ready.fail(err)
+		return err
+	}
+	defer o.lock.Close()
+	ready.ok()
+	st.ok("ready", "")
+	return o.supervise(ctx, inner, sigs)
+}
+
+// outerRun is runner-outer's state for one run.
+type outerRun struct {
+	spec   Spec
+	dir    journal.Dir
+	st     *state
+	lock   *os.File
+	jw     *journal.Writer
+	stderr *os.File
+	stdout *os.File // read end of the agent's stdout
+	status *os.File // read end of the chain's status pipe
+}
+
+// setup takes the run and starts runner-inner. A failure before the
+// journal exists leaves no journal: nothing ran, and another runner may
+// hold the run. A failure after ends the journal with an "error" sentinel.
+func (o *outerRun) setup() (*innerProc, error) {
+	lock, err := lockRun(o.dir.Lock())
+	if err != nil {
+		o.st.fail("lock", err)
+		return nil, fmt.Errorf("runner-outer: lock %s: %w", o.dir.Lock(), err)
+	}
+	o.st.ok("lock", "")
+	// A journal means a runner already ran this run: never a second agent.
+	if _, err := os.Lstat(o.dir.Journal()); !errors.Is(err, fs.ErrNotExist) {
+		lock.Close()
+		err = fmt.Errorf("runner-outer: journal %s already exists: this run was started before", o.dir.Journal())
+		o.st.fail("journal", err)
+		return nil, err
+	}
+	o.lock = lock
+	if err := writePIDFile(o.dir.PID(), os.Getpid()); err != nil {
+		o.st.fail("pid-file", err)
+		return nil, o.abandon(fmt.Errorf("runner-outer: write pid file: %w", err))
+	}
+	o.st.ok("pid-file", "")
+	if o.jw, err = journal.OpenWriter(o.dir.Journal()); err != nil {
+		o.st.fail("journal", err)
+		return nil, o.abandon(fmt.Errorf("runner-outer: %w", err))
+	}
+	o.st.ok("journal", "")
+	if o.stderr, err = os.OpenFile(o.dir.Stderr(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640); err != nil {
+		return nil, o.startFailed("stderr", fmt.Errorf("open %s: %w", o.dir.Stderr(), err))
+	}
+	// A crash of the runner itself then leaves its trace where a person
+	// looks for the run's errors.
+	if err := unix.Dup3(int(o.stderr.Fd()), 2, 0); err != nil {
+		return nil, o.startFailed("stderr", fmt.Errorf("redirect the runner's stderr: %w", err))
+	}
+	o.st.ok("stderr", "")
+	inner, err := o.startInner()
+	if err != nil {
+		return nil, o.startFailed("start-inner", err)
+	}
+	o.st.ok("start-inner", fmt.Sprintf("pid %d", inner.cmd.Process.Pid))
+	return inner, nil
+}
+
+// abandon releases the run without a journal.
+func (o *outerRun) abandon(err error) error {
+	o.lock.Close()
+	return err
+}
+
+// startFailed ends the journal with an "error" sentinel for a chain that
+// could not start.
+func (o *outerRun) startFailed(phase string, err error) error {
+	o.st.fail(phase, err)
+	o.finish(journal.Sentinel{Exit: 1, Nonce: o.spec.Nonce, Reason: journal.ReasonError, Detail: err.Error()})
+	o.lock.Close()
+	return fmt.Errorf("runner-outer: %w", err)
+}
+
+// innerProc is the running runner-inner.
+type innerProc struct {
+	cmd  *exec.Cmd
+	done <-chan error // its Wait result
+}
+
+func (o *outerRun) startInner() (*innerProc, error) {
+	input, err := os.Open(o.dir.Input())
+	if err != nil {
+		return nil, fmt.Errorf("open the input: %w", err)
+	}
+	defer input.Close()
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	defer stdoutW.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		stdoutR.Close()
+		return nil, fmt.Errorf("status pipe: %w", err)
+	}
+	defer statusW.Close()
+	cmd := &exec.Cmd{
+		// The running binary, even if a deploy replaced the file.
+		Path:       "/proc/self/exe",
+		Args:       []string{os.Args[0], "runner-inner", "--spec", o.dir.Spec()},
+		Env:        []string{},
+		Stdin:      input,
+		Stdout:     stdoutW,
+		Stderr:     o.stderr,
+		ExtraFiles: []*os.File{statusW}, // fd 3
+		// The chain dies with the runner: nobody else journals the agent.
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	}
+	done, err := startLocked(cmd)
+	if err != nil {
+		stdoutR.Close()
+		statusR.Close()
+		return nil, fmt.Errorf("start runner-inner: %w", err)
+	}
+	o.stdout, o.status = stdoutR, statusR
+	return &innerProc{cmd: cmd, done: done}, nil
+}
+
+// startLocked starts cmd from a goroutine locked to its OS thread until
+// cmd ends: the kernel sends a parent-death signal when the thread that
+// forked the child exits, and the Go runtime may retire idle threads.
+func startLocked(cmd *exec.Cmd) (<-chan error, error) {
+	started := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		done <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+// supervise copies the agent's stdout into the journal until the chain
+// has ended, stopping it on the deadline, a cancel or a signal, then ends
+// the journal with the sentinel.
+func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan os.Signal) error {
+	copied := make(chan error, 1)
+	go func() {
+		n, err := o.jw.ReadFrom(o.stdout)
+		if err == nil {
+			o.st.ok("journal-copy", fmt.Sprintf("%d bytes", n))
+		}
+		copied <- err
+	}()
+	reported := make(chan statusRead, 1)
+	go func() { reported <- readChainStatus(o.status) }()
+
+	var deadline <-chan time.Time
+	if !o.spec.Deadline.IsZero() {
+		t := time.NewTimer(time.Until(o.spec.Deadline))
+		defer t.Stop()
+		deadline = t.C
+	}
+	out := outcome{grace: o.spec.killGrace()}
+	var grace <-chan time.Time
+	stop := func(r stopRequest) {
+		if out.stop.reason != "" {
+			return
+		}
+		out.stop = r
+		o.st.ok("stop", r.detail)
+		// runner-inner relays it to the sandbox's init, which sends it to
+		// the agent's process group.
+		_ = inner.cmd.Process.Signal(unix.SIGTERM)
+		grace = time.After(out.grace)
+	}
+	kill := func(why string) {
+		if out.killed {
+			return
+		}
+		out.killed = true
+		o.st.ok("kill", why)
+		// runner-inner's death kills the sandbox's init (its parent-death
+		// signal), and with it every process in the pid namespace.
+		_ = inner.cmd.Process.Kill()
+	}
+	ctxDone := ctx.Done()
+	copying, running := true, true
+	for copying || running {
+		select {
+		case err := <-copied:
+			copying = false
+			if err != nil {
+				// The journal cannot take the agent's output: end the run
+				// rather than let the agent block on a full pipe.
+				out.journalErr = err
+				o.st.fail("journal-copy", err)
+				o.stdout.Close()
+				kill("the journal failed")
+			}
+		case err := <-inner.done:
+			running = false
+			out.chainErr = describeExit(err)
+			o.st.ok("inner-exit", out.chainErr)
+		case <-deadline:
+			stop(stopRequest{reason: journal.ReasonTimeout, detail: "deadline " + o.spec.Deadline.Format(time.RFC3339Nano)})
+		case <-ctxDone:
+			ctxDone = nil
+			stop(stopRequest{reason: journal.ReasonSignal, signal: "TERM", detail: "context ended"})
+		case sig := <-sigs:
+			switch sig {
+			case unix.SIGUSR1:
+				stop(stopRequest{reason: journal.ReasonCancel, detail: "cancel requested (SIGUSR1)"})
+			case unix.SIGTERM, unix.SIGINT:
+				name := signalName(sig.(syscall.Signal))
+				stop(stopRequest{reason: journal.ReasonSignal, signal: name, detail: "runner received SIG" + name})
+			default:
+				o.st.ok("signal", "ignored "+sig.String())
+			}
+		case <-grace:
+			grace = nil
+			kill(fmt.Sprintf("grace period %v elapsed", out.grace))
+		}
+	}
+	o.stdout.Close()
+	if r := <-reported; r.err != nil {
+		o.st.fail("status", r.err)
+		out.chainErr += "; " + r.err.Error()
+	} else if r.status != nil {
+		out.status = r.status
+		o.st.ok("status", strings.TrimSpace(string(r.status.line())))
+	}
+	s := out.sentinel(o.spec.Nonce)
+	if s.Reason == journal.ReasonError {
+		fmt.Fprintf(o.stderr, "baton runner: %s\n", s.Detail)
+	}
+	return o.finish(s)
+}
+
+// finish appends the sentinel and closes the journal.
+func (o *outerRun) finish(s journal.Sentinel) error {
+	if o.stderr != nil {
+		defer o.stderr.Close()
+	}
+	if err := o.jw.Finish(s); err != nil {
+		o.st.fail("finish", err)
+		return fmt.Errorf("runner-outer: %w", err)
+	}
+	o.st.ok("finish", fmt.Sprintf("exit %d reason %s signal %q", s.Exit, s.Reason, s.Signal))
+	return nil
+}
+
+// statusRead is what the status pipe held when the chain closed it.
+type statusRead struct {
+	status *chainStatus // nil when nothing was reported
+	err    error
+}
+
+// readChainStatus reads the one status line runner-inner writes before
+// it exits; empty means it reported nothing.
+func readChainStatus(r io.ReadCloser) statusRead {
+	defer r.Close()
+	b, err := io.ReadAll(io.LimitReader(r, maxStatusLine+1))
+	if err != nil {
+		return statusRead{err: fmt.Errorf("read the chain's status: %w", err)}
+	}
+	if len(b) == 0 {
+		return statusRead{}
+	}
+	c, err := parseStatus(b)
+	if err != nil {
+		return statusRead{err: err}
+	}
+	return statusRead{status: &c}
+}
+
+// describeExit says how a stage of the chain ended.
+func describeExit(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by SIG" + signalName(ws.Signal())
+		}
+		return fmt.Sprintf("exit status %d", ee.ExitCode())
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "exit status 0"
+}
+
+// readSpec reads and validates a spec file.
+func readSpec(path string) (Spec, error) {
+	b, err := readBounded(path)
+	if err != nil {
+		return Spec{}, err
+	}
+	return decodeSpec(b)
+}
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSpecBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	if len(b) > maxSpecBytes {
+		return nil, fmt.Errorf("read spec: %s is larger than %d bytes", path, maxSpecBytes)
+	}
+	return b, nil
+}
+
+// specSummary is the spec for state.ndjson, secrets redacted.
+func specSummary(s Spec) string {
+	uid, gid := s.sandboxIDs(os.Geteuid(), os.Getegid())
+	deadline := "none"
+	if !s.Deadline.IsZero() {
+		deadline = s.Deadline.UTC().Format(time.RFC3339Nano)
+	}
+	return string(mustJSON(map[string]any{
+		"runId":     s.RunID,
+		"argv":      s.Argv,
+		"env":       redactEnv(s.Env),
+		"files":     len(s.Files),
+		"deadline":  deadline,
+		"killGrace": s.killGrace().String(),
+		"network":   "none",
+		"uid":       uid,
+		"gid":       gid,
+	}))
+}

@@ -1,0 +1,182 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/batonhq/baton/journal"
+)
+
+var (
+	// ErrRunExists refuses to prepare a run directory that already exists:
+	// a run directory belongs to one start, so no run id starts twice.
+	ErrRunExists = errors.New("sandbox: run directory already exists")
+	// ErrStartFailed is returned when runner-outer reported that it could
+	// not take the run or start its chain.
+	ErrStartFailed = errors.New("sandbox: runner failed to start")
+	// ErrNotRunning is returned by Cancel when no runner holds the run.
+	ErrNotRunning = errors.New("sandbox: runner not running")
+)
+
+// Runner is a started runner chain.
+type Runner struct {
+	// PID is runner-outer's pid. Signal it only through Cancel, which
+	// checks the run's lock first so a recycled pid is never signalled.
+	PID int
+}
+
+// StartOption configures Start.
+type StartOption func(*startOptions)
+
+type startOptions struct {
+	binary string
+}
+
+// WithBinary sets the baton binary whose runner-outer subcommand Start
+// runs (default: the running executable).
+func WithBinary(path string) StartOption {
+	return func(o *startOptions) { o.binary = path }
+}
+
+// Start prepares the run directory and spawns `<binary> runner-outer`
+// detached from the caller: its own session, stdio on /dev/null, no
+// parent-death signal and no pipe kept, so the caller's death never
+// reaches the agent. It returns once the runner holds the run's lock and
+// has started its chain, or with the runner's startup error (wrapping
+// ErrStartFailed).
+//
+// spec.RunDir must not exist (ErrRunExists). Start creates it 0700 with
+// the workspace (owned by the sandbox uid when the caller is root), the
+// seed files, the spec (0600) and the input (0600, the agent's stdin). If
+// preparing fails, Start removes what it created; once the runner is
+// spawned, the directory stays for diagnosis. ctx bounds only the wait
+// for readiness: a runner that was spawned may still start after ctx ends.
+func Start(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*Runner, error) {
+	o := startOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: find the baton binary: %w", err)
+		}
+		o.binary = exe
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	dir := journal.Dir(spec.RunDir)
+	if err := prepareRunDir(dir, spec, input, os.Geteuid(), os.Getegid()); err != nil {
+		return nil, err
+	}
+	pid, err := spawnRunner(ctx, o.binary, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{PID: pid}, nil
+}
+
+// prepareRunDir lays out a new run directory, removing it if any step fails.
+func prepareRunDir(dir journal.Dir, spec Spec, input []byte, euid, egid int) (err error) {
+	if err := os.MkdirAll(filepath.Dir(string(dir)), 0o700); err != nil {
+		return fmt.Errorf("sandbox: create the runs directory: %w", err)
+	}
+	if err := os.Mkdir(string(dir), 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%w: %s", ErrRunExists, dir)
+		}
+		return fmt.Errorf("sandbox: create the run directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(string(dir))
+		}
+	}()
+	// A root runner's agent is the sandbox uid on the host: its workspace
+	// must be its own. Anyone else's agent is themselves.
+	// (-1 leaves an id unchanged.)
+	uid, gid := -1, -1
+	if euid == 0 {
+		uid, gid = spec.sandboxIDs(euid, egid)
+	}
+	ws := dir.Workspace()
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		return fmt.Errorf("sandbox: create the workspace: %w", err)
+	}
+	if err := os.Lchown(ws, uid, gid); err != nil {
+		return fmt.Errorf("sandbox: give the workspace to the sandbox uid: %w", err)
+	}
+	if err := writeSeeds(ws, spec.Files, uid, gid); err != nil {
+		return err
+	}
+	if err := writeNew(dir.Spec(), mustJSON(spec)); err != nil {
+		return fmt.Errorf("sandbox: write the spec: %w", err)
+	}
+	if err := writeNew(dir.Input(), input); err != nil {
+		return fmt.Errorf("sandbox: write the input: %w", err)
+	}
+	return nil
+}
+
+// writeSeeds writes the seed files under ws through an os.Root, so no
+// name (or symlink) reaches outside it, giving each file and directory
+// it creates to uid and gid.
+func writeSeeds(ws string, files map[string]string, uid, gid int) error {
+	if len(files) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return fmt.Errorf("sandbox: open the workspace: %w", err)
+	}
+	defer root.Close()
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p, err := seedPath(name)
+		if err != nil {
+			return err
+		}
+		parts := strings.Split(p, string(filepath.Separator))
+		for i := 1; i < len(parts); i++ {
+			d := filepath.Join(parts[:i]...)
+			if err := root.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("sandbox: seed file %q: %w", name, err)
+			}
+			if err := root.Lchown(d, uid, gid); err != nil {
+				return fmt.Errorf("sandbox: seed file %q: %w", name, err)
+			}
+		}
+		if err := root.WriteFile(p, []byte(files[name]), 0o644); err != nil {
+			return fmt.Errorf("sandbox: seed file %q: %w", name, err)
+		}
+		if err := root.Lchown(p, uid, gid); err != nil {
+			return fmt.Errorf("sandbox: seed file %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// writeNew creates path 0600, refusing one that exists. No fsync: the
+// runner reads it at once, and a host crash ends the run anyway.
+func writeNew(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,119 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/batonhq/baton/journal"
+)
+
+// readyFDEnv names the descriptor on which runner-outer reports readiness
+// to Start: "ok", or an error message, then it closes it.
+const readyFDEnv = "BATON_RUNNER_READY_FD"
+
+const readyOK = "ok"
+
+// spawnRunner starts `binary runner-outer --spec <spec>` detached and
+// waits for its readiness report.
+func spawnRunner(ctx context.Context, binary string, dir journal.Dir) (int, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 0, fmt.Errorf("sandbox: readiness pipe: %w", err)
+	}
+	defer r.Close()
+	cmd := &exec.Cmd{
+		Path: binary,
+		Args: []string{binary, "runner-outer", "--spec", dir.Spec()},
+		// Only what the runner needs: the worker's environment may hold
+		// credentials, and nothing of it is the agent's.
+		Env:        []string{readyFDEnv + "=3"},
+		ExtraFiles: []*os.File{w},
+		// Its own session: no signal for the worker's process group or
+		// terminal reaches it. No Pdeathsig: it outlives the worker.
+		// Stdin, Stdout and Stderr stay nil, which is /dev/null.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrStartFailed, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		// Reap it, so no zombie stays while the worker lives.
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	msg, err := readReady(ctx, r)
+	if err != nil {
+		return 0, fmt.Errorf("sandbox: waiting for runner %d: %w (it may still start)", cmd.Process.Pid, err)
+	}
+	switch {
+	case msg == readyOK:
+		return cmd.Process.Pid, nil
+	case msg != "":
+		return 0, fmt.Errorf("%w: %s", ErrStartFailed, msg)
+	}
+	<-exited
+	return 0, fmt.Errorf("%w: runner-outer exited (%v) without reporting; see %s and %s",
+		ErrStartFailed, cmd.ProcessState, dir.State(), dir.Stderr())
+}
+
+// readReady reads the readiness report until the runner closes its end.
+func readReady(ctx context.Context, r *os.File) (string, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(r, 64<<10))
+		done <- result{b, err}
+	}()
+	select {
+	case res := <-done:
+		return strings.TrimSpace(string(res.b)), res.err
+	case <-ctx.Done():
+		r.Close() // unblocks the read
+		<-done
+		return "", ctx.Err()
+	}
+}
+
+// readyPipe is runner-outer's end of the readiness pipe; nil when the
+// runner was not started by Start.
+type readyPipe struct{ f *os.File }
+
+// takeReadyPipe finds the readiness descriptor and removes its variable
+// from the environment, so nothing started later sees it.
+func takeReadyPipe() *readyPipe {
+	v, ok := os.LookupEnv(readyFDEnv)
+	if !ok {
+		return nil
+	}
+	os.Unsetenv(readyFDEnv)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil
+	}
+	return &readyPipe{f: os.NewFile(uintptr(fd), "ready")}
+}
+
+func (p *readyPipe) ok() { p.send(readyOK) }
+
+func (p *readyPipe) fail(err error) { p.send(err.Error()) }
+
+func (p *readyPipe) send(msg string) {
+	if p == nil || p.f == nil {
+		return
+	}
+	_, _ = p.f.WriteString(msg)
+	_ = p.f.Close()
+	p.f = nil
+}

@@ -1,0 +1,83 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"os"
+	"sync"
+	"time"
+)
+
+// state appends the runner's diagnostics to the run's state.ndjson: one
+// record per phase, each one write and an fsync, so a runner killed
+// mid-way still shows the last phase it reached. A nil *state does
+// nothing: diagnostics never stop a run.
+type state struct {
+	mu    sync.Mutex
+	f     *os.File
+	stage string
+}
+
+// stateRecord is one line of state.ndjson.
+type stateRecord struct {
+	Time   string `json:"time"`
+	Stage  string `json:"stage"`
+	Phase  string `json:"phase"`
+	Status string `json:"status"` // "ok" or "error"
+	Detail string `json:"detail,omitempty"`
+}
+
+// openState opens (creating, 0600) the state file for append; nil when
+// it cannot.
+func openState(path, stage string) *state {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil
+	}
+	return &state{f: f, stage: stage}
+}
+
+// stateOn records to f, an inherited descriptor of the state file.
+func stateOn(f *os.File, stage string) *state {
+	if f == nil {
+		return nil
+	}
+	return &state{f: f, stage: stage}
+}
+
+func (s *state) ok(phase, detail string) { s.record(phase, "ok", detail) }
+
+func (s *state) fail(phase string, err error) { s.record(phase, "error", err.Error()) }
+
+func (s *state) record(phase, status, detail string) {
+	if s == nil {
+		return
+	}
+	line := append(mustJSON(stateRecord{
+		Time:   time.Now().UTC().Format(time.RFC3339Nano),
+		Stage:  s.stage,
+		Phase:  phase,
+		Status: status,
+		Detail: detail,
+	}), '\n')
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.f.Write(line); err == nil {
+		_ = s.f.Sync()
+	}
+}
+
+func (s *state) close() {
+	if s != nil {
+		_ = s.f.Close()
+	}
+}
+
+// mustJSON encodes values made of strings, ints and slices of them,
+// which always encode.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,204 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// startWorker runs `baton worker` as its own process and stops it with
+// SIGTERM when the test ends.
+func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) *exec.Cmd {
+	t.Helper()
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, append([]string{"worker", "--nats", url, "--state-dir", stateDir, "--node", node, "--log-format", "json"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("worker did not stop within 15s of SIGINT")
+		}
+		if t.Failed() {
+			t.Logf("worker logs:\n%s", logs.String())
+		}
+	})
+	return cmd
+}
+
+func stateDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "baton-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// TestSubmitWatchWithWorkerProcess drives the real binary as a user does:
+// a worker process, then `baton submit --watch`, whose exit code follows the
+// run; the published chain equals the journal.
+func TestSubmitWatchWithWorkerProcess(t *testing.T) {
+	bin := testenv.BatonBinary(t)
+	s := testenv.RunServer(t)
+	dir := stateDir(t)
+	startWorker(t, bin, s.ClientURL(), dir, "e2e")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		runID, profileArgs string
+		wantExit           int
+	}{
+		{"e2e-ok", "", 0},
+	} {
+		submit := exec.CommandContext(ctx, bin, "submit", "--nats", s.ClientURL(), "--profile", "demo",
+			"--input", "hello from e2e", "--run-id", tc.runID, "--watch")
+		var out, errb bytes.Buffer
+		submit.Stdout, submit.Stderr = &out, &errb
+		err := submit.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.wantExit {
+			t.Fatalf("submit --watch exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantExit, out.String(), errb.String())
+		}
+		if !strings.HasPrefix(out.String(), tc.runID+"\n") || !strings.Contains(out.String(), "succeeded") {
+			t.Fatalf("submit output:\n%s", out.String())
+		}
+	}
+
+	// The same run through the raw protocol: every line of the journal is on
+	// the chain, then one terminal status.
+	nc, js := testenv.Connect(t, s)
+	_ = nc
+	names := protocol.MustNames("")
+	cons, err := js.OrderedConsumer(ctx, names.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{names.RunFilter("e2e-ok")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines bytes.Buffer
+	terminal := 0
+	for terminal == 0 {
+		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(m.Subject(), ".status") {
+			st, _ := protocol.ParseStatus(m.Data())
+			if st.Status.Terminal() {
+				terminal++
+			}
+			continue
+		}
+		lines.Write(m.Data())
+		lines.WriteByte('\n')
+	}
+	journal, err := os.ReadFile(filepath.Join(dir, "runs", "e2e-ok", "journal.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(journal, lines.Bytes()) || !isSentinelOnly(journal[lines.Len():]) {
+		t.Fatalf("chain (%d bytes) is not the journal (%d bytes) before its sentinel", lines.Len(), len(journal))
+	}
+	if !bytes.Contains(lines.Bytes(), []byte("hello from e2e")) {
+		t.Fatalf("the agent did not get its input: %s", lines.String())
+	}
+}
+
+func isSentinelOnly(rest []byte) bool {
+	var s map[string]any
+	return bytes.Count(rest, []byte("\n")) == 1 && json.Unmarshal(rest, &s) == nil && s["__nonce"] != nil
+}
+
+// TestNatsCLIProtocol submits a job exactly as the README shows for any
+// NATS client (plain publish with a Msg-Id header) and watches it with a
+// plain subscription, as `nats sub` would.
+func TestNatsCLIProtocol(t *testing.T) {
+	bin := testenv.BatonBinary(t)
+	s := testenv.RunServer(t)
+	startWorker(t, bin, s.ClientURL(), stateDir(t), "cli")
+	nc, _ := testenv.Connect(t, s)
+	names := protocol.MustNames("")
+	// Subscribe before submitting: a live subscriber sees the whole run.
+	sub, err := nc.SubscribeSync("baton.runs.cli-1.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the worker to provision the jobs stream.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		msg := nats.NewMsg(names.RunJobSubject())
+		msg.Data = []byte(`{"runId":"cli-1","profile":"demo","input":"hello"}`)
+		msg.Header.Set("Nats-Msg-Id", "cli-1")
+		reply, err := nc.RequestMsg(msg, 2*time.Second)
+		if err == nil && !bytes.Contains(reply.Data, []byte(`"error"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not accepted: %v %s", err, replyData(reply))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	events, statuses := 0, []string{}
+	for {
+		m, err := sub.NextMsg(60 * time.Second)
+		if err != nil {
+			t.Fatalf("after %d events and statuses %v: %v", events, statuses, err)
+		}
+		if strings.HasSuffix(m.Subject, ".status") {
+			st, err := protocol.ParseStatus(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			statuses = append(statuses, string(st.Status))
+			if st.Status.Terminal() {
+				break
+			}
+			continue
+		}
+		if m.Header.Get("Baton-Offset") == "" {
+			t.Fatalf("event without Baton-Offset: %v", m.Header)
+		}
+		events++
+	}
+	if events < 10 || fmt.Sprint(statuses) != "[started succeeded]" {
+		t.Fatalf("%d events, statuses %v", events, statuses)
+	}
+}
+
+func replyData(m *nats.Msg) string {
+	if m == nil {
+		return ""
+	}
+	return string(m.Data)
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The project's test command (README): installs what the tests need on a
+# fresh Debian machine, then runs every test, fuzz seed corpus included.
+# Longer suites run when asked: BATON_SOAK=1 (see README "Tests").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the sandbox and its tests use.
+need=()
+command -v pasta >/dev/null || need+=(passt)
+command -v nft >/dev/null || need+=(nftables)
+command -v ip >/dev/null || need+=(iproute2)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test/run.sh: missing Debian packages: ${need[*]} (run: sudo apt-get install ${need[*]})" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+go version
+go mod download
+go vet ./...
+# One build of the baton binary shared by every package's tests.
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+chmod 0755 "$bin"
+go build -o "$bin/baton" ./cmd/baton
+export BATON_BIN="$bin/baton"
+go test -race -count=1 -timeout 14m "$@" ./...

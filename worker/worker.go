@@ -1,0 +1,286 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/consumer"
+	"github.com/batonhq/baton/internal/provision"
+	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// Version is reported in node heartbeats; the build sets it.
+var Version = "dev"
+
+// Worker consumes jobs and publishes the runs it holds.
+type Worker struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	cfg      *config.Config
+	names    protocol.Names
+	node     string
+	id       string
+	stateDir string
+	binary   string
+	log      zerolog.Logger
+	ready    chan struct{}
+
+	intake *consumer.Intake
+	runs   *kv.Runs
+	leases *kv.Leases
+	nodes  *kv.Nodes
+
+	mu     sync.Mutex
+	active map[string]*run
+}
+
+// Option configures a Worker.
+type Option func(*Worker)
+
+// WithNode sets the node id (default: the host name as a token).
+func WithNode(id string) Option { return func(w *Worker) { w.node = id } }
+
+// WithID sets the worker id (default: node-pid-random).
+func WithID(id string) Option { return func(w *Worker) { w.id = id } }
+
+// WithStateDir sets the directory holding run directories.
+func WithStateDir(dir string) Option { return func(w *Worker) { w.stateDir = dir } }
+
+// WithBinary sets the baton binary runners are started from (default: this
+// executable).
+func WithBinary(path string) Option { return func(w *Worker) { w.binary = path } }
+
+// WithLogger sets the logger.
+func WithLogger(l zerolog.Logger) Option { return func(w *Worker) { w.log = l } }
+
+// New returns a worker publishing through nc.
+func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
+	names, err := protocol.NewNames(cfg.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		nc: nc, js: js, cfg: cfg, names: names,
+		log:    zerolog.Nop(),
+		active: map[string]*run{},
+		ready:  make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	if w.node == "" {
+		h, _ := os.Hostname()
+		w.node = protocol.NodeIDFrom(h)
+	}
+	if !protocol.ValidNodeID(w.node) {
+		return nil, fmt.Errorf("worker: node id %q must match [A-Za-z0-9_-]{1,64}", w.node)
+	}
+	if w.id == "" {
+		w.id = fmt.Sprintf("%s-%d-%s", w.node, os.Getpid(), randomHex(2))
+	}
+	if w.stateDir == "" {
+		return nil, errors.New("worker: a state directory is required")
+	}
+	if w.binary == "" {
+		if w.binary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("worker: find own binary: %w", err)
+		}
+	}
+	w.log = w.log.With().Str("worker", w.id).Str("node", w.node).Logger()
+	return w, nil
+}
+
+// ID is the worker's id.
+func (w *Worker) ID() string { return w.id }
+
+// Ready is closed once the worker has provisioned NATS and consumes jobs.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
+
+// Run provisions, then serves jobs until ctx ends.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.prepareStateDir(); err != nil {
+		return err
+	}
+	res, err := provision.Ensure(ctx, w.js, w.names, provision.Options{
+		Replicas:     w.cfg.Replicas,
+		LeaseTTL:     w.cfg.LeaseTTL,
+		EventsMaxAge: w.cfg.EventsMaxAge,
+	})
+	if err != nil {
+		return err
+	}
+	w.runs = kv.NewStore[kv.RunRecord](res.Runs)
+	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)
+	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
+	w.intake = consumer.New(w.js, w.names, w.cfg,
+		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second))
+
+	var bg sync.WaitGroup
+	bg.Go(func() { w.heartbeat(ctx) })
+	bg.Go(func() { w.watchCancels(ctx) })
+	defer bg.Wait()
+
+	w.log.Info().Str("state_dir", w.stateDir).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
+	close(w.ready)
+	return w.intake.Run(ctx, w.cfg.Concurrency, w.dispatch)
+}
+
+// prepareStateDir creates the state directory. A root worker runs agents as
+// an unprivileged uid, which must be able to traverse to its workspace and
+// execute baton, so the directories are 0711 and the binary is copied into
+// the state dir where that uid can run it.
+func (w *Worker) prepareStateDir() error {
+	for _, d := range []string{w.stateDir, filepath.Join(w.stateDir, "runs")} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("worker: state dir: %w", err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return fmt.Errorf("worker: state dir: %w", err)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	dst, err := installBinary(w.binary, filepath.Join(w.stateDir, "bin"))
+	if err != nil {
+		return fmt.Errorf("worker: install runner binary: %w", err)
+	}
+	w.binary = dst
+	return nil
+}
+
+// installBinary copies src into dir under a name derived from its content,
+// so a deploy that replaces the worker's binary never changes what running
+// runners execute.
+func installBinary(src, dir string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, in); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, "baton-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, ".baton-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	return dst, os.Rename(tmp.Name(), dst)
+}
+
+// runDir is the directory of a run on this node.
+func (w *Worker) runDir(runID string) journal.Dir {
+	return journal.Dir(filepath.Join(w.stateDir, "runs", runID))
+}
+
+// heartbeat keeps this worker's entry in the nodes bucket alive.
+func (w *Worker) heartbeat(ctx context.Context) {
+	key := w.node + "." + w.id
+	every := max(w.cfg.LeaseTTL/3, 100*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		n := len(w.active)
+		w.mu.Unlock()
+		rec := kv.NodeRecord{ID: w.node, Workers: 1, Capacity: w.cfg.Concurrency - n, Version: Version, Heartbeat: time.Now()}
+		if b, err := msgpack.Marshal(rec); err == nil {
+			if _, err := w.nodes.KV().Put(ctx, key, b); err != nil && ctx.Err() == nil {
+				w.log.Warn().Err(err).Msg("node heartbeat")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// watchCancels passes cancel requests recorded in run records to the runs
+// this worker holds.
+func (w *Worker) watchCancels(ctx context.Context) {
+	for ctx.Err() == nil {
+		ch, err := w.runs.Watch(ctx, "*")
+		if err != nil {
+			w.log.Warn().Err(err).Msg("watch run records")
+			sleep(ctx, time.Second)
+			continue
+		}
+		for e := range ch {
+			if e.Op != jetstream.KeyValuePut || !e.Value.CancelRequested {
+				continue
+			}
+			w.mu.Lock()
+			r := w.active[e.Key]
+			w.mu.Unlock()
+			if r != nil {
+				r.cancel()
+			}
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

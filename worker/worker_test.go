@@ -1,0 +1,496 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
+)
+
+// harness is one worker on an embedded server, with the real runner binary.
+type harness struct {
+	t        *testing.T
+	s        *server.Server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	names    protocol.Names
+	cfg      *config.Config
+	stateDir string
+	w        *worker.Worker
+}
+
+type harnessOption func(*server.Options, *config.Config)
+
+func withMaxPayload(n int32) harnessOption {
+	return func(o *server.Options, _ *config.Config) { o.MaxPayload = n }
+}
+
+func withConfig(f func(*config.Config)) harnessOption {
+	return func(_ *server.Options, c *config.Config) { f(c) }
+}
+
+func newHarness(t *testing.T, opts ...harnessOption) *harness {
+	t.Helper()
+	cfg := config.Default()
+	cfg.LeaseTTL = 3 * time.Second
+	cfg.Concurrency = 8
+	cfg.Profiles["fake"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: true, Timeout: 2 * time.Minute}
+	s := testenv.RunServerWith(t, func(o *server.Options) {
+		for _, opt := range opts {
+			opt(o, cfg)
+		}
+	})
+	for _, opt := range opts {
+		opt(&server.Options{}, cfg)
+	}
+	nc, js := testenv.Connect(t, s)
+	h := &harness{t: t, s: s, nc: nc, js: js, names: protocol.MustNames(cfg.Prefix), cfg: cfg, stateDir: stateDir(t)}
+	w, err := worker.New(nc, cfg,
+		worker.WithStateDir(h.stateDir), worker.WithNode("n1"),
+		worker.WithBinary(testenv.BatonBinary(t)), worker.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.w = w
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("worker stopped before ready: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker not ready after 20s")
+	}
+	return h
+}
+
+// stateDir is a state directory a root worker's sandbox uid can traverse
+// (t.TempDir's parents are 0700).
+func stateDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "baton-worker-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func testLogger(t *testing.T) zerolog.Logger {
+	if os.Getenv("BATON_TEST_LOG") != "" {
+		return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
+	}
+	return zerolog.Nop()
+}
+
+var runSeq atomic.Int64
+
+func newRunID(t *testing.T) string {
+	return fmt.Sprintf("%s-%d", strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()), runSeq.Add(1))
+}
+
+// submit publishes a job as any NATS client would.
+func (h *harness) submit(job map[string]any) {
+	h.t.Helper()
+	b, err := json.Marshal(job)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	msg := nats.NewMsg(h.names.RunJobSubject())
+	msg.Data = b
+	if id, ok := job["runId"].(string); ok {
+		msg.Header.Set(nats.MsgIdHdr, id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := h.js.PublishMsg(ctx, msg); err != nil {
+		h.t.Fatalf("submit: %v", err)
+	}
+}
+
+// chain reads a run's messages in order until its terminal status.
+func (h *harness) chain(runID string, timeout time.Duration) []jetstream.Msg {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := h.js.OrderedConsumer(ctx, h.names.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{h.names.RunFilter(runID)},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var msgs []jetstream.Msg
+	for {
+		m, err := c.Next(jetstream.FetchMaxWait(time.Until(deadline(ctx))))
+		if err != nil {
+			h.t.Fatalf("run %s: no terminal status after %v (%d messages): %v", runID, timeout, len(msgs), err)
+		}
+		msgs = append(msgs, m)
+		if strings.HasSuffix(m.Subject(), ".status") {
+			st, err := protocol.ParseStatus(m.Data())
+			if err != nil {
+				h.t.Fatalf("bad status %q: %v", m.Data(), err)
+			}
+			if st.Status.Terminal() {
+				return msgs
+			}
+		}
+	}
+}
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// statuses returns the statuses on a chain.
+func statuses(t *testing.T, msgs []jetstream.Msg) []protocol.Status {
+	var out []protocol.Status
+	for _, m := range msgs {
+		if strings.HasSuffix(m.Subject(), ".status") {
+			st, err := protocol.ParseStatus(m.Data())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// assertChainMatchesJournal proves I2 for one run: the lines on the chain,
+// chunks joined, equal the journal before its sentinel byte for byte and
+// in order; JSON lines are on .events and the others on .raw; every message
+// carries its offset and a unique Msg-Id.
+func (h *harness) assertChainMatchesJournal(runID string, msgs []jetstream.Msg) (lines int) {
+	t := h.t
+	t.Helper()
+	journal, err := os.ReadFile(filepath.Join(h.stateDir, "runs", runID, "journal.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := journal[:bytes.LastIndexByte(journal[:len(journal)-1], '\n')+1] // drop the sentinel
+	var got bytes.Buffer
+	var pending []byte
+	seen := map[string]bool{}
+	var lastOffset int64
+	for _, m := range msgs {
+		hdr := m.Headers()
+		id := hdr.Get(nats.MsgIdHdr)
+		if id == "" || seen[id] {
+			t.Fatalf("message on %s has missing or repeated Msg-Id %q", m.Subject(), id)
+		}
+		seen[id] = true
+		off, err := strconv.ParseInt(hdr.Get(protocol.HeaderOffset), 10, 64)
+		if err != nil {
+			t.Fatalf("message on %s: Baton-Offset %q", m.Subject(), hdr.Get(protocol.HeaderOffset))
+		}
+		if off < lastOffset {
+			t.Fatalf("offset went back from %d to %d", lastOffset, off)
+		}
+		lastOffset = off
+		if strings.HasSuffix(m.Subject(), ".status") {
+			continue
+		}
+		pending = append(pending, m.Data()...)
+		if c := hdr.Get(protocol.HeaderChunk); c != "" {
+			i, n, _ := strings.Cut(c, "/")
+			if i != n {
+				continue
+			}
+		}
+		isJSON := len(bytes.TrimSpace(pending)) > 0 && json.Valid(pending)
+		if isJSON != strings.HasSuffix(m.Subject(), ".events") {
+			t.Fatalf("line %.60q went to %s", pending, m.Subject())
+		}
+		got.Write(pending)
+		got.WriteByte('\n')
+		if int64(got.Len()) != off {
+			t.Fatalf("after %d lines the chain has %d bytes but Baton-Offset says %d", lines, got.Len(), off)
+		}
+		pending = pending[:0]
+		lines++
+	}
+	if !bytes.Equal(got.Bytes(), body) {
+		t.Fatalf("chain (%d bytes) differs from journal (%d bytes) at byte %d", got.Len(), len(body), firstDiff(got.Bytes(), body))
+	}
+	return lines
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func TestEventsEqualJournal(t *testing.T) {
+	h := newHarness(t)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "input": "hello",
+		"args": []string{"--lines", "400", "--raw-every", "7", "--line-size", "150", "--seed", "3", "--partial-last", "--forge-sentinel"}})
+	msgs := h.chain(id, 60*time.Second)
+	n := h.assertChainMatchesJournal(id, msgs)
+	if n < 400 {
+		t.Fatalf("only %d lines", n)
+	}
+	st := statuses(t, msgs)
+	if st[0].Status != protocol.StatusStarted || st[len(st)-1].Status != protocol.StatusSucceeded {
+		t.Fatalf("statuses %+v", st)
+	}
+	raw := 0
+	for _, m := range msgs {
+		if strings.HasSuffix(m.Subject(), ".raw") {
+			raw++
+		}
+	}
+	if raw < 400/7 {
+		t.Fatalf("only %d raw lines", raw)
+	}
+}
+
+func TestOversizeLineArrivesWhole(t *testing.T) {
+	h := newHarness(t, withMaxPayload(64<<10))
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake",
+		"args": []string{"--lines", "12", "--line-size", "300000", "--seed", "9"}})
+	msgs := h.chain(id, 60*time.Second)
+	chunks := 0
+	for _, m := range msgs {
+		if m.Headers().Get(protocol.HeaderChunk) != "" {
+			chunks++
+		}
+		if len(m.Data()) > 64<<10 {
+			t.Fatalf("message of %d bytes over the server's max payload", len(m.Data()))
+		}
+	}
+	if chunks < 2*5 {
+		t.Fatalf("only %d chunks", chunks)
+	}
+	h.assertChainMatchesJournal(id, msgs)
+}
+
+func TestTerminalStatusFollowsAgentExit(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		name   string
+		args   []string
+		status protocol.StatusType
+		exit   int
+		signal string
+		stderr string
+	}{
+		{"exit 0", []string{"--lines", "3"}, protocol.StatusSucceeded, 0, "", ""},
+		{"exit 1", []string{"--lines", "3", "--exit-code", "1", "--stderr", "boom: it broke"}, protocol.StatusFailed, 1, "", "boom: it broke"},
+		{"killed", []string{"--lines", "3", "--signal", "KILL"}, protocol.StatusFailed, 137, "KILL", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := newRunID(t)
+			h.submit(map[string]any{"runId": id, "profile": "fake", "args": tt.args})
+			msgs := h.chain(id, 60*time.Second)
+			h.assertChainMatchesJournal(id, msgs)
+			st := statuses(t, msgs)
+			last := st[len(st)-1]
+			terminal := 0
+			for _, s := range st {
+				if s.Status.Terminal() {
+					terminal++
+				}
+			}
+			if terminal != 1 {
+				t.Fatalf("%d terminal statuses", terminal)
+			}
+			if last.Status != tt.status || last.ExitCode == nil || *last.ExitCode != tt.exit || last.Signal != tt.signal {
+				t.Fatalf("terminal status %+v, want %s exit %d signal %q", last, tt.status, tt.exit, tt.signal)
+			}
+			if !strings.Contains(last.StderrTail, tt.stderr) {
+				t.Fatalf("stderr tail %q lacks %q", last.StderrTail, tt.stderr)
+			}
+			// The record is settled right after the terminal status.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				rec := h.record(id)
+				if string(rec.State) == string(tt.status) && !rec.FinishedAt.IsZero() && rec.ExitCode != nil && *rec.ExitCode == tt.exit {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("record %+v", rec)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+func (h *harness) record(runID string) kv.RunRecord {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	rec, _, err := st.Get(ctx, runID)
+	if err != nil {
+		h.t.Fatalf("run record %s: %v", runID, err)
+	}
+	return rec
+}
+
+func TestDuplicateRunIDStartsNothing(t *testing.T) {
+	h := newHarness(t)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "5"}})
+	first := h.chain(id, 60*time.Second)
+	// Same runId, another Msg-Id so the stream's dedupe does not hide it.
+	b, _ := json.Marshal(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "50"}})
+	msg := nats.NewMsg(h.names.RunJobSubject())
+	msg.Data = b
+	msg.Header.Set(nats.MsgIdHdr, id+"-again")
+	if _, err := h.js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	entry := h.waitDLQ(1, 20*time.Second)[0]
+	if entry.Header.Get(protocol.HeaderReason) != string(protocol.ReasonDuplicate) || !bytes.Equal(entry.Data, b) {
+		t.Fatalf("DLQ entry %v %q", entry.Header, entry.Data)
+	}
+	// Nothing was added to the run's chain.
+	time.Sleep(500 * time.Millisecond)
+	info, err := h.js.Stream(context.Background(), h.names.EventsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := info.GetLastMsgForSubject(context.Background(), h.names.RunFilter(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := first[len(first)-1].Metadata()
+	if last.Sequence != md.Sequence.Stream {
+		t.Fatalf("chain grew after the duplicate: last seq %d, was %d", last.Sequence, md.Sequence.Stream)
+	}
+}
+
+// waitDLQ waits for n DLQ entries and returns them.
+func (h *harness) waitDLQ(n int, timeout time.Duration) []*jetstream.RawStreamMsg {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	s, err := h.js.Stream(ctx, h.names.DLQStream())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for {
+		info, err := s.Info(ctx)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if info.State.Msgs >= uint64(n) {
+			var out []*jetstream.RawStreamMsg
+			for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+				m, err := s.GetMsg(ctx, seq)
+				if err != nil {
+					h.t.Fatal(err)
+				}
+				out = append(out, m)
+			}
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			h.t.Fatalf("DLQ has %d entries, want %d", info.State.Msgs, n)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func TestGarbageJobsGoToDLQWhileGoodJobRuns(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) { c.MaxJobBytes = 4096 }))
+	garbage := []struct {
+		data   string
+		ct     string
+		reason protocol.Reason
+	}{
+		{`{not json`, "", protocol.ReasonMalformed},
+		{`[1,2,3]`, "", protocol.ReasonMalformed},
+		{`{"runId":"ok-%d","profile":"fake","bogus":1}`, "", protocol.ReasonUnknownField},
+		{`{"runId":"bad.id.%d","profile":"fake"}`, "", protocol.ReasonBadRunID},
+		{`{"runId":"r-%d","profile":"nosuch"}`, "", protocol.ReasonUnknownProfile},
+		{`{"runId":"r-%d","profile":"demo","env":{"SECRET":"x"}}`, "", protocol.ReasonNotAllowed},
+		{`{"runId":"r-%d","profile":"fake","input":"` + strings.Repeat("x", 5000) + `"}`, "", protocol.ReasonOversize},
+		{"\xc1\x00\xff%d", protocol.ContentTypeMsgpack, protocol.ReasonMalformed},
+	}
+	good := newRunID(t)
+	ctx := context.Background()
+	for i := range 1000 {
+		if i == 500 {
+			h.submit(map[string]any{"runId": good, "profile": "fake", "args": []string{"--lines", "20", "--rate", "100"}})
+		}
+		g := garbage[i%len(garbage)]
+		msg := nats.NewMsg(h.names.RunJobSubject())
+		msg.Data = []byte(strings.Replace(g.data, "%d", strconv.Itoa(i), 1))
+		if g.ct != "" {
+			msg.Header.Set(protocol.HeaderContentType, g.ct)
+		}
+		if _, err := h.js.PublishMsgAsync(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-h.js.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+		t.Fatal("publishing garbage timed out")
+	}
+	st := statuses(t, h.chain(good, 90*time.Second))
+	if st[len(st)-1].Status != protocol.StatusSucceeded {
+		t.Fatalf("good job: %+v", st[len(st)-1])
+	}
+	entries := h.waitDLQ(1000, 90*time.Second)
+	if len(entries) != 1000 {
+		t.Fatalf("%d DLQ entries", len(entries))
+	}
+	for i, e := range entries {
+		want := garbage[i%len(garbage)].reason
+		if got := e.Header.Get(protocol.HeaderReason); got != string(want) {
+			t.Errorf("entry %d (%.40q): reason %q, want %q (%s)", i, e.Data, got, want, e.Header.Get(protocol.HeaderError))
+		}
+		if e.Header.Get(protocol.HeaderError) == "" {
+			t.Errorf("entry %d has no error text", i)
+		}
+	}
+	// Nothing is left behind on the jobs stream.
+	js, _ := h.js.Stream(ctx, h.names.JobsStream())
+	info, _ := js.Info(ctx)
+	if info.State.Msgs != 0 {
+		t.Fatalf("%d jobs left on the jobs stream", info.State.Msgs)
+	}
+}
