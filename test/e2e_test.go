@@ -66,18 +66,25 @@ func TestSubmitWatchWithWorkerProcess(t *testing.T) {
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
 	dir := stateDir(t)
-	startWorker(t, bin, s.ClientURL(), dir, "e2e")
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, bin, s.ClientURL(), dir, "e2e", "--config", cfg)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
-		runID, profileArgs string
-		wantExit           int
+		runID    string
+		args     []string
+		wantExit int
+		want     string
 	}{
-		{"e2e-ok", "", 0},
+		{"e2e-ok", []string{"--profile", "demo"}, 0, "succeeded"},
+		{"e2e-fail", []string{"--profile", "fake", "--arg=--exit-code", "--arg=3", "--arg=--stderr", "--arg=it broke"}, 1, "it broke"},
 	} {
-		submit := exec.CommandContext(ctx, bin, "submit", "--nats", s.ClientURL(), "--profile", "demo",
-			"--input", "hello from e2e", "--run-id", tc.runID, "--watch")
+		args := append([]string{"submit", "--nats", s.ClientURL(), "--input", "hello from e2e", "--run-id", tc.runID, "--watch"}, tc.args...)
+		submit := exec.CommandContext(ctx, bin, args...)
 		var out, errb bytes.Buffer
 		submit.Stdout, submit.Stderr = &out, &errb
 		err := submit.Run()
@@ -90,7 +97,7 @@ func TestSubmitWatchWithWorkerProcess(t *testing.T) {
 		if code != tc.wantExit {
 			t.Fatalf("submit --watch exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantExit, out.String(), errb.String())
 		}
-		if !strings.HasPrefix(out.String(), tc.runID+"\n") || !strings.Contains(out.String(), "succeeded") {
+		if !strings.HasPrefix(out.String(), tc.runID+"\n") || !strings.Contains(out.String(), tc.want) {
 			t.Fatalf("submit output:\n%s", out.String())
 		}
 	}
