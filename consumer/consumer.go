@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -72,11 +73,23 @@ func New(js jetstream.JetStream, names protocol.Names, cfg *config.Config, opts 
 	return in
 }
 
-// Run fetches jobs while slots are free and ctx lives. Each accepted job is
-// dispatched in its own goroutine holding one slot; Run returns after ctx
-// ends and every dispatch has returned.
-func (in *Intake) Run(ctx context.Context, slots int, dispatch Dispatch) error {
-	cons, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), jetstream.ConsumerConfig{
+// AttachDispatch takes over a run named by an attach job. It owns the
+// message and holds a slot until it returns.
+type AttachDispatch func(ctx context.Context, msg jetstream.Msg)
+
+// Handlers are what Run calls with the jobs it takes.
+type Handlers struct {
+	// Run starts a new run; it is called only while a slot is free.
+	Run Dispatch
+	// Attach takes over a run of this node. Attach jobs are taken even when
+	// every slot is busy: the run exists already and must be published.
+	Attach AttachDispatch
+}
+
+// Run fetches new-run jobs while slots are free, and this node's attach
+// jobs always, until ctx ends; then it waits for every dispatch to return.
+func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) error {
+	runs, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), jetstream.ConsumerConfig{
 		Durable:       DurableName,
 		Description:   "baton workers: new runs",
 		FilterSubject: in.names.RunJobSubject(),
@@ -88,46 +101,111 @@ func (in *Intake) Run(ctx context.Context, slots int, dispatch Dispatch) error {
 	if err != nil {
 		return fmt.Errorf("consumer: create %s: %w", DurableName, err)
 	}
-	free := make(chan struct{}, slots)
-	for range slots {
-		free <- struct{}{}
+	attach, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), jetstream.ConsumerConfig{
+		Durable:       AttachDurableName(node),
+		Description:   "baton workers of node " + node + ": re-attach runs",
+		FilterSubject: in.names.AttachJobSubject(node),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       in.ackWait,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer: create %s: %w", AttachDurableName(node), err)
 	}
-	done := make(chan struct{})
-	running := 0
-	defer func() {
-		for ; running > 0; running-- {
-			<-done
-		}
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-done:
-			running--
-			free <- struct{}{}
-			continue
-		case <-free:
-		}
-		msg, err := in.fetchOne(ctx, cons)
-		if err != nil || msg == nil {
-			free <- struct{}{}
-			if err != nil && ctx.Err() == nil {
-				in.log.Warn().Err(err).Msg("fetch job")
-				sleepCtx(ctx, time.Second)
+	p := newPool(slots)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var loops sync.WaitGroup
+	loops.Go(func() {
+		for ctx.Err() == nil {
+			if !p.tryTake() {
+				select {
+				case <-ctx.Done():
+				case <-p.freed:
+				}
+				continue
 			}
-			continue
+			msg := in.fetch(ctx, runs)
+			if msg == nil {
+				p.put()
+				continue
+			}
+			j, rejected := in.accept(ctx, msg)
+			if rejected {
+				p.put()
+				continue
+			}
+			wg.Go(func() {
+				defer p.put()
+				h.Run(ctx, j)
+			})
 		}
-		j, rejected := in.accept(ctx, msg)
-		if rejected {
-			free <- struct{}{}
-			continue
+	})
+	loops.Go(func() {
+		for ctx.Err() == nil {
+			msg := in.fetch(ctx, attach)
+			if msg == nil {
+				continue
+			}
+			p.take()
+			wg.Go(func() {
+				defer p.put()
+				h.Attach(ctx, msg)
+			})
 		}
-		running++
-		go func() {
-			defer func() { done <- struct{}{} }()
-			dispatch(ctx, j)
-		}()
+	})
+	loops.Wait()
+	return nil
+}
+
+// AttachDurableName is the durable consumer of one node's attach jobs.
+func AttachDurableName(node string) string { return "attach-" + node }
+
+// fetch returns one job, or nil when none came (after a pause on errors).
+func (in *Intake) fetch(ctx context.Context, cons jetstream.Consumer) jetstream.Msg {
+	msg, err := in.fetchOne(ctx, cons)
+	if err != nil && ctx.Err() == nil {
+		in.log.Warn().Err(err).Msg("fetch job")
+		sleepCtx(ctx, time.Second)
+	}
+	return msg
+}
+
+// pool counts busy slots. New runs wait for a free one; attach jobs take
+// one regardless, so busy may exceed the limit for a while.
+type pool struct {
+	mu    sync.Mutex
+	busy  int
+	limit int
+	freed chan struct{}
+}
+
+func newPool(limit int) *pool { return &pool{limit: limit, freed: make(chan struct{}, 1)} }
+
+func (p *pool) tryTake() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.busy >= p.limit {
+		return false
+	}
+	p.busy++
+	return true
+}
+
+func (p *pool) take() {
+	p.mu.Lock()
+	p.busy++
+	p.mu.Unlock()
+}
+
+func (p *pool) put() {
+	p.mu.Lock()
+	p.busy--
+	p.mu.Unlock()
+	select {
+	case p.freed <- struct{}{}:
+	default:
 	}
 }
 

@@ -29,3 +29,7 @@ func (d Dir) Input() string { return filepath.Join(string(d), "input") }
 
 // Workspace is the agent's working directory.
 func (d Dir) Workspace() string { return filepath.Join(string(d), "workspace") }
+
+// Finished marks a run whose terminal status is published and recorded, so
+// recovery scans skip it without asking NATS.
+func (d Dir) Finished() string { return filepath.Join(string(d), "finished") }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/consumer"
@@ -23,18 +25,16 @@ import (
 var errRunnerGone = errors.New("runner exited without writing the exit sentinel")
 
 // checkEvery is how often an idle follower checks the lease and the runner.
-const checkEvery = 500 * time.Millisecond
+const checkEvery = 250 * time.Millisecond
 
 // run is one run this worker holds.
 type run struct {
-	w      *Worker
 	id     string
 	dir    journal.Dir
-	nonce  string
 	rec    kv.RunRecord
 	lease  *lease.Lease
 	chain  *publisher.Chain
-	offset int64
+	offset int64 // just past the last line on the chain
 	log    zerolog.Logger
 
 	cancelOnce sync.Once
@@ -51,13 +51,27 @@ func (r *run) cancel() {
 	})
 }
 
-// dispatch starts the job's run and publishes it until it ends or the
-// worker stops.
+// dispatch starts a new run and publishes it until it ends or is handed off.
 func (w *Worker) dispatch(ctx context.Context, j consumer.Job) {
-	r, err := w.start(ctx, j)
-	if err != nil || r == nil {
+	if r := w.start(ctx, j); r != nil {
+		w.hold(ctx, r)
+	}
+}
+
+// dispatchAttach takes over a run of this node and publishes it.
+func (w *Worker) dispatchAttach(ctx context.Context, msg jetstream.Msg) {
+	aj, err := protocol.DecodeAttachJob(msg.Data())
+	if err != nil {
+		w.intake.Reject(ctx, msg, err)
 		return
 	}
+	if r := w.takeOver(ctx, aj, msg); r != nil {
+		w.hold(ctx, r)
+	}
+}
+
+// hold registers r as active, follows it, and unregisters it.
+func (w *Worker) hold(ctx context.Context, r *run) {
 	w.mu.Lock()
 	w.active[r.id] = r
 	w.mu.Unlock()
@@ -73,10 +87,10 @@ func (w *Worker) dispatch(ctx context.Context, j consumer.Job) {
 	w.follow(ctx, r)
 }
 
-// start creates the record and lease, starts the runner, publishes
-// "started" and acknowledges the job. It returns nil when the job was
-// settled without a run to follow.
-func (w *Worker) start(ctx context.Context, j consumer.Job) (*run, error) {
+// start creates the record and lease of a new run, starts its runner,
+// publishes "started" and acknowledges the job. It returns nil when the job
+// was settled without a run to follow.
+func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	job, inv, msg := j.Job, j.Invocation, j.Msg
 	log := w.log.With().Str("run_id", job.RunID).Logger()
 	now := time.Now().UTC()
@@ -89,41 +103,49 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) (*run, error) {
 		if !errors.Is(err, kv.ErrExists) {
 			log.Warn().Err(err).Msg("create run record; job will be redelivered")
 			_ = msg.NakWithDelay(time.Second)
-			return nil, err
+			return nil
 		}
-		// I3: an existing record means this runId never starts again. A
-		// redelivery is the same job seen before; a first delivery is a
-		// second job with a taken runId, which its sender should see.
-		existing, _, _ := w.runs.Get(ctx, job.RunID)
-		if md, mderr := msg.Metadata(); mderr == nil && md.NumDelivered > 1 {
+		existing, _, gerr := w.runs.Get(ctx, job.RunID)
+		if gerr != nil {
+			_ = msg.NakWithDelay(time.Second)
+			return nil
+		}
+		md, _ := msg.Metadata()
+		if md == nil || md.NumDelivered == 1 {
+			// I3: a second job with a taken runId starts nothing; its
+			// sender sees why in the DLQ.
+			w.intake.Reject(ctx, msg, fmt.Errorf("%w: run %q already exists (state %s, node %s)",
+				protocol.ErrDuplicateRun, job.RunID, existing.State, existing.Node))
+			return nil
+		}
+		// A redelivery of our own job: the worker that took it died. If
+		// it died before the runner existed, start it now; otherwise the
+		// node's recovery re-attaches the runner.
+		if existing.State != kv.RunStarting || existing.Node != w.node || exists(string(w.runDir(job.RunID))) {
 			log.Info().Str("state", string(existing.State)).Msg("redelivered job of an existing run; nothing to start")
 			_ = msg.DoubleAck(ctx)
-			return nil, nil
+			return nil
 		}
-		w.intake.Reject(ctx, msg, fmt.Errorf("%w: run %q already exists (state %s, node %s)",
-			protocol.ErrDuplicateRun, job.RunID, existing.State, existing.Node))
-		return nil, nil
+		rec = existing
 	}
 	l, err := lease.Acquire(ctx, w.leases, job.RunID, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
 		lease.WithLogger(log))
 	if err != nil {
-		// A brand-new run whose lease is held is a leftover of an older
-		// run of the same id; the record says it is ours, so retry later.
 		log.Warn().Err(err).Msg("take lease of new run; job will be redelivered")
 		_ = msg.NakWithDelay(w.cfg.LeaseTTL)
-		return nil, err
+		return nil
 	}
 	l.Start(ctx)
-	r := &run{w: w, id: job.RunID, dir: w.runDir(job.RunID), nonce: rec.Nonce, rec: rec, lease: l,
+	r := &run{id: job.RunID, dir: w.runDir(job.RunID), rec: rec, lease: l,
 		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
 	pos, err := publisher.Align(ctx, w.js, w.names, r.id)
 	if err != nil {
 		r.log.Warn().Err(err).Msg("align run chain; job will be redelivered")
 		l.Stop()
 		_ = msg.NakWithDelay(time.Second)
-		return nil, err
+		return nil
 	}
-	r.chain = publisher.NewChain(w.js, w.names, r.id, pos.Seq, publisher.WithEpoch(l.Epoch()), publisher.WithLogger(r.log))
+	r.chain = w.newChain(r, pos.Seq)
 
 	spec := sandbox.Spec{
 		RunID: r.id, RunDir: string(r.dir), Argv: inv.Argv, Env: inv.Env, Files: inv.Files,
@@ -131,19 +153,18 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) (*run, error) {
 		Network: inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
 	}
 	if _, err := sandbox.Start(ctx, spec, inv.Input, sandbox.WithBinary(w.binary)); err != nil {
-		// The run exists and cannot start: it ends failed, once, and the
-		// job is settled.
+		// The run exists and cannot start: it ends failed, once.
 		r.log.Error().Err(err).Msg("start runner")
 		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "sandbox did not start: " + err.Error()})
 		_ = msg.DoubleAck(ctx)
-		return nil, err
+		return nil
 	}
 	if err := r.chain.PublishStatus(ctx, w.status(r, protocol.StatusStarted)); err != nil {
-		// The runner is up and journaling; whoever holds the lease next
-		// publishes it. Leave the job for redelivery.
+		// The runner is up and journaling; recovery re-attaches it.
 		r.log.Error().Err(err).Msg("publish started")
 		l.Stop()
-		return nil, err
+		_ = msg.DoubleAck(ctx)
+		return nil
 	}
 	if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
 		rec.State, rec.StartedAt, rec.Worker = kv.RunRunning, time.Now().UTC(), w.id
@@ -155,12 +176,122 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) (*run, error) {
 		r.log.Warn().Err(err).Msg("ack job")
 	}
 	r.log.Info().Strs("argv", inv.Argv).Msg("run started")
-	return r, nil
+	return r
 }
 
-// follow publishes the journal's lines until the sentinel, and finishes the
-// run; it returns early, leaving the agent alone, when the lease is lost or
-// the worker stops.
+// takeOver takes the lease of a run whose runner lives on this node, aligns
+// to the last message of its chain, and writes "attached", which fences any
+// previous holder. It settles the attach job and returns the run to follow,
+// or nil.
+func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstream.Msg) *run {
+	log := w.log.With().Str("run_id", aj.RunID).Str("attach", aj.Reason).Logger()
+	done := func() { _ = msg.DoubleAck(ctx) }
+	rec, _, err := w.runs.Get(ctx, aj.RunID)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		log.Warn().Msg("attach job for a run with no record; dropped")
+		done()
+		return nil
+	case err != nil:
+		log.Warn().Err(err).Msg("read run record; attach job will be redelivered")
+		_ = msg.NakWithDelay(time.Second)
+		return nil
+	case rec.Node != w.node:
+		log.Warn().Str("run_node", rec.Node).Msg("attach job for another node's run; dropped")
+		done()
+		return nil
+	case rec.State.Terminal():
+		w.markFinished(aj.RunID)
+		done()
+		return nil
+	}
+	if w.isActive(aj.RunID) {
+		done()
+		return nil
+	}
+	l, err := lease.Acquire(ctx, w.leases, aj.RunID, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
+		lease.WithLogger(log))
+	if errors.Is(err, lease.ErrHeld) {
+		// A live holder publishes it; if it dies, its lease expiry brings
+		// the run back here.
+		log.Debug().Err(err).Msg("run is held; attach job dropped")
+		done()
+		return nil
+	}
+	if err != nil {
+		log.Warn().Err(err).Msg("take lease; attach job will be redelivered")
+		_ = msg.NakWithDelay(time.Second)
+		return nil
+	}
+	l.Start(ctx)
+	r := &run{id: aj.RunID, dir: w.runDir(aj.RunID), rec: rec, lease: l,
+		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
+	finished, err := w.align(ctx, r)
+	switch {
+	case err != nil:
+		r.log.Warn().Err(err).Msg("align to the run's chain; attach job will be redelivered")
+		l.Stop()
+		_ = msg.NakWithDelay(time.Second)
+		return nil
+	case finished:
+		done()
+		return nil
+	}
+	done()
+	r.log.Info().Int64("offset", r.offset).Msg("run attached")
+	return r
+}
+
+// align makes r's chain continue the run's published chain: it reads the
+// last message, finishes a line whose chunks were cut short, and publishes
+// "attached". finished is true when the chain already ends with a terminal
+// status (the run is then settled here).
+func (w *Worker) align(ctx context.Context, r *run) (finished bool, err error) {
+	for attempt := 0; ; attempt++ {
+		pos, err := publisher.Align(ctx, w.js, w.names, r.id)
+		if err != nil {
+			return false, err
+		}
+		if pos.Status != nil && pos.Status.Status.Terminal() {
+			w.settle(ctx, r, *pos.Status)
+			return true, nil
+		}
+		r.chain, r.offset = w.newChain(r, pos.Seq), pos.Offset
+		if pos.Partial() {
+			line, err := lineEndingAt(r.dir.Journal(), pos.Offset)
+			if err == nil {
+				err = r.chain.ResumeLine(ctx, line, pos)
+			}
+			if errors.Is(err, publisher.ErrFenced) && attempt < 5 {
+				continue
+			}
+			if err != nil {
+				return false, fmt.Errorf("finish chunked line ending at %d: %w", pos.Offset, err)
+			}
+		}
+		if !exists(string(r.dir)) {
+			// The node lost the run's directory: nothing can be published.
+			w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed,
+				Reason: "run directory " + string(r.dir) + " is missing on node " + w.node})
+			return true, nil
+		}
+		err = r.chain.PublishStatus(ctx, w.status(r, protocol.StatusAttached))
+		// The previous holder may have published between our read and our
+		// write: read again and retry on top of it.
+		if errors.Is(err, publisher.ErrFenced) && attempt < 5 {
+			continue
+		}
+		return false, err
+	}
+}
+
+func (w *Worker) newChain(r *run, lastSeq uint64) *publisher.Chain {
+	return publisher.NewChain(w.js, w.names, r.id, lastSeq, publisher.WithEpoch(r.lease.Epoch()), publisher.WithLogger(r.log))
+}
+
+// follow publishes the journal's lines until the sentinel, then finishes the
+// run. It returns early, leaving the agent alone, when the lease is lost, or
+// hands the run off when the worker stops.
 func (w *Worker) follow(ctx context.Context, r *run) {
 	check := func() error {
 		select {
@@ -177,18 +308,24 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 		}
 		return nil
 	}
-	publish := func(lines []journal.Line) error { return r.publish(ctx, lines) }
-	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish, journal.WithCheck(checkEvery, check))
+	// A publish in flight when the worker stops is finished, not cut:
+	// cutting it would leave its outcome unknown and spoil the hand-off.
+	pubCtx, cancelPub := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelPub()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(w.grace, cancelPub)
+		context.AfterFunc(pubCtx, func() { t.Stop() })
+	})
+	defer stop()
+	publish := func(lines []journal.Line) error { return r.publish(pubCtx, lines) }
+	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.rec.Nonce, publish, journal.WithCheck(checkEvery, check))
 	switch {
 	case res.Sentinel != nil:
 		w.finish(ctx, r, sentinelStatus(*res.Sentinel))
 	case errors.Is(err, errRunnerGone):
 		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: errRunnerGone.Error()})
-	case ctx.Err() != nil:
-		// Shutdown: stop renewing and leave the agent running; the lease
-		// expires and the run is picked up again from its chain.
-		r.log.Info().Int64("offset", r.offset).Msg("worker stopping; run left to its runner")
-		r.lease.Stop()
+	case ctx.Err() != nil && pubCtx.Err() == nil:
+		w.handoff(r)
 	default:
 		r.log.Warn().Err(err).Int64("offset", r.offset).Msg("stopped publishing run; the agent keeps running")
 		r.lease.Stop()
@@ -214,6 +351,38 @@ func (r *run) publish(ctx context.Context, lines []journal.Line) error {
 	return nil
 }
 
+// handoff gives a run up while the worker stops: it publishes "handoff",
+// releases the lease with the position reached, and asks the node's other
+// workers to attach. "handoff" goes first, while the lease is still ours, so
+// the successor's "attached" always follows it on the chain.
+func (w *Worker) handoff(r *run) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.grace)
+	defer cancel()
+	if err := r.chain.PublishStatus(ctx, w.status(r, protocol.StatusHandoff)); err != nil {
+		r.log.Warn().Err(err).Msg("publish handoff; the lease will expire instead")
+		r.lease.Stop()
+		return
+	}
+	if err := r.lease.Release(ctx, r.offset, r.chain.LastSeq()); err != nil {
+		r.log.Warn().Err(err).Msg("release lease")
+		return
+	}
+	if err := w.requestAttach(ctx, r.id, protocol.AttachHandoff, fmt.Sprintf("attach:%s:handoff:%d", r.id, r.lease.Epoch())); err != nil {
+		r.log.Warn().Err(err).Msg("publish attach job; the node's recovery scan will re-attach the run")
+		return
+	}
+	r.log.Info().Int64("offset", r.offset).Msg("run handed off")
+}
+
+// requestAttach publishes an attach job for a run of this node.
+func (w *Worker) requestAttach(ctx context.Context, runID, reason, msgID string) error {
+	msg := nats.NewMsg(w.names.AttachJobSubject(w.node))
+	msg.Data = protocol.AttachJob{RunID: runID, Reason: reason}.Encode()
+	msg.Header.Set(nats.MsgIdHdr, msgID)
+	_, err := w.js.PublishMsg(ctx, msg)
+	return err
+}
+
 // finish publishes the terminal status, records it and deletes the lease.
 func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 	full := w.status(r, st.Status)
@@ -221,30 +390,51 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 	full.StderrTail = journal.StderrTail(r.dir, 2048)
 	// The terminal status goes out even while the worker stops: it is one
 	// publish and settles the run for good.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.grace)
 	defer cancel()
 	if err := r.chain.PublishStatus(fctx, full); err != nil {
 		r.log.Error().Err(err).Msg("publish terminal status")
 		r.lease.Stop()
 		return
 	}
-	if _, _, err := w.runs.Modify(fctx, r.id, func(rec *kv.RunRecord) error {
-		rec.State = kv.RunState(full.Status)
-		rec.FinishedAt = time.Now().UTC()
-		rec.ExitCode, rec.Reason = full.ExitCode, full.Reason
-		rec.Offset, rec.LastSeq = r.offset, r.chain.LastSeq()
-		return nil
-	}); err != nil {
-		r.log.Warn().Err(err).Msg("record terminal state")
-	}
-	if err := r.lease.Delete(fctx); err != nil {
-		r.log.Warn().Err(err).Msg("delete lease")
-	}
+	w.settle(fctx, r, full)
 	ev := r.log.Info()
 	if full.Status != protocol.StatusSucceeded {
 		ev = r.log.Warn()
 	}
 	ev.Str("status", string(full.Status)).Int64("offset", r.offset).Str("reason", full.Reason).Msg("run finished")
+}
+
+// settle records a run whose terminal status is on its chain, marks its
+// directory finished and deletes its lease. Any holder may repeat it.
+func (w *Worker) settle(ctx context.Context, r *run, st protocol.Status) {
+	if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
+		if rec.State.Terminal() {
+			return nil
+		}
+		rec.State = kv.RunState(st.Status)
+		rec.FinishedAt = time.Now().UTC()
+		rec.ExitCode, rec.Reason = st.ExitCode, st.Reason
+		rec.Offset = st.Offset
+		if r.chain != nil {
+			rec.LastSeq = r.chain.LastSeq()
+		}
+		return nil
+	}); err != nil {
+		r.log.Warn().Err(err).Msg("record terminal state")
+	}
+	w.markFinished(r.id)
+	if err := r.lease.Delete(ctx); err != nil {
+		r.log.Warn().Err(err).Msg("delete lease")
+	}
+}
+
+// markFinished leaves a marker that recovery scans skip.
+func (w *Worker) markFinished(runID string) {
+	dir := w.runDir(runID)
+	if exists(string(dir)) {
+		_ = os.WriteFile(dir.Finished(), nil, 0o600)
+	}
 }
 
 // status is a status message of r at its current position.
@@ -285,14 +475,13 @@ func sentinelStatus(s journal.Sentinel) protocol.Status {
 	return st
 }
 
-// readRange reads bytes [from, to) of a file.
-func readRange(path string, from, to int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, to-from)
-	_, err = f.ReadAt(b, from)
-	return b, err
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func (w *Worker) isActive(runID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.active[runID] != nil
 }

@@ -40,6 +40,7 @@ type Worker struct {
 	stateDir string
 	binary   string
 	log      zerolog.Logger
+	grace    time.Duration
 	ready    chan struct{}
 
 	intake *consumer.Intake
@@ -70,6 +71,10 @@ func WithBinary(path string) Option { return func(w *Worker) { w.binary = path }
 // WithLogger sets the logger.
 func WithLogger(l zerolog.Logger) Option { return func(w *Worker) { w.log = l } }
 
+// WithGrace bounds the hand-off of every run when the worker stops
+// (default 10s): past it, a run's lease is left to expire instead.
+func WithGrace(d time.Duration) Option { return func(w *Worker) { w.grace = d } }
+
 // New returns a worker publishing through nc.
 func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 	names, err := protocol.NewNames(cfg.Prefix)
@@ -83,6 +88,7 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 	w := &Worker{
 		nc: nc, js: js, cfg: cfg, names: names,
 		log:    zerolog.Nop(),
+		grace:  10 * time.Second,
 		active: map[string]*run{},
 		ready:  make(chan struct{}),
 	}
@@ -139,11 +145,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	bg.Go(func() { w.heartbeat(ctx) })
 	bg.Go(func() { w.watchCancels(ctx) })
+	bg.Go(func() { w.recoverLoop(ctx) })
 	defer bg.Wait()
 
 	w.log.Info().Str("state_dir", w.stateDir).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
 	close(w.ready)
-	return w.intake.Run(ctx, w.cfg.Concurrency, w.dispatch)
+	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach})
+	if ctx.Err() != nil {
+		return nil // stopping is not an error
+	}
+	return err
 }
 
 // prepareStateDir creates the state directory. A root worker runs agents as

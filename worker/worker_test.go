@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ type harness struct {
 	cfg      *config.Config
 	stateDir string
 	w        *worker.Worker
+	stops    map[string]func()
 }
 
 type harnessOption func(*server.Options, *config.Config)
@@ -62,23 +64,37 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		opt(&server.Options{}, cfg)
 	}
 	nc, js := testenv.Connect(t, s)
-	h := &harness{t: t, s: s, nc: nc, js: js, names: protocol.MustNames(cfg.Prefix), cfg: cfg, stateDir: stateDir(t)}
-	w, err := worker.New(nc, cfg,
-		worker.WithStateDir(h.stateDir), worker.WithNode("n1"),
-		worker.WithBinary(testenv.BatonBinary(t)), worker.WithLogger(testLogger(t)))
+	h := &harness{t: t, s: s, nc: nc, js: js, names: protocol.MustNames(cfg.Prefix), cfg: cfg, stateDir: stateDir(t), stops: map[string]func(){}}
+	h.w, _ = h.addWorker("w1")
+	return h
+}
+
+// addWorker starts another worker of node n1 on the harness's state dir;
+// stop ends it the way SIGTERM does (hand-off) and waits for it.
+func (h *harness) addWorker(id string, opts ...worker.Option) (*worker.Worker, func()) {
+	t := h.t
+	t.Helper()
+	nc, _ := testenv.Connect(t, h.s)
+	w, err := worker.New(nc, h.cfg, append([]worker.Option{
+		worker.WithStateDir(h.stateDir), worker.WithNode("n1"), worker.WithID(id),
+		worker.WithBinary(testenv.BatonBinary(t)), worker.WithLogger(testLogger(t).With().Str("w", id).Logger())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.w = w
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("worker %s: %v", id, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	h.stops[w.ID()] = stop
 	select {
 	case <-w.Ready():
 	case err := <-done:
@@ -86,7 +102,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	case <-time.After(20 * time.Second):
 		t.Fatal("worker not ready after 20s")
 	}
-	return h
+	return w, stop
 }
 
 // stateDir is a state directory a root worker's sandbox uid can traverse
@@ -492,5 +508,104 @@ func TestGarbageJobsGoToDLQWhileGoodJobRuns(t *testing.T) {
 	info, _ := js.Info(ctx)
 	if info.State.Msgs != 0 {
 		t.Fatalf("%d jobs left on the jobs stream", info.State.Msgs)
+	}
+}
+
+// TestHandoffOnShutdown stops the worker holding a run in the middle of it:
+// a worker of the same node takes the released lease and resumes, and the
+// chain still equals the journal with one terminal status (I2, I4, I5).
+func TestHandoffOnShutdown(t *testing.T) {
+	h := newHarness(t)
+	_, stopSecond := h.addWorker("w2")
+	defer stopSecond()
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake",
+		"args": []string{"--lines", "600", "--rate", "300", "--raw-every", "11", "--seed", "5"}})
+	holder := h.waitStatus(id, protocol.StatusStarted).Worker
+	time.Sleep(700 * time.Millisecond) // mid-run
+	h.stopWorker(holder)
+	msgs := h.chain(id, 60*time.Second)
+	h.assertChainMatchesJournal(id, msgs)
+	st := statuses(t, msgs)
+	var kinds []string
+	for _, s := range st {
+		kinds = append(kinds, string(s.Status))
+	}
+	if got := strings.Join(kinds, ","); got != "started,handoff,attached,succeeded" {
+		t.Fatalf("statuses %s", got)
+	}
+	if st[2].Epoch <= st[1].Epoch || st[2].Worker == holder || st[2].Offset != st[1].Offset {
+		t.Fatalf("handoff %+v then attached %+v", st[1], st[2])
+	}
+	if d := st[2].Time.Sub(st[1].Time); d > 2*time.Second {
+		t.Fatalf("hand-off took %v", d)
+	}
+}
+
+// TestLeaseExpiryRecovery stops a worker without releasing its lease (its
+// grace is too short to hand off), as a crash does: the lease expires and a
+// worker of the node re-attaches from the chain.
+func TestLeaseExpiryRecovery(t *testing.T) {
+	h := newHarness(t)
+	h.stopWorker("w1")
+	h.addWorker("crashy", worker.WithGrace(0))
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake",
+		"args": []string{"--lines", "600", "--rate", "100", "--seed", "6"}})
+	if holder := h.waitStatus(id, protocol.StatusStarted).Worker; holder != "crashy" {
+		t.Fatalf("run started by %s", holder)
+	}
+	h.addWorker("w2")
+	time.Sleep(500 * time.Millisecond)
+	h.stopWorker("crashy")
+	msgs := h.chain(id, 60*time.Second)
+	h.assertChainMatchesJournal(id, msgs)
+	st := statuses(t, msgs)
+	if st[len(st)-1].Status != protocol.StatusSucceeded {
+		t.Fatalf("statuses %+v", st)
+	}
+	attached := 0
+	for _, s := range st {
+		if s.Status == protocol.StatusAttached {
+			attached++
+		}
+	}
+	if attached != 1 {
+		t.Fatalf("%d attached statuses: %+v", attached, st)
+	}
+}
+
+func (h *harness) stopWorker(id string) {
+	h.t.Helper()
+	stop := h.stops[id]
+	if stop == nil {
+		h.t.Fatalf("no worker %q", id)
+	}
+	stop()
+}
+
+// waitStatus returns the first status of kind s on the run's chain.
+func (h *harness) waitStatus(runID string, s protocol.StatusType) protocol.Status {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := h.js.OrderedConsumer(ctx, h.names.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{h.names.StatusSubject(runID)},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for {
+		m, err := c.Next(jetstream.FetchMaxWait(time.Until(deadline(ctx))))
+		if err != nil {
+			h.t.Fatalf("run %s: no %s status: %v", runID, s, err)
+		}
+		st, err := protocol.ParseStatus(m.Data())
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if st.Status == s {
+			return st
+		}
 	}
 }

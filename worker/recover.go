@@ -1,0 +1,106 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// recoverLoop brings runs of this node that nobody publishes back to a
+// worker: at start and every half lease TTL it scans the state dir, and it
+// reacts at once to a lease that expires (its limit marker) or is released.
+// Both only publish attach jobs; the attach handler decides, under the
+// lease, whether there is anything to take over.
+func (w *Worker) recoverLoop(ctx context.Context) {
+	go w.watchLeases(ctx)
+	t := time.NewTicker(max(w.cfg.LeaseTTL/2, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		w.scan(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// scan offers every unfinished run directory of this node for re-attach.
+func (w *Worker) scan(ctx context.Context) {
+	entries, err := os.ReadDir(filepath.Join(w.stateDir, "runs"))
+	if err != nil {
+		w.log.Warn().Err(err).Msg("scan run directories")
+		return
+	}
+	window := time.Now().UnixNano() / int64(max(w.cfg.LeaseTTL, time.Millisecond))
+	for _, e := range entries {
+		if ctx.Err() != nil {
+			return
+		}
+		id := e.Name()
+		if !e.IsDir() || !protocol.ValidRunID(id) {
+			continue
+		}
+		// One attach job per run and window, however many workers scan.
+		w.offer(ctx, id, fmt.Sprintf("attach:%s:scan:%d", id, window))
+	}
+}
+
+// watchLeases offers a run for re-attach as soon as its lease expires or is
+// released.
+func (w *Worker) watchLeases(ctx context.Context) {
+	for ctx.Err() == nil {
+		ch, err := w.leases.WatchWith(ctx, "*", jetstream.UpdatesOnly())
+		if err != nil {
+			w.log.Warn().Err(err).Msg("watch leases")
+			sleep(ctx, time.Second)
+			continue
+		}
+		for e := range ch {
+			gone := e.Op == jetstream.KeyValuePurge || e.Op == jetstream.KeyValueDelete
+			if gone || (e.Err == nil && e.Value.State == kv.LeaseReleased) {
+				w.offer(ctx, e.Key, fmt.Sprintf("attach:%s:lease:%d", e.Key, e.Revision))
+			}
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+// offer publishes an attach job for a run whose directory is on this node,
+// unless it is finished, held here, or held by a live lease.
+func (w *Worker) offer(ctx context.Context, runID, msgID string) {
+	dir := w.runDir(runID)
+	if !exists(string(dir)) || exists(dir.Finished()) || w.isActive(runID) {
+		return
+	}
+	l, _, lerr := w.leases.Get(ctx, runID)
+	switch {
+	case lerr == nil && l.State == kv.LeaseHeld:
+		return
+	case lerr != nil && !errors.Is(lerr, kv.ErrNotFound):
+		return
+	}
+	rec, _, err := w.runs.Get(ctx, runID)
+	if err != nil || rec.Node != w.node {
+		return
+	}
+	if rec.State.Terminal() {
+		w.markFinished(runID)
+		return
+	}
+	reason := protocol.AttachRecover
+	if lerr == nil && l.State == kv.LeaseReleased {
+		reason = protocol.AttachHandoff
+	}
+	if err := w.requestAttach(ctx, runID, reason, msgID); err != nil && ctx.Err() == nil {
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("publish attach job")
+	}
+}
