@@ -94,6 +94,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	job, inv, msg := j.Job, j.Invocation, j.Msg
 	log := w.log.With().Str("run_id", job.RunID).Logger()
 	now := time.Now().UTC()
+	restart := false
 	rec := kv.RunRecord{
 		RunID: job.RunID, State: kv.RunStarting, Node: w.node, Worker: w.id,
 		Profile: inv.Profile, Attempt: 1, Nonce: journal.NewNonce(),
@@ -118,15 +119,15 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 				protocol.ErrDuplicateRun, job.RunID, existing.State, existing.Node))
 			return nil
 		}
-		// A redelivery of our own job: the worker that took it died. If
-		// it died before the runner existed, start it now; otherwise the
-		// node's recovery re-attaches the runner.
-		if existing.State != kv.RunStarting || existing.Node != w.node || exists(string(w.runDir(job.RunID))) {
+		// A redelivery of our own job: the worker that took it died. A
+		// run past starting, or of another node, is that node's recovery's
+		// to re-attach; one still starting here is checked under its lease.
+		if existing.State != kv.RunStarting || existing.Node != w.node {
 			log.Info().Str("state", string(existing.State)).Msg("redelivered job of an existing run; nothing to start")
 			_ = msg.DoubleAck(ctx)
 			return nil
 		}
-		rec = existing
+		rec, restart = existing, true
 	}
 	l, err := lease.Acquire(ctx, w.leases, job.RunID, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
 		lease.WithLogger(log))
@@ -138,6 +139,13 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	l.Start(ctx)
 	r := &run{id: job.RunID, dir: w.runDir(job.RunID), rec: rec, lease: l,
 		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
+	if restart && !w.clearUnstarted(r) {
+		// The runner did start: release the lease so the node's recovery
+		// re-attaches it at once.
+		_ = l.Release(ctx, 0, 0)
+		_ = msg.DoubleAck(ctx)
+		return nil
+	}
 	pos, err := publisher.Align(ctx, w.js, w.names, r.id)
 	if err != nil {
 		r.log.Warn().Err(err).Msg("align run chain; job will be redelivered")
@@ -177,6 +185,21 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	}
 	r.log.Info().Strs("argv", inv.Argv).Msg("run started")
 	return r
+}
+
+// clearUnstarted removes what a worker that died while starting r left
+// behind, and reports whether r can be started afresh: only when no runner
+// ever journaled it. The caller holds r's lease.
+func (w *Worker) clearUnstarted(r *run) bool {
+	if alive, err := sandbox.Alive(r.dir); err != nil || alive || exists(r.dir.Journal()) {
+		return false
+	}
+	if err := os.RemoveAll(string(r.dir)); err != nil {
+		r.log.Warn().Err(err).Msg("remove unstarted run directory")
+		return false
+	}
+	r.log.Info().Msg("starting a run whose first worker died before its runner started")
+	return true
 }
 
 // takeOver takes the lease of a run whose runner lives on this node, aligns

@@ -41,6 +41,7 @@ type Worker struct {
 	binary   string
 	log      zerolog.Logger
 	grace    time.Duration
+	ackWait  time.Duration
 	ready    chan struct{}
 
 	intake *consumer.Intake
@@ -71,6 +72,10 @@ func WithBinary(path string) Option { return func(w *Worker) { w.binary = path }
 // WithLogger sets the logger.
 func WithLogger(l zerolog.Logger) Option { return func(w *Worker) { w.log = l } }
 
+// WithAckWait sets the jobs consumers' AckWait (default 60s): how long a job
+// taken by a worker that died waits before another worker gets it.
+func WithAckWait(d time.Duration) Option { return func(w *Worker) { w.ackWait = d } }
+
 // WithGrace bounds the hand-off of every run when the worker stops
 // (default 10s): past it, a run's lease is left to expire instead.
 func WithGrace(d time.Duration) Option { return func(w *Worker) { w.grace = d } }
@@ -87,10 +92,11 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 	}
 	w := &Worker{
 		nc: nc, js: js, cfg: cfg, names: names,
-		log:    zerolog.Nop(),
-		grace:  10 * time.Second,
-		active: map[string]*run{},
-		ready:  make(chan struct{}),
+		log:     zerolog.Nop(),
+		grace:   10 * time.Second,
+		ackWait: 60 * time.Second,
+		active:  map[string]*run{},
+		ready:   make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(w)
@@ -140,7 +146,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)
 	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
 	w.intake = consumer.New(w.js, w.names, w.cfg,
-		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second))
+		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
+		consumer.WithAckWait(w.ackWait))
 
 	var bg sync.WaitGroup
 	bg.Go(func() { w.heartbeat(ctx) })

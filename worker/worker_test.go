@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,7 +213,13 @@ func (h *harness) assertChainMatchesJournal(runID string, msgs []jetstream.Msg) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := journal[:bytes.LastIndexByte(journal[:len(journal)-1], '\n')+1] // drop the sentinel
+	body := journal[:bytes.LastIndexByte(journal, '\n')+1]
+	if len(body) > 0 {
+		last := body[bytes.LastIndexByte(body[:len(body)-1], '\n')+1:]
+		if bytes.Contains(last, []byte(`"__nonce"`)) {
+			body = body[:len(body)-len(last)] // drop the sentinel
+		}
+	}
 	var got bytes.Buffer
 	var pending []byte
 	seen := map[string]bool{}
@@ -607,5 +614,82 @@ func (h *harness) waitStatus(runID string, s protocol.StatusType) protocol.Statu
 		if st.Status == s {
 			return st
 		}
+	}
+}
+
+func (h *harness) terminal(runID string) protocol.Status {
+	h.t.Helper()
+	msgs := h.chain(runID, 60*time.Second)
+	h.assertChainMatchesJournal(runID, msgs)
+	st := statuses(h.t, msgs)
+	return st[len(st)-1]
+}
+
+func TestCancelIsDurableIntent(t *testing.T) {
+	h := newHarness(t)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20"}})
+	h.waitStatus(id, protocol.StatusStarted)
+	ctx := context.Background()
+	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runs.Modify(ctx, id, func(r *kv.RunRecord) error { r.CancelRequested = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.terminal(id); st.Status != protocol.StatusCancelled {
+		t.Fatalf("terminal %+v", st)
+	}
+}
+
+func TestRunnerEnforcesTimeout(t *testing.T) {
+	h := newHarness(t)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "timeout": "1s", "args": []string{"--duration", "60s", "--rate", "20"}})
+	start := time.Now()
+	st := h.terminal(id)
+	if st.Status != protocol.StatusTimeout || time.Since(start) > 20*time.Second {
+		t.Fatalf("terminal %+v after %v", st, time.Since(start))
+	}
+}
+
+// TestRunnerDeathFailsRun kills the runner (and so the sandbox) of a live
+// run: with no sentinel and no runner, the run ends failed.
+func TestRunnerDeathFailsRun(t *testing.T) {
+	h := newHarness(t)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20", "--stderr", "x"}})
+	h.waitStatus(id, protocol.StatusStarted)
+	b, err := os.ReadFile(filepath.Join(h.stateDir, "runs", id, "runner.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	st := h.terminal(id)
+	if st.Status != protocol.StatusFailed || !strings.Contains(st.Reason, "sentinel") {
+		t.Fatalf("terminal %+v", st)
+	}
+}
+
+// TestRestartedWorkerReattaches: every worker of the node stops while a
+// run goes on; a worker started later finds it in the state dir.
+func TestRestartedWorkerReattaches(t *testing.T) {
+	h := newHarness(t)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "300", "--rate", "150"}})
+	h.waitStatus(id, protocol.StatusStarted)
+	time.Sleep(300 * time.Millisecond)
+	h.stopWorker("w1") // hands off; nobody is there to attach
+	time.Sleep(time.Second)
+	h.addWorker("w9")
+	if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("terminal %+v", st)
 	}
 }

@@ -21,6 +21,8 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		concurrency  int
 		embedded     bool
 		embeddedPort int
+		grace        time.Duration
+		ackWait      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -61,18 +63,21 @@ Stopping the worker never stops an agent.`,
 				url = s.ClientURL()
 				log.Info().Str("url", url).Msg("embedded NATS server started")
 			}
-			return runWorker(cmd.Context(), log, cfg, url, node, g.stateDir)
+			return runWorker(cmd.Context(), log, cfg, url, node, g.stateDir,
+				worker.WithGrace(grace), worker.WithAckWait(ackWait))
 		},
 	}
 	lf.register(cmd.Flags())
 	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "runs this worker holds at once (overrides the config file)")
 	cmd.Flags().BoolVar(&embedded, "embedded", false, "start an in-process NATS server with JetStream under the state dir")
 	cmd.Flags().IntVar(&embeddedPort, "embedded-port", 4222, "port of the embedded NATS server on 127.0.0.1")
+	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM, how long hand-off of the held runs may take")
+	cmd.Flags().DurationVar(&ackWait, "ack-wait", 60*time.Second, "AckWait of the jobs consumers: how soon a job taken by a dead worker is redelivered")
 	return cmd
 }
 
 // runWorker connects (retrying forever) and serves until ctx ends.
-func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url, node, stateDir string) error {
+func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url, node, stateDir string, opts ...worker.Option) error {
 	nc, err := nats.Connect(url,
 		nats.Name("baton-worker "+node),
 		nats.MaxReconnects(-1),
@@ -89,7 +94,7 @@ func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url,
 		return fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	defer nc.Close()
-	w, err := worker.New(nc, cfg, worker.WithNode(node), worker.WithStateDir(stateDir), worker.WithLogger(log))
+	w, err := worker.New(nc, cfg, append([]worker.Option{worker.WithNode(node), worker.WithStateDir(stateDir), worker.WithLogger(log)}, opts...)...)
 	if err != nil {
 		return err
 	}
