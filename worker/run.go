@@ -260,6 +260,18 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		done()
 		return nil
 	}
+	if rec.State == kv.RunStarting {
+		// Its first worker died before recording the start; the runner
+		// is up, so a redelivered job must not try to start it again.
+		if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
+			if rec.State == kv.RunStarting {
+				rec.State = kv.RunRunning
+			}
+			return nil
+		}); err != nil {
+			r.log.Warn().Err(err).Msg("mark run running")
+		}
+	}
 	done()
 	r.log.Info().Int64("offset", r.offset).Msg("run attached")
 	return r

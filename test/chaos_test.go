@@ -1,0 +1,372 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// The chaos suite runs the real baton binary as worker processes of two
+// nodes (two workers on A, one on B) against real nats-server processes,
+// submits runs of every shape, and while they run kills (SIGKILL) and stops
+// (SIGTERM) random workers and restarts them, and restarts NATS. At the end
+// every run must satisfy I1, I2, I4 and I5. BATON_SOAK=1 runs it for ten
+// minutes; BATON_CHAOS_SEED replays a seed.
+
+func TestChaosSingleServer(t *testing.T) { runChaos(t, 1) }
+
+func TestChaosCluster(t *testing.T) { runChaos(t, 3) }
+
+type chaosRun struct {
+	id       string
+	args     []string
+	wantExit int
+}
+
+type chaosStats struct {
+	kills, terms, natsRestarts, runs, events int
+	handoffs, recoveries                     []time.Duration
+	killed                                   map[int]time.Time // SIGKILLed worker pid → when
+}
+
+func runChaos(t *testing.T, natsNodes int) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("BATON_CHAOS_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("BATON_CHAOS_SEED: %v", err)
+		}
+	}
+	duration, nRuns := 25*time.Second, 24
+	if os.Getenv("BATON_SOAK") != "" {
+		duration, nRuns = 10*time.Minute, 300
+	}
+	rng := rand.New(rand.NewPCG(seed, seed>>1|1))
+	t.Logf("chaos seed %d (BATON_CHAOS_SEED=%d replays it), %d NATS node(s), %v, %d runs", seed, seed, natsNodes, duration, nRuns)
+
+	bin := testenv.BatonBinary(t)
+	procs := startNATS(t, natsNodes)
+	nc, js := clientOf(t, procs)
+	defer nc.Close()
+	names := protocol.MustNames("")
+
+	cfgPath := filepath.Join(t.TempDir(), "baton.yaml")
+	cfg := fmt.Sprintf("leaseTTL: 2s\nconcurrency: 16\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n", natsNodes)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logDir := t.TempDir()
+	dirs := map[string]string{"A": stateDir(t), "B": stateDir(t)}
+	var workers []*workerProc
+	for _, w := range []struct{ name, node string }{{"a1", "A"}, {"a2", "A"}, {"b1", "B"}} {
+		wp := &workerProc{t: t, name: w.name, bin: bin, logDir: logDir, args: []string{"worker",
+			"--nats", urls(procs), "--state-dir", dirs[w.node], "--node", w.node, "--config", cfgPath,
+			"--ack-wait", "5s", "--grace", "5s", "--log-format", "json", "--log-level", "debug"}}
+		wp.start()
+		workers = append(workers, wp)
+	}
+	defer func() {
+		for _, w := range workers {
+			w.stop(syscall.SIGTERM)
+		}
+		if t.Failed() {
+			t.Logf("worker logs are in %s", logDir)
+			entries, _ := os.ReadDir(logDir)
+			for _, e := range entries {
+				t.Logf("--- %s (last lines)\n%s", e.Name(), lastLines(filepath.Join(logDir, e.Name()), 15))
+			}
+		}
+	}()
+
+	runs := make([]chaosRun, nRuns)
+	for i := range runs {
+		r := chaosRun{id: fmt.Sprintf("chaos-%d-%d", seed%100000, i)}
+		lines, rate := 100+rng.IntN(900), 40+rng.IntN(260)
+		r.args = []string{"--lines", fmt.Sprint(lines), "--rate", fmt.Sprint(rate), "--seed", fmt.Sprint(rng.IntN(1000))}
+		if rng.IntN(3) == 0 {
+			r.args = append(r.args, "--raw-every", fmt.Sprint(3+rng.IntN(15)))
+		}
+		if rng.IntN(3) == 0 {
+			r.args = append(r.args, "--partial-last")
+		}
+		if rng.IntN(4) == 0 {
+			r.args = append(r.args, "--line-size", fmt.Sprint(100+rng.IntN(3000)))
+		}
+		if rng.IntN(6) == 0 {
+			r.wantExit = 3
+			r.args = append(r.args, "--exit-code", "3", "--stderr", "expected failure")
+		}
+		runs[i] = r
+	}
+	submit := func(r chaosRun) {
+		b, _ := json.Marshal(map[string]any{"runId": r.id, "profile": "fake", "args": r.args})
+		for attempt := 0; ; attempt++ {
+			msg := nats.NewMsg(names.RunJobSubject())
+			msg.Data = b
+			msg.Header.Set(nats.MsgIdHdr, r.id)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := js.PublishMsg(ctx, msg)
+			cancel()
+			if err == nil {
+				return
+			}
+			if attempt > 100 {
+				t.Fatalf("submit %s: %v", r.id, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	// Wait for the workers to provision before the first burst.
+	waitStream(t, js, names.JobsStream())
+	stats := chaosStats{runs: nRuns, killed: map[int]time.Time{}}
+	start := time.Now()
+	next := 0
+	burst := max(1, nRuns/4)
+	for step := 0; time.Since(start) < duration || next < nRuns; step++ {
+		for i := 0; i < burst && next < nRuns; i++ {
+			submit(runs[next])
+			next++
+		}
+		time.Sleep(time.Duration(700+rng.IntN(1500)) * time.Millisecond)
+		// The first three steps do one of each action; then at random.
+		action := step % 3
+		if step >= 3 {
+			action = rng.IntN(5) % 3
+		}
+		switch action {
+		case 0:
+			w := workers[rng.IntN(len(workers))]
+			stats.killed[w.pid()] = time.Now()
+			w.stop(syscall.SIGKILL)
+			stats.kills++
+			time.Sleep(time.Duration(rng.IntN(800)) * time.Millisecond)
+			w.start()
+		case 1:
+			w := workers[rng.IntN(len(workers))]
+			w.stop(syscall.SIGTERM)
+			stats.terms++
+			w.start()
+		case 2:
+			p := procs[rng.IntN(len(procs))]
+			p.stop(syscall.SIGTERM)
+			stats.natsRestarts++
+			time.Sleep(time.Duration(300+rng.IntN(2000)) * time.Millisecond)
+			p.start()
+		}
+	}
+	t.Logf("chaos done after %v: %d SIGKILL, %d SIGTERM, %d NATS restarts; waiting for runs", time.Since(start).Round(time.Second), stats.kills, stats.terms, stats.natsRestarts)
+
+	for _, r := range runs {
+		msgs := waitChain(t, js, names, r.id, 3*time.Minute)
+		dir := dirs["A"]
+		if !exists(filepath.Join(dir, "runs", r.id)) {
+			dir = dirs["B"]
+		}
+		stats.events += checkRun(t, r, msgs, filepath.Join(dir, "runs", r.id, "journal.ndjson"), &stats)
+	}
+	t.Logf("checked %d runs, %d lines byte for byte; %d SIGKILL, %d SIGTERM, %d NATS restarts; hand-off gaps %v; recovery gaps %v",
+		stats.runs, stats.events, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
+	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d kills=%d terms=%d nats_restarts=%d handoff=%s recovery=%s\n",
+		natsNodes, seed, stats.runs, stats.events, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
+}
+
+func summarize(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	sorted := append([]time.Duration(nil), ds...)
+	for i := range sorted {
+		for j := i + 1; j < len(sorted); j++ {
+			if sorted[j] < sorted[i] {
+				sorted[i], sorted[j] = sorted[j], sorted[i]
+			}
+		}
+	}
+	return fmt.Sprintf("n=%d median=%v worst=%v", len(sorted), sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond))
+}
+
+// pidOf reads the pid out of a worker id "<node>-<pid>-<random>".
+func pidOf(workerID string) int {
+	parts := strings.Split(workerID, "-")
+	if len(parts) < 3 {
+		return 0
+	}
+	pid, _ := strconv.Atoi(parts[len(parts)-2])
+	return pid
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func waitStream(t *testing.T, js jetstream.JetStream, name string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.Stream(ctx, name)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stream %s never appeared: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitChain reads a run's chain from its start until its terminal status.
+func waitChain(t *testing.T, js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration) []jetstream.Msg {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var msgs []jetstream.Msg
+	var c jetstream.Consumer
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s: no terminal status within %v (%d messages read)", runID, timeout, len(msgs))
+		}
+		if c == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var err error
+			opts := jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.RunFilter(runID)}}
+			if len(msgs) > 0 {
+				md, _ := msgs[len(msgs)-1].Metadata()
+				opts.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+				opts.OptStartSeq = md.Sequence.Stream + 1
+			}
+			c, err = js.OrderedConsumer(ctx, names.EventsStream(), opts)
+			cancel()
+			if err != nil {
+				c = nil
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+		}
+		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			c = nil // the server may have restarted: resume after what we have
+			continue
+		}
+		msgs = append(msgs, m)
+		if strings.HasSuffix(m.Subject(), ".status") {
+			if st, err := protocol.ParseStatus(m.Data()); err == nil && st.Status.Terminal() {
+				return msgs
+			}
+		}
+	}
+}
+
+// checkRun asserts the invariants on one run's chain and returns the number
+// of lines it checked.
+func checkRun(t *testing.T, r chaosRun, msgs []jetstream.Msg, journalPath string, stats *chaosStats) int {
+	t.Helper()
+	journal, err := os.ReadFile(journalPath)
+	if err != nil {
+		t.Errorf("run %s: %v", r.id, err)
+		return 0
+	}
+	body := journal[:bytes.LastIndexByte(journal[:len(journal)-1], '\n')+1]
+	var got bytes.Buffer
+	var pending []byte
+	ids := map[string]bool{}
+	var epoch uint64
+	terminal := 0
+	lines := 0
+	var last protocol.Status
+	var lastStatusTime time.Time
+	var lastStatus protocol.StatusType
+	var holder string
+	for i, m := range msgs {
+		h := m.Headers()
+		id := h.Get(nats.MsgIdHdr)
+		if ids[id] {
+			t.Errorf("run %s: Msg-Id %q twice on the chain (I2)", r.id, id)
+		}
+		ids[id] = true
+		e, _ := strconv.ParseUint(h.Get(protocol.HeaderEpoch), 10, 64)
+		if e < epoch {
+			t.Errorf("run %s: message %d has epoch %d after epoch %d: a stale publisher was accepted (I1)", r.id, i, e, epoch)
+		}
+		epoch = e
+		if strings.HasSuffix(m.Subject(), ".status") {
+			st, err := protocol.ParseStatus(m.Data())
+			if err != nil {
+				t.Errorf("run %s: bad status %q", r.id, m.Data())
+				continue
+			}
+			if terminal > 0 {
+				t.Errorf("run %s: status %s after the terminal one (I5)", r.id, st.Status)
+			}
+			if st.Status.Terminal() {
+				terminal++
+				last = st
+			}
+			md, _ := m.Metadata()
+			if st.Status == protocol.StatusAttached && lastStatus == protocol.StatusHandoff {
+				// SIGTERM of the holder is just before its handoff status.
+				stats.handoffs = append(stats.handoffs, md.Timestamp.Sub(lastStatusTime))
+			} else if st.Status == protocol.StatusAttached {
+				// A crash: from the SIGKILL of the holder, if it was killed.
+				if at, ok := stats.killed[pidOf(holder)]; ok && md.Timestamp.After(at) {
+					stats.recoveries = append(stats.recoveries, md.Timestamp.Sub(at))
+				}
+			}
+			if st.Status == protocol.StatusStarted || st.Status == protocol.StatusAttached {
+				holder = st.Worker
+			}
+			lastStatusTime, lastStatus = md.Timestamp, st.Status
+			continue
+		}
+		pending = append(pending, m.Data()...)
+		if c := h.Get(protocol.HeaderChunk); c != "" {
+			if a, b, _ := strings.Cut(c, "/"); a != b {
+				continue
+			}
+		}
+		got.Write(pending)
+		got.WriteByte('\n')
+		pending = pending[:0]
+		lines++
+	}
+	if terminal != 1 {
+		t.Errorf("run %s: %d terminal statuses (I5)", r.id, terminal)
+	}
+	if !bytes.Equal(got.Bytes(), body) {
+		t.Errorf("run %s: chain (%d bytes) differs from its journal (%d bytes) at byte %d (I2)", r.id, got.Len(), len(body), diffAt(got.Bytes(), body))
+	}
+	wantStatus := protocol.StatusSucceeded
+	if r.wantExit != 0 {
+		wantStatus = protocol.StatusFailed
+	}
+	if last.Status != wantStatus || last.ExitCode == nil || *last.ExitCode != r.wantExit {
+		t.Errorf("run %s: ended %+v, want %s with exit %d: was the agent killed? (I4)", r.id, last, wantStatus, r.wantExit)
+	}
+	return lines
+}
+
+func diffAt(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}

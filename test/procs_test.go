@@ -1,0 +1,265 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var (
+	natsBuildOnce sync.Once
+	natsBin       string
+	natsBuildErr  error
+	natsBuildOut  []byte
+)
+
+// natsServerBinary builds nats-server from the module baton's tests depend
+// on (NATS_SERVER_BIN overrides it), so the chaos suite restarts a real
+// server process.
+func natsServerBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("NATS_SERVER_BIN"); p != "" {
+		return p
+	}
+	natsBuildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "nats-server-bin-")
+		if err != nil {
+			natsBuildErr = err
+			return
+		}
+		natsBin = filepath.Join(dir, "nats-server")
+		cmd := exec.Command("go", "build", "-o", natsBin, "github.com/nats-io/nats-server/v2")
+		natsBuildOut, natsBuildErr = cmd.CombinedOutput()
+	})
+	if natsBuildErr != nil {
+		t.Fatalf("build nats-server: %v\n%s", natsBuildErr, natsBuildOut)
+	}
+	return natsBin
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// natsProc is one nats-server process that can be stopped and started
+// again on the same port and store.
+type natsProc struct {
+	t     *testing.T
+	bin   string
+	name  string
+	port  int
+	args  []string
+	dir   string
+	cmd   *exec.Cmd
+	log   *os.File
+	mu    sync.Mutex
+	alive bool
+}
+
+func (p *natsProc) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", p.port) }
+
+func (p *natsProc) start() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	args := append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(p.port), "-js", "-sd", p.dir, "-n", p.name}, p.args...)
+	p.cmd = exec.Command(p.bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.alive = true
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.port), time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("nats-server %s did not listen on %d", p.name, p.port)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop ends the server with sig and waits for it.
+func (p *natsProc) stop(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.alive {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+	p.alive = false
+}
+
+// startNATS starts n nats-server processes; with n > 1 they form a
+// JetStream cluster on loopback.
+func startNATS(t *testing.T, n int) []*natsProc {
+	t.Helper()
+	bin := natsServerBinary(t)
+	base := t.TempDir()
+	var procs []*natsProc
+	var routes []string
+	cports := make([]int, n)
+	for i := range n {
+		cports[i] = freePort(t)
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cports[i]))
+	}
+	for i := range n {
+		logf, err := os.Create(filepath.Join(base, fmt.Sprintf("nats-%d.log", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &natsProc{t: t, bin: bin, name: fmt.Sprintf("n%d", i), port: freePort(t), dir: filepath.Join(base, fmt.Sprintf("store-%d", i)), log: logf}
+		if n > 1 {
+			p.args = []string{"--cluster_name", "C", "--cluster", fmt.Sprintf("nats://127.0.0.1:%d", cports[i]), "--routes", strings.Join(routes, ",")}
+		}
+		procs = append(procs, p)
+	}
+	for _, p := range procs {
+		p.start()
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.stop(syscall.SIGTERM)
+			p.log.Close()
+		}
+	})
+	// JetStream is ready once a meta leader answers account info.
+	nc, js := clientOf(t, procs)
+	defer nc.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return procs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("JetStream not ready: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func urls(procs []*natsProc) string {
+	var u []string
+	for _, p := range procs {
+		u = append(u, p.url())
+	}
+	return strings.Join(u, ",")
+}
+
+func clientOf(t *testing.T, procs []*natsProc) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(urls(procs), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// workerProc is a `baton worker` process of one node that the chaos suite
+// kills and restarts; each incarnation logs to its own file.
+type workerProc struct {
+	t        *testing.T
+	name     string
+	args     []string
+	bin      string
+	logDir   string
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{}
+	restarts int
+}
+
+func (w *workerProc) start() {
+	w.t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.restarts++
+	logf, err := os.Create(filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.name, w.restarts)))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cmd := exec.Command(w.bin, w.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	w.cmd, w.done = cmd, done
+}
+
+func (w *workerProc) pid() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cmd.Process.Pid
+}
+
+// stop signals the worker and waits for it to exit.
+func (w *workerProc) stop(sig syscall.Signal) time.Duration {
+	w.mu.Lock()
+	cmd, done := w.cmd, w.done
+	w.mu.Unlock()
+	if cmd == nil {
+		return 0
+	}
+	start := time.Now()
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		w.t.Errorf("worker %s ignored %v for 30s", w.name, sig)
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	return time.Since(start)
+}
+
+func lastLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
