@@ -93,6 +93,9 @@ func (w *Worker) offer(ctx context.Context, runID, msgID string) {
 		return
 	}
 	if rec.State.Terminal() {
+		if rec.State == kv.RunState(protocol.StatusLost) {
+			w.stopLostRunner(runID)
+		}
 		w.markFinished(runID)
 		return
 	}

@@ -153,6 +153,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Go(func() { w.heartbeat(ctx) })
 	bg.Go(func() { w.watchCancels(ctx) })
 	bg.Go(func() { w.recoverLoop(ctx) })
+	bg.Go(func() { w.reapLoop(ctx) })
 	defer bg.Wait()
 
 	w.log.Info().Str("state_dir", w.stateDir).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")

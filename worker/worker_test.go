@@ -23,7 +23,9 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
 )
 
@@ -691,5 +693,50 @@ func TestRestartedWorkerReattaches(t *testing.T) {
 	h.addWorker("w9")
 	if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
 		t.Fatalf("terminal %+v", st)
+	}
+}
+
+// TestLostNode: the only worker of a node goes away for good while its run
+// goes on; after the grace period one worker of another node ends the run
+// as lost, with exactly one terminal status.
+func TestLostNode(t *testing.T) {
+	h := newHarness(t)
+	h.stopWorker("w1")
+	nc, _ := testenv.Connect(t, h.s)
+	goneDir := stateDir(t)
+	id := newRunID(t)
+	// The agent outlives its lost node; stop it when the test ends.
+	t.Cleanup(func() { _ = sandbox.Cancel(journal.Dir(filepath.Join(goneDir, "runs", id))) })
+	gone, err := worker.New(nc, h.cfg, worker.WithStateDir(goneDir), worker.WithNode("gone"), worker.WithID("gone-1"),
+		worker.WithBinary(testenv.BatonBinary(t)), worker.WithGrace(0), worker.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gone.Run(ctx) }()
+	<-gone.Ready()
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--duration", "40s", "--rate", "5"}})
+	h.waitStatus(id, protocol.StatusStarted)
+	cancel()
+	<-done
+	h.addWorker("n1-a")
+	h.addWorker("n1-b")
+	start := time.Now()
+	msgs := h.chain(id, 60*time.Second)
+	st := statuses(t, msgs)
+	last := st[len(st)-1]
+	if last.Status != protocol.StatusLost || !strings.Contains(last.Reason, "node gone") {
+		t.Fatalf("terminal %+v", last)
+	}
+	t.Logf("lost after %v", time.Since(start))
+	terminal := 0
+	for _, s := range st {
+		if s.Status.Terminal() {
+			terminal++
+		}
+	}
+	if terminal != 1 {
+		t.Fatalf("%d terminal statuses", terminal)
 	}
 }

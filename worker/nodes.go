@@ -1,0 +1,158 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/publisher"
+	"github.com/batonhq/baton/sandbox"
+)
+
+// nodeGrace is how long a node may miss its heartbeats before its runs are
+// lost: the nodes bucket's TTL (an entry expires after that long without a
+// heartbeat) plus the same again as observed by the reaper itself.
+func (w *Worker) nodeGrace() time.Duration { return 3 * w.cfg.LeaseTTL }
+
+// reapLoop marks `lost` the unfinished runs of nodes gone past the grace
+// period. Every worker runs it; the run's lease makes exactly one of them
+// publish the terminal status, and the record is changed only by CAS. Run
+// records are listed only when a node has vanished (and once at start, for
+// nodes that vanished before this worker came up).
+func (w *Worker) reapLoop(ctx context.Context) {
+	rp := &reaper{w: w, absentSince: map[string]time.Time{}}
+	up := time.Now()
+	t := time.NewTicker(max(w.nodeGrace()/3, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// After an outage every heartbeat has expired, ours included: judge
+		// other nodes only once we have been heartbeating for a full grace.
+		if !w.nc.IsConnected() {
+			up = time.Now()
+			continue
+		}
+		if time.Since(up) < w.nodeGrace() {
+			continue
+		}
+		rp.reap(ctx)
+	}
+}
+
+type reaper struct {
+	w           *Worker
+	started     bool
+	prevLive    map[string]bool
+	absentSince map[string]time.Time
+}
+
+func (rp *reaper) reap(ctx context.Context) {
+	w := rp.w
+	keys, err := w.nodes.Keys(ctx)
+	if err != nil {
+		return
+	}
+	live := map[string]bool{}
+	for _, k := range keys {
+		node, _, _ := strings.Cut(k, ".")
+		live[node] = true
+	}
+	if !live[w.node] {
+		return // our own heartbeat is not visible: trust nothing
+	}
+	now := time.Now()
+	for node := range rp.prevLive {
+		if !live[node] {
+			if _, ok := rp.absentSince[node]; !ok {
+				rp.absentSince[node] = now
+			}
+		}
+	}
+	for node := range rp.absentSince {
+		if live[node] {
+			delete(rp.absentSince, node)
+		}
+	}
+	rp.prevLive = live
+	due := false
+	for _, since := range rp.absentSince {
+		due = due || now.Sub(since) >= w.nodeGrace()
+	}
+	if rp.started && !due {
+		return
+	}
+	entries, err := w.runs.List(ctx)
+	if err != nil && len(entries) == 0 {
+		return
+	}
+	pending := map[string]bool{}
+	for id, e := range entries {
+		rec := e.Value
+		if rec.State.Terminal() || live[rec.Node] {
+			continue
+		}
+		since, seen := rp.absentSince[rec.Node]
+		if !seen {
+			rp.absentSince[rec.Node] = now // a node gone before we started
+			pending[rec.Node] = true
+			continue
+		}
+		if now.Sub(since) < w.nodeGrace() {
+			pending[rec.Node] = true
+			continue
+		}
+		w.markLost(ctx, id, rec)
+	}
+	rp.started = true
+	// A node with no unfinished run left is no longer watched.
+	for node := range rp.absentSince {
+		if !pending[node] {
+			delete(rp.absentSince, node)
+		}
+	}
+}
+
+// markLost ends a run of a lost node: under its lease, it publishes the
+// terminal `lost` status on the run's chain and records it.
+func (w *Worker) markLost(ctx context.Context, runID string, rec kv.RunRecord) {
+	log := w.log.With().Str("run_id", runID).Str("run_node", rec.Node).Logger()
+	l, err := lease.Acquire(ctx, w.leases, runID, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL, lease.WithLogger(log))
+	if err != nil {
+		if !errors.Is(err, lease.ErrHeld) {
+			log.Warn().Err(err).Msg("take lease of a lost node's run")
+		}
+		return
+	}
+	l.Start(ctx)
+	r := &run{id: runID, dir: w.runDir(runID), rec: rec, lease: l, log: log.With().Uint64("epoch", l.Epoch()).Logger()}
+	pos, err := publisher.Align(ctx, w.js, w.names, runID)
+	if err != nil {
+		log.Warn().Err(err).Msg("align lost run")
+		l.Stop()
+		return
+	}
+	r.chain, r.offset = w.newChain(r, pos.Seq), pos.Offset
+	if pos.Status != nil && pos.Status.Status.Terminal() {
+		w.settle(ctx, r, *pos.Status)
+		return
+	}
+	w.finish(ctx, r, protocol.Status{Status: protocol.StatusLost,
+		Reason: fmt.Sprintf("node %s sent no heartbeat for more than %v", rec.Node, 2*w.nodeGrace())})
+}
+
+// stopLostRunner ends the agent of a run that was declared lost while its
+// node was away: nobody will ever publish it again.
+func (w *Worker) stopLostRunner(runID string) {
+	if err := sandbox.Cancel(w.runDir(runID)); err == nil {
+		w.log.Warn().Str("run_id", runID).Msg("stopped the agent of a run declared lost while this node was away")
+	}
+}
