@@ -1,0 +1,88 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/consumer"
+	"github.com/batonhq/baton/internal/provision"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// TestOneJobPerFreeSlot: with two slots and six jobs, exactly two jobs are
+// delivered (and so have their AckWait running) until a slot frees; attach
+// jobs are taken even while every slot is busy.
+func TestOneJobPerFreeSlot(t *testing.T) {
+	s := testenv.RunServer(t)
+	nc, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	if _, err := provision.Ensure(ctx, js, names, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		msg := nats.NewMsg(names.RunJobSubject())
+		msg.Data = fmt.Appendf(nil, `{"runId":"r%d","profile":"demo"}`, i)
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := make(chan struct{})
+	var started, attached atomic.Int32
+	in := consumer.New(js, names, config.Default(), consumer.WithSelf("/bin/true"), consumer.WithFetchWait(200*time.Millisecond))
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = in.Run(runCtx, 2, "n1", consumer.Handlers{
+			Run: func(ctx context.Context, j consumer.Job) {
+				started.Add(1)
+				<-release
+				_ = j.Msg.Ack()
+			},
+			Attach: func(ctx context.Context, msg jetstream.Msg) {
+				attached.Add(1)
+				_ = msg.Ack()
+			},
+		})
+	})
+	time.Sleep(time.Second)
+	c, err := js.Consumer(ctx, names.JobsStream(), consumer.DurableName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started.Load() != 2 || info.NumAckPending != 2 || info.NumPending != 4 {
+		t.Fatalf("started %d, ack pending %d, pending %d; want 2, 2, 4", started.Load(), info.NumAckPending, info.NumPending)
+	}
+	// Slots are full; an attach job is still taken.
+	_ = nc.Publish(names.AttachJobSubject("n1"), []byte(`{"runId":"r0","reason":"handoff"}`))
+	deadline := time.Now().Add(5 * time.Second)
+	for attached.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if attached.Load() != 1 {
+		t.Fatal("attach job not taken while slots were full")
+	}
+	close(release)
+	for started.Load() < 6 && time.Now().Before(deadline.Add(10*time.Second)) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	if started.Load() != 6 {
+		t.Fatalf("%d jobs started", started.Load())
+	}
+}
