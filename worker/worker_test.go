@@ -22,8 +22,8 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
