@@ -352,7 +352,15 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 		context.AfterFunc(pubCtx, func() { t.Stop() })
 	})
 	defer stop()
-	publish := func(lines []journal.Line) error { return r.publish(pubCtx, lines) }
+	publish := func(lines []journal.Line) error {
+		// A lost lease stops publishing at once, not at the next idle check.
+		select {
+		case <-r.lease.Lost():
+			return r.lease.Err()
+		default:
+		}
+		return r.publish(pubCtx, lines)
+	}
 	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.rec.Nonce, publish, journal.WithCheck(checkEvery, check))
 	switch {
 	case res.Sentinel != nil:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,6 +44,11 @@ type harness struct {
 }
 
 type harnessOption func(*server.Options, *config.Config)
+
+// withStore runs the server on a fixed port and store, so it can restart.
+func withStore(dir string, port int) harnessOption {
+	return func(o *server.Options, _ *config.Config) { o.StoreDir, o.Port = dir, port }
+}
 
 func withMaxPayload(n int32) harnessOption {
 	return func(o *server.Options, _ *config.Config) { o.MaxPayload = n }
@@ -739,4 +745,34 @@ func TestLostNode(t *testing.T) {
 	if terminal != 1 {
 		t.Fatalf("%d terminal statuses", terminal)
 	}
+}
+
+// TestNATSOutageLongerThanLease stops the server for longer than the lease
+// TTL while a run goes on: the worker reconnects, its lease is gone, the
+// node's recovery re-attaches the run, and nothing is lost or doubled.
+func TestNATSOutageLongerThanLease(t *testing.T) {
+	dir, port := t.TempDir(), freePort(t)
+	h := newHarness(t, withStore(dir, port))
+	h.addWorker("w2")
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "800", "--rate", "100", "--seed", "8"}})
+	h.waitStatus(id, protocol.StatusStarted)
+	time.Sleep(time.Second)
+	h.s.Shutdown()
+	h.s.WaitForShutdown()
+	time.Sleep(2 * h.cfg.LeaseTTL) // the agent keeps writing its journal
+	testenv.RunServerIn(t, dir, port)
+	st := h.terminal(id)
+	if st.Status != protocol.StatusSucceeded {
+		t.Fatalf("terminal %+v", st)
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
