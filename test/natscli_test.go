@@ -1,0 +1,139 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/protocol"
+)
+
+var (
+	natsCLIOnce sync.Once
+	natsCLIPath string
+	natsCLIErr  error
+	natsCLIOut  []byte
+)
+
+// natsCLI is the `nats` command line tool (natscli), installed from the Go
+// module proxy when NATS_CLI_BIN does not name one.
+func natsCLI(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("NATS_CLI_BIN"); p != "" {
+		return p
+	}
+	natsCLIOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "natscli-")
+		if err != nil {
+			natsCLIErr = err
+			return
+		}
+		cmd := exec.Command("go", "install", "github.com/nats-io/natscli/nats@v0.5.0")
+		cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=")
+		natsCLIOut, natsCLIErr = cmd.CombinedOutput()
+		natsCLIPath = filepath.Join(dir, "nats")
+	})
+	if natsCLIErr != nil {
+		t.Fatalf("install the nats CLI (go install github.com/nats-io/natscli/nats@v0.5.0, or set NATS_CLI_BIN): %v\n%s", natsCLIErr, natsCLIOut)
+	}
+	return natsCLIPath
+}
+
+// TestReadmeProtocolWithNatsCLI submits a run with `nats pub` exactly in the
+// README's form and watches it with `nats sub`: every line of the journal
+// arrives, then one terminal status.
+func TestReadmeProtocolWithNatsCLI(t *testing.T) {
+	nats := natsCLI(t)
+	bin := testenv.BatonBinary(t)
+	s := testenv.RunServer(t)
+	dir := stateDir(t)
+	startWorker(t, bin, s.ClientURL(), dir, "cli")
+	_, js := testenv.Connect(t, s)
+	waitStream(t, js, protocol.MustNames("").JobsStream())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out syncBuffer
+	sub := exec.CommandContext(ctx, nats, "--server", s.ClientURL(), "sub", "--raw", "baton.runs.run-42.>")
+	sub.Stdout, sub.Stderr = &out, os.Stderr
+	if err := sub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Process.Kill(); _ = sub.Wait() }()
+	time.Sleep(300 * time.Millisecond) // let the subscription reach the server
+
+	pub := exec.CommandContext(ctx, nats, "--server", s.ClientURL(), "pub", "baton.jobs.run",
+		`{"runId":"run-42","profile":"demo","input":"hello"}`, "-H", "Nats-Msg-Id:run-42")
+	if b, err := pub.CombinedOutput(); err != nil {
+		t.Fatalf("nats pub: %v\n%s", err, b)
+	}
+
+	var lines []string
+	var statuses []string
+	for {
+		if ctx.Err() != nil {
+			t.Fatalf("no terminal status; statuses %v; output:\n%s", statuses, out.String())
+		}
+		lines = strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		statuses = statuses[:0]
+		done := false
+		for _, l := range lines {
+			if st, ok := asStatus(l, "run-42"); ok {
+				statuses = append(statuses, string(st.Status))
+				done = done || st.Status.Terminal()
+			}
+		}
+		if done {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if strings.Join(statuses, ",") != "started,succeeded" {
+		t.Fatalf("statuses %v", statuses)
+	}
+	var events bytes.Buffer
+	for _, l := range lines {
+		if _, ok := asStatus(l, "run-42"); !ok {
+			events.WriteString(l)
+			events.WriteByte('\n')
+		}
+	}
+	journal, err := os.ReadFile(filepath.Join(dir, "runs", "run-42", "journal.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(journal, events.Bytes()) || !isSentinelOnly(journal[events.Len():]) {
+		t.Fatalf("nats sub saw %d bytes of events; the journal has %d bytes before its sentinel:\n%s", events.Len(), len(journal), events.String())
+	}
+}
+
+// asStatus reports whether a line is a status message of runID.
+func asStatus(line, runID string) (protocol.Status, bool) {
+	st, err := protocol.ParseStatus([]byte(line))
+	return st, err == nil && st.RunID == runID && st.Status != ""
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer process and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
