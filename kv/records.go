@@ -37,6 +37,10 @@ type RunRecord struct {
 	Offset          int64             `msgpack:"offset"`
 	LastSeq         uint64            `msgpack:"lastSeq"`
 	Labels          map[string]string `msgpack:"labels,omitempty"`
+	// Retries and Job let a run lost with its node start again: Job is the
+	// job as submitted (JSON), kept only when Retries > 0.
+	Retries int    `msgpack:"retries,omitempty"`
+	Job     []byte `msgpack:"job,omitempty"`
 }
 
 // LeaseState tells whether a lease's holder still publishes the run.

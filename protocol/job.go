@@ -1,5 +1,7 @@
 package protocol
 
+import "fmt"
+
 // Job asks for a run. It arrives on RunJobSubject as JSON, or as msgpack when
 // the Content-Type header is ContentTypeMsgpack. Unknown fields are rejected.
 type Job struct {
@@ -20,4 +22,20 @@ type Job struct {
 	Files map[string]string `json:"files,omitempty" msgpack:"files,omitempty"`
 	// Labels are copied to the run record for the caller's bookkeeping.
 	Labels map[string]string `json:"labels,omitempty" msgpack:"labels,omitempty"`
+	// Retries is how many times a run lost with its node is started again,
+	// as a new run named "<runId>-a<attempt>" (at most MaxRetries).
+	Retries int `json:"retries,omitempty" msgpack:"retries,omitempty"`
 }
+
+// Retry limits and the labels a retried run carries.
+const (
+	MaxRetries      = 10
+	MaxRetriedRunID = 120
+	// LabelRetryOf names the first run of a retried job; LabelAttempt is
+	// the attempt number of a retry (2, 3, ...).
+	LabelRetryOf = "baton.retryOf"
+	LabelAttempt = "baton.attempt"
+)
+
+// RetryRunID names attempt n (n ≥ 2) of the run first named first.
+func RetryRunID(first string, n int) string { return fmt.Sprintf("%s-a%d", first, n) }

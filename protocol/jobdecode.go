@@ -81,7 +81,7 @@ func ValidEnvKey(k string) bool { return envKeyRE.MatchString(k) }
 func ValidProfileName(name string) bool { return profileNameRE.MatchString(name) }
 
 // jobFields are the job's field names, in the order errors list them.
-var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels"}
+var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries"}
 
 // DecodeJob decodes and validates a job. It is msgpack when contentType (a
 // Content-Type header value; parameters are ignored) is application/msgpack
@@ -164,6 +164,13 @@ func (j Job) Validate(lim Limits) error {
 		return jobErr(ErrBadRunID, "runId is missing")
 	case !ValidRunID(j.RunID):
 		return jobErr(ErrBadRunID, "runId %s must match [A-Za-z0-9_-]{1,128}", q(j.RunID))
+	}
+
+	if j.Retries < 0 || j.Retries > MaxRetries {
+		return jobErr(ErrInvalidJob, "field \"retries\" is %d; it must be between 0 and %d", j.Retries, MaxRetries)
+	}
+	if j.Retries > 0 && len(j.RunID) > MaxRetriedRunID {
+		return jobErr(ErrBadRunID, "runId %s is %d bytes; with retries it may have at most %d (a retry is named <runId>-a<attempt>)", q(j.RunID), len(j.RunID), MaxRetriedRunID)
 	}
 
 	switch {
@@ -343,6 +350,7 @@ type fieldReader interface {
 	strList(field string) ([]string, error)
 	strMap(field string) (map[string]string, error)
 	duration(field string) (Duration, error)
+	integer(field string) (int64, error)
 }
 
 // decodeField reads the value of key into j; seen catches duplicate keys.
@@ -372,6 +380,13 @@ func decodeField(r fieldReader, key string, seen map[string]bool, j *Job) error 
 		j.Files, err = r.strMap(key)
 	case "labels":
 		j.Labels, err = r.strMap(key)
+	case "retries":
+		var n int64
+		n, err = r.integer(key)
+		if err == nil && (n < 0 || n > MaxRetries) {
+			err = jobErr(ErrInvalidJob, "field \"retries\" is %d; it must be between 0 and %d", n, MaxRetries)
+		}
+		j.Retries = int(n)
 	}
 	return err
 }
@@ -567,6 +582,19 @@ func (r *jsonReader) strMap(field string) (map[string]string, error) {
 		}
 		out[key] = v
 	}
+}
+
+func (r *jsonReader) integer(field string) (int64, error) {
+	tok, err := r.token()
+	if err != nil || tok == nil {
+		return 0, err
+	}
+	if v, ok := tok.(json.Number); ok {
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	return 0, wrongType(field, "a whole number", jsonKind(tok))
 }
 
 func (r *jsonReader) duration(field string) (Duration, error) {
@@ -801,6 +829,33 @@ func (r *msgpackReader) strMap(field string) (map[string]string, error) {
 		out[key] = v
 	}
 	return out, nil
+}
+
+func (r *msgpackReader) integer(field string) (int64, error) {
+	if null, err := r.null(); err != nil || null {
+		return 0, err
+	}
+	c, _ := r.peek()
+	if !isNumberCode(c) {
+		return 0, wrongType(field, "a whole number", "another type")
+	}
+	v, err := r.dec.DecodeInterfaceLoose()
+	if err != nil {
+		return 0, r.fail(err)
+	}
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case uint64:
+		if x <= math.MaxInt64 {
+			return int64(x), nil
+		}
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return int64(x), nil
+		}
+	}
+	return 0, wrongType(field, "a whole number", "a number that is not one")
 }
 
 func (r *msgpackReader) duration(field string) (Duration, error) {

@@ -145,6 +145,11 @@ func TestDecodeJobRejects(t *testing.T) {
 		{"profile space", kv{"runId", "r1", "profile", "a b"}, big, protocol.ErrInvalidJob, `profile "a b" must match`},
 		{"profile bool", kv{"runId", "r1", "profile", true}, big, protocol.ErrMalformedJob, `field "profile" must be a string, not a boolean`},
 		{"unknown field", ok("prompt", "hi"), big, protocol.ErrUnknownField, `field "prompt" is not part of a job`},
+		{"retries negative", ok("retries", -1), big, protocol.ErrInvalidJob, `field "retries" is -1; it must be between 0 and 10`},
+		{"retries too many", ok("retries", 11), big, protocol.ErrInvalidJob, `field "retries" is 11`},
+		{"retries string", ok("retries", "2"), big, protocol.ErrMalformedJob, `field "retries" must be a whole number`},
+		{"retries fraction", ok("retries", 1.5), big, protocol.ErrMalformedJob, `field "retries" must be a whole number`},
+		{"retries with a long runId", kv{"runId", strings.Repeat("a", 121), "profile", "demo", "retries", 1}, big, protocol.ErrBadRunID, "with retries it may have at most 120"},
 		{"field name case", kv{"runID", "r1", "profile", "demo"}, big, protocol.ErrUnknownField, `field "runID"`},
 		{"input number", ok("input", 3), big, protocol.ErrMalformedJob, `field "input" must be a string, not a number`},
 		{"input too big", ok("input", strings.Repeat("x", protocol.DefaultMaxInput+1)), big, protocol.ErrOversize, `field "input" is 524289 bytes, limit 524288`},
@@ -372,6 +377,10 @@ func TestDecodeJobAccepts(t *testing.T) {
 		data     []byte
 		want     protocol.Job
 	}{
+		{"retries", "", []byte(`{"runId":"r","profile":"p","retries":2}`),
+			protocol.Job{RunID: "r", Profile: "p", Retries: 2}},
+		{"msgpack retries", "application/msgpack", msgpackOf(t, kv{"runId", "r", "profile", "p", "retries", uint8(3)}),
+			protocol.Job{RunID: "r", Profile: "p", Retries: 3}},
 		{"timeout in seconds", "", []byte(`{"runId":"r","profile":"p","timeout":90}`),
 			protocol.Job{RunID: "r", Profile: "p", Timeout: protocol.Duration(90 * time.Second)}},
 		{"fractional seconds", "", []byte(`{"runId":"r","profile":"p","timeout":1.5}`),

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
@@ -145,8 +149,52 @@ func (w *Worker) markLost(ctx context.Context, runID string, rec kv.RunRecord) {
 		w.settle(ctx, r, *pos.Status)
 		return
 	}
-	w.finish(ctx, r, protocol.Status{Status: protocol.StatusLost,
-		Reason: fmt.Sprintf("node %s sent no heartbeat for more than %v", rec.Node, 2*w.nodeGrace())})
+	reason := fmt.Sprintf("node %s sent no heartbeat for more than %v", rec.Node, 2*w.nodeGrace())
+	// The retry is submitted before the terminal status: if this worker
+	// dies in between, the next reaper submits it again under the same
+	// Msg-Id, so a retry is never lost nor doubled.
+	if retryID, err := w.retry(ctx, rec); err != nil {
+		log.Error().Err(err).Msg("submit retry of lost run")
+		l.Stop()
+		return
+	} else if retryID != "" {
+		reason += "; retried as run " + retryID
+	}
+	w.finish(ctx, r, protocol.Status{Status: protocol.StatusLost, Reason: reason})
+}
+
+// retry submits the next attempt of a lost run when its job allows one,
+// and returns its runId ("" when no attempt is left).
+func (w *Worker) retry(ctx context.Context, rec kv.RunRecord) (string, error) {
+	if rec.Retries == 0 || rec.Attempt > rec.Retries || len(rec.Job) == 0 {
+		return "", nil
+	}
+	job, err := protocol.DecodeJob(rec.Job, protocol.ContentTypeJSON, w.cfg.Limits())
+	if err != nil {
+		return "", fmt.Errorf("kept job of run %s: %w", rec.RunID, err)
+	}
+	first := rec.RunID
+	if f := rec.Labels[protocol.LabelRetryOf]; f != "" {
+		first = f
+	}
+	job.RunID = protocol.RetryRunID(first, rec.Attempt+1)
+	job.Labels = maps.Clone(job.Labels)
+	if job.Labels == nil {
+		job.Labels = map[string]string{}
+	}
+	job.Labels[protocol.LabelRetryOf] = first
+	job.Labels[protocol.LabelAttempt] = strconv.Itoa(rec.Attempt + 1)
+	b, err := protocol.EncodeJob(job)
+	if err != nil {
+		return "", err
+	}
+	msg := nats.NewMsg(w.names.RunJobSubject())
+	msg.Data = b
+	msg.Header.Set(nats.MsgIdHdr, job.RunID)
+	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
+		return "", err
+	}
+	return job.RunID, nil
 }
 
 // stopLostRunner ends the agent of a run that was declared lost while its

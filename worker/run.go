@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +24,10 @@ import (
 
 // errRunnerGone: the runner no longer holds its lock and left no sentinel.
 var errRunnerGone = errors.New("runner exited without writing the exit sentinel")
+
+// maxKeptJob bounds a job kept in its run record for retries, so the record
+// stays well under the server's max payload.
+const maxKeptJob = 256 << 10
 
 // checkEvery is how often an idle follower checks the lease and the runner.
 const checkEvery = 250 * time.Millisecond
@@ -99,6 +104,18 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		RunID: job.RunID, State: kv.RunStarting, Node: w.node, Worker: w.id,
 		Profile: inv.Profile, Attempt: 1, Nonce: journal.NewNonce(),
 		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
+	}
+	if n, err := strconv.Atoi(job.Labels[protocol.LabelAttempt]); err == nil && n > 1 {
+		rec.Attempt = n
+	}
+	if job.Retries > 0 {
+		// Kept whole so a retry runs exactly the same job; a job too large
+		// to keep beside its record is run without retries.
+		if b, err := protocol.EncodeJob(job); err == nil && len(b) <= maxKeptJob {
+			rec.Retries, rec.Job = job.Retries, b
+		} else {
+			log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
+		}
 	}
 	if _, err := w.runs.Create(ctx, job.RunID, rec); err != nil {
 		if !errors.Is(err, kv.ErrExists) {

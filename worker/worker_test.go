@@ -722,7 +722,7 @@ func TestLostNode(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- gone.Run(ctx) }()
 	<-gone.Ready()
-	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--duration", "40s", "--rate", "5"}})
+	h.submit(map[string]any{"runId": id, "profile": "fake", "retries": 1, "args": []string{"--duration", "40s", "--rate", "5"}})
 	h.waitStatus(id, protocol.StatusStarted)
 	cancel()
 	<-done
@@ -744,6 +744,20 @@ func TestLostNode(t *testing.T) {
 	}
 	if terminal != 1 {
 		t.Fatalf("%d terminal statuses", terminal)
+	}
+	// The job allowed one retry: it runs again as a new run on a live node.
+	retry := id + "-a2"
+	if !strings.Contains(last.Reason, "retried as run "+retry) {
+		t.Fatalf("lost status does not name the retry: %q", last.Reason)
+	}
+	h.waitStatus(retry, protocol.StatusStarted)
+	_ = sandbox.Cancel(journal.Dir(filepath.Join(h.stateDir, "runs", retry)))
+	if st := h.terminal(retry); st.Status != protocol.StatusCancelled {
+		t.Fatalf("retry ended %+v", st)
+	}
+	rec := h.record(retry)
+	if rec.Attempt != 2 || rec.Labels[protocol.LabelRetryOf] != id || rec.Node != "n1" {
+		t.Fatalf("retry record %+v", rec)
 	}
 }
 
