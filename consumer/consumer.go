@@ -32,14 +32,15 @@ type Dispatch func(ctx context.Context, j Job)
 
 // Intake pulls jobs, one per free slot.
 type Intake struct {
-	js      jetstream.JetStream
-	names   protocol.Names
-	cfg     *config.Config
-	self    string
-	limits  protocol.Limits
-	log     zerolog.Logger
-	ackWait time.Duration
-	maxWait time.Duration
+	js       jetstream.JetStream
+	names    protocol.Names
+	cfg      *config.Config
+	self     string
+	limits   protocol.Limits
+	log      zerolog.Logger
+	ackWait  time.Duration
+	maxWait  time.Duration
+	onReject func(protocol.Reason)
 }
 
 // Option configures an Intake.
@@ -50,6 +51,9 @@ func WithLogger(l zerolog.Logger) Option { return func(in *Intake) { in.log = l 
 
 // WithSelf is the baton binary path that replaces "{baton}" in profiles.
 func WithSelf(path string) Option { return func(in *Intake) { in.self = path } }
+
+// WithOnReject is called with the reason of every job moved to the DLQ.
+func WithOnReject(f func(protocol.Reason)) Option { return func(in *Intake) { in.onReject = f } }
 
 // WithAckWait sets the consumer's AckWait (default 60s).
 func WithAckWait(d time.Duration) Option { return func(in *Intake) { in.ackWait = d } }
@@ -284,6 +288,9 @@ func (in *Intake) Reject(ctx context.Context, msg jetstream.Msg, err error) {
 		return
 	}
 	log.Warn().Err(err).Msg("job rejected to the DLQ")
+	if in.onReject != nil {
+		in.onReject(reason)
+	}
 	// Ack, not Term: on a WorkQueue stream an ack is what removes the job.
 	if aerr := msg.DoubleAck(pctx); aerr != nil {
 		log.Warn().Err(aerr).Msg("ack rejected job")

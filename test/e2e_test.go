@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,7 +72,8 @@ func TestSubmitWatchWithWorkerProcess(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startWorker(t, bin, s.ClientURL(), dir, "e2e", "--config", cfg)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startWorker(t, bin, s.ClientURL(), dir, "e2e", "--config", cfg, "--metrics-addr", metricsAddr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -105,7 +108,6 @@ func TestSubmitWatchWithWorkerProcess(t *testing.T) {
 	// The same run through the raw protocol: every line of the journal is on
 	// the chain, then one terminal status.
 	nc, js := testenv.Connect(t, s)
-	_ = nc
 	names := protocol.MustNames("")
 	cons, err := js.OrderedConsumer(ctx, names.EventsStream(), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{names.RunFilter("e2e-ok")},
@@ -139,6 +141,23 @@ func TestSubmitWatchWithWorkerProcess(t *testing.T) {
 	}
 	if !bytes.Contains(lines.Bytes(), []byte("hello from e2e")) {
 		t.Fatalf("the agent did not get its input: %s", lines.String())
+	}
+
+	// Operators see the runs in the worker's metrics and micro service.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`baton_runs_finished_total{status="succeeded"} 1`, `baton_runs_finished_total{status="failed"} 1`, "baton_runs_started_total 2", "baton_lines_published_total "} {
+		if !bytes.Contains(body, []byte(want)) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	reply, err := nc.Request("$SRV.INFO.baton-worker", nil, 2*time.Second)
+	if err != nil || !bytes.Contains(reply.Data, []byte(`"node":"e2e"`)) {
+		t.Fatalf("micro service info: %v %s", err, replyData(reply))
 	}
 }
 

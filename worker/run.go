@@ -200,6 +200,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	if err := msg.DoubleAck(ctx); err != nil {
 		r.log.Warn().Err(err).Msg("ack job")
 	}
+	w.metrics.runsStarted.Inc()
 	r.log.Info().Strs("argv", inv.Argv).Msg("run started")
 	return r
 }
@@ -290,6 +291,7 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		}
 	}
 	done()
+	w.metrics.runsAttached.WithLabelValues(aj.Reason).Inc()
 	r.log.Info().Int64("offset", r.offset).Msg("run attached")
 	return r
 }
@@ -376,7 +378,14 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 			return r.lease.Err()
 		default:
 		}
-		return r.publish(pubCtx, lines)
+		if err := r.publish(pubCtx, lines); err != nil {
+			return err
+		}
+		w.metrics.linesOut.Add(float64(len(lines)))
+		for _, l := range lines {
+			w.metrics.bytesOut.Add(float64(l.End - l.Start))
+		}
+		return nil
 	}
 	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.rec.Nonce, publish, journal.WithCheck(checkEvery, check))
 	switch {
@@ -389,6 +398,7 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 	default:
 		r.log.Warn().Err(err).Int64("offset", r.offset).Msg("stopped publishing run; the agent keeps running")
 		r.lease.Stop()
+		w.metrics.runsDropped.WithLabelValues(dropCause(err)).Inc()
 	}
 }
 
@@ -431,6 +441,7 @@ func (w *Worker) handoff(r *run) {
 		r.log.Warn().Err(err).Msg("publish attach job; the node's recovery scan will re-attach the run")
 		return
 	}
+	w.metrics.runsHandedOff.Inc()
 	r.log.Info().Int64("offset", r.offset).Msg("run handed off")
 }
 
@@ -458,6 +469,7 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 		return
 	}
 	w.settle(fctx, r, full)
+	w.metrics.runsFinished.WithLabelValues(string(full.Status)).Inc()
 	ev := r.log.Info()
 	if full.Status != protocol.StatusSucceeded {
 		ev = r.log.Warn()
@@ -533,6 +545,19 @@ func sentinelStatus(s journal.Sentinel) protocol.Status {
 		}
 	}
 	return st
+}
+
+// dropCause names why a run stopped being published, for metrics.
+func dropCause(err error) string {
+	switch {
+	case errors.Is(err, lease.ErrLost):
+		return "lease_lost"
+	case errors.Is(err, publisher.ErrFenced):
+		return "fenced"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "shutdown"
+	}
+	return "error"
 }
 
 func exists(path string) bool {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -42,6 +43,8 @@ type Worker struct {
 	log      zerolog.Logger
 	grace    time.Duration
 	ackWait  time.Duration
+	reg      prometheus.Registerer
+	metrics  *metrics
 	ready    chan struct{}
 
 	intake *consumer.Intake
@@ -71,6 +74,9 @@ func WithBinary(path string) Option { return func(w *Worker) { w.binary = path }
 
 // WithLogger sets the logger.
 func WithLogger(l zerolog.Logger) Option { return func(w *Worker) { w.log = l } }
+
+// WithMetrics registers the worker's Prometheus series with reg.
+func WithMetrics(reg prometheus.Registerer) Option { return func(w *Worker) { w.reg = reg } }
 
 // WithAckWait sets the jobs consumers' AckWait (default 60s): how long a job
 // taken by a worker that died waits before another worker gets it.
@@ -120,6 +126,7 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		}
 	}
 	w.log = w.log.With().Str("worker", w.id).Str("node", w.node).Logger()
+	w.metrics = newMetrics(w.reg, w)
 	return w, nil
 }
 
@@ -147,13 +154,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
 	w.intake = consumer.New(w.js, w.names, w.cfg,
 		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
-		consumer.WithAckWait(w.ackWait))
+		consumer.WithAckWait(w.ackWait),
+		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }))
 
 	var bg sync.WaitGroup
 	bg.Go(func() { w.heartbeat(ctx) })
 	bg.Go(func() { w.watchCancels(ctx) })
 	bg.Go(func() { w.recoverLoop(ctx) })
 	bg.Go(func() { w.reapLoop(ctx) })
+	bg.Go(func() {
+		if err := w.serve(ctx); err != nil {
+			w.log.Warn().Err(err).Msg("micro service")
+		}
+	})
 	defer bg.Wait()
 
 	w.log.Info().Str("state_dir", w.stateDir).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -23,6 +28,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		embeddedPort int
 		grace        time.Duration
 		ackWait      time.Duration
+		metricsAddr  string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -63,8 +69,18 @@ Stopping the worker never stops an agent.`,
 				url = s.ClientURL()
 				log.Info().Str("url", url).Msg("embedded NATS server started")
 			}
-			return runWorker(cmd.Context(), log, cfg, url, node, g.stateDir,
-				worker.WithGrace(grace), worker.WithAckWait(ackWait))
+			opts := []worker.Option{worker.WithGrace(grace), worker.WithAckWait(ackWait)}
+			if metricsAddr != "" {
+				reg := prometheus.NewRegistry()
+				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+				stop, err := serveMetrics(metricsAddr, reg, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				opts = append(opts, worker.WithMetrics(reg))
+			}
+			return runWorker(cmd.Context(), log, cfg, url, node, g.stateDir, opts...)
 		},
 	}
 	lf.register(cmd.Flags())
@@ -72,6 +88,7 @@ Stopping the worker never stops an agent.`,
 	cmd.Flags().BoolVar(&embedded, "embedded", false, "start an in-process NATS server with JetStream under the state dir")
 	cmd.Flags().IntVar(&embeddedPort, "embedded-port", 4222, "port of the embedded NATS server on 127.0.0.1")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM, how long hand-off of the held runs may take")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9464); off when empty")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 60*time.Second, "AckWait of the jobs consumers: how soon a job taken by a dead worker is redelivered")
 	return cmd
 }
@@ -103,4 +120,22 @@ func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url,
 		return nil
 	}
 	return err
+}
+
+// serveMetrics serves reg on addr until stop is called.
+func serveMetrics(addr string, reg *prometheus.Registry, log zerolog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("metrics server")
+		}
+	}()
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving metrics")
+	return func() { _ = srv.Close() }, nil
 }

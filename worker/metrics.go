@@ -1,0 +1,53 @@
+package worker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the worker's Prometheus series. Every series is per worker
+// process; a fleet is summed by the scraper.
+type metrics struct {
+	runsStarted   prometheus.Counter
+	runsAttached  *prometheus.CounterVec // by reason: handoff, recover
+	runsFinished  *prometheus.CounterVec // by terminal status
+	runsHandedOff prometheus.Counter
+	runsDropped   *prometheus.CounterVec // runs this worker stopped publishing, by cause
+	linesOut      prometheus.Counter
+	bytesOut      prometheus.Counter
+	rejected      *prometheus.CounterVec // jobs sent to the DLQ, by reason
+	active        prometheus.GaugeFunc
+}
+
+func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
+	m := &metrics{
+		runsStarted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_runs_started_total", Help: "Runs this worker started."}),
+		runsAttached: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_runs_attached_total", Help: "Runs this worker took over, by attach reason."}, []string{"reason"}),
+		runsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_runs_finished_total", Help: "Terminal statuses this worker published, by status."}, []string{"status"}),
+		runsHandedOff: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_runs_handed_off_total", Help: "Runs this worker handed off while stopping."}),
+		runsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_runs_dropped_total", Help: "Runs this worker stopped publishing without finishing or handing them off (lease lost, fenced, errors); their node's recovery re-attaches them."}, []string{"cause"}),
+		linesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_lines_published_total", Help: "Journal lines published on run chains."}),
+		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_line_bytes_published_total", Help: "Bytes of journal lines published on run chains."}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_jobs_rejected_total", Help: "Jobs moved to the DLQ, by reason."}, []string{"reason"}),
+		active: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "baton_runs_active", Help: "Runs this worker holds now."}, func() float64 { return float64(w.activeCount()) }),
+	}
+	if reg != nil {
+		reg.MustRegister(m.runsStarted, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
+			m.linesOut, m.bytesOut, m.rejected, m.active)
+	}
+	return m
+}
+
+func (w *Worker) activeCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.active)
+}

@@ -1,0 +1,72 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+
+	"github.com/nats-io/nats.go/micro"
+)
+
+// ServiceName is the NATS micro service every worker registers, so
+// `nats micro ls` and `nats micro info baton-worker` list the fleet.
+const ServiceName = "baton-worker"
+
+// RunInfo describes a run a worker holds, as its status endpoint reports.
+type RunInfo struct {
+	RunID   string `json:"runId"`
+	Epoch   uint64 `json:"epoch"`
+	LastSeq uint64 `json:"lastSeq"`
+}
+
+// StatusInfo is the reply of a worker's status endpoint.
+type StatusInfo struct {
+	Worker      string    `json:"worker"`
+	Node        string    `json:"node"`
+	Version     string    `json:"version"`
+	Concurrency int       `json:"concurrency"`
+	Runs        []RunInfo `json:"runs"`
+}
+
+// serve registers the micro service until ctx ends. Its "status" endpoint,
+// on <prefix>.worker.<id>.status, answers with StatusInfo.
+func (w *Worker) serve(ctx context.Context) error {
+	svc, err := micro.AddService(w.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     serviceVersion(),
+		Description: "baton worker: durable sandboxed agent runs",
+		Metadata:    map[string]string{"node": w.node, "worker": w.id},
+	})
+	if err != nil {
+		return err
+	}
+	g := svc.AddGroup(w.names.Prefix() + ".worker." + w.id)
+	if err := g.AddEndpoint("status", micro.HandlerFunc(func(req micro.Request) {
+		b, _ := json.Marshal(w.statusInfo())
+		_ = req.Respond(b)
+	})); err != nil {
+		_ = svc.Stop()
+		return err
+	}
+	<-ctx.Done()
+	return svc.Stop()
+}
+
+func (w *Worker) statusInfo() StatusInfo {
+	w.mu.Lock()
+	runs := make([]RunInfo, 0, len(w.active))
+	for id, r := range w.active {
+		runs = append(runs, RunInfo{RunID: id, Epoch: r.lease.Epoch(), LastSeq: r.chain.LastSeq()})
+	}
+	w.mu.Unlock()
+	sort.Slice(runs, func(i, j int) bool { return runs[i].RunID < runs[j].RunID })
+	return StatusInfo{Worker: w.id, Node: w.node, Version: Version, Concurrency: w.cfg.Concurrency, Runs: runs}
+}
+
+// serviceVersion is Version when it is semver, as micro requires.
+func serviceVersion() string {
+	if Version == "dev" {
+		return "0.0.0-dev"
+	}
+	return Version
+}
