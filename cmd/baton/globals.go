@@ -28,7 +28,7 @@ func (g *globals) register(fs *pflag.FlagSet) {
 	if def == "" {
 		def = "nats://127.0.0.1:4222"
 	}
-	fs.StringVar(&g.natsURL, "nats", def, "NATS server URL (default $NATS_URL)")
+	fs.StringVar(&g.natsURL, "nats", def, "NATS server URL, or several separated by commas ($NATS_URL sets the default)")
 	fs.StringVar(&g.configFile, "config", "", "configuration file (YAML or JSON)")
 	fs.StringVar(&g.stateDir, "state-dir", defaultStateDir(), "directory holding run journals and embedded NATS data")
 	fs.StringVar(&g.node, "node", "", "node id (default: the host name)")
