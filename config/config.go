@@ -20,6 +20,10 @@ type Config struct {
 	MaxJobBytes int `yaml:"maxJobBytes"`
 	// SandboxUID is the host uid a root worker runs sandboxes as (default 65534).
 	SandboxUID int `yaml:"sandboxUID"`
+	// CgroupParent is a delegated cgroup v2 directory under which each run
+	// gets a cgroup of its own for the profiles' memory, pids and cpu
+	// limits (default: none, so profiles that set memory or cpus cannot run).
+	CgroupParent string `yaml:"cgroupParent"`
 	// Profiles by name; the built-in "demo" profile is always present unless
 	// the file defines its own.
 	Profiles map[string]Profile `yaml:"profiles"`
@@ -42,13 +46,28 @@ type Profile struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// Network is the run's network policy.
 	Network Network `yaml:"network"`
+	// Mounts are host paths bound into the sandbox, read-only unless
+	// marked writable.
+	Mounts []Mount `yaml:"mounts"`
+	// Limits bound the run's resources.
+	Limits Limits `yaml:"limits"`
+	// AgentUID and AgentGID are the agent's ids inside the sandbox (0: the
+	// default, 1000; the agent is never root inside).
+	AgentUID int `yaml:"agentUID"`
+	AgentGID int `yaml:"agentGID"`
 }
 
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is
-// the scalar `none` or a mapping `{allow: [api.example.com, .example.org]}`.
+// the scalar `none` or a mapping
+// `{allow: [api.example.com, .example.org, 10.20.0.0/16], hosts: {...}}`.
 type Network struct {
-	// Allow lists host names the agent may reach, lower-cased; an entry
-	// with a leading dot (".example.org") allows every name under it.
-	// Empty means none.
+	// Allow lists what the agent may reach, lower-cased: host names, an
+	// entry with a leading dot (".example.org") for every name under it,
+	// and CIDR prefixes ("10.20.0.0/16") of private or link-local
+	// addresses the agent may reach although they are not public. Empty
+	// means none.
 	Allow []string `yaml:"allow" json:"allow,omitempty"`
+	// Hosts pins allowed names to addresses, as /etc/hosts would, for
+	// names the resolver does not know (a test host, an internal service).
+	Hosts map[string]string `yaml:"hosts" json:"hosts,omitempty"`
 }

@@ -25,6 +25,10 @@ func FuzzParseConfig(f *testing.F) {
 		"profiles:\n  x: &p {command: [a], timeout: 5m}\n  y: *p\n",
 		"profiles:\n  x:\n    command: [a]\n    network: &n {allow: [a.com]}\n  y:\n    command: [b]\n    network: *n\n",
 		"{\"prefix\": \"j\", \"profiles\": {\"x\": {\"command\": [\"a\"]}}}",
+		"profiles:\n  x:\n    command: [a]\n    network: {allow: [t.internal, 10.0.0.0/30], hosts: {t.internal: 10.0.0.2}}\n",
+		"profiles:\n  x:\n    command: [a]\n    mounts: [/opt, {source: /srv, target: /data, writable: true}]\n",
+		"profiles:\n  x:\n    command: [a]\n    limits: {pids: 9, memory: 1GiB, cpus: 0.5, tmp: 8MiB, rlimits: {nofile: 64, as: unlimited}}\n",
+		"cgroupParent: /sys/fs/cgroup/x\nprofiles:\n  x:\n    command: [a]\n    agentUID: 7\n",
 		"a: &a [*a]\n", "prefix: a\n---\nprefix: b\n", "- 1\n", "!!binary aGk=",
 	} {
 		f.Add([]byte(s))

@@ -166,6 +166,8 @@ func typeKeys(goType string) (where, keys string) {
 		where, t = "the configuration", reflect.TypeFor[Config]()
 	case "config.Profile":
 		where, t = "a profile", reflect.TypeFor[Profile]()
+	case "config.Limits":
+		where, t = "limits", reflect.TypeFor[Limits]()
 	default:
 		return goType, "?"
 	}
@@ -196,6 +198,14 @@ func typeWant(goType string) string {
 		return "a mapping of configuration keys"
 	case "config.Profile":
 		return "a profile (a mapping with command, env, ...)"
+	case "[]config.Mount":
+		return "a list of mounts"
+	case "config.Limits":
+		return "a mapping of limits (pids, memory, cpus, tmp, rlimits)"
+	case "config.Rlimits":
+		return "a mapping of rlimit names to values"
+	case "float64":
+		return "a number"
 	}
 	return goType
 }

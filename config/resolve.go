@@ -30,6 +30,12 @@ type Invocation struct {
 	Files   map[string]string
 	Timeout time.Duration
 	Network Network
+	// Mounts, Limits, AgentUID and AgentGID are the profile's, for the
+	// sandbox.
+	Mounts   []Mount
+	Limits   Limits
+	AgentUID int
+	AgentGID int
 }
 
 // Limits are the job limits this configuration sets.
@@ -92,13 +98,17 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	}
 
 	return Invocation{
-		Profile: job.Profile,
-		Argv:    argv,
-		Env:     envv,
-		Input:   []byte(job.Input),
-		Files:   maps.Clone(job.Files),
-		Timeout: timeout,
-		Network: Network{Allow: slices.Clone(p.Network.Allow)},
+		Profile:  job.Profile,
+		Argv:     argv,
+		Env:      envv,
+		Input:    []byte(job.Input),
+		Files:    maps.Clone(job.Files),
+		Timeout:  timeout,
+		Network:  Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
+		Mounts:   slices.Clone(p.Mounts),
+		Limits:   Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Rlimits: maps.Clone(p.Limits.Rlimits)},
+		AgentUID: p.AgentUID,
+		AgentGID: p.AgentGID,
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ const (
 	minLeaseTTL    = time.Second
 	minEventsAge   = time.Minute
 	minJobBytes    = 1 << 10
-	maxJobBytes    = 64 << 20 // NATS's largest max_payload
+	maxJobBytes    = 64 << 20  // NATS's largest max_payload
+	maxID          = 1<<32 - 2 // the largest id a user namespace maps
 )
 
 // Validate reports every problem of c, joined; each starts with the path of
@@ -46,10 +48,13 @@ func (c *Config) Validate() error {
 	if c.MaxJobBytes < minJobBytes || c.MaxJobBytes > maxJobBytes {
 		bad("maxJobBytes", "%d is out of range %d..%d", c.MaxJobBytes, minJobBytes, maxJobBytes)
 	}
+	if c.CgroupParent != "" && (!filepath.IsAbs(c.CgroupParent) || filepath.Clean(c.CgroupParent) != c.CgroupParent) {
+		bad("cgroupParent", "%q must be an absolute, clean path (a cgroup v2 directory)", c.CgroupParent)
+	}
 	switch {
 	case c.SandboxUID == 0:
 		bad("sandboxUID", "0 would run agents as root; use an unprivileged uid such as %d", DefaultSandboxUID)
-	case c.SandboxUID < 0 || c.SandboxUID > 1<<32-2:
+	case c.SandboxUID < 0 || c.SandboxUID > maxID:
 		bad("sandboxUID", "%d is not a uid", c.SandboxUID)
 	}
 
@@ -90,13 +95,39 @@ func (c *Config) Validate() error {
 		if p.Timeout < 0 {
 			bad(at+".timeout", "%s must not be negative", p.Timeout)
 		}
-		for i, h := range p.Network.Allow {
-			if why := checkHost(h); why != "" {
-				bad(fmt.Sprintf("%s.network.allow[%d]", at, i), "%s", why)
+		if err := p.Network.Validate(); err != nil {
+			for _, e := range splitJoined(err) {
+				errs = append(errs, fmt.Errorf("%s.network.%w", at, e))
+			}
+		}
+		for i, m := range p.Mounts {
+			if err := m.Validate(); err != nil {
+				bad(fmt.Sprintf("%s.mounts[%d]", at, i), "%v", err)
+			}
+		}
+		if err := p.Limits.Validate(); err != nil {
+			for _, e := range splitJoined(err) {
+				errs = append(errs, fmt.Errorf("%s.limits.%w", at, e))
+			}
+		}
+		for _, id := range []struct {
+			key string
+			v   int
+		}{{"agentUID", p.AgentUID}, {"agentGID", p.AgentGID}} {
+			if id.v < 0 || id.v > maxID {
+				bad(at+"."+id.key, "%d is not an id", id.v)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// splitJoined undoes errors.Join, so each problem gets its key's path.
+func splitJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func profileNames(m map[string]Profile) []string {

@@ -401,7 +401,7 @@ func TestDuration(t *testing.T) {
 		switch {
 		case rate > 0 && n != 31: // lines due at 0, 10, ..., 290ms, then the result
 			t.Errorf("rate %v: %d lines in %v, want 31", rate, n, d)
-		case rate == 0 && n < 1000:
+		case rate == 0 && n < 100: // thousands when idle; the race detector on a loaded CI machine gets a few hundred
 			t.Errorf("rate 0: only %d lines in %v", n, d)
 		}
 	}

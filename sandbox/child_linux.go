@@ -1,59 +1,67 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/journal"
 )
 
 // sandboxHostname is the agent's host name.
 const sandboxHostname = "baton"
 
-// AgentUID and AgentGID are the agent's ids inside the sandbox. The agent
-// runs in a user namespace of its own, nested in the sandbox's, where it
-// is this unprivileged id (mapped to the sandbox's 0, which is the sandbox
-// uid on the host): it holds no capability in the sandbox's namespace, so
-// it cannot unmount what hides the run directories, nor ptrace its init or
-// open the init's descriptors (the status pipe) through /proc/1/fd; and it
-// is not root, which some agent CLIs refuse to run as.
+// Descriptors of the exec stage.
 const (
-	AgentUID = 1000
-	AgentGID = 1000
+	fdExecSpec = 3 // its spec (a sealed memfd)
+	fdExecErr  = 4 // why it could not exec the agent; closed by a good exec
 )
 
 // RunInnerChild is `baton runner-inner-child --spec PATH`, pid 1 of the
 // sandbox's pid namespace and uid 0 of its user namespace (the sandbox
-// uid on the host). Its spec (PATH is its fd 4) holds no nonce. It makes
-// its mounts private, covers the node's run directories with a tmpfs
-// that shows only the workspace, mounts a /proc of its own pid
-// namespace, brings loopback up, names the host "baton", and runs the
-// agent in the workspace, in its own process group and user namespace
-// (as AgentUID), with stdio inherited and no other descriptor. As init it
-// reaps every orphan and forwards SIGTERM and SIGINT to the agent's
-// process group. When the agent ends it writes the agent's status on fd 3
-// and exits, which kills whatever is left in the namespace. Cancelling
-// ctx acts as SIGTERM.
+// uid on the host); PATH is its spec (fd 4), which holds no nonce. It
+// builds the agent's root on a tmpfs: the system directories bound
+// read-only, a generated /etc with the host's CA certificates, a minimal
+// /dev with a devpts of its own, a /proc of its pid namespace with the
+// kernel's knobs read-only and host internals masked, a private /tmp, the
+// workspace read-write, the profile's mounts, and the baton binary when
+// the agent is baton; it pivots into it, detaches the host's root and
+// makes / read-only. It then starts the agent through the exec stage
+// (`runner-exec`) in the workspace, in its own process group and user
+// namespace as the agent uid, with stdio inherited and no other
+// descriptor. As init it reaps every orphan and passes runner-inner's
+// stop requests (fd 6) to the agent's process group; it takes no signal
+// but SIGCHLD, so the agent, which shares its host uid, cannot stop it.
+// When the agent ends it writes the agent's status on fd 3 and exits,
+// which kills whatever is left in the namespace. Cancelling ctx acts as a
+// stop request.
 func RunInnerChild(ctx context.Context, specPath string) error {
 	report := os.NewFile(fdStatus, "status")
-	// The agent inherits stdio only: not the status pipe, the spec or the
-	// state file.
+	// The agent inherits stdio only: not the status pipe, the spec, the
+	// state file or the control pipe.
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("runner-inner-child: mark descriptors close-on-exec: %w", err)
 	}
-	// Subscribed first, so no stop request or SIGCHLD is missed: pid 1
-	// gets only the signals it handles.
+	// Init of a pid namespace gets, from inside it, only the signals it
+	// handles: ignoring all but SIGCHLD leaves the agent nothing to send.
+	signal.Ignore()
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT)
+	signal.Notify(sigs, unix.SIGCHLD)
 	defer signal.Stop(sigs)
 	st := stateOn(os.NewFile(fdState, "state"), "inner-child")
 	defer st.close()
-	res := runChild(ctx, specPath, st, sigs)
+	stops := readStops(os.NewFile(fdControl, "control"))
+	res := runChild(ctx, specPath, st, sigs, stops)
 	st.ok("report", fmt.Sprintf("exit %d signal %q", res.Exit, res.Signal))
 	if _, err := report.Write(res.line()); err != nil {
 		return fmt.Errorf("runner-inner-child: report status: %w", err)
@@ -61,7 +69,22 @@ func RunInnerChild(ctx context.Context, specPath string) error {
 	return nil
 }
 
-func runChild(ctx context.Context, specPath string, st *state, sigs <-chan os.Signal) chainStatus {
+// readStops delivers the signals runner-inner asks to send the agent.
+func readStops(ctl *os.File) <-chan syscall.Signal {
+	ch := make(chan syscall.Signal, 4)
+	go func() {
+		defer ctl.Close()
+		sc := bufio.NewScanner(io.LimitReader(ctl, 1<<20))
+		for sc.Scan() {
+			if sig, ok := signalNumber(sc.Text()); ok && (sig == unix.SIGTERM || sig == unix.SIGINT) {
+				ch <- sig
+			}
+		}
+	}()
+	return ch
+}
+
+func runChild(ctx context.Context, specPath string, st *state, sigs <-chan os.Signal, stops <-chan syscall.Signal) chainStatus {
 	b, err := readBounded(specPath)
 	if err != nil {
 		return setupFailed(st, "spec", err)
@@ -70,30 +93,39 @@ func runChild(ctx context.Context, specPath string, st *state, sigs <-chan os.Si
 	if err != nil {
 		return setupFailed(st, "spec", err)
 	}
-	steps := []struct {
-		phase string
-		do    func() (string, error)
-	}{
-		{"mount-private", func() (string, error) {
-			// Nothing mounted here propagates to the host.
-			return "", unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
-		}},
-		{"hide-run-dirs", func() (string, error) { return exposeWorkspace(spec.RunDir) }},
-		{"mount-proc", func() (string, error) {
-			// /proc of this pid namespace: the agent sees no host process.
-			return "", unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
-		}},
-		{"loopback-up", func() (string, error) { return "", loopbackUp() }},
-		{"hostname", func() (string, error) { return sandboxHostname, unix.Sethostname([]byte(sandboxHostname)) }},
+	// The exec stage is this binary; keep it for after the pivot.
+	exe, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return setupFailed(st, "binary", err)
 	}
-	for _, s := range steps {
-		detail, err := s.do()
+	defer exe.Close()
+	workspace := journal.Dir(spec.RunDir).Workspace()
+	var failed *chainStatus
+	step := func(phase string, do func() (string, error)) error {
+		detail, err := do()
 		if err != nil {
-			return setupFailed(st, s.phase, err)
+			res := setupFailed(st, phase, err)
+			failed = &res
+			return err
 		}
-		st.ok(s.phase, detail)
+		st.ok(phase, detail)
+		return nil
 	}
-	return runAgent(ctx, spec, st, sigs)
+	if step("mount-private", func() (string, error) {
+		// Nothing mounted here propagates to the host.
+		return "", unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
+	}) != nil {
+		return *failed
+	}
+	rb := &rootBuilder{spec: spec}
+	if rb.build(workspace, step) != nil {
+		return *failed
+	}
+	if step("pivot-root", func() (string, error) { return "old root detached, / read-only", pivot(workspace) }) != nil ||
+		step("hostname", func() (string, error) { return sandboxHostname, unix.Sethostname([]byte(sandboxHostname)) }) != nil {
+		return *failed
+	}
+	return runAgent(ctx, spec, workspace, exe, st, sigs, stops)
 }
 
 // setupFailed is the status of a sandbox that could not be set up.
@@ -101,27 +133,6 @@ func setupFailed(st *state, phase string, err error) chainStatus {
 	err = fmt.Errorf("sandbox setup (%s): %w", phase, err)
 	st.fail(phase, err)
 	return chainStatus{Exit: 1, Error: err.Error()}
-}
-
-// exposeWorkspace covers hiddenTop with a tmpfs holding only the
-// workspace's path, and binds the workspace (the cwd runner-inner gave
-// this process) there, so it keeps its host path.
-func exposeWorkspace(runDir string) (string, error) {
-	ws := filepath.Join(runDir, "workspace")
-	top := hiddenTop(runDir, func(p string) bool { return unix.Access(p, unix.X_OK) == nil })
-	if err := unix.Mount("tmpfs", top, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
-		return "", fmt.Errorf("tmpfs on %s: %w", top, err)
-	}
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		return "", err
-	}
-	if err := unix.Mount(".", ws, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return "", fmt.Errorf("bind the workspace: %w", err)
-	}
-	if err := os.Chdir(ws); err != nil {
-		return "", err
-	}
-	return "tmpfs on " + top + ", workspace bound at " + ws, nil
 }
 
 // loopbackUp sets IFF_UP on lo, the only interface of a new net namespace.
@@ -145,13 +156,9 @@ func loopbackUp() error {
 	return nil
 }
 
-// runAgent starts the agent and, as the namespace's init, reaps every
-// process until the agent has ended.
-func runAgent(ctx context.Context, spec childSpec, st *state, sigs <-chan os.Signal) chainStatus {
-	ws, err := os.Getwd()
-	if err != nil {
-		return setupFailed(st, "workspace", err)
-	}
+// runAgent starts the agent through the exec stage and, as the
+// namespace's init, reaps every process until the agent has ended.
+func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *state, sigs <-chan os.Signal, stops <-chan syscall.Signal) chainStatus {
 	env := agentEnv(spec.Env, ws)
 	path, err := lookPath(spec.Argv[0], env, ws)
 	if err != nil {
@@ -159,24 +166,12 @@ func runAgent(ctx context.Context, spec childSpec, st *state, sigs <-chan os.Sig
 		return chainStatus{Exit: startExitCode(err), Error: err.Error()}
 	}
 	st.ok("resolve-agent", path)
-	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{
-		Dir:   ws,
-		Env:   env,
-		Files: []uintptr{0, 1, 2},
-		Sys: &syscall.SysProcAttr{
-			Setpgid:                    true,
-			Cloneflags:                 syscall.CLONE_NEWUSER,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: AgentUID, HostID: 0, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: AgentGID, HostID: 0, Size: 1}},
-			GidMappingsEnableSetgroups: false,
-		},
-	})
+	pid, err := startExecStage(spec, execSpec{Path: path, Argv: spec.Argv, Env: env, Dir: ws, Rlimits: spec.Rlimits}, exe)
 	if err != nil {
-		err = fmt.Errorf("start agent %q: %w", path, err)
 		st.fail("start-agent", err)
-		return chainStatus{Exit: startExitCode(err), Error: err.Error()}
+		return chainStatus{Exit: 126, Error: err.Error()}
 	}
-	st.ok("start-agent", fmt.Sprintf("pid %d", pid))
+	st.ok("start-agent", fmt.Sprintf("pid %d, uid %d, gid %d", pid, spec.AgentUID, spec.AgentGID))
 	ctxDone := ctx.Done()
 	for {
 		if ws, ok := reap(pid); ok {
@@ -185,15 +180,62 @@ func runAgent(ctx context.Context, spec childSpec, st *state, sigs <-chan os.Sig
 			return res
 		}
 		select {
-		case sig := <-sigs:
-			if sig != unix.SIGCHLD {
-				forward(pid, sig.(syscall.Signal))
-			}
+		case <-sigs:
+		case sig := <-stops:
+			forward(pid, sig)
 		case <-ctxDone:
 			ctxDone = nil
 			forward(pid, unix.SIGTERM)
 		}
 	}
+}
+
+// startExecStage starts `runner-exec` as the agent: in a user namespace
+// of its own where it is the agent uid (mapped to this namespace's 0),
+// holding CAP_SETPCAP only as long as it takes to empty its bounding set.
+// It returns once the agent runs, or with why the exec stage could not
+// start it; in that case the stage has been reaped.
+func startExecStage(spec childSpec, es execSpec, exe *os.File) (int, error) {
+	specFile, err := sealedFile("baton-exec-spec", mustJSON(es))
+	if err != nil {
+		return 0, err
+	}
+	defer specFile.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer errR.Close()
+	pid, err := syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(int(exe.Fd())),
+		[]string{"baton", "runner-exec", "--spec", "/proc/self/fd/" + strconv.Itoa(fdExecSpec)},
+		&syscall.ProcAttr{
+			Dir:   es.Dir,
+			Env:   []string{},
+			Files: []uintptr{0, 1, 2, specFile.Fd(), errW.Fd()},
+			Sys: &syscall.SysProcAttr{
+				Setpgid:                    true,
+				Cloneflags:                 syscall.CLONE_NEWUSER,
+				UidMappings:                []syscall.SysProcIDMap{{ContainerID: spec.AgentUID, HostID: 0, Size: 1}},
+				GidMappings:                []syscall.SysProcIDMap{{ContainerID: spec.AgentGID, HostID: 0, Size: 1}},
+				GidMappingsEnableSetgroups: false,
+				AmbientCaps:                []uintptr{unix.CAP_SETPCAP},
+			},
+		})
+	errW.Close()
+	if err != nil {
+		return 0, fmt.Errorf("start the exec stage: %w", err)
+	}
+	msg, _ := io.ReadAll(io.LimitReader(errR, 4096))
+	if len(msg) == 0 {
+		return pid, nil // the pipe closed on exec: the agent runs
+	}
+	var ws syscall.WaitStatus
+	for {
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+			break
+		}
+	}
+	return 0, errors.New(strings.TrimSpace(string(msg)))
 }
 
 // reap collects every ended child, reporting the agent's wait status

@@ -10,32 +10,39 @@
 //
 // The chain:
 //
-//	runner-outer        host side: flock, journal, deadline, cancel, sentinel
-//	└ runner-inner      checks the network policy, clones the sandbox
-//	  └ runner-inner-child  pid 1 of new user, mount, pid, ipc, uts and net
-//	    │                   namespaces: private mounts, run directories
-//	    │                   hidden, fresh /proc, loopback up, hostname
-//	    └ agent             own process group and user namespace, uid
-//	                        AgentUID inside, no capabilities
+//	runner-outer        host side: flock, journal, deadline, cancel, sentinel;
+//	│                   resolves the profile's mounts and limits, then (root)
+//	│                   drops to the sandbox uid for good; serves the egress
+//	│                   proxy and DNS stub; runs pasta for CIDR allowlists
+//	└ runner-inner      uid 0 of a new user and network namespace: loopback,
+//	  │                 the egress sockets, the nft ruleset, waits for pasta
+//	  └ runner-inner-child  pid 1 of new user, mount, pid, ipc, uts and cgroup
+//	    │                   namespaces: builds the agent's root on a tmpfs,
+//	    │                   pivot_root, then reaps as init; takes no signal
+//	    └ runner-exec   the agent's uid in a user namespace of its own:
+//	      │             empties its capabilities, sets the rlimits,
+//	      │             no_new_privs and the seccomp filter, then execs
+//	      └ agent       no capability, no host file but what its profile
+//	                    mounts, no way out but the proxy
 //
 // runner-outer copies the agent's stdout pipe into the journal and ends it
 // with the nonced sentinel: the agent's exit code (128+signal for a signal
 // death) and the reason (exit, signal, timeout, cancel, error). The agent
 // holds no descriptor of the journal, lock, spec or state files, and never
 // sees the nonce. Every stage appends one fsynced record per phase to
-// state.ndjson.
+// state.ndjson. A run whose profile needs what the host lacks (pasta,
+// a delegated cgroup, a mount source) does not start, and says why: no
+// agent runs with less isolation than its profile asks for.
 //
-// A root runner maps the sandbox's uid 0 to the spec's sandbox uid
-// (default 65534), never to host root; anyone else maps it to themselves.
-// Pid 1 of the sandbox is a Go program whose threads take the pids after
-// it, so the agent's pid is small but not 2.
+// Networks: "none" is loopback only. An allowlist of names is loopback
+// only too, plus the proxy (127.0.0.1:3128, HTTP_PROXY) and DNS stub
+// (127.0.0.1:53) on sockets made inside the namespace and served by
+// runner-outer, which dials and resolves on the host after the egress
+// policy (package internal/egress) said yes. CIDR entries add pasta's tap,
+// with an nft ruleset that drops everything but loopback and those CIDRs,
+// never the host's own addresses. docs/sandbox.md has the whole design.
 //
-// Not yet: egress allowlists (refused with ErrNetworkUnsupported),
-// pivot_root into a built root (the agent sees the host's filesystem,
-// less the node's run directories, with its sandbox uid's permissions),
-// seccomp, no_new_privs, rlimits and cgroups.
-//
-// Portable logic (spec validation, status lines, sentinel mapping, argv
-// and environment, layout) is unit tested without privileges; syscall code
-// lives in *_linux.go.
+// Portable logic (spec validation, the plan of each stage, rulesets,
+// status lines, sentinel mapping, argv and environment) is unit tested
+// without privileges; syscall code lives in *_linux.go.
 package sandbox

@@ -26,6 +26,8 @@ type Check struct {
 type DoctorOptions struct {
 	// SandboxUID is the uid a root worker runs sandboxes as.
 	SandboxUID int
+	// CgroupParent is the configured delegated cgroup v2 directory, if any.
+	CgroupParent string
 }
 
 // Report renders checks as a table with a fix under each failure.

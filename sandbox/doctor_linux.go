@@ -1,14 +1,16 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/sandbox/internal/seccomp"
 )
 
 // Doctor checks every prerequisite of the sandbox on this machine.
@@ -16,11 +18,12 @@ func Doctor(o DoctorOptions) []Check {
 	return []Check{
 		checkUserNS(),
 		checkAppArmorUserNS(),
+		checkKernelFeatures(),
 		checkSeccomp(),
-		checkTool("pasta", "passt", "network allowlists (profile network.allow) need pasta"),
-		checkTool("nft", "nftables", "network allowlists need nft for the egress ruleset"),
+		checkPasta(),
+		checkNft(),
 		checkTun(o),
-		checkCgroup(),
+		checkCgroup(o),
 	}
 }
 
@@ -29,8 +32,8 @@ func readTrim(path string) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
-// checkUserNS really creates a user namespace: the sysctls alone do not
-// tell whether a security module refuses it.
+// checkUserNS really creates the namespaces: the sysctls alone do not
+// tell whether a security module refuses them.
 func checkUserNS() Check {
 	c := Check{Name: "user namespaces"}
 	if v, err := readTrim("/proc/sys/user/max_user_namespaces"); err == nil && v == "0" {
@@ -38,56 +41,143 @@ func checkUserNS() Check {
 		c.Fix = "sysctl -w user.max_user_namespaces=15000 (and persist it in /etc/sysctl.d)"
 		return c
 	}
+	if v, err := readTrim("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && v == "0" {
+		// A root runner drops to the sandbox uid before it creates them.
+		c.Severity, c.Detail = SevFail, "kernel.unprivileged_userns_clone is 0: the runner creates the sandbox's namespaces as an unprivileged uid"
+		c.Fix = "sysctl -w kernel.unprivileged_userns_clone=1 (and persist it in /etc/sysctl.d)"
+		return c
+	}
 	cmd := exec.Command("/bin/true")
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
 	}
 	if err := cmd.Run(); err != nil {
-		c.Severity, c.Detail = SevFail, "cannot create user+pid+net+mount namespaces: "+err.Error()
-		c.Fix = "enable unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu 23.10+ load deploy/apparmor/baton (see README)"
+		c.Severity, c.Detail = SevFail, "cannot create user, pid, net, mount, ipc, uts and cgroup namespaces: "+err.Error()
+		c.Fix = "enable unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone);" +
+			" on Ubuntu 23.10+ install deploy/apparmor/baton; in a container, allow user namespaces in its seccomp profile"
 		return c
 	}
-	c.Severity, c.Detail = SevOK, "user, pid, net, mount, ipc and uts namespaces can be created"
+	c.Severity, c.Detail = SevOK, "user, pid, net, mount, ipc, uts and cgroup namespaces can be created"
 	return c
 }
 
+// checkAppArmorUserNS: with kernel.apparmor_restrict_unprivileged_userns=1
+// (Ubuntu 23.10+), a user namespace made by an unconfined program holds
+// no capability, and the runner, even a root one, makes them as the
+// sandbox uid. Baton's own profile (deploy/apparmor/baton) lifts it.
 func checkAppArmorUserNS() Check {
 	c := Check{Name: "AppArmor userns restriction"}
 	v, err := readTrim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
-	switch {
-	case err != nil:
+	if err != nil {
 		c.Severity, c.Detail = SevOK, "not present on this kernel"
-	case v == "1" && os.Geteuid() != 0:
-		c.Severity, c.Detail = SevWarn, "unprivileged user namespaces are restricted by AppArmor"
-		c.Fix = "install deploy/apparmor/baton into /etc/apparmor.d and run apparmor_parser -r /etc/apparmor.d/baton"
-	default:
-		c.Severity, c.Detail = SevOK, "kernel.apparmor_restrict_unprivileged_userns="+v
+		return c
 	}
+	if v != "1" {
+		c.Severity, c.Detail = SevOK, "kernel.apparmor_restrict_unprivileged_userns="+v
+		return c
+	}
+	label, _ := readTrim("/proc/self/attr/apparmor/current")
+	if label == "" {
+		label, _ = readTrim("/proc/self/attr/current")
+	}
+	if strings.HasPrefix(label, "baton") {
+		c.Severity, c.Detail = SevOK, "restricted, but baton runs under its own profile ("+label+")"
+		return c
+	}
+	c.Severity = SevFail
+	c.Detail = fmt.Sprintf("unprivileged user namespaces are restricted and baton runs %q, not under its profile: its sandboxes get no capabilities", label)
+	c.Fix = "install deploy/apparmor/baton into /etc/apparmor.d (adjust the binary paths), then apparmor_parser -r /etc/apparmor.d/baton"
+	return c
+}
+
+// checkKernelFeatures probes the calls the sandbox's layout needs:
+// mount_setattr (5.12), which makes every bind read-only for real, and
+// openat2 (5.6).
+func checkKernelFeatures() Check {
+	c := Check{Name: "kernel mount API"}
+	var missing []string
+	if err := unix.MountSetattr(-1, "", 0, &unix.MountAttr{}); errors.Is(err, unix.ENOSYS) {
+		missing = append(missing, "mount_setattr")
+	}
+	if _, err := unix.Openat2(-1, "", &unix.OpenHow{}); errors.Is(err, unix.ENOSYS) {
+		missing = append(missing, "openat2")
+	}
+	if len(missing) > 0 {
+		c.Severity, c.Detail = SevFail, "the kernel lacks "+strings.Join(missing, ", ")
+		c.Fix = "use Linux 5.12 or newer"
+		return c
+	}
+	c.Severity, c.Detail = SevOK, "mount_setattr and openat2 are available"
 	return c
 }
 
 func checkSeccomp() Check {
 	c := Check{Name: "seccomp"}
 	if _, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil {
-		c.Severity, c.Detail = SevWarn, "seccomp is not available: "+err.Error()
+		c.Severity, c.Detail = SevFail, "seccomp is not available: "+err.Error()
 		c.Fix = "use a kernel built with CONFIG_SECCOMP_FILTER"
 		return c
 	}
-	c.Severity, c.Detail = SevOK, "seccomp filters are supported"
+	if acts, err := readTrim("/proc/sys/kernel/seccomp/actions_avail"); err == nil && !strings.Contains(acts, "errno") {
+		c.Severity, c.Detail = SevFail, "seccomp cannot return errors: actions "+acts
+		c.Fix = "use a kernel built with CONFIG_SECCOMP_FILTER"
+		return c
+	}
+	a, err := seccomp.Native()
+	if err != nil {
+		c.Severity, c.Detail = SevFail, err.Error()
+		c.Fix = "run baton on amd64 or arm64"
+		return c
+	}
+	c.Severity, c.Detail = SevOK, "the agent's filter ("+a.Name+") denies new user namespaces, TIOCSTI, TIOCLINUX, foreign ABIs and "+a.DeniedNames()
 	return c
 }
 
-func checkTool(name, pkg, why string) Check {
-	c := Check{Name: name}
-	p, err := exec.LookPath(name)
+// checkPasta: profiles with CIDR entries need pasta with every option
+// the runner passes.
+func checkPasta() Check {
+	c := Check{Name: "pasta"}
+	p, err := lookTool("pasta")
 	if err != nil {
-		c.Severity, c.Detail = SevWarn, name+" not found: "+why
-		c.Fix = "apt-get install " + pkg
+		c.Severity, c.Detail = SevWarn, "not found: profiles whose network.allow lists CIDR entries cannot run"
+		c.Fix = "apt-get install passt"
 		return c
 	}
-	c.Severity, c.Detail = SevOK, p
+	out, _ := exec.Command(p, "--help").CombinedOutput()
+	if lacks := missingFlags(string(out), pastaFlags); len(lacks) > 0 {
+		c.Severity, c.Detail = SevWarn, p+" lacks "+strings.Join(lacks, ", ")+": CIDR profiles cannot run"
+		c.Fix = "install a newer passt"
+		return c
+	}
+	c.Severity, c.Detail = SevOK, p+" (with "+strings.Join(pastaFlags, " ")+")"
+	return c
+}
+
+// checkNft installs a ruleset the way runner-inner does, in a user and
+// network namespace of its own.
+func checkNft() Check {
+	c := Check{Name: "nft"}
+	p, err := lookTool("nft")
+	if err != nil {
+		c.Severity, c.Detail = SevWarn, "not found: profiles whose network.allow lists CIDR entries cannot run"
+		c.Fix = "apt-get install nftables"
+		return c
+	}
+	cmd := exec.Command(p, "-f", "-")
+	cmd.Stdin = strings.NewReader(nftRuleset(nil, nil))
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		c.Severity, c.Detail = SevWarn, fmt.Sprintf("%s cannot install a ruleset in a user namespace: %v: %s", p, err, strings.TrimSpace(string(out)))
+		c.Fix = "load nf_tables (modprobe nf_tables) and allow user namespaces"
+		return c
+	}
+	c.Severity, c.Detail = SevOK, p+" installs rulesets in a user namespace"
 	return c
 }
 
@@ -100,13 +190,13 @@ func checkTun(o DoctorOptions) Check {
 	}
 	var st unix.Stat_t
 	if err := unix.Stat("/dev/net/tun", &st); err != nil {
-		c.Severity, c.Detail = SevWarn, "missing: network allowlists need it"
+		c.Severity, c.Detail = SevWarn, "missing: profiles whose network.allow lists CIDR entries cannot run"
 		c.Fix = "modprobe tun"
 		return c
 	}
 	if !tunUsableBy(st.Mode&0o777, st.Uid, uid) {
 		c.Severity = SevWarn
-		c.Detail = fmt.Sprintf("mode %04o owner %d: uid %d cannot open it, so pasta cannot start", st.Mode&0o777, st.Uid, uid)
+		c.Detail = fmt.Sprintf("mode %04o owner %d: uid %d cannot open it, so pasta cannot start (CIDR profiles cannot run)", st.Mode&0o777, st.Uid, uid)
 		c.Fix = "chmod 0666 /dev/net/tun (the usual default; persist with a udev rule: KERNEL==\"tun\", MODE=\"0666\")"
 		return c
 	}
@@ -114,28 +204,61 @@ func checkTun(o DoctorOptions) Check {
 	return c
 }
 
-func checkCgroup() Check {
+func checkCgroup(o DoctorOptions) Check {
 	c := Check{Name: "cgroup v2 delegation"}
-	ctrl, err := readTrim("/sys/fs/cgroup/cgroup.controllers")
-	if err != nil {
+	var fs unix.Statfs_t
+	v2 := unix.Statfs("/sys/fs/cgroup", &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC
+	switch {
+	case o.CgroupParent != "":
+		if err := checkCgroupParent(o.CgroupParent, []string{"cpu", "memory", "pids"}); err != nil {
+			c.Severity, c.Detail = SevWarn, err.Error()+": profiles that set limits.memory or limits.cpus cannot run"
+			c.Fix = "point cgroupParent at a delegated cgroup v2 directory (systemd: Delegate=yes) with +memory +pids +cpu in its cgroup.subtree_control"
+			return c
+		}
+		if err := unix.Access(o.CgroupParent, unix.W_OK); err != nil {
+			c.Severity, c.Detail = SevWarn, fmt.Sprintf("cgroupParent %s is not writable: %v", o.CgroupParent, err)
+			c.Fix = "delegate it to the worker's uid (systemd: Delegate=yes)"
+			return c
+		}
+		c.Severity, c.Detail = SevOK, "runs get memory, pids and cpu limits under "+o.CgroupParent
+	case !v2:
 		c.Severity = SevWarn
-		c.Detail = "cgroup v2 is not mounted at /sys/fs/cgroup (cgroup v1 or hybrid): per-run memory, pids and cpu limits cannot apply; rlimits still do"
-		c.Fix = "boot with systemd.unified_cgroup_hierarchy=1 and run the worker with Delegate=yes (deploy/baton-worker.service)"
-		return c
+		c.Detail = "cgroup v2 is not mounted at /sys/fs/cgroup (cgroup v1 or hybrid): profiles that set limits.memory or limits.cpus cannot run; limits.pids still holds (RLIMIT_NPROC in each run's user namespace)"
+		c.Fix = "boot with systemd.unified_cgroup_hierarchy=1, run the worker with Delegate=yes, and set cgroupParent"
+	default:
+		c.Severity = SevWarn
+		c.Detail = "cgroup v2, but no cgroupParent configured: profiles that set limits.memory or limits.cpus cannot run; limits.pids still holds (RLIMIT_NPROC)"
+		c.Fix = "run the worker with systemd Delegate=yes and set cgroupParent to a leaf of its delegated cgroup"
 	}
-	have := parseCgroupControllers(ctrl)
-	var missing []string
-	for _, k := range []string{"memory", "pids", "cpu"} {
-		if !have[k] {
-			missing = append(missing, k)
+	return c
+}
+
+// missingFlags lists the flags a --help text does not mention.
+func missingFlags(help string, flags []string) []string {
+	var out []string
+	for _, f := range flags {
+		if !containsWord(help, f) {
+			out = append(out, f)
 		}
 	}
-	if len(missing) > 0 {
-		c.Severity = SevWarn
-		c.Detail = "cgroup v2 controllers not delegated: " + strings.Join(missing, ", ")
-		c.Fix = "run the worker under systemd with Delegate=memory pids cpu"
-		return c
+	return out
+}
+
+func containsWord(s, w string) bool {
+	for i := strings.Index(s, w); i >= 0; {
+		end := i + len(w)
+		if end == len(s) || !isFlagChar(s[end]) {
+			return true
+		}
+		next := strings.Index(s[end:], w)
+		if next < 0 {
+			return false
+		}
+		i = end + next
 	}
-	c.Severity, c.Detail = SevOK, "memory, pids, cpu: "+strconv.Quote(ctrl)
-	return c
+	return false
+}
+
+func isFlagChar(b byte) bool {
+	return b == '-' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9'
 }

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,14 +50,45 @@ func TestParseCgroupControllers(t *testing.T) {
 	}
 }
 
-// TestDoctorOnThisMachine runs the real checks: user namespaces must work
-// here, or no run can start.
+// TestDoctorOnThisMachine runs the real checks: what every run needs must
+// be here (the sandbox tests run), and the cgroup check must tell this
+// machine's hierarchy as it is.
 func TestDoctorOnThisMachine(t *testing.T) {
 	checks := Doctor(DoctorOptions{SandboxUID: 65534})
+	t.Logf("\n%s", Report(checks))
+	by := map[string]Check{}
 	for _, c := range checks {
-		if c.Name == "user namespaces" && c.Severity != SevOK {
-			t.Fatalf("user namespaces unavailable: %s (fix: %s)", c.Detail, c.Fix)
+		by[c.Name] = c
+		if c.Severity != SevOK && c.Fix == "" {
+			t.Errorf("%s is %s without a fix", c.Name, c.Severity)
 		}
 	}
-	t.Logf("\n%s", Report(checks))
+	if Failed(checks) {
+		t.Fatal("doctor says no run can start here, yet the sandbox tests run")
+	}
+	for _, name := range []string{"user namespaces", "kernel mount API", "seccomp", "pasta", "nft"} {
+		if by[name].Severity != SevOK {
+			t.Errorf("%s: %s %s (fix: %s)", name, by[name].Severity, by[name].Detail, by[name].Fix)
+		}
+	}
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	cg := by["cgroup v2 delegation"]
+	if v1 := err != nil; v1 && (cg.Severity != SevWarn || !strings.Contains(cg.Detail, "cgroup v1")) {
+		t.Errorf("on a cgroup v1 machine the cgroup check says %s %q", cg.Severity, cg.Detail)
+	}
+	// A configured parent that is no cgroup v2 directory is reported.
+	checks = Doctor(DoctorOptions{SandboxUID: 65534, CgroupParent: t.TempDir()})
+	for _, c := range checks {
+		if c.Name == "cgroup v2 delegation" && (c.Severity != SevWarn || !strings.Contains(c.Detail, "not a cgroup v2 directory")) {
+			t.Errorf("a plain directory as cgroupParent: %s %q", c.Severity, c.Detail)
+		}
+	}
+}
+
+func TestMissingFlags(t *testing.T) {
+	help := "  --no-map-gw\t\tDon't map\n  --no-dhcpv6\t\tDisable\n  -t, --tcp-ports SPEC\n  --config-net\n"
+	got := missingFlags(help, []string{"--no-map-gw", "--no-dhcp", "--no-dhcpv6", "--tcp-ports", "--tcp", "--config-net", "--quiet"})
+	if want := []string{"--no-dhcp", "--tcp", "--quiet"}; !slices.Equal(got, want) {
+		t.Errorf("missingFlags = %q, want %q", got, want)
+	}
 }

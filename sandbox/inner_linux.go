@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,33 +9,43 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/batonhq/baton/journal"
 )
 
 // Descriptors of the chain below runner-outer.
 const (
-	fdStatus = 3 // status pipe, towards runner-outer
-	fdSpec   = 4 // runner-inner-child: its spec (a sealed memfd)
-	fdState  = 5 // runner-inner-child: state.ndjson
+	fdStatus    = 3 // status pipe, towards the stage above
+	fdSpec      = 4 // this stage's spec (a sealed memfd)
+	fdState     = 5 // state.ndjson
+	fdWorkspace = 6 // runner-inner: the workspace directory
+	fdNet       = 7 // runner-inner: socket pair with runner-outer (network only)
+	fdControl   = 6 // runner-inner-child: stop requests from runner-inner
 )
 
-// namespaces of the sandbox, created at once by the clone of
-// runner-inner-child (a re-exec, not unix.Unshare: unshare of a user
-// namespace fails in a multi-threaded Go process).
-const namespaces = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
-	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET
+// childNamespaces are created at once by the clone of runner-inner-child
+// (a re-exec, not unix.Unshare: unshare of a user namespace fails in a
+// multi-threaded Go process). The network namespace is runner-inner's,
+// owned by its user namespace: nothing inside can change its rules.
+const childNamespaces = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
 
-// RunInner is `baton runner-inner --spec PATH`, started by runner-outer
-// with the agent's stdio and the status pipe as fd 3. It checks the
-// network policy (only "none" for now: an allowlist is refused, never
-// run with less isolation than asked), clones runner-inner-child into
-// new user, mount, pid, ipc, uts and net namespaces, forwards SIGTERM
-// and SIGINT to it, and relays its status line to runner-outer, or says
-// why there is none. Cancelling ctx acts as SIGTERM.
+// routeWait bounds the wait for pasta to configure the namespace.
+const routeWait = 10 * time.Second
+
+// RunInner is `baton runner-inner --spec PATH`, cloned by runner-outer as
+// uid 0 of a new user namespace with a network namespace of its own; PATH
+// is its spec (fd 4). It brings loopback up; for an allowlist it makes the
+// egress proxy's and DNS stub's sockets on loopback and hands them to
+// runner-outer, and with CIDR entries installs the nft ruleset in one
+// transaction and waits for pasta to configure the tap. It then clones
+// runner-inner-child into new user, mount, pid, ipc, uts and cgroup
+// namespaces, passes SIGTERM and SIGINT on to it as stop requests, and
+// relays its status line to runner-outer, or says why there is none.
+// Cancelling ctx acts as SIGTERM.
 func RunInner(ctx context.Context, specPath string) error {
 	report := os.NewFile(fdStatus, "status")
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -43,82 +54,209 @@ func RunInner(ctx context.Context, specPath string) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
 	defer signal.Stop(sigs)
-	res := runInner(ctx, specPath, sigs)
+	st := stateOn(os.NewFile(fdState, "state"), "inner")
+	defer st.close()
+	res := runInner(ctx, specPath, st, sigs)
 	if _, err := report.Write(res.line()); err != nil {
 		return fmt.Errorf("runner-inner: report status: %w", err)
 	}
 	return nil
 }
 
-func runInner(ctx context.Context, specPath string, sigs <-chan os.Signal) chainStatus {
-	spec, err := readSpec(specPath)
-	if err != nil {
-		return chainStatus{Exit: 1, Error: "runner-inner: " + err.Error()}
-	}
-	dir := journal.Dir(spec.RunDir)
-	st := openState(dir.State(), "inner")
-	defer st.close()
-	st.ok("network", "none: loopback only")
-	res, err := cloneChild(ctx, spec, dir, st, sigs)
-	if err != nil {
-		st.fail("clone-child", err)
+func runInner(ctx context.Context, specPath string, st *state, sigs <-chan os.Signal) chainStatus {
+	fail := func(phase string, err error) chainStatus {
+		err = fmt.Errorf("runner-inner: %s: %w", phase, err)
+		st.fail(phase, err)
 		return chainStatus{Exit: 1, Error: err.Error()}
+	}
+	b, err := readBounded(specPath)
+	if err != nil {
+		return fail("spec", err)
+	}
+	spec, err := decodeInnerSpec(b)
+	if err != nil {
+		return fail("spec", err)
+	}
+	// The workspace's path leads through the (0700) run directory, which
+	// this uid may not search: runner-outer passed it open.
+	if err := unix.Fchdir(fdWorkspace); err != nil {
+		return fail("workspace", err)
+	}
+	_ = unix.Close(fdWorkspace)
+	if err := loopbackUp(); err != nil {
+		return fail("loopback-up", err)
+	}
+	st.ok("loopback-up", "")
+	if spec.Net.Mode == netPasta {
+		if err := installRuleset(spec.Net.Nft, spec.Net.Ruleset); err != nil {
+			return fail("nft", err)
+		}
+		st.ok("nft", "egress ruleset installed: "+strings.Join(strings.Fields(spec.Net.Ruleset), " "))
+	}
+	if spec.Net.Mode != netNone {
+		if err := handOverEgressSockets(); err != nil {
+			return fail("egress-sockets", err)
+		}
+		st.ok("egress-sockets", "proxy "+proxyAddr+", dns "+dnsAddr)
+	}
+	if spec.Net.Mode == netPasta {
+		began := time.Now()
+		if err := waitDefaultRoute(routeWait); err != nil {
+			return fail("pasta-ready", err)
+		}
+		st.ok("pasta-ready", "default route after "+time.Since(began).Round(time.Millisecond).String())
+	}
+	st.ok("network", spec.Net.Mode)
+	res, err := cloneChild(ctx, spec.Child, st, sigs)
+	if err != nil {
+		return fail("clone-child", err)
 	}
 	return res
 }
 
-// cloneChild runs runner-inner-child in the sandbox's namespaces and
-// returns what it reported, or why it reported nothing.
-func cloneChild(ctx context.Context, spec Spec, dir journal.Dir, st *state, sigs <-chan os.Signal) (chainStatus, error) {
-	specFile, err := sealedFile("baton-child-spec", mustJSON(spec.child()))
+func decodeInnerSpec(b []byte) (innerSpec, error) {
+	var s innerSpec
+	if err := decodeStrict(b, &s); err != nil {
+		return innerSpec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	switch s.Net.Mode {
+	case netNone, netProxy:
+	case netPasta:
+		if !cleanAbs(s.Net.Nft) || s.Net.Ruleset == "" {
+			return innerSpec{}, fmt.Errorf("%w: a pasta network needs nft and a ruleset", ErrInvalidSpec)
+		}
+	default:
+		return innerSpec{}, fmt.Errorf("%w: network mode %q", ErrInvalidSpec, s.Net.Mode)
+	}
+	if err := s.Child.validate(); err != nil {
+		return innerSpec{}, err
+	}
+	return s, nil
+}
+
+// installRuleset feeds the ruleset to `nft -f -`, one atomic transaction.
+func installRuleset(nft, ruleset string) error {
+	cmd := exec.Command(nft, "-f", "-")
+	cmd.Env = []string{}
+	cmd.Stdin = strings.NewReader(ruleset)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return chainStatus{}, fmt.Errorf("runner-inner: child spec: %w", err)
+		return fmt.Errorf("%s -f -: %w: %s", nft, err, bytes.TrimSpace(out))
 	}
-	defer specFile.Close()
-	stateFile, err := os.OpenFile(dir.State(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	return nil
+}
+
+// handOverEgressSockets binds the proxy's and DNS stub's sockets on this
+// namespace's loopback, sends them to runner-outer and waits for it to
+// serve them.
+func handOverEgressSockets() error {
+	socks, err := egressSockets()
 	if err != nil {
-		return chainStatus{}, fmt.Errorf("runner-inner: open state: %w", err)
+		return err
 	}
-	defer stateFile.Close()
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		return chainStatus{}, fmt.Errorf("runner-inner: status pipe: %w", err)
+	defer func() {
+		for _, fd := range socks {
+			unix.Close(fd)
+		}
+	}()
+	if err := unix.Sendmsg(fdNet, []byte("sockets"), unix.UnixRights(socks...), nil, 0); err != nil {
+		return fmt.Errorf("send the sockets to runner-outer: %w", err)
 	}
-	defer statusR.Close()
-	// The sandbox's uid cannot reach the (0700) run directory; the child
-	// starts in the workspace instead, and binds it from its cwd.
-	if err := os.Chdir(dir.Workspace()); err != nil {
-		statusW.Close()
-		return chainStatus{}, fmt.Errorf("runner-inner: enter the workspace: %w", err)
+	buf := make([]byte, 64)
+	n, err := unix.Read(fdNet, buf)
+	switch {
+	case err != nil:
+		return fmt.Errorf("wait for runner-outer: %w", err)
+	case string(buf[:n]) != "serving":
+		return fmt.Errorf("runner-outer answered %q", buf[:n])
 	}
-	euid := os.Geteuid()
-	uid, gid := spec.sandboxIDs(euid, os.Getegid())
-	if euid == 0 {
-		// Root's supplementary groups would follow the agent into the
-		// sandbox and open host files to it.
-		if err := syscall.Setgroups(nil); err != nil {
-			statusW.Close()
-			return chainStatus{}, fmt.Errorf("runner-inner: drop supplementary groups: %w", err)
+	return unix.Close(fdNet)
+}
+
+// egressSockets are the proxy's TCP listener and the DNS stub's UDP and
+// TCP sockets, on loopback.
+func egressSockets() ([]int, error) {
+	var fds []int
+	fail := func(err error) ([]int, error) {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, err
+	}
+	for _, s := range []struct {
+		typ  int
+		port int
+	}{{unix.SOCK_STREAM, 3128}, {unix.SOCK_DGRAM, 53}, {unix.SOCK_STREAM, 53}} {
+		fd, err := unix.Socket(unix.AF_INET, s.typ|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fail(err)
+		}
+		fds = append(fds, fd)
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: s.port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			return fail(fmt.Errorf("bind 127.0.0.1:%d: %w", s.port, err))
+		}
+		if s.typ == unix.SOCK_STREAM {
+			if err := unix.Listen(fd, 128); err != nil {
+				return fail(err)
+			}
 		}
 	}
+	return fds, nil
+}
+
+// waitDefaultRoute waits until this namespace has a default route, which
+// pasta adds last when it configures the tap.
+func waitDefaultRoute(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		v4, _ := os.ReadFile("/proc/self/net/route")
+		v6, _ := os.ReadFile("/proc/self/net/ipv6_route")
+		if hasDefaultRoute4(string(v4)) || hasDefaultRoute6(string(v6)) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pasta configured no default route within %v", limit)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// cloneChild runs runner-inner-child in the sandbox's namespaces and
+// returns what it reported, or why it reported nothing.
+func cloneChild(ctx context.Context, spec childSpec, st *state, sigs <-chan os.Signal) (chainStatus, error) {
+	specFile, err := sealedFile("baton-child-spec", mustJSON(spec))
+	if err != nil {
+		return chainStatus{}, fmt.Errorf("child spec: %w", err)
+	}
+	defer specFile.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return chainStatus{}, fmt.Errorf("status pipe: %w", err)
+	}
+	defer statusR.Close()
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		statusW.Close()
+		return chainStatus{}, fmt.Errorf("control pipe: %w", err)
+	}
+	defer ctlW.Close()
 	cmd := &exec.Cmd{
 		// Through /proc/self/exe, exec needs no search permission on the
-		// binary's directories, only its execute bit for the sandbox uid.
+		// binary's directories.
 		Path:       "/proc/self/exe",
 		Args:       []string{os.Args[0], "runner-inner-child", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
 		Env:        []string{},
 		Stdin:      os.Stdin,
 		Stdout:     os.Stdout,
 		Stderr:     os.Stderr,
-		ExtraFiles: []*os.File{statusW, specFile, stateFile}, // fds 3, 4, 5
+		ExtraFiles: []*os.File{statusW, specFile, os.NewFile(fdState, "state"), ctlR}, // fds 3..6
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:                 namespaces,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+			Cloneflags: childNamespaces,
+			// uid 0 of its namespace is uid 0 of this one: the sandbox uid
+			// on the host.
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
 			GidMappingsEnableSetgroups: false,
-			// Become uid 0 of the namespace, which is the sandbox uid on
-			// the host (a root parent's uid is not mapped at all).
-			Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 			// The sandbox dies with runner-inner, so runner-outer's SIGKILL
 			// of runner-inner tears down the whole pid namespace.
 			Pdeathsig: syscall.SIGKILL,
@@ -126,10 +264,11 @@ func cloneChild(ctx context.Context, spec Spec, dir journal.Dir, st *state, sigs
 	}
 	done, err := startLocked(cmd)
 	statusW.Close()
+	ctlR.Close()
 	if err != nil {
-		return chainStatus{}, fmt.Errorf("runner-inner: start the sandbox: %w%s", err, cloneHint(err, uid))
+		return chainStatus{}, fmt.Errorf("start the sandbox: %w%s", err, cloneHint(err, os.Geteuid()))
 	}
-	st.ok("clone-child", fmt.Sprintf("pid %d, uid 0->%d, gid 0->%d", cmd.Process.Pid, uid, gid))
+	st.ok("clone-child", fmt.Sprintf("pid %d", cmd.Process.Pid))
 	reported := make(chan statusRead, 1)
 	go func() { reported <- readChainStatus(statusR) }()
 	ctxDone := ctx.Done()
@@ -137,10 +276,12 @@ func cloneChild(ctx context.Context, spec Spec, dir journal.Dir, st *state, sigs
 	for running := true; running; {
 		select {
 		case sig := <-sigs:
-			_ = cmd.Process.Signal(sig)
+			// A stop request, never a signal: the sandbox's init takes
+			// no signal the agent could send it too.
+			_, _ = fmt.Fprintln(ctlW, signalName(sig.(syscall.Signal)))
 		case <-ctxDone:
 			ctxDone = nil
-			_ = cmd.Process.Signal(unix.SIGTERM)
+			_, _ = fmt.Fprintln(ctlW, "TERM")
 		case waitErr = <-done:
 			running = false
 		}
@@ -184,15 +325,16 @@ func sealedFile(name string, b []byte) (*os.File, error) {
 	return f, nil
 }
 
-// cloneHint says what to check when the sandbox cannot start.
+// cloneHint says what to check when a namespace cannot be created.
 func cloneHint(err error, uid int) string {
 	switch {
 	case errors.Is(err, unix.EACCES):
-		return fmt.Sprintf(" (the baton binary must be executable by the sandbox uid %d)", uid)
+		return fmt.Sprintf(" (the baton binary must be executable by uid %d)", uid)
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EUSERS):
 		return " (user namespaces are unavailable: check sysctl user.max_user_namespaces," +
-			" kernel.unprivileged_userns_clone and kernel.apparmor_restrict_unprivileged_userns," +
-			" and that no seccomp profile of a container forbids them; `baton doctor` says more)"
+			" kernel.unprivileged_userns_clone and kernel.apparmor_restrict_unprivileged_userns" +
+			" (deploy/apparmor/baton lifts the latter), and that no seccomp profile of a container" +
+			" forbids them; `baton doctor` says more)"
 	}
 	return ""
 }

@@ -21,10 +21,15 @@ import (
 )
 
 // RunOuter is `baton runner-outer --spec PATH`, the host side of the
-// chain. It takes the run's lock, starts runner-inner with the agent's
+// chain. It takes the run's lock, opens what the chain needs (journal,
+// stderr.log, the workspace, the profile's mounts), and, when started as
+// root, drops for good to the spec's sandbox uid. It then clones
+// runner-inner into a new user and network namespace with the agent's
 // stdin (the input file), stdout (a pipe it copies into the journal) and
-// stderr (stderr.log), enforces the deadline, and ends the journal with
-// the sentinel once the chain has ended.
+// stderr (stderr.log), attaches pasta to that namespace when the network
+// needs it, serves the egress proxy and DNS stub on the sockets
+// runner-inner made there, enforces the deadline, and ends the journal
+// with the sentinel once the chain has ended.
 //
 // Signals: SIGUSR1 (Cancel) stops the agent with reason "cancel", the
 // deadline with reason "timeout". SIGTERM or SIGINT sent to the runner
@@ -62,12 +67,13 @@ func RunOuter(ctx context.Context, specPath string) error {
 	defer st.close()
 	st.ok("spec", specSummary(spec))
 	o := &outerRun{spec: spec, dir: dir, st: st}
-	inner, err := o.setup()
+	inner, err := o.setup(ctx)
 	if err != nil {
 		ready.fail(err)
 		return err
 	}
 	defer o.lock.Close()
+	defer o.cleanup()
 	ready.ok()
 	st.ok("ready", "")
 	return o.supervise(ctx, inner, sigs)
@@ -83,12 +89,14 @@ type outerRun struct {
 	stderr *os.File
 	stdout *os.File // read end of the agent's stdout
 	status *os.File // read end of the chain's status pipe
+	plan   *outerPlan
+	net    *outerNet // nil with no network
 }
 
 // setup takes the run and starts runner-inner. A failure before the
 // journal exists leaves no journal: nothing ran, and another runner may
 // hold the run. A failure after ends the journal with an "error" sentinel.
-func (o *outerRun) setup() (*innerProc, error) {
+func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 	lock, err := lockRun(o.dir.Lock())
 	if err != nil {
 		o.st.fail("lock", err)
@@ -122,11 +130,37 @@ func (o *outerRun) setup() (*innerProc, error) {
 		return nil, o.startFailed("stderr", fmt.Errorf("redirect the runner's stderr: %w", err))
 	}
 	o.st.ok("stderr", "")
+	if o.plan, err = o.prepare(); err != nil {
+		return nil, o.startFailed("prepare", err)
+	}
+	o.st.ok("prepare", o.plan.summary())
+	if detail, err := dropPrivileges(o.spec); err != nil {
+		o.plan.closeFiles()
+		o.cleanup()
+		return nil, o.startFailed("drop-privileges", err)
+	} else if detail != "" {
+		o.st.ok("drop-privileges", detail)
+	}
 	inner, err := o.startInner()
 	if err != nil {
+		o.cleanup()
 		return nil, o.startFailed("start-inner", err)
 	}
 	o.st.ok("start-inner", fmt.Sprintf("pid %d", inner.cmd.Process.Pid))
+	if o.plan.inner.Net.Mode != netNone {
+		if err := o.startNetwork(ctx, inner); err != nil {
+			_ = inner.cmd.Process.Kill()
+			<-inner.done
+			o.cleanup()
+			return nil, o.startFailed("network", err)
+		}
+	}
+	// Nothing of the sandbox's uid (pasta, which parses the agent's
+	// packets, included) may read or trace this runner, which holds the
+	// journal open for writing.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		o.st.fail("non-dumpable", err)
+	}
 	return inner, nil
 }
 
@@ -152,11 +186,8 @@ type innerProc struct {
 }
 
 func (o *outerRun) startInner() (*innerProc, error) {
-	input, err := os.Open(o.dir.Input())
-	if err != nil {
-		return nil, fmt.Errorf("open the input: %w", err)
-	}
-	defer input.Close()
+	p := o.plan
+	defer p.closeFiles()
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
@@ -168,23 +199,69 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		return nil, fmt.Errorf("status pipe: %w", err)
 	}
 	defer statusW.Close()
+	specFile, err := sealedFile("baton-inner-spec", mustJSON(p.inner))
+	if err != nil {
+		stdoutR.Close()
+		statusR.Close()
+		return nil, fmt.Errorf("inner spec: %w", err)
+	}
+	defer specFile.Close()
+	var netChild *os.File
+	if p.inner.Net.Mode != netNone {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			stdoutR.Close()
+			statusR.Close()
+			return nil, fmt.Errorf("network socket pair: %w", err)
+		}
+		netChild = os.NewFile(uintptr(fds[1]), "net-child")
+		defer netChild.Close()
+		o.net = &outerNet{ctl: os.NewFile(uintptr(fds[0]), "net")}
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
 	cmd := &exec.Cmd{
 		// The running binary, even if a deploy replaced the file.
-		Path:       "/proc/self/exe",
-		Args:       []string{os.Args[0], "runner-inner", "--spec", o.dir.Spec()},
-		Env:        []string{},
-		Stdin:      input,
-		Stdout:     stdoutW,
-		Stderr:     o.stderr,
-		ExtraFiles: []*os.File{statusW}, // fd 3
-		// The chain dies with the runner: nobody else journals the agent.
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+		Path:   "/proc/self/exe",
+		Args:   []string{os.Args[0], "runner-inner", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
+		Env:    []string{},
+		Stdin:  p.input,
+		Stdout: stdoutW,
+		Stderr: o.stderr,
+		// fds 3..7, as inner_linux.go numbers them.
+		ExtraFiles: []*os.File{statusW, specFile, p.state, p.workspace, netChild},
+		SysProcAttr: &syscall.SysProcAttr{
+			// Its own user namespace (owned by this uid, so pasta, running
+			// as this uid, may join it) and network namespace.
+			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+			// The chain dies with the runner: nobody else journals the agent.
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if p.cgroup != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(p.cgroup.dir.Fd())
+	}
+	// A runner that dropped its privileges is not dumpable, and neither
+	// would its child be until it executes: this runner could not write
+	// the child's uid_map. Dumpable for the clone; setup ends it again.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		stdoutR.Close()
+		statusR.Close()
+		return nil, fmt.Errorf("set dumpable: %w", err)
 	}
 	done, err := startLocked(cmd)
 	if err != nil {
 		stdoutR.Close()
 		statusR.Close()
-		return nil, fmt.Errorf("start runner-inner: %w", err)
+		if o.net != nil {
+			o.net.ctl.Close()
+			o.net = nil
+		}
+		return nil, fmt.Errorf("start runner-inner: %w%s", err, cloneHint(err, uid))
 	}
 	o.stdout, o.status = stdoutR, statusR
 	return &innerProc{cmd: cmd, done: done}, nil
@@ -257,9 +334,28 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 		_ = inner.cmd.Process.Kill()
 	}
 	ctxDone := ctx.Done()
+	var pastaDone <-chan error
+	if o.net != nil {
+		pastaDone = o.net.pastaDone
+	}
 	copying, running := true, true
 	for copying || running {
 		select {
+		case err := <-pastaDone:
+			pastaDone = nil
+			if err == nil {
+				// It quits cleanly when the namespace it served is gone.
+				o.st.ok("pasta-exit", "exit status 0")
+				continue
+			}
+			// Failing, it leaves the agent's CIDR traffic no way out:
+			// the run ends as an error that says why.
+			why := o.net.pastaFailure(err)
+			o.st.fail("pasta-exit", errors.New(why))
+			if running && out.failure == "" {
+				out.failure = why
+				_ = inner.cmd.Process.Kill()
+			}
 		case err := <-copied:
 			copying = false
 			if err != nil {
@@ -393,6 +489,7 @@ func specSummary(s Spec) string {
 	if !s.Deadline.IsZero() {
 		deadline = s.Deadline.UTC().Format(time.RFC3339Nano)
 	}
+	auid, agid := s.agentIDs()
 	return string(mustJSON(map[string]any{
 		"runId":     s.RunID,
 		"argv":      s.Argv,
@@ -400,8 +497,14 @@ func specSummary(s Spec) string {
 		"files":     len(s.Files),
 		"deadline":  deadline,
 		"killGrace": s.killGrace().String(),
-		"network":   "none",
+		"network":   netMode(s.Network),
+		"allow":     s.Network.Allow,
+		"mounts":    s.Mounts,
+		"limits":    s.Limits,
+		"cgroup":    s.CgroupParent,
 		"uid":       uid,
 		"gid":       gid,
+		"agentUid":  auid,
+		"agentGid":  agid,
 	}))
 }

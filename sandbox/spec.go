@@ -31,4 +31,17 @@ type Spec struct {
 	// the runner starts as root.
 	SandboxUID int `json:"sandboxUid"`
 	SandboxGID int `json:"sandboxGid"`
+	// AgentUID and AgentGID are the agent's ids inside the sandbox (0:
+	// DefaultAgentUID, DefaultAgentGID).
+	AgentUID int `json:"agentUid,omitempty"`
+	AgentGID int `json:"agentGid,omitempty"`
+	// Mounts are host paths bound into the sandbox, read-only unless
+	// writable.
+	Mounts []config.Mount `json:"mounts,omitempty"`
+	// Limits bound the run's resources.
+	Limits config.Limits `json:"limits"`
+	// CgroupParent is the node's delegated cgroup v2 directory, under
+	// which the run gets a cgroup for Limits.Memory, CPUs and Pids; empty
+	// when there is none.
+	CgroupParent string `json:"cgroupParent,omitempty"`
 }

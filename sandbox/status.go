@@ -118,6 +118,7 @@ type outcome struct {
 	chainErr   string       // how runner-inner ended, when it did not report
 	stop       stopRequest  // zero: nobody asked the agent to stop
 	killed     bool         // the runner escalated to SIGKILL
+	failure    string       // the host side of the sandbox failed (pasta)
 	grace      time.Duration
 	journalErr error
 }
@@ -135,6 +136,8 @@ func (o outcome) sentinel(nonce string) journal.Sentinel {
 		s.Detail = fmt.Sprintf("the agent outlived the %v grace period after SIGTERM and was killed", o.grace)
 	case o.status != nil:
 		s.Exit, s.Signal, s.Detail = o.status.Exit, o.status.Signal, o.status.Error
+	case o.failure != "":
+		s.Exit, s.Detail = 1, o.failure
 	case o.stop.reason != "":
 		// Stopped before the sandbox could report: tearing down a pid
 		// namespace is a SIGKILL of everything in it.
@@ -148,6 +151,8 @@ func (o outcome) sentinel(nonce string) journal.Sentinel {
 	case o.journalErr != nil:
 		s.Reason = journal.ReasonError
 		s.Detail = "journal: " + o.journalErr.Error()
+	case o.failure != "" && o.status == nil:
+		s.Reason = journal.ReasonError
 	case o.stop.reason != "":
 		s.Reason = o.stop.reason
 		if o.stop.reason == journal.ReasonSignal && s.Signal == "" {

@@ -24,15 +24,15 @@ const (
 	// DefaultKillGrace is the time between SIGTERM and SIGKILL when the
 	// spec leaves KillGrace 0.
 	DefaultKillGrace = 10 * time.Second
+	// DefaultAgentUID and DefaultAgentGID are the agent's ids inside the
+	// sandbox when the spec leaves them 0: not root, which some agent
+	// CLIs refuse to run as.
+	DefaultAgentUID = 1000
+	DefaultAgentGID = 1000
 )
 
-var (
-	// ErrInvalidSpec wraps every reason Validate refuses a spec.
-	ErrInvalidSpec = errors.New("sandbox: invalid spec")
-	// ErrNetworkUnsupported refuses an egress allowlist until the runner
-	// can enforce one: nothing runs with less isolation than it asked for.
-	ErrNetworkUnsupported = errors.New("sandbox: network allowlists need the sandbox issue: not supported yet")
-)
+// ErrInvalidSpec wraps every reason Validate refuses a spec.
+var ErrInvalidSpec = errors.New("sandbox: invalid spec")
 
 // maxSpecBytes bounds the spec file a stage reads.
 const maxSpecBytes = 16 << 20
@@ -62,6 +62,23 @@ func (s Spec) Validate() error {
 	if s.SandboxUID < 0 || s.SandboxUID > maxID || s.SandboxGID < 0 || s.SandboxGID > maxID {
 		return fmt.Errorf("%w: sandbox uid/gid %d/%d out of range", ErrInvalidSpec, s.SandboxUID, s.SandboxGID)
 	}
+	if s.AgentUID < 0 || s.AgentUID > maxID || s.AgentGID < 0 || s.AgentGID > maxID {
+		return fmt.Errorf("%w: agent uid/gid %d/%d out of range", ErrInvalidSpec, s.AgentUID, s.AgentGID)
+	}
+	if err := s.Network.Validate(); err != nil {
+		return fmt.Errorf("%w: network: %w", ErrInvalidSpec, err)
+	}
+	for i, m := range s.Mounts {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("%w: mounts[%d]: %w", ErrInvalidSpec, i, err)
+		}
+	}
+	if err := s.Limits.Validate(); err != nil {
+		return fmt.Errorf("%w: limits: %w", ErrInvalidSpec, err)
+	}
+	if c := s.CgroupParent; c != "" && (!filepath.IsAbs(c) || filepath.Clean(c) != c) {
+		return fmt.Errorf("%w: cgroup parent %q must be an absolute, clean path", ErrInvalidSpec, c)
+	}
 	seen := make(map[string]string, len(s.Files))
 	for name := range s.Files {
 		p, err := seedPath(name)
@@ -72,9 +89,6 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("%w: seed files %q and %q name the same file", ErrInvalidSpec, other, name)
 		}
 		seen[p] = name
-	}
-	if len(s.Network.Allow) > 0 {
-		return fmt.Errorf("%w (allow: %s)", ErrNetworkUnsupported, strings.Join(s.Network.Allow, ", "))
 	}
 	return nil
 }
@@ -89,6 +103,12 @@ func validRunDir(dir string) error {
 	// The sandbox hides the run directory's parent; hiding / is not an option.
 	if filepath.Dir(dir) == "/" {
 		return fmt.Errorf("%w: run directory %q must not sit directly under /", ErrInvalidSpec, dir)
+	}
+	// The workspace keeps its path inside, where these are the sandbox's.
+	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys"} {
+		if strings.HasPrefix(dir, d+"/") {
+			return fmt.Errorf("%w: run directory %q must not be under %s, which the sandbox provides", ErrInvalidSpec, dir, d)
+		}
 	}
 	return nil
 }
@@ -145,6 +165,18 @@ func (s Spec) sandboxIDs(euid, egid int) (uid, gid int) {
 	return uid, gid
 }
 
+// agentIDs are the agent's ids inside the sandbox.
+func (s Spec) agentIDs() (uid, gid int) {
+	uid, gid = s.AgentUID, s.AgentGID
+	if uid == 0 {
+		uid = DefaultAgentUID
+	}
+	if gid == 0 {
+		gid = DefaultAgentGID
+	}
+	return uid, gid
+}
+
 func (s Spec) killGrace() time.Duration {
 	if s.KillGrace == 0 {
 		return DefaultKillGrace
@@ -162,33 +194,6 @@ func decodeSpec(b []byte) (Spec, error) {
 		return Spec{}, err
 	}
 	return s, nil
-}
-
-// childSpec is what runner-inner hands runner-inner-child: the spec
-// without the nonce and seed files, which nothing in the sandbox may see.
-type childSpec struct {
-	RunDir string   `json:"runDir"`
-	Argv   []string `json:"argv"`
-	Env    []string `json:"env"`
-}
-
-func (s Spec) child() childSpec { return childSpec{RunDir: s.RunDir, Argv: s.Argv, Env: s.Env} }
-
-func decodeChildSpec(b []byte) (childSpec, error) {
-	var c childSpec
-	if err := decodeStrict(b, &c); err != nil {
-		return childSpec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
-	}
-	if err := validRunDir(c.RunDir); err != nil {
-		return childSpec{}, err
-	}
-	if err := validArgv(c.Argv); err != nil {
-		return childSpec{}, err
-	}
-	if err := validEnv(c.Env); err != nil {
-		return childSpec{}, err
-	}
-	return c, nil
 }
 
 // decodeStrict decodes exactly one JSON value with no unknown fields.

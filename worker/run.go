@@ -176,6 +176,8 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		RunID: r.id, RunDir: string(r.dir), Argv: inv.Argv, Env: inv.Env, Files: inv.Files,
 		Nonce: rec.Nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
 		Network: inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
+		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID,
+		CgroupParent: w.cfg.CgroupParent,
 	}
 	if _, err := sandbox.Start(ctx, spec, inv.Input, sandbox.WithBinary(w.binary)); err != nil {
 		// The run exists and cannot start: it ends failed, once.

@@ -579,14 +579,16 @@ func TestLeaseExpiryRecovery(t *testing.T) {
 	if st[len(st)-1].Status != protocol.StatusSucceeded {
 		t.Fatalf("statuses %+v", st)
 	}
-	attached := 0
+	// w2 re-attaches the crashed run (and, on a machine loaded enough to
+	// make it miss a renewal, may lose and re-take it: that is fine too).
+	var attached []protocol.Status
 	for _, s := range st {
 		if s.Status == protocol.StatusAttached {
-			attached++
+			attached = append(attached, s)
 		}
 	}
-	if attached != 1 {
-		t.Fatalf("%d attached statuses: %+v", attached, st)
+	if len(attached) == 0 || attached[0].Worker != "w2" || attached[0].Epoch <= st[0].Epoch {
+		t.Fatalf("no re-attach by w2 after the crash: %+v", st)
 	}
 }
 

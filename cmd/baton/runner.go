@@ -10,7 +10,8 @@ import (
 
 // newRunnerCmds are the hidden stages of the runner chain the worker
 // spawns (see package sandbox): runner-outer on the host, runner-inner,
-// and runner-inner-child as the sandbox's init.
+// runner-inner-child as the sandbox's init, and runner-exec, which turns
+// into the agent.
 func newRunnerCmds(_ *globals) []*cobra.Command {
 	stage := func(name, short string, run func(context.Context, string) error) *cobra.Command {
 		var spec string
@@ -33,5 +34,6 @@ func newRunnerCmds(_ *globals) []*cobra.Command {
 		stage("runner-outer", "Supervise one run: journal the agent, enforce its deadline (spawned by the worker)", sandbox.RunOuter),
 		stage("runner-inner", "Start the sandbox's namespaces and relay the agent's status (spawned by runner-outer)", sandbox.RunInner),
 		stage("runner-inner-child", "Set up the sandbox and run the agent as its init (cloned by runner-inner)", sandbox.RunInnerChild),
+		stage("runner-exec", "Drop capabilities, apply rlimits and seccomp, and exec the agent (started by runner-inner-child)", sandbox.RunExec),
 	}
 }

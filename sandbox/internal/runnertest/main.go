@@ -2,7 +2,7 @@
 // package's tests: it dispatches the runner chain's subcommands to the
 // sandbox package as cmd/baton does, and adds helpers the tests run:
 //
-//	runnertest runner-outer|runner-inner|runner-inner-child --spec PATH
+//	runnertest runner-outer|runner-inner|runner-inner-child|runner-exec --spec PATH
 //	runnertest start SPEC.json INPUT   # sandbox.Start with this binary, print "pid N", then wait to be killed
 //	runnertest netprobe                # as an agent: list interfaces, prove loopback carries TCP
 package main
@@ -33,6 +33,7 @@ func run(args []string) error {
 		"runner-outer":       sandbox.RunOuter,
 		"runner-inner":       sandbox.RunInner,
 		"runner-inner-child": sandbox.RunInnerChild,
+		"runner-exec":        sandbox.RunExec,
 	}
 	if stage, ok := stages[args[0]]; ok {
 		if len(args) != 3 || args[1] != "--spec" {

@@ -1,0 +1,264 @@
+package egress
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DNS message constants (RFC 1035).
+const (
+	dnsHeaderLen  = 12
+	typeA         = 1
+	typeAAAA      = 28
+	classIN       = 1
+	rcodeOK       = 0
+	rcodeFormErr  = 1
+	rcodeServFail = 2
+	rcodeNotImp   = 4
+	rcodeRefused  = 5
+	flagQR        = 1 << 15
+	flagRD        = 1 << 8
+	flagRA        = 1 << 7
+	maxUDPReply   = 512
+	answerTTL     = 30
+	maxDNSJobs    = 64
+	lookupTimeout = 5 * time.Second
+)
+
+var errFormat = errors.New("malformed DNS query")
+
+// query is the part of a DNS query the stub looks at.
+type query struct {
+	id       uint16
+	flags    uint16
+	name     string // lower case, no trailing dot
+	qtype    uint16
+	qclass   uint16
+	question []byte // the question section as sent
+}
+
+// parseQuery decodes a query: a header, exactly one question, no answer
+// or authority records (additional records, such as EDNS, are ignored).
+// It returns the id whenever the header was readable, so a malformed
+// query can still get a FORMERR.
+func parseQuery(b []byte) (query, error) {
+	if len(b) < dnsHeaderLen {
+		return query{}, errFormat
+	}
+	q := query{id: binary.BigEndian.Uint16(b), flags: binary.BigEndian.Uint16(b[2:])}
+	qd, an, ns := binary.BigEndian.Uint16(b[4:]), binary.BigEndian.Uint16(b[6:]), binary.BigEndian.Uint16(b[8:])
+	if q.flags&flagQR != 0 || qd != 1 || an != 0 || ns != 0 {
+		return q, errFormat
+	}
+	var labels []string
+	i, total := dnsHeaderLen, 0
+	for {
+		if i >= len(b) {
+			return q, errFormat
+		}
+		n := int(b[i])
+		i++
+		if n == 0 {
+			break
+		}
+		// Compression pointers (0xC0) and the reserved label types have
+		// no place in a question.
+		if n > 63 || i+n > len(b) {
+			return q, errFormat
+		}
+		if total += n + 1; total > 254 {
+			return q, errFormat
+		}
+		label := string(b[i : i+n])
+		if strings.Contains(label, ".") {
+			// "a.b" as one label would read as two: such a name is no
+			// allowed one.
+			label = "\x00"
+		}
+		labels = append(labels, strings.ToLower(label))
+		i += n
+	}
+	if i+4 > len(b) || len(labels) == 0 {
+		return q, errFormat
+	}
+	q.qtype, q.qclass = binary.BigEndian.Uint16(b[i:]), binary.BigEndian.Uint16(b[i+2:])
+	q.name = strings.Join(labels, ".")
+	q.question = b[dnsHeaderLen : i+4]
+	return q, nil
+}
+
+// reply builds a response to q with rcode and answers (A records for IPv4
+// addresses, AAAA for IPv6), as many as fit in limit bytes.
+func (q query) reply(rcode int, answers []netip.Addr, limit int) []byte {
+	flags := flagQR | flagRA | q.flags&(0xf<<11|flagRD) | uint16(rcode)
+	b := make([]byte, dnsHeaderLen, limit)
+	binary.BigEndian.PutUint16(b, q.id)
+	binary.BigEndian.PutUint16(b[2:], flags)
+	if q.question == nil {
+		return b // FORMERR for a question we could not read: no question
+	}
+	binary.BigEndian.PutUint16(b[4:], 1)
+	b = append(b, q.question...)
+	n := 0
+	for _, a := range answers {
+		rr := []byte{0xc0, dnsHeaderLen} // the name: a pointer to the question's
+		if a.Is4() {
+			rr = binary.BigEndian.AppendUint16(rr, typeA)
+		} else {
+			rr = binary.BigEndian.AppendUint16(rr, typeAAAA)
+		}
+		rr = binary.BigEndian.AppendUint16(rr, classIN)
+		rr = binary.BigEndian.AppendUint32(rr, answerTTL)
+		raw := a.AsSlice()
+		rr = binary.BigEndian.AppendUint16(rr, uint16(len(raw)))
+		rr = append(rr, raw...)
+		if len(b)+len(rr) > limit {
+			break
+		}
+		b = append(b, rr...)
+		n++
+	}
+	binary.BigEndian.PutUint16(b[6:], uint16(n))
+	return b
+}
+
+// DNS is the stub resolver the agent's /etc/resolv.conf names.
+type DNS struct {
+	policy *Policy
+	logf   Logf
+	jobs   chan struct{}
+}
+
+// NewDNS is a stub answering for p. logf may be nil.
+func NewDNS(p *Policy, logf Logf) *DNS {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	return &DNS{policy: p, logf: logf, jobs: make(chan struct{}, maxDNSJobs)}
+}
+
+// answer decides the response to one query message; nil means drop it.
+func (d *DNS) answer(ctx context.Context, msg []byte, limit int) []byte {
+	q, err := parseQuery(msg)
+	switch {
+	case err != nil && len(msg) < dnsHeaderLen:
+		return nil
+	case err != nil:
+		q.question = nil
+		return q.reply(rcodeFormErr, nil, limit)
+	case q.flags>>11&0xf != 0: // only standard queries
+		return q.reply(rcodeNotImp, nil, limit)
+	case q.qclass != classIN || !d.policy.AllowsName(q.name):
+		// Refused without a lookup: nothing of the name leaves the host.
+		d.logf("dns: refused %q", q.name)
+		return q.reply(rcodeRefused, nil, limit)
+	case q.qtype != typeA && q.qtype != typeAAAA:
+		return q.reply(rcodeOK, nil, limit) // the name exists; no such record
+	}
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	addrs, err := d.policy.Lookup(ctx, q.name)
+	switch {
+	case errors.Is(err, ErrRefused):
+		d.logf("dns: %q: %v", q.name, err)
+		return q.reply(rcodeOK, nil, limit)
+	case err != nil:
+		d.logf("dns: %q: %v", q.name, err)
+		return q.reply(rcodeServFail, nil, limit)
+	}
+	var want []netip.Addr
+	for _, a := range addrs {
+		if a.Is4() == (q.qtype == typeA) {
+			want = append(want, a)
+		}
+	}
+	return q.reply(rcodeOK, want, limit)
+}
+
+// ServeUDP answers queries on pc until ctx ends or pc fails; it closes pc.
+func (d *DNS) ServeUDP(ctx context.Context, pc net.PacketConn) error {
+	stop := context.AfterFunc(ctx, func() { pc.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	buf := make([]byte, 4096)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		msg := append([]byte(nil), buf[:n]...)
+		select {
+		case d.jobs <- struct{}{}:
+		default:
+			continue // overloaded: the client retries
+		}
+		wg.Go(func() {
+			defer func() { <-d.jobs }()
+			if r := d.answer(ctx, msg, maxUDPReply); r != nil {
+				_, _ = pc.WriteTo(r, from)
+			}
+		})
+	}
+}
+
+// ServeTCP answers length-prefixed queries on connections accepted from l
+// until ctx ends or l fails; it closes l.
+func (d *DNS) ServeTCP(ctx context.Context, l net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		select {
+		case d.jobs <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-d.jobs }()
+			defer c.Close()
+			stop := context.AfterFunc(ctx, func() { c.Close() })
+			defer stop()
+			for {
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				var n uint16
+				if err := binary.Read(c, binary.BigEndian, &n); err != nil {
+					return
+				}
+				msg := make([]byte, n)
+				if _, err := io.ReadFull(c, msg); err != nil {
+					return
+				}
+				r := d.answer(ctx, msg, 65535)
+				if r == nil {
+					return
+				}
+				if _, err := c.Write(binary.BigEndian.AppendUint16(nil, uint16(len(r)))); err != nil {
+					return
+				}
+				if _, err := c.Write(r); err != nil {
+					return
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,174 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// proxyFixture runs a proxy whose dials all land on one local HTTP
+// server, recording where the proxy meant to connect.
+type proxyFixture struct {
+	addr   string
+	mu     sync.Mutex
+	dialed []netip.AddrPort
+	logs   []string
+}
+
+func newProxyFixture(t *testing.T) *proxyFixture {
+	t.Helper()
+	p, _ := testPolicy(t, map[string][]string{"api.example.com": {"93.184.216.34"}, "a.example.org": {"10.0.0.9"}})
+	origin, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "origin saw %s %s host=%s proxy-auth=%q", r.Method, r.RequestURI, r.Host, r.Header.Get("Proxy-Authorization"))
+	})}
+	go srv.Serve(origin)
+	t.Cleanup(func() { srv.Close() })
+
+	f := &proxyFixture{}
+	x := NewProxy(p, func(format string, args ...any) {
+		f.mu.Lock()
+		f.logs = append(f.logs, fmt.Sprintf(format, args...))
+		f.mu.Unlock()
+	})
+	x.dial = func(ctx context.Context, a netip.AddrPort) (net.Conn, error) {
+		f.mu.Lock()
+		f.dialed = append(f.dialed, a)
+		f.mu.Unlock()
+		return (&net.Dialer{}).DialContext(ctx, "tcp", origin.Addr().String())
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- x.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	f.addr = l.Addr().String()
+	return f
+}
+
+// roundTrip sends raw on a new connection and returns the whole reply.
+func (f *proxyFixture) roundTrip(t *testing.T, raw string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
+func TestProxyConnect(t *testing.T) {
+	f := newProxyFixture(t)
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	// The tunnelled request rides in the same write as the CONNECT head.
+	fmt.Fprintf(c, "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\nGET /x HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	inner, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(inner.Body)
+	if !strings.Contains(string(body), "origin saw GET /x host=api.example.com") {
+		t.Errorf("tunnelled reply %q", body)
+	}
+	if len(f.dialed) != 1 || f.dialed[0] != netip.MustParseAddrPort("93.184.216.34:443") {
+		t.Errorf("dialed %v, want the checked address", f.dialed)
+	}
+}
+
+func TestProxyForwardsPlainHTTP(t *testing.T) {
+	f := newProxyFixture(t)
+	got := f.roundTrip(t, "GET http://test.internal:8080/path?q=1 HTTP/1.1\r\nHost: test.internal:8080\r\nProxy-Authorization: secret\r\nProxy-Connection: keep-alive\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.Contains(got, "origin saw GET /path?q=1 host=test.internal:8080 proxy-auth=\"\"") {
+		t.Errorf("reply %q", got)
+	}
+	if len(f.dialed) != 1 || f.dialed[0] != netip.MustParseAddrPort("10.213.7.2:8080") {
+		t.Errorf("dialed %v", f.dialed)
+	}
+}
+
+func TestProxyRefuses(t *testing.T) {
+	f := newProxyFixture(t)
+	for _, tc := range []struct {
+		name, raw string
+		code      int
+		why       string
+	}{
+		{"name off the list", "CONNECT evil.example.net:443 HTTP/1.1\r\n\r\n", 403, "not on the allowlist"},
+		{"loopback literal", "CONNECT 127.0.0.1:4222 HTTP/1.1\r\n\r\n", 403, "only inside a CIDR entry"},
+		{"metadata literal", "CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n", 403, "only inside a CIDR entry"},
+		{"metadata plain", "GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n", 403, "only inside a CIDR entry"},
+		{"host address in a listed CIDR", "CONNECT 10.213.7.1:22 HTTP/1.1\r\n\r\n", 403, "address of the host"},
+		{"public literal", "CONNECT 93.184.216.34:443 HTTP/1.1\r\n\r\n", 403, "only inside a CIDR entry"},
+		{"allowed name resolving private", "CONNECT a.example.org:443 HTTP/1.1\r\n\r\n", 403, "private address"},
+		{"no port", "CONNECT api.example.com HTTP/1.1\r\n\r\n", 400, "not host:port"},
+		{"port zero", "CONNECT api.example.com:0 HTTP/1.1\r\n\r\n", 400, "not host:port"},
+		{"origin form", "GET /x HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 400, "absolute http:// URL"},
+		{"https URL without CONNECT", "GET https://api.example.com/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 400, "absolute http:// URL"},
+		{"garbage", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 400, "malformed"},
+		{"huge head", "GET http://api.example.com/ HTTP/1.1\r\nX: " + strings.Repeat("a", maxHead) + "\r\n\r\n", 431, "too large"},
+	} {
+		got := f.roundTrip(t, tc.raw)
+		if !strings.HasPrefix(got, fmt.Sprintf("HTTP/1.1 %d ", tc.code)) || !strings.Contains(got, tc.why) {
+			t.Errorf("%s: reply %q, want %d mentioning %q", tc.name, got, tc.code, tc.why)
+		}
+	}
+	if len(f.dialed) != 0 {
+		t.Errorf("refused requests dialed %v", f.dialed)
+	}
+	if len(f.logs) == 0 {
+		t.Error("refusals were not logged")
+	}
+}
+
+func TestHostPort(t *testing.T) {
+	for in, want := range map[string]string{
+		"a.com:443": "a.com 443", "[::1]:80": "::1 80", "a.com": "a.com 80", "[fd00::1]": "fd00::1 80",
+	} {
+		h, p, err := hostPort(in, "80")
+		if got := fmt.Sprintf("%s %d", h, p); err != nil || got != want {
+			t.Errorf("hostPort(%q) = %s, %v, want %s", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", ":443", "a.com:", "a.com:x", "a.com:65536", "::1", "a.com:-1"} {
+		if h, p, err := hostPort(in, "80"); err == nil {
+			t.Errorf("hostPort(%q) = %s %d", in, h, p)
+		}
+	}
+	if _, _, err := hostPort("a.com", ""); err == nil {
+		t.Error("a CONNECT target without a port was accepted")
+	}
+}

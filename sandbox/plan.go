@@ -1,0 +1,373 @@
+package sandbox
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/batonhq/baton/config"
+)
+
+// Network modes of a run.
+const (
+	// netNone: a network namespace with loopback only.
+	netNone = "none"
+	// netProxy: loopback only too, plus the egress proxy and DNS stub
+	// that runner-outer serves on sockets inside the namespace; for an
+	// allowlist of names.
+	netProxy = "proxy"
+	// netPasta: netProxy, plus pasta's tap and an nft ruleset letting
+	// through only the allowlist's CIDR entries.
+	netPasta = "pasta"
+)
+
+// netMode is the network a spec needs.
+func netMode(n config.Network) string {
+	switch {
+	case len(n.Allow) == 0:
+		return netNone
+	case len(n.Prefixes()) > 0:
+		return netPasta
+	}
+	return netProxy
+}
+
+// Addresses of the egress services on the sandbox's loopback.
+const (
+	proxyAddr = "127.0.0.1:3128"
+	dnsAddr   = "127.0.0.1:53"
+	dnsServer = "127.0.0.1"
+)
+
+// innerSpec is what runner-outer hands runner-inner: the child's spec and
+// the network runner-inner sets up. It holds no nonce.
+type innerSpec struct {
+	Child childSpec `json:"child"`
+	Net   netPlan   `json:"net"`
+}
+
+// netPlan is runner-inner's part of the network.
+type netPlan struct {
+	Mode string `json:"mode"`
+	// Nft is the nft binary and Ruleset its input, for netPasta.
+	Nft     string `json:"nft,omitempty"`
+	Ruleset string `json:"ruleset,omitempty"`
+}
+
+// childSpec is what runner-inner hands runner-inner-child: how to build
+// the agent's root and start it.
+type childSpec struct {
+	RunDir   string   `json:"runDir"`
+	Argv     []string `json:"argv"`
+	Env      []string `json:"env"`
+	AgentUID int      `json:"agentUid"`
+	AgentGID int      `json:"agentGid"`
+	// Mounts are the profile's, sources resolved on the host.
+	Mounts []bindMount `json:"mounts,omitempty"`
+	// Binary is where the runner's own executable is bound read-only,
+	// when the agent is the baton binary; empty otherwise.
+	Binary string `json:"binary,omitempty"`
+	// Etc are the generated files of the agent's /etc, by name.
+	Etc map[string]string `json:"etc"`
+	// TmpBytes sizes /tmp; ShmBytes /dev/shm.
+	TmpBytes uint64   `json:"tmpBytes"`
+	ShmBytes uint64   `json:"shmBytes"`
+	Rlimits  []rlimit `json:"rlimits"`
+}
+
+// bindMount is a profile mount whose source runner-outer resolved.
+type bindMount struct {
+	Source   string `json:"source"`
+	Dest     string `json:"dest"`
+	Writable bool   `json:"writable,omitempty"`
+	// Dev and Ino identify the source runner-outer checked, so a path
+	// swapped for another before the child opens it is refused.
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+// rlimit is one resource limit, soft = hard.
+type rlimit struct {
+	Name  string `json:"name"`
+	Value uint64 `json:"value"`
+}
+
+// execSpec is what runner-inner-child hands the exec stage.
+type execSpec struct {
+	Path    string   `json:"path"`
+	Argv    []string `json:"argv"`
+	Env     []string `json:"env"`
+	Dir     string   `json:"dir"`
+	Rlimits []rlimit `json:"rlimits"`
+}
+
+// Defaults of Limits.
+const (
+	DefaultPids     = 1024
+	DefaultTmpBytes = 1 << 30
+	maxShmBytes     = 64 << 20
+)
+
+// rlimitsFor are the agent's limits: the profile's rlimits, nproc from
+// Pids (the smaller wins when both are set), and no core files unless the
+// profile asks, since they would land in the workspace.
+func rlimitsFor(l config.Limits) []rlimit {
+	m := map[string]uint64{"core": 0}
+	for n, v := range l.Rlimits {
+		m[n] = uint64(v)
+	}
+	pids := uint64(l.Pids)
+	if pids == 0 {
+		pids = DefaultPids
+	}
+	if v, ok := m["nproc"]; !ok || pids < v {
+		m["nproc"] = pids
+	}
+	out := make([]rlimit, 0, len(m))
+	for _, n := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, rlimit{Name: n, Value: m[n]})
+	}
+	return out
+}
+
+// tmpSizes are the sizes of /tmp and /dev/shm.
+func tmpSizes(l config.Limits) (tmp, shm uint64) {
+	tmp = uint64(l.Tmp)
+	if tmp == 0 {
+		tmp = DefaultTmpBytes
+	}
+	return tmp, min(tmp, maxShmBytes)
+}
+
+// agentName is the agent's user and group name in its /etc.
+const agentName = "agent"
+
+// etcFiles generates the agent's /etc: its user and group, the sandbox's
+// host name, and a resolver that asks the DNS stub (or, with no network,
+// nobody).
+func etcFiles(uid, gid int, home string, mode string) map[string]string {
+	var passwd, group strings.Builder
+	fmt.Fprintf(&passwd, "root:x:0:0:root:/root:/usr/sbin/nologin\n")
+	fmt.Fprintf(&group, "root:x:0:\n")
+	if uid != 0 {
+		fmt.Fprintf(&passwd, "%s:x:%d:%d:baton agent:%s:/bin/sh\n", agentName, uid, gid, home)
+	}
+	if gid != 0 {
+		fmt.Fprintf(&group, "%s:x:%d:\n", agentName, gid)
+	}
+	if uid != 65534 {
+		passwd.WriteString("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+	}
+	if gid != 65534 {
+		group.WriteString("nogroup:x:65534:\n")
+	}
+	resolv := "# baton sandbox: no network\n"
+	if mode != netNone {
+		resolv = "# baton sandbox: the DNS stub answers allowlisted names only\nnameserver " + dnsServer + "\n"
+	}
+	return map[string]string{
+		"passwd":        passwd.String(),
+		"group":         group.String(),
+		"hostname":      sandboxHostname + "\n",
+		"hosts":         "127.0.0.1\tlocalhost\n127.0.1.1\t" + sandboxHostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		"resolv.conf":   resolv,
+		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
+	}
+}
+
+// hostEtc are the host's /etc entries the agent sees, read-only: what the
+// dynamic linker, TLS (CA certificates), time zones and the usual tools
+// need, and nothing that holds a secret.
+var hostEtc = []string{
+	"alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf", "crypto-policies", "debian_version",
+	"gai.conf", "host.conf", "inputrc", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "lsb-release",
+	"mime.types", "os-release", "pki", "profile", "protocols", "services", "shells", "ssl/certs", "ssl/openssl.cnf",
+	"terminfo", "timezone",
+}
+
+// systemDirs are bound read-only (or recreated, when symlinks) at their
+// own paths.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// proxyEnv is what points the agent's HTTP clients at the egress proxy.
+func proxyEnv() []string {
+	url := "http://" + proxyAddr
+	return []string{
+		"HTTP_PROXY=" + url, "HTTPS_PROXY=" + url, "http_proxy=" + url, "https_proxy=" + url,
+		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+	}
+}
+
+// checkDests refuses mounts whose targets would hide or land in the
+// workspace, collide with each other, with the baton binary's bind or
+// with the sandbox's own /etc files, or hide the binary.
+func checkDests(mounts []bindMount, workspace, binary string) error {
+	taken := []string{workspace}
+	if binary != "" {
+		taken = append(taken, binary)
+	}
+	for name := range etcFiles(1, 1, "/", netNone) {
+		taken = append(taken, "/etc/"+name)
+	}
+	for _, name := range hostEtc {
+		taken = append(taken, "/etc/"+name)
+	}
+	seen := map[string]bool{}
+	for _, m := range mounts {
+		for _, t := range taken {
+			if m.Dest == t || strings.HasPrefix(t, m.Dest+"/") || strings.HasPrefix(m.Dest, t+"/") {
+				return fmt.Errorf("mount %s -> %s overlaps %s, which the sandbox provides", m.Source, m.Dest, t)
+			}
+		}
+		if seen[m.Dest] {
+			return fmt.Errorf("two mounts land on %s", m.Dest)
+		}
+		seen[m.Dest] = true
+	}
+	return nil
+}
+
+// underOrAbove reports whether p is dir, inside it, or one of its
+// ancestors: a mount source that would expose dir.
+func underOrAbove(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/") || strings.HasPrefix(dir, p+"/") || p == "/"
+}
+
+// nftRuleset is the egress filter of a pasta network: output is dropped
+// except on loopback (the proxy and DNS stub) and to the allowlist's CIDR
+// entries, never to the host's own addresses. One table, installed by
+// one `nft -f -` transaction.
+func nftRuleset(prefixes []netip.Prefix, host []netip.Addr) string {
+	var v4, v6, h4, h6 []string
+	for _, p := range prefixes {
+		if p.Addr().Is4() {
+			v4 = append(v4, p.String())
+		} else {
+			v6 = append(v6, p.String())
+		}
+	}
+	for _, a := range host {
+		a = a.Unmap().WithZone("")
+		if a.IsLoopback() {
+			continue // loopback never leaves the namespace
+		}
+		if a.Is4() {
+			h4 = append(h4, a.String())
+		} else {
+			h6 = append(h6, a.String())
+		}
+	}
+	var b strings.Builder
+	b.WriteString("table inet baton {\n\tchain output {\n\t\ttype filter hook output priority filter; policy drop;\n")
+	b.WriteString("\t\toifname \"lo\" accept\n")
+	set := func(family string, elems []string, verdict string) {
+		if len(elems) > 0 {
+			fmt.Fprintf(&b, "\t\t%s daddr { %s } %s\n", family, strings.Join(elems, ", "), verdict)
+		}
+	}
+	set("ip", h4, "drop")
+	set("ip6", h6, "drop")
+	if len(v6) > 0 {
+		// Neighbour discovery, so IPv6 reaches the gateway at all.
+		b.WriteString("\t\tip6 daddr { fe80::/10, ff02::/16 } icmpv6 type { nd-neighbor-solicit, nd-router-solicit } accept\n")
+	}
+	set("ip", v4, "accept")
+	set("ip6", v6, "accept")
+	b.WriteString("\t}\n}\n")
+	return b.String()
+}
+
+// pastaArgs attaches pasta to the network namespace of pid, with nothing
+// forwarded either way (-t/-u/-T/-U none), no gateway mapped to the
+// host's loopback (--no-map-gw), and none of its DHCP, DHCPv6 or router
+// advertisement servers: it configures the tap itself (--config-net).
+func pastaArgs(pid int) []string {
+	return []string{
+		"--config-net", "--foreground", "--quiet",
+		"-t", "none", "-u", "none", "-T", "none", "-U", "none",
+		"--no-map-gw", "--no-dhcp", "--no-dhcpv6", "--no-ra",
+		strconv.Itoa(pid),
+	}
+}
+
+// pastaFlags are the options pastaArgs needs; doctor checks pasta's help
+// names each.
+var pastaFlags = []string{"--config-net", "--foreground", "--quiet", "--tcp-ports", "--udp-ports", "--tcp-ns", "--udp-ns", "--no-map-gw", "--no-dhcp", "--no-dhcpv6", "--no-ra"}
+
+// cleanAbs reports whether p is an absolute, clean path.
+func cleanAbs(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p }
+
+// validate refuses a child spec runner-outer would not write.
+func (c childSpec) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: child spec: "+format, append([]any{ErrInvalidSpec}, args...)...)
+	}
+	if err := validRunDir(c.RunDir); err != nil {
+		return err
+	}
+	if err := validArgv(c.Argv); err != nil {
+		return err
+	}
+	if err := validEnv(c.Env); err != nil {
+		return err
+	}
+	if c.AgentUID <= 0 || c.AgentUID > maxID || c.AgentGID <= 0 || c.AgentGID > maxID {
+		return bad("agent ids %d/%d", c.AgentUID, c.AgentGID)
+	}
+	if c.Binary != "" && !cleanAbs(c.Binary) {
+		return bad("binary %q", c.Binary)
+	}
+	for _, m := range c.Mounts {
+		if !cleanAbs(m.Source) || !cleanAbs(m.Dest) || m.Dest == "/" {
+			return bad("mount %q -> %q", m.Source, m.Dest)
+		}
+	}
+	for name := range c.Etc {
+		if !filepath.IsLocal(name) || strings.Contains(name, "/") {
+			return bad("etc file %q", name)
+		}
+	}
+	if c.TmpBytes == 0 || c.ShmBytes == 0 {
+		return bad("no size for /tmp or /dev/shm")
+	}
+	for _, r := range c.Rlimits {
+		if !slices.Contains(config.RlimitNames, r.Name) {
+			return bad("rlimit %q", r.Name)
+		}
+	}
+	return nil
+}
+
+func decodeChildSpec(b []byte) (childSpec, error) {
+	var c childSpec
+	if err := decodeStrict(b, &c); err != nil {
+		return childSpec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	return c, c.validate()
+}
+
+func decodeExecSpec(b []byte) (execSpec, error) {
+	var e execSpec
+	if err := decodeStrict(b, &e); err != nil {
+		return execSpec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	if !cleanAbs(e.Path) || !cleanAbs(e.Dir) {
+		return execSpec{}, fmt.Errorf("%w: exec spec: path %q, dir %q", ErrInvalidSpec, e.Path, e.Dir)
+	}
+	if err := validArgv(e.Argv); err != nil {
+		return execSpec{}, err
+	}
+	if err := validEnv(e.Env); err != nil {
+		return execSpec{}, err
+	}
+	for _, r := range e.Rlimits {
+		if !slices.Contains(config.RlimitNames, r.Name) {
+			return execSpec{}, fmt.Errorf("%w: exec spec: rlimit %q", ErrInvalidSpec, r.Name)
+		}
+	}
+	return e, nil
+}
