@@ -770,13 +770,20 @@ func TestNATSOutageLongerThanLease(t *testing.T) {
 	dir, port := t.TempDir(), freePort(t)
 	h := newHarness(t, withStore(dir, port))
 	h.addWorker("w2")
+	// Twice the lease TTL; a minute under BATON_SOAK. The agent writes all
+	// through the outage and a little past it.
+	outage := 2 * h.cfg.LeaseTTL
+	if os.Getenv("BATON_SOAK") != "" {
+		outage = time.Minute
+	}
+	lines := int((outage + 3*time.Second).Seconds() * 100)
 	id := newRunID(t)
-	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "800", "--rate", "100", "--seed", "8"}})
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", strconv.Itoa(lines), "--rate", "100", "--seed", "8"}})
 	h.waitStatus(id, protocol.StatusStarted)
 	time.Sleep(time.Second)
 	h.s.Shutdown()
 	h.s.WaitForShutdown()
-	time.Sleep(2 * h.cfg.LeaseTTL) // the agent keeps writing its journal
+	time.Sleep(outage)
 	testenv.RunServerIn(t, dir, port)
 	st := h.terminal(id)
 	if st.Status != protocol.StatusSucceeded {
