@@ -160,22 +160,35 @@ func (h *harness) submit(job map[string]any) {
 	}
 }
 
-// chain reads a run's messages in order until its terminal status.
+// chain reads a run's messages in order until its terminal status. It
+// reads in short waits and, when the server has restarted under it, goes
+// on with a new consumer from the last message it has.
 func (h *harness) chain(runID string, timeout time.Duration) []jetstream.Msg {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	c, err := h.js.OrderedConsumer(ctx, h.names.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{h.names.RunFilter(runID)},
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	end := time.Now().Add(timeout)
 	var msgs []jetstream.Msg
-	for {
-		m, err := c.Next(jetstream.FetchMaxWait(time.Until(deadline(ctx))))
+	var c jetstream.Consumer
+	for time.Now().Before(end) {
+		if c == nil {
+			cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{h.names.RunFilter(runID)}}
+			if n := len(msgs); n > 0 {
+				md, _ := msgs[n-1].Metadata()
+				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, md.Sequence.Stream+1
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var err error
+			c, err = h.js.OrderedConsumer(ctx, h.names.EventsStream(), cfg)
+			cancel()
+			if err != nil {
+				c = nil
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+		}
+		m, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
 		if err != nil {
-			h.t.Fatalf("run %s: no terminal status after %v (%d messages): %v", runID, timeout, len(msgs), err)
+			c = nil
+			continue
 		}
 		msgs = append(msgs, m)
 		if strings.HasSuffix(m.Subject(), ".status") {
@@ -188,6 +201,8 @@ func (h *harness) chain(runID string, timeout time.Duration) []jetstream.Msg {
 			}
 		}
 	}
+	h.t.Fatalf("run %s: no terminal status after %v (%d messages)", runID, timeout, len(msgs))
+	return nil
 }
 
 func deadline(ctx context.Context) time.Time {
