@@ -2,10 +2,9 @@ package publisher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,6 +30,10 @@ const (
 	defaultRetryWait      = 25 * time.Millisecond
 	maxRetryWait          = time.Second
 	defaultAttemptTimeout = 2 * time.Second
+	maxAttemptTimeout     = 16 * time.Second
+	// maxDoubts bounds the Msg-Ids kept in doubt: more than a few distinct
+	// publishes of unknown outcome between two known ones is pathological.
+	maxDoubts = 64
 )
 
 // Option configures a Chain.
@@ -42,6 +45,9 @@ type options struct {
 	log            zerolog.Logger
 	retryWait      time.Duration
 	attemptTimeout time.Duration
+	batchMessages  int
+	batchBytes     int
+	minBatch       int
 }
 
 // WithEpoch stamps every message with the publisher's lease epoch
@@ -61,7 +67,8 @@ func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l }
 func WithRetryWait(d time.Duration) Option { return func(o *options) { o.retryWait = d } }
 
 // WithAttemptTimeout bounds one publish attempt (default 2 s); a publish
-// whose attempt times out is retried until its context ends.
+// whose attempt times out is retried until its context ends, with twice
+// the timeout each time (up to 16 s) until the server answers again.
 func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.attemptTimeout = d } }
 
 // Chain publishes one run's messages on its fenced chain. Its methods may be
@@ -77,17 +84,34 @@ type Chain struct {
 	o         options
 	lastSeq   atomic.Uint64
 
+	eventsSubj, rawSubj string
+
 	mu     sync.Mutex
 	stream jetstream.Stream // looked up on first need
 	fenced error            // set once: the chain is dead
-	doubt  string           // Msg-Id of the last publish whose outcome is unknown
+	// doubts are the Msg-Ids of publishes whose outcome is unknown since
+	// the chain last knew its tip: any of them may have landed.
+	doubts []string
+	// attempt is the current attempt timeout: it doubles while attempts
+	// time out, so a slow server is not sent every message again and
+	// again, and goes back down as answers come.
+	attempt time.Duration
+	// batchCap is the current most lines per batch: halved when a busy
+	// server drops a batch, doubled back (up to the option) when one lands.
+	batchCap int
+	// noBatch: the stream refused atomic publish. serverVersion is the
+	// version serverBatches was judged for.
+	noBatch       bool
+	serverVersion string
+	serverBatches bool
 }
 
 // NewChain returns the chain of runID whose last message is at stream
 // sequence lastSeq (0 for a run with no message yet): from Align for a new
 // holder, or from a released lease.
 func NewChain(js jetstream.JetStream, names protocol.Names, runID string, lastSeq uint64, opts ...Option) *Chain {
-	o := options{log: zerolog.Nop(), retryWait: defaultRetryWait, attemptTimeout: defaultAttemptTimeout}
+	o := options{log: zerolog.Nop(), retryWait: defaultRetryWait, attemptTimeout: defaultAttemptTimeout,
+		batchMessages: DefaultBatchMessages, batchBytes: DefaultBatchBytes, minBatch: DefaultMinBatch}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -97,6 +121,8 @@ func NewChain(js jetstream.JetStream, names protocol.Names, runID string, lastSe
 	c := &Chain{
 		js: js, names: names, runID: runID, filter: names.RunFilter(runID),
 		epoch: o.epoch, chunkSize: max(o.maxPayload, 1), o: o,
+		eventsSubj: names.EventsSubject(runID), rawSubj: names.RawSubject(runID),
+		attempt: o.attemptTimeout, batchCap: o.batchMessages,
 	}
 	c.o.log = o.log.With().Str("run_id", runID).Logger()
 	c.lastSeq.Store(lastSeq)
@@ -151,12 +177,17 @@ func (c *Chain) publishLine(ctx context.Context, line []byte, end int64, first, 
 	if c.fenced != nil {
 		return c.fenced
 	}
+	return c.publishLineLocked(ctx, line, end, first, n)
+}
+
+// publishLineLocked is publishLine with c.mu held.
+func (c *Chain) publishLineLocked(ctx context.Context, line []byte, end int64, first, n int) error {
 	if first < 1 || first > n+1 {
 		return fmt.Errorf("publisher: line ending at %d: chunk %d of %d", end, first, n)
 	}
-	subject := c.names.RawSubject(c.runID)
-	if json.Valid(line) { // json.Valid refuses empty and blank lines
-		subject = c.names.EventsSubject(c.runID)
+	subject := c.rawSubj
+	if validJSON(line) { // empty and blank lines are not JSON
+		subject = c.eventsSubj
 	}
 	off := strconv.FormatInt(end, 10)
 	for i := first; i <= n; i++ {
@@ -217,27 +248,24 @@ func (c *Chain) header(offset string) nats.Header {
 // publish puts one message on the chain, fenced on lastSeq, and advances
 // lastSeq. It holds c.mu. A message whose outcome is unknown (timeout, no
 // responders, disconnection, or a concurrent fenced publish on the filter,
-// 10164) is sent again unchanged: same Msg-Id, same expectation.
+// 10164) or that a busy server refused (429) is sent again unchanged: same
+// Msg-Id, same expectation.
 func (c *Chain) publish(ctx context.Context, subject string, data []byte, id string, h nats.Header) error {
 	expected := c.lastSeq.Load()
 	wait := c.o.retryWait
-	sent := false
 	for {
 		if err := ctx.Err(); err != nil {
-			if sent {
-				c.doubt = id
-			}
 			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
 		}
-		msg := &nats.Msg{Subject: subject, Data: data, Header: maps.Clone(h)}
-		actx, cancel := context.WithTimeout(ctx, c.o.attemptTimeout)
-		ack, err := c.js.PublishMsg(actx, msg,
-			jetstream.WithMsgID(id),
-			jetstream.WithExpectLastSequenceForSubject(expected, c.filter))
-		cancel()
-		sent = true
+		h[protocol.HeaderMsgID] = []string{id}
+		h[headerExpSeq] = []string{strconv.FormatUint(expected, 10)}
+		h[headerExpSubject] = []string{c.filter}
+		ack, err := c.request(ctx, &nats.Msg{Subject: subject, Data: data, Header: h})
 		var apiErr *jetstream.APIError
 		errors.As(err, &apiErr)
+		if err != nil && apiErr == nil {
+			c.doubt(id) // no answer: it may have been stored, or may still be
+		}
 		switch {
 		case err == nil:
 			if ack.Duplicate && ack.Sequence > expected {
@@ -247,7 +275,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 				// line. Only the former extends our chain.
 				m, err := c.readMsg(ctx, ack.Sequence)
 				if err != nil {
-					c.doubt = id
+					c.doubt(id)
 					return err
 				}
 				if !c.mine(m, id) {
@@ -256,29 +284,26 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 			}
 			// A duplicate at or below our expectation is an older line
 			// published again: it is on the chain, which stays where it is.
-			c.lastSeq.Store(max(ack.Sequence, expected))
-			c.doubt = ""
+			c.known(max(ack.Sequence, expected))
 			return nil
 		case apiErr != nil && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
 			last, err := c.readMsg(ctx, 0)
 			if err != nil {
-				c.doubt = id
+				c.doubt(id)
 				return err
 			}
 			switch {
 			case last.Sequence > expected && c.mine(last, id):
 				// Stored by an earlier attempt whose ack was lost (single
 				// servers check the expectation before dedupe).
-				c.lastSeq.Store(last.Sequence)
-				c.doubt = ""
+				c.known(last.Sequence)
 				return nil
-			case last.Sequence > expected && c.doubt != "" && c.mine(last, c.doubt):
-				// The previous call's message had landed after all: go on
-				// from it.
-				c.o.log.Debug().Str("msg_id", c.doubt).Uint64("seq", last.Sequence).Msg("earlier publish of unknown outcome was stored")
+			case last.Sequence > expected && c.inDoubt(last):
+				// An earlier publish of unknown outcome had landed after
+				// all: go on from it.
+				c.o.log.Debug().Str("msg_id", last.Header.Get(protocol.HeaderMsgID)).Uint64("seq", last.Sequence).Msg("earlier publish of unknown outcome was stored")
 				expected = last.Sequence
-				c.lastSeq.Store(expected)
-				c.doubt = ""
+				c.known(expected)
 				continue
 			default:
 				return c.fence(id, expected, last)
@@ -291,18 +316,42 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 			}
 			wait = min(2*wait, maxRetryWait)
 		default:
-			c.doubt = id
 			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
 		}
 	}
+}
+
+// known records that the chain's tip is at seq, every publish settled.
+func (c *Chain) known(seq uint64) {
+	c.lastSeq.Store(seq)
+	c.doubts = c.doubts[:0]
+}
+
+// doubt records id as a publish whose outcome is unknown: if it landed,
+// the chain's tip may be it.
+func (c *Chain) doubt(id string) {
+	if slices.Contains(c.doubts, id) {
+		return
+	}
+	if len(c.doubts) == maxDoubts {
+		c.doubts = append(c.doubts[:0], c.doubts[1:]...)
+	}
+	c.doubts = append(c.doubts, id)
+}
+
+// inDoubt reports whether m is one of ours whose outcome was unknown.
+func (c *Chain) inDoubt(m *jetstream.RawStreamMsg) bool {
+	return slices.ContainsFunc(c.doubts, func(id string) bool { return c.mine(m, id) })
 }
 
 // retryable tells the errors after which the same message is sent again.
 func retryable(err error, apiErr *jetstream.APIError) bool {
 	if apiErr != nil {
 		// 10164: another fenced publish on the filter is in flight (R>1);
-		// 503: JetStream briefly unavailable (leader election).
-		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || apiErr.Code == 503
+		// 503: JetStream briefly unavailable (leader election); 429: the
+		// stream's ingest queue is full (the server is slower than its
+		// publishers: waiting is the backpressure).
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || apiErr.Code == 503 || apiErr.Code == 429
 	}
 	return errors.Is(err, context.DeadlineExceeded) || // the attempt's own timeout
 		errors.Is(err, nats.ErrTimeout) ||

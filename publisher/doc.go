@@ -20,4 +20,15 @@
 // A chain keeps one publish in flight and never refreshes its expected
 // sequence from the server in its normal path; only Align, run by a new
 // lease holder, reads where the chain stands.
+//
+// PublishLines sends a run's backlog as atomic batches (ADR-50, server
+// 2.12.1 and later, AllowAtomicPublish on the stream): the batch's first
+// message carries the expectation, every message its own Msg-Id, and the
+// server stores all of it or none. A batch counts as one publish in flight;
+// a retried batch whose first attempt was stored is refused as a duplicate
+// and recognised by the chain's last message, and a zombie's batch is
+// refused whole. A server that drops batches because it is busy gets
+// smaller ones, then one message at a time; attempts that time out wait
+// longer each time. Nothing is buffered: a call returns once its lines are
+// on the chain, which is the backpressure on the journal follower.
 package publisher

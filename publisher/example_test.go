@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/internal/provision"
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
@@ -63,4 +64,42 @@ func Example_handoff() {
 	// Output:
 	// resume at offset 17 after a handoff status; lease says 17
 	// old holder fenced: true
+}
+
+// A run's backlog (here 100 lines the follower handed over at once) goes
+// out as one fenced atomic batch instead of 100 round trips.
+func ExampleChain_PublishLines() {
+	dir, _ := os.MkdirTemp("", "baton-example-")
+	defer os.RemoveAll(dir)
+	opts := natsserver.DefaultTestOptions
+	opts.Port, opts.JetStream, opts.StoreDir = -1, true, dir
+	srv := natsserver.RunServer(&opts)
+	defer srv.Shutdown()
+	nc, _ := nats.Connect(srv.ClientURL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	names := protocol.MustNames("")
+	res, err := provision.Ensure(ctx, js, names, provision.Options{LeaseTTL: 5 * time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	var lines []journal.Line
+	var end int64
+	for i := range 100 {
+		data := []byte(fmt.Sprintf(`{"type":"delta","i":%d}`, i))
+		end += int64(len(data)) + 1
+		lines = append(lines, journal.Line{Data: data, End: end})
+	}
+	c := publisher.NewChain(js, names, "run-2", 0, publisher.WithEpoch(1))
+	if err := c.PublishLines(ctx, lines); err != nil {
+		fmt.Println(err)
+		return
+	}
+	info, _ := res.Events.Info(ctx, jetstream.WithSubjectFilter(names.RunFilter("run-2")))
+	fmt.Println("messages:", info.State.Msgs, "last sequence:", c.LastSeq())
+	// Output:
+	// messages: 100 last sequence: 100
 }

@@ -43,6 +43,10 @@ func r3(t *testing.T) *backend {
 }
 
 func provisioned(t *testing.T, nc *nats.Conn, js jetstream.JetStream, replicas int) *backend {
+	return provisionedTB(t, nc, js, replicas)
+}
+
+func provisionedTB(t testing.TB, nc *nats.Conn, js jetstream.JetStream, replicas int) *backend {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

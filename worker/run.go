@@ -404,20 +404,32 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 	}
 }
 
-// publish puts a batch of journal lines on the run's chain, in order.
+// publish puts a batch of journal lines on the run's chain, in order: the
+// lines the follower handed over with their bytes in atomic batches, and a
+// line longer than its max line alone, read from the journal. r.offset
+// moves past a line only once the chain holds it.
 func (r *run) publish(ctx context.Context, lines []journal.Line) error {
-	for _, l := range lines {
-		data := l.Data
-		if data == nil {
-			var err error
-			if data, err = readRange(r.dir.Journal(), l.Start, l.End-1); err != nil {
-				return fmt.Errorf("read long line at %d: %w", l.Start, err)
+	for len(lines) > 0 {
+		n := 0
+		for n < len(lines) && lines[n].Data != nil {
+			n++
+		}
+		if n > 0 {
+			if err := r.chain.PublishLines(ctx, lines[:n]); err != nil {
+				return err
 			}
+			r.offset, lines = lines[n-1].End, lines[n:]
+			continue
+		}
+		l := lines[0]
+		data, err := readRange(r.dir.Journal(), l.Start, l.End-1)
+		if err != nil {
+			return fmt.Errorf("read long line at %d: %w", l.Start, err)
 		}
 		if err := r.chain.PublishLine(ctx, data, l.End); err != nil {
 			return err
 		}
-		r.offset = l.End
+		r.offset, lines = l.End, lines[1:]
 	}
 	r.lease.Progress(r.offset, r.chain.LastSeq())
 	return nil

@@ -50,6 +50,7 @@ journaled, and republish every line on baton.runs.<runId>.events.`,
 		newFakeAgentCmd(g),
 		newDoctorCmd(g),
 		newVersionCmd(g),
+		newBenchCmd(g),
 	)
 	root.AddCommand(newRunnerCmds(g)...)
 	return root

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// processCPU is the CPU time (user + system, all threads) pid has used.
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(b)
+}
+
+// processRSS is pid's resident set size in bytes.
+func processRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatusRSS(b)
+}
+
+// workerAttr makes a worker process die with the suite (a worker left
+// behind would go on holding runs), in a session of its own, so it has an
+// autogroup of its own (see prioritize).
+func workerAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
+}
+
+// autogroupNice is the nice value of the scheduling autogroups the suite
+// gives itself and its workers (see prioritize).
+const autogroupNice = -20
+
+// autogroupsOn reports whether the kernel groups tasks by session for
+// scheduling (CONFIG_SCHED_AUTOGROUP, and the tasks in the root cpu
+// cgroup): then every run, whose runner starts a session, weighs as much as
+// the whole worker.
+func autogroupsOn() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
+}
+
+// prioritize sets the autogroup nice of pid's session (0: this process)
+// to autogroupNice, and returns how to set it back. With autogroups, 200
+// runs are 200 scheduling groups of equal weight against the one of the
+// worker and NATS: on 2 cores the control plane then gets 1/201 of the CPU
+// whenever the agents are busy. A deployment runs the worker and NATS in
+// cgroups of their own; this is the suite's way of doing the same.
+func prioritize(pid int) (restore func(), err error) {
+	path := "/proc/self/autogroup"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/autogroup", pid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	was, err := parseAutogroup(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(autogroupNice)), 0); err != nil {
+		return nil, fmt.Errorf("bench: set autogroup nice of %s: %w", path, err)
+	}
+	return func() { _ = os.WriteFile(path, []byte(strconv.Itoa(was)), 0) }, nil
+}
+
+// timeCommand runs a command to its end and returns how long it took; as
+// cred's user if cred is set.
+func timeCommand(ctx context.Context, cred *syscall.Credential, name string, args ...string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	began := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(began)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w: %s", name, err, firstLine(string(out)))
+	}
+	return d, nil
+}
+
+// sandboxCredential is the user a root runner runs sandboxes as (the
+// configuration's default sandbox uid); nil when not root.
+func sandboxCredential() *syscall.Credential {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	return &syscall.Credential{Uid: 65534, Gid: 65534}
+}
+
+// cpuSample is the CPU time each process on the host has used so far,
+// with its class (see classify; this process is classSuite: the embedded
+// server and the subscribers).
+type cpuSample map[int]procCPU
+
+type procCPU struct {
+	class string
+	cpu   time.Duration
+}
+
+func sampleCPU() cpuSample {
+	out := cpuSample{}
+	self := os.Getpid()
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cpu, err := processCPU(pid)
+		if err != nil {
+			continue // gone
+		}
+		class := classSuite
+		if pid != self {
+			cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if err != nil {
+				continue
+			}
+			class = classify(cmd)
+		}
+		out[pid] = procCPU{class, cpu}
+	}
+	return out
+}
+
+// cpuBetween sums by class the CPU each process used from before to
+// after; a process born in between counts whole. A process that ended in
+// between is missed.
+func cpuBetween(before, after cpuSample) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for pid, a := range after {
+		out[a.class] += a.cpu - before[pid].cpu
+	}
+	return out
+}

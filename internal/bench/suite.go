@@ -1,0 +1,228 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/sys/unix"
+)
+
+// Rows, in the order they run and print.
+const (
+	RowPipeline = "pipeline"
+	RowLatency  = "latency"
+	RowStart    = "start"
+	RowHandoff  = "handoff" // also gives the crash row
+	RowScale    = "scale"
+)
+
+// AllRows lists every row.
+var AllRows = []string{RowPipeline, RowLatency, RowStart, RowHandoff, RowScale}
+
+// ErrConfig: a Config the suite cannot run.
+var ErrConfig = errors.New("bench: invalid configuration")
+
+// Config configures a run of the suite.
+type Config struct {
+	// Binary is the baton binary workers and runs start from (default:
+	// this executable).
+	Binary string
+	// Rows to run (default AllRows).
+	Rows []string
+	// Quick shrinks every row (fewer lines, runs and repetitions) to check
+	// the suite works; its figures are not the benchmark's.
+	Quick bool
+	// Keep leaves the suite's directory (journals, worker logs) in place.
+	Keep bool
+	// Progress gets a line per step (nil: silent).
+	Progress io.Writer
+	// ProfileDir, if set, gets a CPU profile of every worker process
+	// (<worker id>.cpu.pprof).
+	ProfileDir string
+}
+
+// Result is one row of the table.
+type Result struct {
+	Row      string
+	Target   string
+	Measured string
+	// Pass is "pass", "miss", or "n/a" (the row could not be measured
+	// here; Measured says why).
+	Pass string
+}
+
+const (
+	pass = "pass"
+	miss = "miss"
+	na   = "n/a"
+)
+
+func verdict(ok bool) string {
+	if ok {
+		return pass
+	}
+	return miss
+}
+
+// Report is the suite's outcome.
+type Report struct {
+	Machine string
+	Results []Result
+}
+
+// sizes are the parameters the rows run with.
+type sizes struct {
+	pipelineLines    int
+	latencyRate      float64
+	latencyFor       time.Duration
+	starts           int
+	handoffs         int
+	crashes          int
+	scaleRuns        int
+	scaleRate        float64
+	scaleWindow      time.Duration
+	scaleAgentTime   time.Duration // long enough to outlast the window; the runs are cancelled after it
+	scaleStartWithin time.Duration
+}
+
+var fullSizes = sizes{
+	pipelineLines: 200_000, latencyRate: 1000, latencyFor: 5 * time.Second,
+	starts: 11, handoffs: 5, crashes: 5,
+	scaleRuns: 200, scaleRate: 50, scaleWindow: 10 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 2 * time.Minute,
+}
+
+var quickSizes = sizes{
+	pipelineLines: 5_000, latencyRate: 1000, latencyFor: time.Second,
+	starts: 3, handoffs: 1, crashes: 1,
+	scaleRuns: 10, scaleRate: 50, scaleWindow: 2 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 30 * time.Second,
+}
+
+// Run runs the suite and returns its table. A row that fails to run
+// reports its error as a miss; Run itself fails only when the suite
+// cannot start.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return Report{}, err
+		}
+		cfg.Binary = exe
+	}
+	rows := cfg.Rows
+	if len(rows) == 0 {
+		rows = AllRows
+	}
+	for _, r := range rows {
+		if !slices.Contains(AllRows, r) {
+			return Report{}, fmt.Errorf("%w: unknown row %q (rows: %s)", ErrConfig, r, strings.Join(AllRows, ", "))
+		}
+	}
+	sz := fullSizes
+	if cfg.Quick {
+		sz = quickSizes
+	}
+	e, err := newEnv(cfg.Binary, cfg.Progress)
+	if err == nil {
+		e.profileDir = cfg.ProfileDir
+	}
+	if err != nil {
+		return Report{}, err
+	}
+	defer e.close(cfg.Keep)
+	rep := Report{Machine: machine()}
+	if e.prioritized {
+		rep.Machine += fmt.Sprintf("; autogroups on: the suite (NATS, subscribers) and each worker in groups of nice %d, each run in its own of nice 0", autogroupNice)
+	}
+	for _, row := range AllRows {
+		if !slices.Contains(rows, row) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		e.logf("row %s", row)
+		var res []Result
+		switch row {
+		case RowPipeline:
+			res = e.pipeline(ctx, sz)
+		case RowLatency:
+			res = e.latency(ctx, sz)
+		case RowStart:
+			res = e.start(ctx, sz)
+		case RowHandoff:
+			res = e.handoff(ctx, sz)
+		case RowScale:
+			res = e.scale(ctx, sz)
+		}
+		rep.Results = append(rep.Results, res...)
+		e.stopWorkers()
+	}
+	return rep, nil
+}
+
+// failed is the result of a row that could not be measured.
+func failed(row, target string, err error) []Result {
+	return []Result{{Row: row, Target: target, Measured: "error: " + err.Error(), Pass: miss}}
+}
+
+// stopWorkers ends the workers a row started (hand-off of what they hold),
+// then every runner still alive, so rows do not load each other.
+func (e *env) stopWorkers() {
+	for _, w := range e.workers {
+		w.stop(15 * time.Second)
+	}
+	e.workers = nil
+	e.endRuns()
+}
+
+// Print writes the report as one table.
+func (r Report) Print(w io.Writer) error {
+	fmt.Fprintf(w, "baton bench: %s\n\n", r.Machine)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "row\ttarget\tmeasured\tresult")
+	for _, res := range r.Results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res.Row, res.Target, res.Measured, res.Pass)
+	}
+	return tw.Flush()
+}
+
+// cpuSplit says where the CPU went between two samples d apart, in
+// percent of the machine's CPUs.
+func (e *env) cpuSplit(before, after cpuSample, d time.Duration) string {
+	used := cpuBetween(before, after)
+	total := float64(d) * float64(runtime.NumCPU())
+	var parts []string
+	for _, c := range []string{classWorker, classSuite, classRunner, classAgent, classOther} {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", c, 100*float64(used[c])/total))
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf(" of %d CPUs", runtime.NumCPU())
+}
+
+// machine describes where the suite ran.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := "unknown kernel"
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	return fmt.Sprintf("%d CPUs (%s), Linux %s, %s, nats-server %s embedded (R1, file storage)",
+		runtime.NumCPU(), model, kernel, runtime.Version(), server.VERSION)
+}
