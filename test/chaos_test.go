@@ -71,7 +71,7 @@ func runChaos(t *testing.T, natsNodes int) {
 		t.Fatal(err)
 	}
 	logDir := t.TempDir()
-	dirs := map[string]string{"A": stateDir(t), "B": stateDir(t)}
+	dirs := map[string]string{"A": testenv.StateDir(t), "B": testenv.StateDir(t)}
 	var workers []*workerProc
 	for _, w := range []struct{ name, node string }{{"a1", "A"}, {"a2", "A"}, {"b1", "B"}} {
 		wp := &workerProc{t: t, name: w.name, bin: bin, logDir: logDir, args: []string{"worker",

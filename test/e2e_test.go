@@ -49,30 +49,18 @@ func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) 
 	return cmd
 }
 
-func stateDir(t *testing.T) string {
-	d, err := os.MkdirTemp("", "baton-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(d, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
 // TestSubmitWatchWithWorkerProcess drives the real binary as a user does:
 // a worker process, then `baton submit --watch`, whose exit code follows the
 // run; the published chain equals the journal.
 func TestSubmitWatchWithWorkerProcess(t *testing.T) {
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
-	dir := stateDir(t)
+	dir := testenv.StateDir(t)
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
 	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	startWorker(t, bin, s.ClientURL(), dir, "e2e", "--config", cfg, "--metrics-addr", metricsAddr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -172,7 +160,7 @@ func isSentinelOnly(rest []byte) bool {
 func TestNatsCLIProtocol(t *testing.T) {
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
-	startWorker(t, bin, s.ClientURL(), stateDir(t), "cli")
+	startWorker(t, bin, s.ClientURL(), testenv.StateDir(t), "cli")
 	nc, _ := testenv.Connect(t, s)
 	names := protocol.MustNames("")
 	// Subscribe before submitting: a live subscriber sees the whole run.

@@ -53,7 +53,7 @@ func TestReadmeProtocolWithNatsCLI(t *testing.T) {
 	nats := natsCLI(t)
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
-	dir := stateDir(t)
+	dir := testenv.StateDir(t)
 	startWorker(t, bin, s.ClientURL(), dir, "cli")
 	_, js := testenv.Connect(t, s)
 	waitStream(t, js, protocol.MustNames("").JobsStream())

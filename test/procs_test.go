@@ -16,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 var (
@@ -47,16 +49,6 @@ func natsServerBinary(t *testing.T) string {
 		t.Fatalf("build nats-server: %v\n%s", natsBuildErr, natsBuildOut)
 	}
 	return natsBin
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // natsProc is one nats-server process that can be stopped and started
@@ -130,7 +122,7 @@ func startNATS(t *testing.T, n int) []*natsProc {
 	var routes []string
 	cports := make([]int, n)
 	for i := range n {
-		cports[i] = freePort(t)
+		cports[i] = testenv.FreePort(t)
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cports[i]))
 	}
 	for i := range n {
@@ -138,7 +130,7 @@ func startNATS(t *testing.T, n int) []*natsProc {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &natsProc{t: t, bin: bin, name: fmt.Sprintf("n%d", i), port: freePort(t), dir: filepath.Join(base, fmt.Sprintf("store-%d", i)), log: logf}
+		p := &natsProc{t: t, bin: bin, name: fmt.Sprintf("n%d", i), port: testenv.FreePort(t), dir: filepath.Join(base, fmt.Sprintf("store-%d", i)), log: logf}
 		if n > 1 {
 			p.args = []string{"--cluster_name", "C", "--cluster", fmt.Sprintf("nats://127.0.0.1:%d", cports[i]), "--routes", strings.Join(routes, ",")}
 		}

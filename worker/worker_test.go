@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,7 +72,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		opt(&server.Options{}, cfg)
 	}
 	nc, js := testenv.Connect(t, s)
-	h := &harness{t: t, s: s, nc: nc, js: js, names: protocol.MustNames(cfg.Prefix), cfg: cfg, stateDir: stateDir(t), stops: map[string]func(){}}
+	h := &harness{t: t, s: s, nc: nc, js: js, names: protocol.MustNames(cfg.Prefix), cfg: cfg, stateDir: testenv.StateDir(t), stops: map[string]func(){}}
 	h.w, _ = h.addWorker("w1")
 	return h
 }
@@ -112,20 +111,6 @@ func (h *harness) addWorker(id string, opts ...worker.Option) (*worker.Worker, f
 		t.Fatal("worker not ready after 20s")
 	}
 	return w, stop
-}
-
-// stateDir is a state directory a root worker's sandbox uid can traverse
-// (t.TempDir's parents are 0700).
-func stateDir(t *testing.T) string {
-	d, err := os.MkdirTemp("", "baton-worker-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(d, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
 }
 
 func testLogger(t *testing.T) zerolog.Logger {
@@ -726,7 +711,7 @@ func TestLostNode(t *testing.T) {
 	h := newHarness(t)
 	h.stopWorker("w1")
 	nc, _ := testenv.Connect(t, h.s)
-	goneDir := stateDir(t)
+	goneDir := testenv.StateDir(t)
 	id := newRunID(t)
 	// The agent outlives its lost node; stop it when the test ends.
 	t.Cleanup(func() { _ = sandbox.Cancel(journal.Dir(filepath.Join(goneDir, "runs", id))) })
@@ -782,7 +767,7 @@ func TestLostNode(t *testing.T) {
 // TTL while a run goes on: the worker reconnects, its lease is gone, the
 // node's recovery re-attaches the run, and nothing is lost or doubled.
 func TestNATSOutageLongerThanLease(t *testing.T) {
-	dir, port := t.TempDir(), freePort(t)
+	dir, port := t.TempDir(), testenv.FreePort(t)
 	h := newHarness(t, withStore(dir, port))
 	h.addWorker("w2")
 	// Twice the lease TTL; a minute under BATON_SOAK. The agent writes all
@@ -804,13 +789,4 @@ func TestNATSOutageLongerThanLease(t *testing.T) {
 	if st.Status != protocol.StatusSucceeded {
 		t.Fatalf("terminal %+v", st)
 	}
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

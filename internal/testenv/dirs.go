@@ -1,0 +1,33 @@
+package testenv
+
+import (
+	"net"
+	"os"
+	"testing"
+)
+
+// StateDir is a worker state directory that a root worker's sandbox uid can
+// traverse (t.TempDir's parents are 0700); it is removed when the test ends.
+func StateDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "baton-state-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// FreePort is a loopback TCP port nothing listens on now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
