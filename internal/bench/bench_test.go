@@ -300,6 +300,7 @@ var autogroupCases = []struct {
 	{"autogroup-7 nice 0", 0, false},
 	{"/autogroup-7 prio 0", 0, false},
 	{"", 0, false},
+	{"\n", 0, false},
 }
 
 func TestParseAutogroup(t *testing.T) {
@@ -307,6 +308,9 @@ func TestParseAutogroup(t *testing.T) {
 		n, err := parseAutogroup([]byte(tc.in))
 		if (err == nil) != tc.ok || n != tc.nice {
 			t.Errorf("parseAutogroup(%q) = %d, %v; want %d, ok %v", tc.in, n, err, tc.nice, tc.ok)
+		}
+		if root := strings.TrimSpace(tc.in) == ""; errors.Is(err, errRootAutogroup) != root {
+			t.Errorf("parseAutogroup(%q) = %v; default autogroup %v", tc.in, err, root)
 		}
 	}
 }

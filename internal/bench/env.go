@@ -51,10 +51,12 @@ type env struct {
 	workers  []*workerProc
 	// profileDir gets the workers' CPU profiles ("": none).
 	profileDir string
-	// prioritized: the suite's and the workers' autogroups have the
-	// highest weight (see prioritize); restore undoes it for the suite's.
-	prioritized bool
-	restore     func()
+	// prioritized: the workers' autogroups have the highest weight (see
+	// prioritize); suitePrioritized: the suite's too, and restore undoes
+	// it.
+	prioritized      bool
+	suitePrioritized bool
+	restore          func()
 }
 
 // newEnv prepares a directory the sandbox user can traverse, a copy of
@@ -62,7 +64,12 @@ type env struct {
 func newEnv(binary string, progress io.Writer) (_ *env, err error) {
 	e := &env{progress: progress, names: protocol.MustNames("")}
 	if autogroupsOn() && os.Geteuid() == 0 {
-		if e.restore, err = prioritize(0); err != nil {
+		// In the default autogroup the suite's threads already weigh one
+		// group each; the workers, which start sessions, still need it.
+		switch e.restore, err = prioritize(0); {
+		case err == nil:
+			e.suitePrioritized = true
+		case !errors.Is(err, errRootAutogroup):
 			return nil, err
 		}
 		e.prioritized = true

@@ -107,9 +107,17 @@ func classify(cmdline []byte) string {
 	return classOther
 }
 
+// errRootAutogroup: the process is in the kernel's default autogroup
+// (its session was never started anew since init), whose
+// /proc/<pid>/autogroup reads empty and whose nice cannot be set.
+var errRootAutogroup = errors.New("bench: in the default autogroup")
+
 // parseAutogroup reads the nice value of /proc/<pid>/autogroup, which
-// reads "/autogroup-<n> nice <nice>".
+// reads "/autogroup-<n> nice <nice>", or nothing in the default autogroup.
 func parseAutogroup(b []byte) (int, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return 0, errRootAutogroup
+	}
 	f := strings.Fields(string(b))
 	if len(f) != 3 || !strings.HasPrefix(f[0], "/autogroup-") || f[1] != "nice" {
 		return 0, fmt.Errorf("%w: autogroup %q", ErrProc, b)

@@ -139,8 +139,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer e.close(cfg.Keep)
 	rep := Report{Machine: machine()}
-	if e.prioritized {
+	switch {
+	case e.suitePrioritized:
 		rep.Machine += fmt.Sprintf("; autogroups on: the suite (NATS, subscribers) and each worker in groups of nice %d, each run in its own of nice 0", autogroupNice)
+	case e.prioritized:
+		rep.Machine += fmt.Sprintf("; autogroups on: the suite (NATS, subscribers) in the default group, each worker in a group of nice %d, each run in its own of nice 0", autogroupNice)
 	}
 	for _, row := range AllRows {
 		if !slices.Contains(rows, row) {
