@@ -134,14 +134,11 @@ type chainMsg struct {
 // its stream sequence.
 func publish(t *testing.T, js jetstream.JetStream, run string, m chainMsg) uint64 {
 	t.Helper()
-	subj := names.EventsSubject(run)
-	switch m.kind {
-	case protocol.KindRaw:
-		subj = names.RawSubject(run)
-	case protocol.KindStatus:
-		subj = names.StatusSubject(run)
+	kind := protocol.KindEvents
+	if m.kind == protocol.KindRaw || m.kind == protocol.KindStatus {
+		kind = m.kind
 	}
-	msg := nats.NewMsg(subj)
+	msg := nats.NewMsg(names.IngestSubject(run, kind))
 	msg.Data = []byte(m.data)
 	msg.Header.Set(protocol.HeaderOffset, fmt.Sprint(m.offset))
 	id := fmt.Sprintf("%s:%d", run, m.offset)

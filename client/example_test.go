@@ -65,10 +65,10 @@ func fakeWorker(ctx context.Context, js jetstream.JetStream, names protocol.Name
 		data    []byte
 		offset  int
 	}{
-		{names.StatusSubject(runID), protocol.Status{Status: protocol.StatusStarted, RunID: runID}.Marshal(), 0},
-		{names.EventsSubject(runID), []byte(`{"type":"assistant"}`), 21},
-		{names.RawSubject(runID), []byte("plain text"), 32},
-		{names.StatusSubject(runID), protocol.Status{Status: protocol.StatusSucceeded, RunID: runID, ExitCode: &zero}.Marshal(), 32},
+		{names.IngestSubject(runID, protocol.KindStatus), protocol.Status{Status: protocol.StatusStarted, RunID: runID}.Marshal(), 0},
+		{names.IngestSubject(runID, protocol.KindEvents), []byte(`{"type":"assistant"}`), 21},
+		{names.IngestSubject(runID, protocol.KindRaw), []byte("plain text"), 32},
+		{names.IngestSubject(runID, protocol.KindStatus), protocol.Status{Status: protocol.StatusSucceeded, RunID: runID, ExitCode: &zero}.Marshal(), 32},
 	} {
 		msg := nats.NewMsg(m.subject)
 		msg.Data = m.data

@@ -68,8 +68,22 @@ func (n Names) JobsSubjects() []string {
 	return []string{n.RunJobSubject(), n.prefix + ".jobs.attach.*"}
 }
 
-// EventsSubjects are the subjects of the events stream.
-func (n Names) EventsSubjects() []string { return []string{n.prefix + ".runs.*.*"} }
+// IngestSubjects are the subjects of the events stream: workers publish a
+// run's chain on "<prefix>.ingest.<runId>.<kind>"; the stream stores each
+// message as "<prefix>.runs.<runId>.<kind>" (see RunsSubjects) and
+// republishes it there once stored. So a core subscriber of a run's
+// subjects sees only what the chain accepted: never a retried duplicate
+// nor a fenced-off zombie's message.
+func (n Names) IngestSubjects() []string { return []string{n.prefix + ".ingest.*.*"} }
+
+// RunsSubjects is what the events stream stores and republishes: every
+// run's subjects.
+func (n Names) RunsSubjects() string { return n.prefix + ".runs.>" }
+
+// IngestSubject is where a worker publishes a run's messages of kind.
+func (n Names) IngestSubject(runID string, kind RunKind) string {
+	return n.prefix + ".ingest." + runID + "." + string(kind)
+}
 
 // RunFilter is the filter naming a run's whole chain; every fenced publish of
 // the run expects the last sequence of this exact filter string.

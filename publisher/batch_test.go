@@ -198,6 +198,7 @@ func testBatchRouting(t *testing.T, b *backend) {
 func testBatchZombie(t *testing.T, b *backend) {
 	ctx := ctxT(t)
 	const run = "bzombie"
+	sub := live(t, b, run)
 	opts := []publisher.Option{publisher.WithMinBatch(2)}
 	a := publisher.NewChain(b.js, names, run, 0, append(opts, publisher.WithEpoch(1))...)
 	first := lines(0, 40, jsonLine)
@@ -249,6 +250,7 @@ func testBatchZombie(t *testing.T, b *backend) {
 			t.Fatalf("message %d after the takeover has epoch %q", m.seq, m.get(protocol.HeaderEpoch))
 		}
 	}
+	sub.equals(t, ms)
 }
 
 // testBatchLostAck: a batch stored whose ack was lost is sent again by a
@@ -258,6 +260,7 @@ func testBatchZombie(t *testing.T, b *backend) {
 func testBatchLostAck(t *testing.T, b *backend) {
 	ctx := ctxT(t)
 	const run = "blostack"
+	sub := live(t, b, run)
 	opts := []publisher.Option{publisher.WithMinBatch(2), publisher.WithEpoch(3)}
 	a := publisher.NewChain(b.js, names, run, 0, opts...)
 	l1 := lines(0, 10, jsonLine)
@@ -301,6 +304,7 @@ func testBatchLostAck(t *testing.T, b *backend) {
 	if retry2.LastSeq() != ms[len(ms)-1].seq {
 		t.Fatalf("LastSeq %d, last stored %d", retry2.LastSeq(), ms[len(ms)-1].seq)
 	}
+	sub.equals(t, ms)
 }
 
 // testBatchConcurrent: goroutines sharing a chain, batches and statuses
@@ -396,7 +400,7 @@ func TestBatchServerLimits(t *testing.T) {
 		// Someone opens a batch on the stream and never commits it: the
 		// server takes no other batch (the first message of ours is
 		// refused without a word, so its commit finds the batch incomplete).
-		open := nats.NewMsg(names.EventsSubject("other"))
+		open := nats.NewMsg(names.IngestSubject("other", protocol.KindEvents))
 		open.Header.Set("Nats-Batch-Id", "never-committed")
 		open.Header.Set("Nats-Batch-Sequence", "1")
 		if err := nc.PublishMsg(open); err != nil {

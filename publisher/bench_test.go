@@ -7,6 +7,7 @@ import (
 
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
 )
 
@@ -91,7 +92,7 @@ func BenchmarkPublishLine(b *testing.B) {
 // flight) of the same lines to the same stream.
 func BenchmarkAsync(b *testing.B) {
 	benchBackends(b, func(b *testing.B, be *backend) {
-		subject := names.RawSubject("bench-async")
+		subject := names.IngestSubject("bench-async", protocol.KindRaw)
 		for b.Loop() {
 			if _, err := be.js.PublishAsync(subject, agentLine); err != nil {
 				b.Fatal(err)

@@ -84,7 +84,9 @@ type Chain struct {
 	o         options
 	lastSeq   atomic.Uint64
 
-	eventsSubj, rawSubj string
+	// Where the chain is published: the stream stores and republishes
+	// each message on the run's subjects (protocol.Names.IngestSubjects).
+	eventsSubj, rawSubj, statusSubj string
 
 	mu     sync.Mutex
 	stream jetstream.Stream // looked up on first need
@@ -121,8 +123,10 @@ func NewChain(js jetstream.JetStream, names protocol.Names, runID string, lastSe
 	c := &Chain{
 		js: js, names: names, runID: runID, filter: names.RunFilter(runID),
 		epoch: o.epoch, chunkSize: max(o.maxPayload, 1), o: o,
-		eventsSubj: names.EventsSubject(runID), rawSubj: names.RawSubject(runID),
-		attempt: o.attemptTimeout, batchCap: o.batchMessages,
+		eventsSubj: names.IngestSubject(runID, protocol.KindEvents),
+		rawSubj:    names.IngestSubject(runID, protocol.KindRaw),
+		statusSubj: names.IngestSubject(runID, protocol.KindStatus),
+		attempt:    o.attemptTimeout, batchCap: o.batchMessages,
 	}
 	c.o.log = o.log.With().Str("run_id", runID).Logger()
 	c.lastSeq.Store(lastSeq)
@@ -233,7 +237,7 @@ func (c *Chain) PublishStatus(ctx context.Context, st protocol.Status) error {
 	}
 	off := strconv.FormatInt(st.Offset, 10)
 	id := fmt.Sprintf("%s:status:%s:%d:%s", c.runID, st.Status, st.Epoch, off)
-	return c.publish(ctx, c.names.StatusSubject(c.runID), st.Marshal(), id, c.header(off))
+	return c.publish(ctx, c.statusSubj, st.Marshal(), id, c.header(off))
 }
 
 func (c *Chain) header(offset string) nats.Header {

@@ -160,6 +160,7 @@ func testSerialized(t *testing.T, b *backend) {
 func testZombieFenced(t *testing.T, b *backend) {
 	ctx := ctxT(t)
 	const run = "zombie"
+	sub := live(t, b, run)
 	a := publisher.NewChain(b.js, names, run, 0, publisher.WithEpoch(1))
 	for _, end := range []int64{10, 20, 30} {
 		if err := a.PublishLine(ctx, []byte(fmt.Sprintf(`{"n":%d}`, end)), end); err != nil {
@@ -215,6 +216,7 @@ func testZombieFenced(t *testing.T, b *backend) {
 			t.Fatalf("message %d after the takeover has epoch %q: the zombie got through", m.seq, m.get(protocol.HeaderEpoch))
 		}
 	}
+	sub.equals(t, ms)
 }
 
 // testLostAck: a publish that was stored but whose ack never arrived is
@@ -224,6 +226,7 @@ func testZombieFenced(t *testing.T, b *backend) {
 func testLostAck(t *testing.T, b *backend) {
 	ctx := ctxT(t)
 	const run = "lostack"
+	sub := live(t, b, run)
 	a := publisher.NewChain(b.js, names, run, 0)
 	if err := a.PublishLine(ctx, []byte("one"), 4); err != nil {
 		t.Fatal(err)
@@ -260,9 +263,11 @@ func testLostAck(t *testing.T, b *backend) {
 		t.Fatalf("retry of a stored status: %v", err)
 	}
 	want := []string{lineID(run, 4), lineID(run, 8), lineID(run, 14), run + ":status:succeeded:0:14"}
-	if got := msgIDs(chain(t, b, run)); !slices.Equal(got, want) {
+	ms := chain(t, b, run)
+	if got := msgIDs(ms); !slices.Equal(got, want) {
 		t.Fatalf("chain %v, want %v", got, want)
 	}
+	sub.equals(t, ms)
 }
 
 // testLeaseTakeover is I1 end to end: a holder stalls, its lease expires, a
@@ -396,7 +401,7 @@ func testResumeChunks(t *testing.T, b *backend) {
 			h.Set(protocol.HeaderOffset, m.get(protocol.HeaderOffset))
 			h.Set(protocol.HeaderChunk, m.get(protocol.HeaderChunk))
 			h.Set(protocol.HeaderMsgID, strings.Replace(m.get(protocol.HeaderMsgID), "ref:", run+":", 1))
-			if _, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: names.RawSubject(run), Header: h, Data: m.data}); err != nil {
+			if _, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: names.IngestSubject(run, protocol.KindRaw), Header: h, Data: m.data}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -527,7 +532,7 @@ func testAlign(t *testing.T, b *backend) {
 	}
 	// Somebody publishes junk on the run's subject: Align says so and
 	// still tells where the chain stands.
-	ack, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: names.RawSubject("junk"), Data: []byte("no headers")})
+	ack, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: names.IngestSubject("junk", protocol.KindRaw), Data: []byte("no headers")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,11 @@
 package publisher_test
 
 import (
+	"bytes"
 	"context"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,3 +130,65 @@ func msgIDs(ms []stored) []string {
 }
 
 func lineID(runID string, end int64) string { return runID + ":" + strconv.FormatInt(end, 10) }
+
+// liveSub is a core subscription on a run's subjects, as a UI would hold:
+// it sees what the stream republishes once stored.
+type liveSub struct {
+	mu   sync.Mutex
+	msgs []stored
+}
+
+// live subscribes to runID's subjects before anything is published.
+func live(t *testing.T, b *backend, runID string) *liveSub {
+	t.Helper()
+	l := &liveSub{}
+	sub, err := b.nc.Subscribe(names.RunFilter(runID), func(m *nats.Msg) {
+		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		l.mu.Lock()
+		l.msgs = append(l.msgs, stored{seq: seq, subject: m.Subject, data: m.Data, header: m.Header})
+		l.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// In a cluster the interest reaches the stream leader's server over a
+	// route, asynchronously.
+	time.Sleep(100 * time.Millisecond)
+	return l
+}
+
+// equals asserts the subscription received exactly the chain ms: each
+// stored message once, in order, with its subject, sequence and data, and
+// nothing else (no retried duplicate, no refused zombie message).
+func (l *liveSub) equals(t *testing.T, ms []stored) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		got := slices.Clone(l.msgs)
+		l.mu.Unlock()
+		if len(got) >= len(ms) || time.Now().After(deadline) {
+			// Extra messages would come right after the last expected one.
+			time.Sleep(100 * time.Millisecond)
+			l.mu.Lock()
+			got = slices.Clone(l.msgs)
+			l.mu.Unlock()
+			if len(got) != len(ms) {
+				t.Fatalf("live subscriber got %d messages %v, the chain has %d %v", len(got), msgIDs(got), len(ms), msgIDs(ms))
+			}
+			for i, m := range ms {
+				g := got[i]
+				if g.seq != m.seq || g.subject != m.subject || !bytes.Equal(g.data, m.data) || g.get(protocol.HeaderMsgID) != m.get(protocol.HeaderMsgID) {
+					t.Fatalf("live message %d: seq %d %s %q id %s; stored seq %d %s %q id %s", i,
+						g.seq, g.subject, g.data, g.get(protocol.HeaderMsgID), m.seq, m.subject, m.data, m.get(protocol.HeaderMsgID))
+				}
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -8,8 +8,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,6 +42,7 @@ type chaosRun struct {
 
 type chaosStats struct {
 	kills, terms, natsRestarts, runs, events int
+	live                                     int // messages the live subscriber checked
 	handoffs, recoveries                     []time.Duration
 	killed                                   map[int]time.Time // SIGKILLed worker pid → when
 }
@@ -134,6 +137,7 @@ func runChaos(t *testing.T, natsNodes int) {
 
 	// Wait for the workers to provision before the first burst.
 	waitStream(t, js, names.JobsStream())
+	live := subscribeLive(t, procs, names)
 	stats := chaosStats{runs: nRuns, killed: map[int]time.Time{}}
 	start := time.Now()
 	next := 0
@@ -179,11 +183,12 @@ func runChaos(t *testing.T, natsNodes int) {
 			dir = dirs["B"]
 		}
 		stats.events += checkRun(t, r, msgs, filepath.Join(dir, "runs", r.id, "journal.ndjson"), &stats)
+		stats.live += live.check(t, r.id, msgs)
 	}
-	t.Logf("checked %d runs, %d lines byte for byte; %d SIGKILL, %d SIGTERM, %d NATS restarts; hand-off gaps %v; recovery gaps %v",
-		stats.runs, stats.events, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
-	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d kills=%d terms=%d nats_restarts=%d handoff=%s recovery=%s\n",
-		natsNodes, seed, stats.runs, stats.events, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
+	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts; hand-off gaps %v; recovery gaps %v",
+		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
+	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d handoff=%s recovery=%s\n",
+		natsNodes, seed, stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
 }
 
 func summarize(ds []time.Duration) string {
@@ -369,4 +374,73 @@ func diffAt(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// liveRuns is what a UI's core subscription on every run's subjects
+// received, per run, in arrival order: (stream sequence, Msg-Id).
+type liveRuns struct {
+	mu   sync.Mutex
+	runs map[string][]liveMsg
+}
+
+type liveMsg struct {
+	seq uint64
+	id  string
+}
+
+func subscribeLive(t *testing.T, procs []*natsProc, names protocol.Names) *liveRuns {
+	t.Helper()
+	l := &liveRuns{runs: map[string][]liveMsg{}}
+	nc, _ := clientOf(t, procs)
+	t.Cleanup(nc.Close)
+	if _, err := nc.Subscribe(names.RunsSubjects(), func(m *nats.Msg) {
+		runID, _, ok := names.ParseRunSubject(m.Subject)
+		if !ok {
+			return
+		}
+		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		l.mu.Lock()
+		l.runs[runID] = append(l.runs[runID], liveMsg{seq: seq, id: m.Header.Get(nats.MsgIdHdr)})
+		l.mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// check asserts that the live subscriber saw a subsequence of the run's
+// chain: each message it got is the stored one of that sequence, in order,
+// never twice, and none the chain does not hold (a retry or a fenced
+// zombie's publish). It may miss messages republished while its
+// connection was down: core NATS is at most once, a gap a UI fills from
+// the stream. It returns how many messages it checked.
+func (l *liveRuns) check(t *testing.T, runID string, chain []jetstream.Msg) int {
+	t.Helper()
+	stored := map[uint64]string{}
+	for _, m := range chain {
+		md, _ := m.Metadata()
+		stored[md.Sequence.Stream] = m.Headers().Get(nats.MsgIdHdr)
+	}
+	// The terminal status may still be on its way to the subscriber.
+	time.Sleep(10 * time.Millisecond)
+	l.mu.Lock()
+	got := slices.Clone(l.runs[runID])
+	l.mu.Unlock()
+	var prev uint64
+	for i, m := range got {
+		id, ok := stored[m.seq]
+		switch {
+		case !ok:
+			t.Errorf("run %s: live message %d (seq %d, Msg-Id %q) is not on the chain: a refused or retried publish reached subscribers (I1/I2)", runID, i, m.seq, m.id)
+		case id != m.id:
+			t.Errorf("run %s: live message %d has Msg-Id %q, the chain holds %q at seq %d", runID, i, m.id, id, m.seq)
+		case m.seq <= prev:
+			t.Errorf("run %s: live message %d (seq %d) after seq %d: doubled or out of order (I2)", runID, i, m.seq, prev)
+		}
+		prev = m.seq
+	}
+	return len(got)
 }

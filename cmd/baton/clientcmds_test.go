@@ -119,13 +119,11 @@ func TestCLISubmit(t *testing.T) {
 func (e *cliEnv) chain(run string, msgs ...[3]string) {
 	names := protocol.MustNames("")
 	for i, m := range msgs {
-		subj := names.EventsSubject(run)
-		switch protocol.RunKind(m[0]) {
-		case protocol.KindRaw:
-			subj = names.RawSubject(run)
-		case protocol.KindStatus:
-			subj = names.StatusSubject(run)
+		kind := protocol.KindEvents
+		if k := protocol.RunKind(m[0]); k == protocol.KindRaw || k == protocol.KindStatus {
+			kind = k
 		}
+		subj := names.IngestSubject(run, kind)
 		hdr := map[string]string{protocol.HeaderOffset: fmt.Sprint(10 * (i + 1))}
 		if m[2] != "" {
 			hdr[protocol.HeaderChunk] = m[2]

@@ -147,7 +147,7 @@ func (e *env) asyncRate(ctx context.Context, runID string, n, size int) (float64
 	if err != nil {
 		return 0, err
 	}
-	subject := e.names.RawSubject(runID)
+	subject := e.names.IngestSubject(runID, protocol.KindRaw)
 	payload := make([]byte, size)
 	for i := range payload {
 		payload[i] = 'a' + byte(i%26)
@@ -172,11 +172,12 @@ func (e *env) asyncRate(ctx context.Context, runID string, n, size int) (float64
 	if err != nil {
 		return 0, err
 	}
-	st, err := info.Info(ctx, jetstream.WithSubjectFilter(subject))
+	stored := e.names.RawSubject(runID) // what the stream stores subject as
+	st, err := info.Info(ctx, jetstream.WithSubjectFilter(stored))
 	if err != nil {
 		return 0, err
 	}
-	if got := st.State.Subjects[subject]; got != uint64(n) {
+	if got := st.State.Subjects[stored]; got != uint64(n) {
 		return 0, fmt.Errorf("the stream holds %d of the %d async publishes", got, n)
 	}
 	return float64(n) / elapsed.Seconds(), nil

@@ -65,7 +65,15 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 	if r.Events, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        n.EventsStream(),
 		Description: "baton run events, raw lines and statuses: one fenced chain per run",
-		Subjects:    n.EventsSubjects(),
+		Subjects:    n.IngestSubjects(),
+		// Stored under the runs subjects readers filter on, and republished
+		// there once stored, so live subscribers see the chain, not the
+		// publishes (see protocol.Names.IngestSubjects).
+		SubjectTransform: &jetstream.SubjectTransformConfig{
+			Source:      n.IngestSubjects()[0],
+			Destination: n.Prefix() + ".runs.{{wildcard(1)}}.{{wildcard(2)}}",
+		},
+		RePublish: &jetstream.RePublish{Source: n.RunsSubjects(), Destination: n.RunsSubjects()},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,

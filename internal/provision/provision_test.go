@@ -2,8 +2,11 @@ package provision_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
@@ -28,12 +31,59 @@ func TestEnsureIsIdempotent(t *testing.T) {
 		if !info.Config.AllowAtomicPublish || info.Config.AllowDirect {
 			t.Fatalf("events stream: atomic=%v direct=%v", info.Config.AllowAtomicPublish, info.Config.AllowDirect)
 		}
+		checkRepublish(t, info.Config)
 		st, err := r.Leases.Status(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if st.TTL() != 3*time.Second {
 			t.Fatalf("lease TTL = %v", st.TTL())
+		}
+	}
+}
+
+// checkRepublish: the events stream takes the ingest subjects, stores them
+// as the runs subjects and republishes them there.
+func checkRepublish(t *testing.T, cfg jetstream.StreamConfig) {
+	t.Helper()
+	n := protocol.MustNames("")
+	if !slices.Equal(cfg.Subjects, n.IngestSubjects()) || cfg.SubjectTransform == nil ||
+		cfg.RePublish == nil || cfg.RePublish.Destination != n.RunsSubjects() {
+		t.Fatalf("events stream subjects %v, transform %+v, republish %+v", cfg.Subjects, cfg.SubjectTransform, cfg.RePublish)
+	}
+}
+
+// TestEnsureMigratesEvents: a stream provisioned before the ingest
+// subjects (stored and published on the runs subjects) is updated in place
+// and keeps its messages under the subjects readers filter on.
+func TestEnsureMigratesEvents(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := protocol.MustNames("")
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: n.EventsStream(), Subjects: []string{"baton.runs.*.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, n.EventsSubject("old"), []byte(`{"old":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := provision.Ensure(ctx, js, n, provision.Options{LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.Events.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRepublish(t, info.Config)
+	if _, err := js.Publish(ctx, n.IngestSubject("new", protocol.KindEvents), []byte(`{"new":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []string{"old", "new"} {
+		m, err := r.Events.GetLastMsgForSubject(ctx, n.RunFilter(run))
+		if err != nil || m.Subject != n.EventsSubject(run) {
+			t.Fatalf("run %s: last message %v, %v", run, m, err)
 		}
 	}
 }
