@@ -16,6 +16,10 @@ type Config struct {
 	Replicas int `yaml:"replicas"`
 	// EventsMaxAge bounds how long run events are kept (default 7 days).
 	EventsMaxAge time.Duration `yaml:"eventsMaxAge"`
+	// RunRetention is how long a finished run's directory (journal, stderr,
+	// workspace) stays on its node before the worker removes it (default
+	// 7 days).
+	RunRetention time.Duration `yaml:"runRetention"`
 	// MaxJobBytes bounds a job's encoded size (default 1 MiB).
 	MaxJobBytes int `yaml:"maxJobBytes"`
 	// SandboxUID is the host uid a root worker runs sandboxes as (default 65534).

@@ -25,6 +25,7 @@ func TestDefault(t *testing.T) {
 		Concurrency:  4,
 		Replicas:     1,
 		EventsMaxAge: 168 * time.Hour,
+		RunRetention: 168 * time.Hour,
 		MaxJobBytes:  1 << 20,
 		SandboxUID:   65534,
 		Profiles: map[string]config.Profile{"demo": {
@@ -60,6 +61,7 @@ leaseTTL: 30s
 concurrency: 16
 replicas: 3
 eventsMaxAge: 24h
+runRetention: 72h
 maxJobBytes: 4194304
 sandboxUID: 1500
 profiles:
@@ -80,7 +82,7 @@ profiles:
 	}
 	want := &config.Config{
 		Prefix: "team-a", LeaseTTL: 30 * time.Second, Concurrency: 16, Replicas: 3,
-		EventsMaxAge: 24 * time.Hour, MaxJobBytes: 4 << 20, SandboxUID: 1500,
+		EventsMaxAge: 24 * time.Hour, RunRetention: 72 * time.Hour, MaxJobBytes: 4 << 20, SandboxUID: 1500,
 		Profiles: map[string]config.Profile{
 			"claude": {
 				Command:   []string{"claude", "-p"},
@@ -181,7 +183,7 @@ func TestParseRejects(t *testing.T) {
 		want      []string // every one must be in the error
 	}{
 		{"unknown top key", "prefix: a\nprefx: b\n",
-			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, maxJobBytes, sandboxUID, cgroupParent, profiles)`}},
+			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, runRetention, maxJobBytes, sandboxUID, cgroupParent, profiles)`}},
 		{"unknown profile key", "profiles:\n  x:\n    command: [a]\n    comand: [b]\n",
 			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, timeout, network, mounts, limits, agentUID, agentGID)`}},
 		{"every problem", "concurrency: four\nfoo: 1\nprofiles:\n  x:\n    timeout: soon\n",
@@ -235,6 +237,7 @@ func TestParseRejects(t *testing.T) {
 		{"replicas", "replicas: 7\n", []string{`replicas: 7 is out of range 1..5`}},
 		{"lease TTL", "leaseTTL: 500ms\n", []string{`leaseTTL: 500ms is too short; it must be at least 1s`}},
 		{"events age", "eventsMaxAge: 30s\n", []string{`eventsMaxAge: 30s is too short; it must be at least 1m0s`}},
+		{"run retention", "runRetention: 59s\n", []string{`runRetention: 59s is too short; it must be at least 1m0s`}},
 		{"max job bytes", "maxJobBytes: 10\n", []string{`maxJobBytes: 10 is out of range 1024..67108864`}},
 		{"root sandbox", "sandboxUID: 0\n", []string{`sandboxUID: 0 would run agents as root`}},
 		{"uid range", "sandboxUID: 4294967295\n", []string{`sandboxUID: 4294967295 is not a uid`}},
@@ -264,7 +267,7 @@ func TestValidateProgrammatic(t *testing.T) {
 	}
 	// One line per problem, each naming its key.
 	lines := strings.Split(err.Error(), "\n")
-	want := []string{"prefix:", "leaseTTL:", "concurrency:", "replicas:", "eventsMaxAge:", "maxJobBytes:", "sandboxUID:", "profiles:"}
+	want := []string{"prefix:", "leaseTTL:", "concurrency:", "replicas:", "eventsMaxAge:", "runRetention:", "maxJobBytes:", "sandboxUID:", "profiles:"}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(want), err)
 	}

@@ -24,6 +24,7 @@ const (
 	DefaultConcurrency    = 4
 	DefaultReplicas       = 1
 	DefaultEventsMaxAge   = 7 * 24 * time.Hour
+	DefaultRunRetention   = 7 * 24 * time.Hour
 	DefaultMaxJobBytes    = protocol.DefaultMaxJobBytes
 	DefaultSandboxUID     = 65534 // nobody
 	DefaultProfileTimeout = time.Hour
@@ -52,6 +53,7 @@ func defaults() *Config {
 		Concurrency:  DefaultConcurrency,
 		Replicas:     DefaultReplicas,
 		EventsMaxAge: DefaultEventsMaxAge,
+		RunRetention: DefaultRunRetention,
 		MaxJobBytes:  DefaultMaxJobBytes,
 		SandboxUID:   DefaultSandboxUID,
 	}

@@ -17,6 +17,7 @@ const (
 	maxReplicas    = 5 // JetStream's limit
 	minLeaseTTL    = time.Second
 	minEventsAge   = time.Minute
+	minRetention   = time.Minute
 	minJobBytes    = 1 << 10
 	maxJobBytes    = 64 << 20  // NATS's largest max_payload
 	maxID          = 1<<32 - 2 // the largest id a user namespace maps
@@ -44,6 +45,9 @@ func (c *Config) Validate() error {
 	}
 	if c.EventsMaxAge < minEventsAge {
 		bad("eventsMaxAge", "%s is too short; it must be at least %s", c.EventsMaxAge, minEventsAge)
+	}
+	if c.RunRetention < minRetention {
+		bad("runRetention", "%s is too short; it must be at least %s", c.RunRetention, minRetention)
 	}
 	if c.MaxJobBytes < minJobBytes || c.MaxJobBytes > maxJobBytes {
 		bad("maxJobBytes", "%d is out of range %d..%d", c.MaxJobBytes, minJobBytes, maxJobBytes)

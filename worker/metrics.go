@@ -12,6 +12,7 @@ type metrics struct {
 	runsFinished  *prometheus.CounterVec // by terminal status
 	runsHandedOff prometheus.Counter
 	runsDropped   *prometheus.CounterVec // runs this worker stopped publishing, by cause
+	runsPruned    prometheus.Counter
 	linesOut      prometheus.Counter
 	bytesOut      prometheus.Counter
 	rejected      *prometheus.CounterVec // jobs sent to the DLQ, by reason
@@ -30,6 +31,8 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_runs_handed_off_total", Help: "Runs this worker handed off while stopping."}),
 		runsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_runs_dropped_total", Help: "Runs this worker stopped publishing without finishing or handing them off (lease lost, fenced, errors); their node's recovery re-attaches them."}, []string{"cause"}),
+		runsPruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_runs_pruned_total", Help: "Finished run directories this worker removed past the run retention."}),
 		linesOut: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_lines_published_total", Help: "Journal lines published on run chains."}),
 		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
@@ -41,7 +44,7 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.runsStarted, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
-			m.linesOut, m.bytesOut, m.rejected, m.active)
+			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active)
 	}
 	return m
 }

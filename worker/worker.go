@@ -162,6 +162,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Go(func() { w.watchCancels(ctx) })
 	bg.Go(func() { w.recoverLoop(ctx) })
 	bg.Go(func() { w.reapLoop(ctx) })
+	bg.Go(func() { w.pruneLoop(ctx) })
 	bg.Go(func() {
 		if err := w.serve(ctx); err != nil {
 			w.log.Warn().Err(err).Msg("micro service")

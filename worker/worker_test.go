@@ -790,3 +790,54 @@ func TestNATSOutageLongerThanLease(t *testing.T) {
 		t.Fatalf("terminal %+v", st)
 	}
 }
+
+// TestFinishedRunsArePruned: past the run retention the worker removes a
+// finished run's directory, journal and workspace included, and nothing
+// else; the run's events stay in the stream.
+func TestFinishedRunsArePruned(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) { c.RunRetention = time.Minute }))
+	done, live := newRunID(t), newRunID(t)
+	h.submit(map[string]any{"runId": done, "profile": "fake", "args": []string{"--lines", "20"}})
+	h.submit(map[string]any{"runId": live, "profile": "fake", "args": []string{"--lines", "100000", "--rate", "20"}})
+	if st := h.terminal(done); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("terminal %+v", st)
+	}
+	h.waitStatus(live, protocol.StatusStarted)
+	doneDir := journal.Dir(filepath.Join(h.stateDir, "runs", done))
+	liveDir := journal.Dir(filepath.Join(h.stateDir, "runs", live))
+	waitUntil(t, 10*time.Second, "the finished marker", func() bool { _, err := os.Stat(doneDir.Finished()); return err == nil })
+	// Finished two minutes ago, as far as the worker can tell; the live
+	// run's files are as old, and it has no marker.
+	old := time.Now().Add(-2 * time.Minute)
+	for _, p := range []string{doneDir.Finished(), liveDir.Journal(), string(liveDir)} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 20*time.Second, "the finished run's directory to go", func() bool {
+		_, err := os.Stat(string(doneDir))
+		return os.IsNotExist(err)
+	})
+	if _, err := os.Stat(liveDir.Journal()); err != nil {
+		t.Fatalf("the live run's journal: %v", err)
+	}
+	if msgs := h.chain(done, 10*time.Second); len(msgs) < 22 {
+		t.Fatalf("the pruned run's chain has %d messages", len(msgs))
+	}
+	if err := sandbox.Cancel(liveDir); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.terminal(live); st.Status != protocol.StatusCancelled {
+		t.Fatalf("live run ended %+v", st)
+	}
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,166 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
+)
+
+// Pruned is a run directory Prune removed (or, dry, would remove).
+type Pruned struct {
+	RunID string
+	// Age is how long ago the run finished (its finished marker's time).
+	Age time.Duration
+	// Bytes is the size of the files the directory held.
+	Bytes int64
+}
+
+type pruneOptions struct {
+	dryRun bool
+	now    func() time.Time
+	skip   func(runID string) bool
+}
+
+// PruneOption configures Prune.
+type PruneOption func(*pruneOptions)
+
+// PruneDryRun lists what would be removed and removes nothing.
+func PruneDryRun() PruneOption { return func(o *pruneOptions) { o.dryRun = true } }
+
+// pruneSkip leaves the runs skip reports alone (the worker's own).
+func pruneSkip(skip func(runID string) bool) PruneOption {
+	return func(o *pruneOptions) { o.skip = skip }
+}
+
+// Prune removes the run directories of stateDir whose run finished more
+// than olderThan ago: the finished marker, written once the terminal
+// status is published and recorded, is older than that, and no runner
+// holds the run's lock. A run without the marker is never removed, however
+// old: its journal may still have lines to publish. The journal is gone
+// with the directory; the events stay in the stream for its own max age.
+// Prune goes on past a directory it cannot remove and returns every such
+// failure joined.
+func Prune(ctx context.Context, stateDir string, olderThan time.Duration, opts ...PruneOption) ([]Pruned, error) {
+	o := pruneOptions{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if olderThan <= 0 {
+		return nil, fmt.Errorf("worker: prune: age %s must be positive", olderThan)
+	}
+	runs := filepath.Join(stateDir, "runs")
+	entries, err := os.ReadDir(runs)
+	if err != nil {
+		return nil, fmt.Errorf("worker: prune: %w", err)
+	}
+	var out []Pruned
+	var errs []error
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		id := e.Name()
+		if !e.IsDir() || !protocol.ValidRunID(id) || (o.skip != nil && o.skip(id)) {
+			continue
+		}
+		dir := journal.Dir(filepath.Join(runs, id))
+		fi, err := os.Stat(dir.Finished())
+		if err != nil {
+			continue // unfinished, or not a run directory
+		}
+		age := o.now().Sub(fi.ModTime())
+		if age < olderThan {
+			continue
+		}
+		// The marker follows the sentinel, but runner-outer may still be
+		// cleaning the sandbox up; and with its lock free, the sandbox's
+		// pid namespace and every process of the agent are gone.
+		if alive, err := sandbox.Alive(dir); err != nil || alive {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("run %s: %w", id, err))
+			}
+			continue
+		}
+		p := Pruned{RunID: id, Age: age, Bytes: treeSize(string(dir))}
+		if !o.dryRun {
+			if err := removeTree(string(dir)); err != nil {
+				errs = append(errs, fmt.Errorf("run %s: %w", id, err))
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out, errors.Join(errs...)
+}
+
+// pruneLoop prunes this node's finished runs past the configured retention,
+// at a tenth of it (between 5 s and an hour).
+func (w *Worker) pruneLoop(ctx context.Context) {
+	every := min(max(w.cfg.RunRetention/10, 5*time.Second), time.Hour)
+	for {
+		sleep(ctx, every)
+		if ctx.Err() != nil {
+			return
+		}
+		pruned, err := Prune(ctx, w.stateDir, w.cfg.RunRetention, pruneSkip(w.isActive))
+		for _, p := range pruned {
+			w.metrics.runsPruned.Inc()
+			w.log.Info().Str("run_id", p.RunID).Dur("age", p.Age).Int64("bytes", p.Bytes).Msg("pruned finished run")
+		}
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn().Err(err).Msg("prune finished runs")
+		}
+	}
+}
+
+// treeSize adds up the sizes of the regular files under root.
+func treeSize(root string) int64 {
+	var n int64
+	_ = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// removeTree removes root and everything under it. The agent may have
+// left directories its owner cannot write or read (mode 0): those are
+// made 0700 and the removal is tried again. Symbolic links are never
+// followed (the agent is dead, so nothing swaps a directory for one
+// meanwhile).
+func removeTree(root string) error {
+	if err := os.RemoveAll(root); err == nil {
+		return nil
+	}
+	openUp(root)
+	return os.RemoveAll(root)
+}
+
+// openUp makes every real directory under dir 0700.
+func openUp(dir string) {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return
+	}
+	if fi.Mode().Perm()&0o700 != 0o700 {
+		_ = os.Chmod(dir, 0o700)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() { // from lstat: a symlink is not a directory here
+			openUp(filepath.Join(dir, e.Name()))
+		}
+	}
+}
