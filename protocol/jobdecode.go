@@ -10,7 +10,6 @@ import (
 	"math"
 	"mime"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,18 +66,15 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-var (
-	envKeyRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	profileNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-)
-
 // ValidEnvKey reports whether k may name an environment variable of a job or
 // profile: [A-Za-z_][A-Za-z0-9_]{0,127}.
-func ValidEnvKey(k string) bool { return envKeyRE.MatchString(k) }
+func ValidEnvKey(k string) bool {
+	return len(k) > 0 && (k[0] < '0' || k[0] > '9') && validChars(k, 128, "_")
+}
 
 // ValidProfileName reports whether name may name a profile:
 // [A-Za-z0-9_.-]{1,64}.
-func ValidProfileName(name string) bool { return profileNameRE.MatchString(name) }
+func ValidProfileName(name string) bool { return validChars(name, 64, "_.-") }
 
 // jobFields are the job's field names, in the order errors list them.
 var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries"}
