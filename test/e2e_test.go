@@ -21,13 +21,13 @@ import (
 	"github.com/batonhq/baton/protocol"
 )
 
-// startWorker runs `baton worker` as its own process and stops it with
-// SIGTERM when the test ends.
-func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) *exec.Cmd {
+// startWorker runs `baton worker` as its own process, stops it with
+// SIGINT when the test ends, and returns its log.
+func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) *syncBuffer {
 	t.Helper()
-	var logs bytes.Buffer
+	logs := &syncBuffer{}
 	cmd := exec.Command(bin, append([]string{"worker", "--nats", url, "--state-dir", stateDir, "--node", node, "--log-format", "json"}, args...)...)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) 
 			t.Logf("worker logs:\n%s", logs.String())
 		}
 	})
-	return cmd
+	return logs
 }
 
 // TestSubmitWatchWithWorkerProcess drives the real binary as a user does:
