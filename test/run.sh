@@ -5,12 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the sandbox and its tests use.
+# Debian packages the sandbox and its tests use (only the missing ones are
+# installed: systemd, present on Debian, is never upgraded under a test).
 need=()
 command -v pasta >/dev/null || need+=(passt)
 command -v nft >/dev/null || need+=(nftables)
 command -v ip >/dev/null || need+=(iproute2)
 command -v bwrap >/dev/null || need+=(bubblewrap)
+[ -x /lib/systemd/systemd ] || need+=(systemd)             # the unit's tests
+command -v nsenter >/dev/null || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "test/run.sh: missing Debian packages: ${need[*]} (run: sudo apt-get install ${need[*]})" >&2
