@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -16,12 +17,21 @@ import (
 // BenchmarkStartToFirstByte measures Start until the journal holds the
 // first byte of an `echo` agent: readiness, the chain, the namespaces
 // and the journal copy. It reports the median as p50-ms.
-// runnertest is the package's small test binary; baton is the real one,
-// whose larger program starts slower in each of the chain's three stages.
+// baton-runner is the chain's own binary, as workers run it; baton is the
+// whole program, whose start is slower in each of the chain's four stages.
 func BenchmarkStartToFirstByte(b *testing.B) {
 	needSandbox(b)
-	b.Run("runnertest", func(b *testing.B) { benchStart(b, runnerBinary(b)) })
+	b.Run("baton-runner", func(b *testing.B) { benchStart(b, batonRunner(b)) })
 	b.Run("baton", func(b *testing.B) { benchStart(b, testenv.BatonBinary(b)) })
+}
+
+// batonRunner is baton-runner beside the baton binary under test.
+func batonRunner(b *testing.B) string {
+	p := filepath.Join(filepath.Dir(testenv.BatonBinary(b)), "baton-runner")
+	if _, err := os.Stat(p); err != nil {
+		b.Fatalf("%v: build baton-runner beside baton (go build -o DIR ./cmd/baton ./cmd/baton-runner)", err)
+	}
+	return p
 }
 
 func benchStart(b *testing.B, bin string) {
@@ -55,8 +65,8 @@ func benchStart(b *testing.B, bin string) {
 // BenchmarkSandboxStart measures a run's start in the full sandbox, from
 // Start until the journal holds the first byte of an `echo` agent, for
 // each network mode, against `bwrap --ro-bind / / true` (spawn to exit)
-// measured in the same run. It reports the median (p50-ms) and its ratio
-// to bwrap's (x-bwrap). The pasta mode needs /dev/net/tun open to the
+// measured in the same run, with the chain run from baton-runner. It
+// reports the median (p50-ms) and its ratio to bwrap's (x-bwrap). The pasta mode needs /dev/net/tun open to the
 // sandbox uid, which the benchmark makes so when run as root.
 //
 //	go test -run '^$' -bench BenchmarkSandboxStart -benchtime 40x ./sandbox
@@ -91,7 +101,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 			if mode.name == "pasta" {
 				needTun(b)
 			}
-			bin := testenv.BatonBinary(b)
+			bin := batonRunner(b)
 			var lat []time.Duration
 			for b.Loop() {
 				b.StopTimer()

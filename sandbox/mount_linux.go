@@ -183,17 +183,18 @@ func (b *rootBuilder) open() (srcs map[string]source, err error) {
 	b.sources = append(b.sources, source{fd: ws, dir: true})
 	srcs["workspace"] = source{fd: ws, dir: true}
 	if b.spec.Binary != "" {
-		// By its path: /proc/self/exe names the file on a mount of the
-		// namespace this process was cloned from, which cannot be bound
-		// here; the identity check keeps it the same file.
+		// By its path (/proc/self/exe would name the file on a mount of
+		// the namespace this process was cloned from, which cannot be
+		// bound here); the identity runner-outer found keeps it the same
+		// file.
 		fd, err := unix.Open(b.spec.Binary, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, fmt.Errorf("the runner's binary %s: %w", b.spec.Binary, err)
+			return nil, fmt.Errorf("the baton binary %s: %w", b.spec.Binary, err)
 		}
 		b.sources = append(b.sources, source{fd: fd})
-		var got, self unix.Stat_t
-		if unix.Fstat(fd, &got) != nil || unix.Stat("/proc/self/exe", &self) != nil || got.Dev != self.Dev || got.Ino != self.Ino {
-			return nil, fmt.Errorf("%s is no longer the runner's binary", b.spec.Binary)
+		var got unix.Stat_t
+		if unix.Fstat(fd, &got) != nil || got.Dev != b.spec.BinaryDev || got.Ino != b.spec.BinaryIno {
+			return nil, fmt.Errorf("%s is no longer the baton binary the runner found", b.spec.Binary)
 		}
 		srcs["binary"] = source{fd: fd}
 	}

@@ -68,9 +68,12 @@ type childSpec struct {
 	AgentGID int      `json:"agentGid"`
 	// Mounts are the profile's, sources resolved on the host.
 	Mounts []bindMount `json:"mounts,omitempty"`
-	// Binary is where the runner's own executable is bound read-only,
-	// when the agent is the baton binary; empty otherwise.
-	Binary string `json:"binary,omitempty"`
+	// Binary is where the baton binary is bound read-only, when the agent
+	// is it; empty otherwise. BinaryDev and BinaryIno are the file's
+	// identity as runner-outer found it, checked again where it is bound.
+	Binary    string `json:"binary,omitempty"`
+	BinaryDev uint64 `json:"binaryDev,omitempty"`
+	BinaryIno uint64 `json:"binaryIno,omitempty"`
 	// Etc are the generated files of the agent's /etc, by name.
 	Etc map[string]string `json:"etc"`
 	// TmpBytes sizes /tmp; ShmBytes /dev/shm.

@@ -97,7 +97,7 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 	if mode != netNone {
 		c.Env = append(append([]string(nil), s.Env...), proxyEnv()...)
 	}
-	if c.Binary, err = bindBinary(s.Argv[0]); err != nil {
+	if c.Binary, c.BinaryDev, c.BinaryIno, err = bindBinary(s.Argv[0], s.Baton); err != nil {
 		return nil, err
 	}
 	if c.Mounts, err = resolveMounts(s, ws); err != nil {
@@ -152,27 +152,36 @@ func (p *outerPlan) preparePasta(uid int, prefixes []netip.Prefix) error {
 	return nil
 }
 
-// bindBinary is where the runner's own executable is bound into the
-// sandbox: at argv0, when argv0 names this very file (the profile runs
-// `{baton} fake-agent`) outside the system directories the agent sees
-// anyway; "" otherwise.
-func bindBinary(argv0 string) (string, error) {
+// bindBinary is where the baton binary is bound into the sandbox, with
+// its identity: at argv0, when argv0 names that very file (the profile
+// runs `{baton} fake-agent`) outside the system directories the agent
+// sees anyway; "" otherwise. The baton binary is baton, the spec's, or
+// else the runner's own.
+func bindBinary(argv0, baton string) (string, uint64, uint64, error) {
 	if !filepath.IsAbs(argv0) || filepath.Clean(argv0) != argv0 {
-		return "", nil
+		return "", 0, 0, nil
 	}
 	for _, d := range systemDirs {
 		if strings.HasPrefix(argv0, d+"/") {
-			return "", nil
+			return "", 0, 0, nil
 		}
 	}
-	self, err := os.Stat("/proc/self/exe")
+	if baton == "" {
+		baton = "/proc/self/exe"
+	}
+	want, err := os.Stat(baton)
 	if err != nil {
-		return "", fmt.Errorf("stat the runner's binary: %w", err)
+		return "", 0, 0, fmt.Errorf("stat the baton binary: %w", err)
 	}
-	if fi, err := os.Lstat(argv0); err != nil || !os.SameFile(fi, self) {
-		return "", nil
+	fi, err := os.Lstat(argv0)
+	if err != nil || !os.SameFile(fi, want) {
+		return "", 0, 0, nil
 	}
-	return argv0, nil
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", 0, 0, fmt.Errorf("stat %s: no device and inode", argv0)
+	}
+	return argv0, uint64(st.Dev), st.Ino, nil
 }
 
 // resolveMounts resolves the profile's mount sources on the host,

@@ -913,3 +913,29 @@ func TestBatonBinaryRunsTheChain(t *testing.T) {
 		t.Errorf("stderr.log = %q", got)
 	}
 }
+
+// TestSpecBatonIsBound: the runner chain runs from one binary (here
+// runnertest, as a worker runs it from baton-runner) and the profile's
+// "{baton}" names another, the spec's Baton: that one is bound into the
+// sandbox and runs. A binary that is neither is not.
+func TestSpecBatonIsBound(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	baton := testenv.BatonBinary(t)
+	spec := newSpec(t, baton, "fake-agent", "--lines", "3", "--seed", "1")
+	spec.Baton = baton
+	dir := start(t, spec, "")
+	stdout, s := waitEnd(t, dir, spec.Nonce, 20*time.Second)
+	wantSentinel(t, s, 0, journal.ReasonExit, "")
+	if n := strings.Count(stdout, "\n"); n < 3 || !strings.HasPrefix(stdout, "{") {
+		t.Errorf("fake agent wrote %d lines:\n%s", n, stdout)
+	}
+
+	other := newSpec(t, runnerBinary(t), "netprobe")
+	other.Baton = baton
+	dir = start(t, other, "")
+	_, s = waitEnd(t, dir, other.Nonce, 20*time.Second)
+	if s.Exit == 0 {
+		t.Fatalf("an agent binary that is not the spec's baton ran: it was bound (%+v)", s)
+	}
+}

@@ -15,6 +15,11 @@ type Spec struct {
 	RunDir string `json:"runDir"`
 	// Argv is the agent's command line; Argv[0] is resolved on the PATH of Env.
 	Argv []string `json:"argv"`
+	// Baton is the baton binary a profile's "{baton}" stood for: when
+	// Argv[0] is that file (outside the system directories), it is bound
+	// into the sandbox read-only at its path. Empty: the runner's own
+	// binary is.
+	Baton string `json:"baton,omitempty"`
 	// Env is the agent's whole environment, "KEY=value".
 	Env []string `json:"env"`
 	// Files are seed files written into the workspace before the agent starts.

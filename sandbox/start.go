@@ -38,8 +38,9 @@ type startOptions struct {
 	binary string
 }
 
-// WithBinary sets the baton binary whose runner-outer subcommand Start
-// runs (default: the running executable).
+// WithBinary sets the binary whose runner-outer subcommand Start runs:
+// baton-runner or baton, which have the same stages (default: the running
+// executable).
 func WithBinary(path string) StartOption {
 	return func(o *startOptions) { o.binary = path }
 }

@@ -48,6 +48,9 @@ func (s Spec) Validate() error {
 	if err := validArgv(s.Argv); err != nil {
 		return err
 	}
+	if s.Baton != "" && !cleanAbs(s.Baton) {
+		return fmt.Errorf("%w: baton binary %q must be an absolute, clean path", ErrInvalidSpec, s.Baton)
+	}
 	if err := validEnv(s.Env); err != nil {
 		return err
 	}

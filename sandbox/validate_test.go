@@ -41,6 +41,8 @@ func TestValidate(t *testing.T) {
 		{"run dir under /etc", func(s *Spec) { s.RunDir = "/etc/baton/runs/r1" }, ErrInvalidSpec, "under /etc"},
 		{"no argv", func(s *Spec) { s.Argv = nil }, ErrInvalidSpec, "argv is empty"},
 		{"empty argv0", func(s *Spec) { s.Argv = []string{""} }, ErrInvalidSpec, "argv is empty"},
+		{"relative baton", func(s *Spec) { s.Baton = "bin/baton" }, ErrInvalidSpec, "baton binary"},
+		{"unclean baton", func(s *Spec) { s.Baton = "/a/../baton" }, ErrInvalidSpec, "baton binary"},
 		{"NUL in argv", func(s *Spec) { s.Argv = []string{"a", "b\x00c"} }, ErrInvalidSpec, "NUL"},
 		{"env without =", func(s *Spec) { s.Env = []string{"PATH"} }, ErrInvalidSpec, "KEY=value"},
 		{"env empty key", func(s *Spec) { s.Env = []string{"=x"} }, ErrInvalidSpec, "KEY=value"},

@@ -31,5 +31,6 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 chmod 0755 "$bin"
 go build -o "$bin/baton" ./cmd/baton
+go build -o "$bin/baton-runner" ./cmd/baton-runner # found beside baton by workers
 export BATON_BIN="$bin/baton"
 go test -race -count=1 -timeout 14m "$@" ./...

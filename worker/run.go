@@ -173,13 +173,13 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	r.chain = w.newChain(r, pos.Seq)
 
 	spec := sandbox.Spec{
-		RunID: r.id, RunDir: string(r.dir), Argv: inv.Argv, Env: inv.Env, Files: inv.Files,
+		RunID: r.id, RunDir: string(r.dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files,
 		Nonce: rec.Nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
 		Network: inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
 		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID,
 		CgroupParent: w.cfg.CgroupParent,
 	}
-	if _, err := sandbox.Start(ctx, spec, inv.Input, sandbox.WithBinary(w.binary)); err != nil {
+	if _, err := sandbox.Start(ctx, spec, inv.Input, sandbox.WithBinary(w.runner)); err != nil {
 		// The run exists and cannot start: it ends failed, once.
 		r.log.Error().Err(err).Msg("start runner")
 		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "sandbox did not start: " + err.Error()})

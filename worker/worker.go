@@ -39,7 +39,8 @@ type Worker struct {
 	node     string
 	id       string
 	stateDir string
-	binary   string
+	binary   string // the baton binary, for profiles' "{baton}"
+	runner   string // the binary the runner chain runs from
 	log      zerolog.Logger
 	grace    time.Duration
 	ackWait  time.Duration
@@ -68,9 +69,18 @@ func WithID(id string) Option { return func(w *Worker) { w.id = id } }
 // WithStateDir sets the directory holding run directories.
 func WithStateDir(dir string) Option { return func(w *Worker) { w.stateDir = dir } }
 
-// WithBinary sets the baton binary runners are started from (default: this
-// executable).
+// WithBinary sets the baton binary profiles' "{baton}" stands for
+// (default: this executable).
 func WithBinary(path string) Option { return func(w *Worker) { w.binary = path } }
+
+// RunnerName is the runner binary a worker looks for beside the baton
+// binary (see WithRunner).
+const RunnerName = "baton-runner"
+
+// WithRunner sets the binary whose runner-outer subcommand starts each run
+// (default: RunnerName beside the baton binary if it is there, else the
+// baton binary itself, which has the same stages but starts slower).
+func WithRunner(path string) Option { return func(w *Worker) { w.runner = path } }
 
 // WithLogger sets the logger.
 func WithLogger(l zerolog.Logger) Option { return func(w *Worker) { w.log = l } }
@@ -125,6 +135,13 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 			return nil, fmt.Errorf("worker: find own binary: %w", err)
 		}
 	}
+	if w.runner == "" {
+		w.runner = w.binary
+		beside := filepath.Join(filepath.Dir(w.binary), RunnerName)
+		if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			w.runner = beside
+		}
+	}
 	w.log = w.log.With().Str("worker", w.id).Str("node", w.node).Logger()
 	w.metrics = newMetrics(w.reg, w)
 	return w, nil
@@ -170,7 +187,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	defer bg.Wait()
 
-	w.log.Info().Str("state_dir", w.stateDir).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
+	w.log.Info().Str("state_dir", w.stateDir).Str("runner", w.runner).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
 	close(w.ready)
 	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach})
 	if ctx.Err() != nil {
@@ -195,18 +212,26 @@ func (w *Worker) prepareStateDir() error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	dst, err := installBinary(w.binary, filepath.Join(w.stateDir, "bin"))
+	bin := filepath.Join(w.stateDir, "bin")
+	dst, err := installBinary(w.binary, bin, "baton")
 	if err != nil {
-		return fmt.Errorf("worker: install runner binary: %w", err)
+		return fmt.Errorf("worker: install baton binary: %w", err)
+	}
+	if w.runner == w.binary {
+		w.binary, w.runner = dst, dst
+		return nil
 	}
 	w.binary = dst
+	if w.runner, err = installBinary(w.runner, bin, RunnerName); err != nil {
+		return fmt.Errorf("worker: install runner binary: %w", err)
+	}
 	return nil
 }
 
-// installBinary copies src into dir under a name derived from its content,
-// so a deploy that replaces the worker's binary never changes what running
+// installBinary copies src into dir as name-<hash of its content>, so a
+// deploy that replaces the worker's binaries never changes what running
 // runners execute.
-func installBinary(src, dir string) (string, error) {
+func installBinary(src, dir, name string) (string, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return "", err
@@ -216,7 +241,7 @@ func installBinary(src, dir string) (string, error) {
 	if _, err := io.Copy(h, in); err != nil {
 		return "", err
 	}
-	dst := filepath.Join(dir, "baton-"+hex.EncodeToString(h.Sum(nil))[:16])
+	dst := filepath.Join(dir, name+"-"+hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}

@@ -841,3 +841,65 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestChainRunsFromBatonRunner: with baton-runner beside baton (as
+// test/run.sh and testenv build them), a root worker installs both in its
+// state dir and every stage of a run's chain is baton-runner, while the
+// profile's "{baton}" agent is baton.
+func TestChainRunsFromBatonRunner(t *testing.T) {
+	beside := filepath.Join(filepath.Dir(testenv.BatonBinary(t)), worker.RunnerName)
+	if _, err := os.Stat(beside); err != nil {
+		t.Fatalf("%v: build baton-runner beside the baton binary (go build -o DIR ./cmd/baton ./cmd/baton-runner)", err)
+	}
+	h := newHarness(t)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "60", "--rate", "20"}})
+	h.waitStatus(id, protocol.StatusStarted)
+	b, err := os.ReadFile(filepath.Join(h.stateDir, "runs", id, "runner.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(b))
+	// runner-outer and, under it, the other stages and the agent.
+	exes := map[string]bool{}
+	var walk func(pid string)
+	walk = func(pid string) {
+		if exe, err := os.Readlink("/proc/" + pid + "/exe"); err == nil {
+			exes[filepath.Base(exe)] = true
+		}
+		// Each thread has its own children (Go forks from any thread).
+		tasks, _ := os.ReadDir("/proc/" + pid + "/task")
+		for _, task := range tasks {
+			kids, _ := os.ReadFile("/proc/" + pid + "/task/" + task.Name() + "/children")
+			for _, k := range strings.Fields(string(kids)) {
+				walk(k)
+			}
+		}
+	}
+	// The stages below runner-outer start after "started".
+	waitUntil(t, 10*time.Second, "the agent", func() bool {
+		clear(exes)
+		walk(pid)
+		for exe := range exes {
+			if !strings.HasPrefix(exe, worker.RunnerName) {
+				return true
+			}
+		}
+		return false
+	})
+	var runners, batons int
+	for exe := range exes {
+		switch {
+		case strings.HasPrefix(exe, worker.RunnerName):
+			runners++
+		case strings.HasPrefix(exe, "baton"):
+			batons++
+		}
+	}
+	if runners != 1 || batons != 1 {
+		t.Fatalf("the run's processes run %v: want the chain from one %s and the agent from baton", exes, worker.RunnerName)
+	}
+	if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("terminal %+v", st)
+	}
+}

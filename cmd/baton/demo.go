@@ -47,6 +47,9 @@ beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
 				}
 			}
 			// The sandbox user of a root worker must reach its workspace.
+			if err := os.MkdirAll(dir, 0o711); err != nil {
+				return err
+			}
 			if err := os.Chmod(dir, 0o711); err != nil {
 				return err
 			}

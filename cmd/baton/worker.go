@@ -29,6 +29,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		grace        time.Duration
 		ackWait      time.Duration
 		metricsAddr  string
+		runner       string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -70,6 +71,9 @@ Stopping the worker never stops an agent.`,
 				log.Info().Str("url", url).Msg("embedded NATS server started")
 			}
 			opts := []worker.Option{worker.WithGrace(grace), worker.WithAckWait(ackWait)}
+			if runner != "" {
+				opts = append(opts, worker.WithRunner(runner))
+			}
 			if metricsAddr != "" {
 				reg := prometheus.NewRegistry()
 				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -89,6 +93,7 @@ Stopping the worker never stops an agent.`,
 	cmd.Flags().IntVar(&embeddedPort, "embedded-port", 4222, "port of the embedded NATS server on 127.0.0.1")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM, how long hand-off of the held runs may take")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9464); off when empty")
+	cmd.Flags().StringVar(&runner, "runner", "", "binary of the runner chain (default: "+worker.RunnerName+" beside baton if there, else baton itself)")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 60*time.Second, "AckWait of the jobs consumers: how soon a job taken by a dead worker is redelivered")
 	return cmd
 }

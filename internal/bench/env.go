@@ -24,6 +24,7 @@ import (
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/worker"
 )
 
 // node is the node id of every worker the suite starts: hand-off and
@@ -40,6 +41,7 @@ type env struct {
 	dir      string
 	stateDir string
 	binary   string
+	runner   string // the binary name the runner chain runs from
 	config   string
 	srv      *server.Server
 	nc       *nats.Conn // publishing and reading
@@ -96,6 +98,15 @@ func newEnv(binary string, progress io.Writer) (_ *env, err error) {
 	e.binary = filepath.Join(e.dir, "bin", "baton")
 	if err := copyFile(binary, e.binary, 0o755); err != nil {
 		return nil, fmt.Errorf("bench: copy the baton binary: %w", err)
+	}
+	// The workers run the chain from baton-runner when it is beside baton.
+	e.runner = "baton"
+	runner := filepath.Join(filepath.Dir(binary), worker.RunnerName)
+	if _, err := os.Stat(runner); err == nil {
+		if err := copyFile(runner, filepath.Join(e.dir, "bin", worker.RunnerName), 0o755); err != nil {
+			return nil, fmt.Errorf("bench: copy the runner binary: %w", err)
+		}
+		e.runner = worker.RunnerName
 	}
 	e.config = filepath.Join(e.dir, "worker.yaml")
 	if err := os.WriteFile(e.config, []byte(workerConfig), 0o600); err != nil {

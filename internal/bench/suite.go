@@ -138,7 +138,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer e.close(cfg.Keep)
-	rep := Report{Machine: machine()}
+	rep := Report{Machine: machine() + "; runner chain from " + e.runner}
 	switch {
 	case e.suitePrioritized:
 		rep.Machine += fmt.Sprintf("; autogroups on: the suite (NATS, subscribers) and each worker in groups of nice %d, each run in its own of nice 0", autogroupNice)

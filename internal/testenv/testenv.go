@@ -58,8 +58,9 @@ var (
 	buildOut  []byte
 )
 
-// BatonBinary builds ./cmd/baton once per test process and returns its path.
-// BATON_BIN overrides it with a prebuilt binary.
+// BatonBinary builds ./cmd/baton and ./cmd/baton-runner beside it once per
+// test process and returns baton's path. BATON_BIN overrides it with a
+// prebuilt binary (with or without baton-runner beside it).
 func BatonBinary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("BATON_BIN"); p != "" {
@@ -83,7 +84,8 @@ func BatonBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "baton")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/baton")
+		// And baton-runner beside it, where workers look for it.
+		cmd := exec.Command("go", "build", "-o", dir, "./cmd/baton", "./cmd/baton-runner")
 		cmd.Dir = root
 		buildOut, buildErr = cmd.CombinedOutput()
 	})

@@ -29,17 +29,14 @@ func run(args []string) error {
 		return fmt.Errorf("usage: runnertest runner-outer|runner-inner|runner-inner-child --spec PATH | start SPEC INPUT | netprobe")
 	}
 	ctx := context.Background()
-	stages := map[string]func(context.Context, string) error{
-		"runner-outer":       sandbox.RunOuter,
-		"runner-inner":       sandbox.RunInner,
-		"runner-inner-child": sandbox.RunInnerChild,
-		"runner-exec":        sandbox.RunExec,
-	}
-	if stage, ok := stages[args[0]]; ok {
+	for _, st := range sandbox.Stages {
+		if st.Name != args[0] {
+			continue
+		}
 		if len(args) != 3 || args[1] != "--spec" {
 			return fmt.Errorf("usage: runnertest %s --spec PATH", args[0])
 		}
-		return stage(ctx, args[2])
+		return st.Run(ctx, args[2])
 	}
 	switch args[0] {
 	case "start":

@@ -1,0 +1,30 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+)
+
+// Stages are the runner chain's stages by subcommand name, each run as
+// `<binary> <name> --spec PATH`: by the baton binary, and by the smaller
+// baton-runner binary that starts faster (cmd/baton-runner).
+var Stages = []struct {
+	Name  string
+	Short string
+	Run   func(ctx context.Context, specPath string) error
+}{
+	{"runner-outer", "Supervise one run: journal the agent, enforce its deadline (spawned by the worker)", RunOuter},
+	{"runner-inner", "Start the sandbox's namespaces and relay the agent's status (spawned by runner-outer)", RunInner},
+	{"runner-inner-child", "Set up the sandbox and run the agent as its init (cloned by runner-inner)", RunInnerChild},
+	{"runner-exec", "Drop capabilities, apply rlimits and seccomp, and exec the agent (started by runner-inner-child)", RunExec},
+}
+
+// RunStage runs the stage named name, as its subcommand does.
+func RunStage(ctx context.Context, name, specPath string) error {
+	for _, s := range Stages {
+		if s.Name == name {
+			return s.Run(ctx, specPath)
+		}
+	}
+	return fmt.Errorf("sandbox: no runner stage %q", name)
+}
