@@ -389,7 +389,10 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 		}
 		return nil
 	}
-	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.rec.Nonce, publish, journal.WithCheck(checkEvery, check))
+	// Up to a whole atomic batch of lines per call: a backlog goes out in
+	// the fewest fenced batches, each of which waits for its ack.
+	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.rec.Nonce, publish,
+		journal.WithCheck(checkEvery, check), journal.WithBatch(publisher.DefaultBatchMessages))
 	switch {
 	case res.Sentinel != nil:
 		w.finish(ctx, r, sentinelStatus(*res.Sentinel))
