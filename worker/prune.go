@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton/journal"
@@ -118,6 +119,14 @@ func (w *Worker) pruneLoop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn().Err(err).Msg("prune finished runs")
 		}
+		w.claimBinaries()
+		removed, err := pruneBinaries(filepath.Join(w.stateDir, "bin"), time.Now().Add(-staleBinaries*every))
+		for _, p := range removed {
+			w.log.Info().Str("path", p).Msg("pruned installed binary of an earlier deploy")
+		}
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn().Err(err).Msg("prune installed binaries")
+		}
 	}
 }
 
@@ -163,4 +172,82 @@ func openUp(dir string) {
 			openUp(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// Binaries a root worker installed (see installBinary) are pruned too:
+// every deploy adds a copy of baton and baton-runner to <state-dir>/bin.
+// A live worker claims its copies at each prune (their mtime); a copy no
+// worker claimed for staleBinaries prune intervals and no process runs
+// (a runner of an earlier deploy may) is removed. Installs and prunes of
+// a node's workers take the directory's lock, so a copy being claimed is
+// never removed under its worker.
+const staleBinaries = 3
+
+// claimBinaries marks this worker's installed copies as in use.
+func (w *Worker) claimBinaries() {
+	bin := filepath.Join(w.stateDir, "bin") + string(filepath.Separator)
+	now := time.Now()
+	for _, p := range []string{w.binary, w.runner} {
+		if strings.HasPrefix(p, bin) {
+			if err := os.Chtimes(p, now, now); err != nil {
+				w.log.Warn().Err(err).Str("path", p).Msg("claim installed binary")
+			}
+		}
+	}
+}
+
+// pruneBinaries removes the installed binaries in dir (baton-<hash>,
+// baton-runner-<hash>) unclaimed since before staleBefore that no process
+// executes, and returns their paths.
+func pruneBinaries(dir string, staleBefore time.Time) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	running := executables()
+	var out []string
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !installedName(name) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		fi, err := os.Stat(p)
+		if err != nil || !fi.ModTime().Before(staleBefore) || running[fileID(fi)] {
+			continue
+		}
+		if err := os.Remove(p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, errors.Join(errs...)
+}
+
+// installedName reports whether name is one installBinary gives:
+// baton-<16 hex> or baton-runner-<16 hex>.
+func installedName(name string) bool {
+	rest, ok := strings.CutPrefix(name, RunnerName+"-")
+	if !ok {
+		rest, ok = strings.CutPrefix(name, "baton-")
+	}
+	if !ok || len(rest) != 16 {
+		return false
+	}
+	for _, c := range rest {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

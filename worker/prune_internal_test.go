@@ -267,3 +267,89 @@ func TestRemoveTreeUnprivileged(t *testing.T) {
 		t.Fatalf("tree still there: %v", err)
 	}
 }
+
+func TestPruneBinaries(t *testing.T) {
+	dir := testenv.StateDir(t)
+	old := time.Now().Add(-5 * time.Hour)
+	mk := func(name string, stale bool, content []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, content, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if stale {
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	fresh := mk("baton-0123456789abcdef", false, nil)
+	stale := mk("baton-runner-fedcba9876543210", true, nil)
+	other := mk("notes.txt", true, nil)
+	odd := mk("baton-runner-xyz", true, nil)
+	// A runner of an earlier deploy still runs this copy.
+	sleep, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := mk("baton-aaaaaaaaaaaaaaaa", true, sleep)
+	cmd := exec.Command(busy, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	removed, err := pruneBinaries(dir, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(removed, []string{stale}) {
+		t.Fatalf("removed %v, want [%s]", removed, stale)
+	}
+	for _, p := range []string{fresh, other, odd, busy} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if got, err := pruneBinaries(filepath.Join(dir, "none"), time.Now()); err != nil || got != nil {
+		t.Fatalf("no bin dir: %v, %v", got, err)
+	}
+}
+
+func TestInstalledName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"baton-0123456789abcdef": true, "baton-runner-0123456789abcdef": true,
+		"baton-0123456789ABCDEF": false, "baton-0123456789abcde": false, "baton-runner-": false,
+		"baton": false, "baton-runner": false, ".lock": false, "baton-0123456789abcdef0": false,
+		".baton-123": false,
+	} {
+		if got := installedName(name); got != want {
+			t.Errorf("installedName(%q) = %v", name, got)
+		}
+	}
+}
+
+// TestInstallBinaryClaims: installing a binary whose copy exists marks the
+// copy as claimed, so a prune of the node's other worker keeps it.
+func TestInstallBinaryClaims(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "baton")
+	if err := os.WriteFile(src, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "bin")
+	dst, err := installBinary(src, dir, "baton")
+	if err != nil || !installedName(filepath.Base(dst)) {
+		t.Fatalf("install: %s, %v", dst, err)
+	}
+	old := time.Now().Add(-5 * time.Hour)
+	if err := os.Chtimes(dst, old, old); err != nil {
+		t.Fatal(err)
+	}
+	again, err := installBinary(src, dir, "baton")
+	if err != nil || again != dst {
+		t.Fatalf("install again: %s, %v", again, err)
+	}
+	if removed, err := pruneBinaries(dir, time.Now().Add(-time.Hour)); err != nil || len(removed) != 0 {
+		t.Fatalf("pruned a claimed copy: %v, %v", removed, err)
+	}
+}

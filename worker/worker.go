@@ -232,6 +232,17 @@ func (w *Worker) prepareStateDir() error {
 // deploy that replaces the worker's binaries never changes what running
 // runners execute.
 func installBinary(src, dir, name string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	in, err := os.Open(src)
 	if err != nil {
 		return "", err
@@ -243,13 +254,9 @@ func installBinary(src, dir, name string) (string, error) {
 	}
 	dst := filepath.Join(dir, name+"-"+hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(dst); err == nil {
-		return dst, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", err
+		// Claimed anew, so pruneBinaries keeps it.
+		now := time.Now()
+		return dst, os.Chtimes(dst, now, now)
 	}
 	if _, err := in.Seek(0, io.SeekStart); err != nil {
 		return "", err
