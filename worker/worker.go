@@ -77,6 +77,17 @@ func WithBinary(path string) Option { return func(w *Worker) { w.binary = path }
 // binary (see WithRunner).
 const RunnerName = "baton-runner"
 
+// FindRunner is the runner binary a worker whose baton binary is baton uses
+// by default: RunnerName beside it when that is an executable file, else
+// baton itself.
+func FindRunner(baton string) string {
+	beside := filepath.Join(filepath.Dir(baton), RunnerName)
+	if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return beside
+	}
+	return baton
+}
+
 // WithRunner sets the binary whose runner-outer subcommand starts each run
 // (default: RunnerName beside the baton binary if it is there, else the
 // baton binary itself, which has the same stages but starts slower).
@@ -136,11 +147,7 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		}
 	}
 	if w.runner == "" {
-		w.runner = w.binary
-		beside := filepath.Join(filepath.Dir(w.binary), RunnerName)
-		if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			w.runner = beside
-		}
+		w.runner = FindRunner(w.binary)
 	}
 	w.log = w.log.With().Str("worker", w.id).Str("node", w.node).Logger()
 	w.metrics = newMetrics(w.reg, w)

@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/worker"
 )
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -17,7 +20,8 @@ restriction on them), the kernel's mount API, seccomp, pasta, nft, access
 to /dev/net/tun for the sandbox user, and cgroup v2 delegation, and prints
 a fix for each problem. FAIL means no run can start here; warn means the
 profiles that need the missing part cannot run (they fail to start, saying
-so), while the others run with full isolation. It exits non-zero on FAIL.`,
+so), while the others run with full isolation. It also says whether a worker
+of this binary finds baton-runner beside it. It exits non-zero on FAIL.`,
 		Example: "  baton doctor\n  baton doctor --config /etc/baton/baton.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -26,6 +30,9 @@ so), while the others run with full isolation. It exits non-zero on FAIL.`,
 				return err
 			}
 			checks := sandbox.Doctor(sandbox.DoctorOptions{SandboxUID: cfg.SandboxUID, CgroupParent: cfg.CgroupParent})
+			if self, err := os.Executable(); err == nil {
+				checks = append(checks, runnerCheck(self))
+			}
 			fmt.Fprint(cmd.OutOrStdout(), sandbox.Report(checks))
 			if sandbox.Failed(checks) {
 				return exitCodeError(1)
@@ -33,4 +40,18 @@ so), while the others run with full isolation. It exits non-zero on FAIL.`,
 			return nil
 		},
 	}
+}
+
+// runnerCheck says which binary a worker of baton runs the runner chain
+// from (see worker.FindRunner).
+func runnerCheck(baton string) sandbox.Check {
+	c := sandbox.Check{Name: worker.RunnerName}
+	if r := worker.FindRunner(baton); r != baton {
+		c.Severity, c.Detail = sandbox.SevOK, "beside baton ("+r+"): runs start from it"
+		return c
+	}
+	c.Severity = sandbox.SevWarn
+	c.Detail = "not beside baton (" + filepath.Dir(baton) + "): runs start from baton itself, some 15 ms slower each"
+	c.Fix = "install baton-runner from the same build beside baton (go install github.com/batonhq/baton/cmd/...), or give workers --runner PATH"
+	return c
 }

@@ -72,3 +72,17 @@ func TestByteSize(t *testing.T) {
 		}
 	}
 }
+
+func TestRunnerCheck(t *testing.T) {
+	dir := t.TempDir()
+	baton := filepath.Join(dir, "baton")
+	if c := runnerCheck(baton); c.Severity != "warn" || !strings.Contains(c.Fix, "baton-runner") {
+		t.Fatalf("no runner: %+v", c)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "baton-runner"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if c := runnerCheck(baton); c.Severity != "ok" || !strings.Contains(c.Detail, dir) {
+		t.Fatalf("runner beside: %+v", c)
+	}
+}
