@@ -120,7 +120,7 @@ func (w *Worker) pruneLoop(ctx context.Context) {
 			w.log.Warn().Err(err).Msg("prune finished runs")
 		}
 		w.claimBinaries()
-		removed, err := pruneBinaries(filepath.Join(w.stateDir, "bin"), time.Now().Add(-staleBinaries*every))
+		removed, err := pruneBinaries(filepath.Join(w.stateDir, "bin"), time.Now().Add(-staleBinaries))
 		for _, p := range removed {
 			w.log.Info().Str("path", p).Msg("pruned installed binary of an earlier deploy")
 		}
@@ -176,12 +176,12 @@ func openUp(dir string) {
 
 // Binaries a root worker installed (see installBinary) are pruned too:
 // every deploy adds a copy of baton and baton-runner to <state-dir>/bin.
-// A live worker claims its copies at each prune (their mtime); a copy no
-// worker claimed for staleBinaries prune intervals and no process runs
-// (a runner of an earlier deploy may) is removed. Installs and prunes of
-// a node's workers take the directory's lock, so a copy being claimed is
-// never removed under its worker.
-const staleBinaries = 3
+// A live worker claims its copies at each prune (their mtime), at most an
+// hour apart whatever its runRetention; a copy no worker claimed for
+// staleBinaries and no process runs (a runner of an earlier deploy may) is
+// removed. Installs and prunes of a node's workers take the directory's
+// lock, so a copy being claimed is never removed under its worker.
+const staleBinaries = 3 * time.Hour
 
 // claimBinaries marks this worker's installed copies as in use.
 func (w *Worker) claimBinaries() {
