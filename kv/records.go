@@ -41,6 +41,11 @@ type RunRecord struct {
 	// job as submitted (JSON), kept only when Retries > 0.
 	Retries int    `msgpack:"retries,omitempty"`
 	Job     []byte `msgpack:"job,omitempty"`
+	// Spawning is set, by compare-and-set, by the worker about to spawn the
+	// run's runner, once its directory exists on Node. A run still starting
+	// without it never had a runner, and the worker its job is redelivered
+	// to, of any node, may take it over (I3: the CAS lets only one spawn).
+	Spawning bool `msgpack:"spawning,omitempty"`
 }
 
 // LeaseState tells whether a lease's holder still publishes the run.

@@ -939,3 +939,31 @@ func TestSpecBatonIsBound(t *testing.T) {
 		t.Fatalf("an agent binary that is not the spec's baton ran: it was bound (%+v)", s)
 	}
 }
+
+// TestBeforeSpawnVeto: a Start whose before-spawn hook fails spawns
+// nothing, removes the run directory, and returns the hook's error; the
+// hook sees the directory laid out.
+func TestBeforeSpawnVeto(t *testing.T) {
+	t.Parallel()
+	veto := errors.New("taken over")
+	spec := newSpec(t, "echo", "hello")
+	dir := journal.Dir(spec.RunDir)
+	var sawSpec bool
+	_, err := sandbox.Start(context.Background(), spec, nil, sandbox.WithBinary(runnerBinary(t)),
+		sandbox.WithBeforeSpawn(func() error { _, serr := os.Stat(dir.Spec()); sawSpec = serr == nil; return veto }))
+	if !errors.Is(err, veto) || !sawSpec {
+		t.Fatalf("Start = %v (hook saw the spec: %v), want the hook's error", err, sawSpec)
+	}
+	if _, err := os.Stat(string(dir)); !os.IsNotExist(err) {
+		t.Fatalf("run directory left behind: %v", err)
+	}
+	// The same run can start afterwards.
+	if _, err := sandbox.Start(context.Background(), spec, nil, sandbox.WithBinary(runnerBinary(t)),
+		sandbox.WithBeforeSpawn(func() error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killRunner(dir) })
+	if stdout, _ := waitEnd(t, dir, spec.Nonce, 20*time.Second); stdout != "hello\n" {
+		t.Fatalf("journal %q", stdout)
+	}
+}

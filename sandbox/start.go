@@ -35,7 +35,16 @@ type Runner struct {
 type StartOption func(*startOptions)
 
 type startOptions struct {
-	binary string
+	binary      string
+	beforeSpawn func() error
+}
+
+// WithBeforeSpawn has Start call fn once the run directory is laid out and
+// before the runner is spawned. If fn fails, Start removes the directory,
+// spawns nothing and returns fn's error: the caller's last word on whether
+// this run may start here (a worker's compare-and-set of the run record).
+func WithBeforeSpawn(fn func() error) StartOption {
+	return func(o *startOptions) { o.beforeSpawn = fn }
 }
 
 // WithBinary sets the binary whose runner-outer subcommand Start runs:
@@ -76,6 +85,12 @@ func Start(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*
 	dir := journal.Dir(spec.RunDir)
 	if err := prepareRunDir(dir, spec, input, os.Geteuid(), os.Getegid()); err != nil {
 		return nil, err
+	}
+	if o.beforeSpawn != nil {
+		if err := o.beforeSpawn(); err != nil {
+			_ = os.RemoveAll(string(dir))
+			return nil, err
+		}
 	}
 	pid, err := spawnRunner(ctx, o.binary, dir)
 	if err != nil {

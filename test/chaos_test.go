@@ -73,7 +73,11 @@ func runChaos(t *testing.T, natsNodes int) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logDir := t.TempDir()
+	// Kept when the test fails, for the worker logs it points to.
+	logDir, err := os.MkdirTemp("", "baton-chaos-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	dirs := map[string]string{"A": testenv.StateDir(t), "B": testenv.StateDir(t)}
 	var workers []*workerProc
 	for _, w := range []struct{ name, node string }{{"a1", "A"}, {"a2", "A"}, {"b1", "B"}} {
@@ -83,16 +87,24 @@ func runChaos(t *testing.T, natsNodes int) {
 		wp.start()
 		workers = append(workers, wp)
 	}
+	var failedRuns []string
 	defer func() {
 		for _, w := range workers {
 			w.stop(syscall.SIGTERM)
 		}
-		if t.Failed() {
-			t.Logf("worker logs are in %s", logDir)
+		if !t.Failed() {
+			os.RemoveAll(logDir)
+			return
+		}
+		t.Logf("worker logs are kept in %s", logDir)
+		if len(failedRuns) == 0 {
 			entries, _ := os.ReadDir(logDir)
 			for _, e := range entries {
 				t.Logf("--- %s (last lines)\n%s", e.Name(), lastLines(filepath.Join(logDir, e.Name()), 15))
 			}
+		}
+		for _, id := range failedRuns {
+			t.Logf("--- what the workers logged about %s\n%s", id, grepLogs(logDir, id, 60))
 		}
 	}()
 
@@ -177,6 +189,7 @@ func runChaos(t *testing.T, natsNodes int) {
 	t.Logf("chaos done after %v: %d SIGKILL, %d SIGTERM, %d NATS restarts; waiting for runs", time.Since(start).Round(time.Second), stats.kills, stats.terms, stats.natsRestarts)
 
 	for _, r := range runs {
+		failedRuns = append(failedRuns, r.id) // until it checks out
 		msgs := waitChain(t, js, names, r.id, 3*time.Minute)
 		dir := dirs["A"]
 		if !exists(filepath.Join(dir, "runs", r.id)) {
@@ -184,6 +197,9 @@ func runChaos(t *testing.T, natsNodes int) {
 		}
 		stats.events += checkRun(t, r, msgs, filepath.Join(dir, "runs", r.id, "journal.ndjson"), &stats)
 		stats.live += live.check(t, r.id, msgs)
+		if !t.Failed() {
+			failedRuns = failedRuns[:len(failedRuns)-1]
+		}
 	}
 	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts; hand-off gaps %v; recovery gaps %v",
 		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
@@ -443,4 +459,26 @@ func (l *liveRuns) check(t *testing.T, runID string, chain []jetstream.Msg) int 
 		prev = m.seq
 	}
 	return len(got)
+}
+
+// grepLogs returns the lines of the worker logs in dir that mention s, in
+// file order, at most max of them (the last ones).
+func grepLogs(dir, s string, max int) string {
+	var out []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if strings.Contains(line, s) {
+				out = append(out, e.Name()+": "+strings.TrimRight(line, "\n"))
+			}
+		}
+	}
+	if len(out) > max {
+		out = out[len(out)-max:]
+	}
+	return strings.Join(out, "\n")
 }

@@ -57,6 +57,10 @@ func (r *run) cancel() {
 }
 
 // dispatch starts a new run and publishes it until it ends or is handed off.
+// errSuperseded: the run record changed under a worker about to spawn the
+// run's runner; another worker took the run over.
+var errSuperseded = errors.New("run taken over by another worker")
+
 func (w *Worker) dispatch(ctx context.Context, j consumer.Job) {
 	if r := w.start(ctx, j); r != nil {
 		w.hold(ctx, r)
@@ -117,13 +121,14 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 			log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
 		}
 	}
-	if _, err := w.runs.Create(ctx, job.RunID, rec); err != nil {
+	recRev, err := w.runs.Create(ctx, job.RunID, rec)
+	if err != nil {
 		if !errors.Is(err, kv.ErrExists) {
 			log.Warn().Err(err).Msg("create run record; job will be redelivered")
 			_ = msg.NakWithDelay(time.Second)
 			return nil
 		}
-		existing, _, gerr := w.runs.Get(ctx, job.RunID)
+		existing, rev, gerr := w.runs.Get(ctx, job.RunID)
 		if gerr != nil {
 			_ = msg.NakWithDelay(time.Second)
 			return nil
@@ -137,14 +142,27 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 			return nil
 		}
 		// A redelivery of our own job: the worker that took it died. A
-		// run past starting, or of another node, is that node's recovery's
-		// to re-attach; one still starting here is checked under its lease.
-		if existing.State != kv.RunStarting || existing.Node != w.node {
-			log.Info().Str("state", string(existing.State)).Msg("redelivered job of an existing run; nothing to start")
+		// run past starting, or one whose runner was being spawned on
+		// another node, is that node's recovery's to re-attach (its run
+		// directory is there). One that never got that far is ours to
+		// start, here: taken by compare-and-set, so only one worker does.
+		if existing.State != kv.RunStarting || (existing.Node != w.node && existing.Spawning) {
+			log.Info().Str("state", string(existing.State)).Str("run_node", existing.Node).
+				Msg("redelivered job of an existing run; its node has it")
 			_ = msg.DoubleAck(ctx)
 			return nil
 		}
-		rec, restart = existing, true
+		if existing.Node != w.node {
+			from := existing.Node
+			existing.Node, existing.Worker = w.node, w.id
+			if rev, err = w.runs.Update(ctx, job.RunID, existing, rev); err != nil {
+				log.Warn().Err(err).Msg("take over a run whose worker died before spawning it; job will be redelivered")
+				_ = msg.NakWithDelay(time.Second)
+				return nil
+			}
+			log.Info().Str("from_node", from).Msg("took over a run whose worker died before spawning it")
+		}
+		rec, recRev, restart = existing, rev, true
 	}
 	l, err := lease.Acquire(ctx, w.leases, job.RunID, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
 		lease.WithLogger(log))
@@ -179,7 +197,37 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID,
 		CgroupParent: w.cfg.CgroupParent,
 	}
-	if _, err := sandbox.Start(ctx, spec, inv.Input, sandbox.WithBinary(w.runner)); err != nil {
+	// The last word before the runner: mark the record spawning, by CAS,
+	// or learn that another worker took the run over meanwhile.
+	spawning := func() error {
+		cur, rev := rec, recRev
+		for attempt := 1; ; attempt++ {
+			cur.Spawning = true
+			nrev, err := w.runs.Update(ctx, r.id, cur, rev)
+			if err == nil {
+				r.rec, recRev = cur, nrev
+				return nil
+			}
+			if attempt == 3 {
+				return fmt.Errorf("%w: %w", errSuperseded, err)
+			}
+			// Changed meanwhile (a cancel request, say): still ours
+			// unless another worker took the run over or spawned it.
+			got, grev, gerr := w.runs.Get(ctx, r.id)
+			if gerr != nil {
+				return fmt.Errorf("%w: %w", errSuperseded, gerr)
+			}
+			if got.Node != rec.Node || got.Worker != rec.Worker || got.State != kv.RunStarting || got.Spawning {
+				return fmt.Errorf("%w: record now of node %s, worker %s, state %s", errSuperseded, got.Node, got.Worker, got.State)
+			}
+			cur, rev = got, grev
+		}
+	}
+	if _, err := sandbox.Start(ctx, spec, inv.Input, sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)); errors.Is(err, errSuperseded) {
+		r.log.Warn().Err(err).Msg("another worker took this run over before its runner started; leaving it")
+		_ = l.Release(ctx, 0, 0)
+		return nil
+	} else if err != nil {
 		// The run exists and cannot start: it ends failed, once.
 		r.log.Error().Err(err).Msg("start runner")
 		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "sandbox did not start: " + err.Error()})

@@ -903,3 +903,76 @@ func TestChainRunsFromBatonRunner(t *testing.T) {
 		t.Fatalf("terminal %+v", st)
 	}
 }
+
+// TestRunOfWorkerDeadBeforeSpawn: a worker of another node took a job,
+// created the run's record and died before spawning its runner (found by
+// the chaos soak: such a run stayed "starting" for ever, since no node had
+// its directory). The job's redelivery reaches a worker of this node,
+// which takes the run over by compare-and-set and runs it. Had the dead
+// worker marked the record spawning, its run directory would be on its own
+// node, and this node leaves the run alone (I3).
+func TestRunOfWorkerDeadBeforeSpawn(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		spawning bool
+	}{{"never spawned", false}, {"spawning elsewhere", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var cons jetstream.Consumer
+			waitUntil(t, 10*time.Second, "the jobs consumer", func() bool {
+				var err error
+				cons, err = h.js.Consumer(ctx, h.names.JobsStream(), "workers")
+				return err == nil
+			})
+			h.stopWorker("w1")
+			// Past the pull requests w1 left waiting (its fetch wait is 2 s).
+			time.Sleep(2500 * time.Millisecond)
+			id := newRunID(t)
+			h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "20"}})
+			// The dead worker: it took the job and created the record.
+			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var job jetstream.Msg
+			for m := range batch.Messages() {
+				job = m
+			}
+			if job == nil {
+				t.Fatalf("no job fetched: %v", batch.Error())
+			}
+			runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now().UTC()
+			if _, err := runs.Create(ctx, id, kv.RunRecord{RunID: id, State: kv.RunStarting, Node: "nA", Worker: "nA-dead",
+				Profile: "fake", Attempt: 1, Nonce: journal.NewNonce(), Deadline: now.Add(2 * time.Minute), CreatedAt: now,
+				Spawning: tc.spawning}); err != nil {
+				t.Fatal(err)
+			}
+			if err := job.Nak(); err != nil { // redelivered at once
+				t.Fatal(err)
+			}
+			h.addWorker("w2")
+			if !tc.spawning {
+				if st := h.terminal(id); st.Status != protocol.StatusSucceeded || st.Node != "n1" {
+					t.Fatalf("terminal %+v, want succeeded on n1", st)
+				}
+				if rec := h.record(id); rec.Node != "n1" || !rec.Spawning {
+					t.Fatalf("record %+v", rec)
+				}
+				return
+			}
+			time.Sleep(3 * time.Second)
+			if _, err := os.Stat(filepath.Join(h.stateDir, "runs", id)); !os.IsNotExist(err) {
+				t.Fatalf("this node started a run being spawned on another: %v", err)
+			}
+			if rec := h.record(id); rec.Node != "nA" || rec.State != kv.RunStarting {
+				t.Fatalf("record %+v", rec)
+			}
+		})
+	}
+}
