@@ -31,6 +31,10 @@ type Position struct {
 	Chunk, Chunks int
 	// Status is the decoded body when the last message is a status.
 	Status *protocol.Status
+	// Epoch is the Baton-Epoch of the last message (0 if it has none): a
+	// holder whose own epoch is lower has been superseded and must not
+	// write on top of it.
+	Epoch uint64
 }
 
 // Partial reports whether the last message is a chunk of an unfinished line.
@@ -72,6 +76,11 @@ func positionOf(names protocol.Names, runID string, msg *jetstream.RawStreamMsg)
 		return bad("%s %q is not a byte offset", protocol.HeaderOffset, off)
 	}
 	p.Offset = n
+	if e := msg.Header.Get(protocol.HeaderEpoch); e != "" {
+		if p.Epoch, err = strconv.ParseUint(e, 10, 64); err != nil {
+			return bad("%s %q is not an epoch", protocol.HeaderEpoch, e)
+		}
+	}
 	if h := msg.Header.Get(protocol.HeaderChunk); h != "" {
 		i, n, err := parseChunk(h)
 		if err != nil {

@@ -516,7 +516,7 @@ func testAlign(t *testing.T, b *backend) {
 		t.Fatal(err)
 	}
 	pos, err = publisher.Align(ctx, b.js, names, run)
-	want := publisher.Position{Seq: c.LastSeq(), Offset: 42, MsgID: lineID(run, 42), Subject: names.EventsSubject(run), Kind: protocol.KindEvents}
+	want := publisher.Position{Seq: c.LastSeq(), Offset: 42, MsgID: lineID(run, 42), Subject: names.EventsSubject(run), Kind: protocol.KindEvents, Epoch: 5}
 	if err != nil || pos != want {
 		t.Fatalf("Align after an event = %+v, %v; want %+v", pos, err, want)
 	}

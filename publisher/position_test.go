@@ -39,6 +39,7 @@ func TestPositionOfMalformed(t *testing.T) {
 		{"chunk zero", rawMsg(ev, "x", protocol.HeaderOffset, "1", protocol.HeaderChunk, "0/2"), "Baton-Chunk"},
 		{"chunk past n", rawMsg(ev, "x", protocol.HeaderOffset, "1", protocol.HeaderChunk, "3/2"), "Baton-Chunk"},
 		{"one chunk", rawMsg(ev, "x", protocol.HeaderOffset, "1", protocol.HeaderChunk, "1/1"), "Baton-Chunk"},
+		{"epoch not a number", rawMsg(ev, "x", protocol.HeaderOffset, "1", protocol.HeaderEpoch, "-3"), "is not an epoch"},
 		{"chunk junk", rawMsg(ev, "x", protocol.HeaderOffset, "1", protocol.HeaderChunk, "1/2/3"), "Baton-Chunk"},
 		{"status not JSON", rawMsg(testNames.StatusSubject("r"), "started", protocol.HeaderOffset, "1"), "status body"},
 		{"status wrong type", rawMsg(testNames.StatusSubject("r"), `{"offset":"x"}`, protocol.HeaderOffset, "1"), "status body"},
@@ -57,11 +58,11 @@ func TestPositionOfMalformed(t *testing.T) {
 
 func TestPositionOfValid(t *testing.T) {
 	p, err := positionOf(testNames, "r", rawMsg(testNames.RawSubject("r"), "x",
-		protocol.HeaderOffset, "1000", protocol.HeaderChunk, "2/3", protocol.HeaderMsgID, "r:1000:2/3"))
+		protocol.HeaderOffset, "1000", protocol.HeaderChunk, "2/3", protocol.HeaderMsgID, "r:1000:2/3", protocol.HeaderEpoch, "77"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Position{Seq: 17, Offset: 1000, MsgID: "r:1000:2/3", Subject: "baton.runs.r.raw", Kind: protocol.KindRaw, Chunk: 2, Chunks: 3}
+	want := Position{Seq: 17, Offset: 1000, MsgID: "r:1000:2/3", Subject: "baton.runs.r.raw", Kind: protocol.KindRaw, Chunk: 2, Chunks: 3, Epoch: 77}
 	if p != want || !p.Partial() {
 		t.Fatalf("got %+v, want %+v", p, want)
 	}

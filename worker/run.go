@@ -227,6 +227,15 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		r.log.Warn().Err(err).Msg("another worker took this run over before its runner started; leaving it")
 		_ = l.Release(ctx, 0, 0)
 		return nil
+	} else if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// Stopping while the runner was spawned but not yet ready: it
+		// may well start, and is the node's recovery's from here.
+		r.log.Warn().Err(err).Msg("stopped while the runner started; the node's recovery takes the run over")
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = l.Release(rctx, 0, 0)
+		_ = msg.DoubleAck(rctx)
+		return nil
 	} else if err != nil {
 		// The run exists and cannot start: it ends failed, once.
 		r.log.Error().Err(err).Msg("start runner")
@@ -319,6 +328,11 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
 	finished, err := w.align(ctx, r)
 	switch {
+	case errors.Is(err, errSuperseded):
+		r.log.Warn().Err(err).Msg("another worker holds the run; attach job dropped")
+		l.Stop()
+		done()
+		return nil
 	case err != nil:
 		r.log.Warn().Err(err).Msg("align to the run's chain; attach job will be redelivered")
 		l.Stop()
@@ -352,9 +366,20 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 // status (the run is then settled here).
 func (w *Worker) align(ctx context.Context, r *run) (finished bool, err error) {
 	for attempt := 0; ; attempt++ {
+		// Re-reading the tip and writing on top of it is only ours to do
+		// while we hold the run: a holder that lost its lease, or whose
+		// chain already carries a later epoch, was superseded (I1).
+		select {
+		case <-r.lease.Lost():
+			return false, fmt.Errorf("%w: %w", errSuperseded, r.lease.Err())
+		default:
+		}
 		pos, err := publisher.Align(ctx, w.js, w.names, r.id)
 		if err != nil {
 			return false, err
+		}
+		if pos.Epoch > r.lease.Epoch() {
+			return false, fmt.Errorf("%w: the chain's last message is of epoch %d, ours is %d", errSuperseded, pos.Epoch, r.lease.Epoch())
 		}
 		if pos.Status != nil && pos.Status.Status.Terminal() {
 			w.settle(ctx, r, *pos.Status)

@@ -1,12 +1,19 @@
 package worker
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/publisher"
 )
 
 // TestRunnerChoice: the runner chain runs from baton-runner beside the
@@ -46,5 +53,39 @@ func TestRunnerChoice(t *testing.T) {
 	}
 	if got := choose(WithRunner("/opt/x/runner")); got != "/opt/x/runner" {
 		t.Errorf("explicit runner: %s", got)
+	}
+}
+
+// TestAlignRefusesANewerEpoch: a holder whose chain already carries a
+// later epoch was superseded; align must not write "attached" on top of
+// it (found by the chaos soak: a takeover that lost its lease re-read the
+// tip after being fenced and published on top of its successor's chain).
+func TestAlignRefusesANewerEpoch(t *testing.T) {
+	s := testenv.RunServer(t)
+	nc, js := testenv.Connect(t, s)
+	ctx := t.Context()
+	names := protocol.MustNames("")
+	res, err := provision.Ensure(ctx, js, names, provision.Options{LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(nc, config.Default(), WithStateDir(t.TempDir()), WithNode("n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lease.Acquire(ctx, kv.NewStore[kv.LeaseRecord](res.Leases), "r1", lease.Holder{Worker: "old", Node: "n"}, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := publisher.NewChain(js, names, "r1", 0, publisher.WithEpoch(l.Epoch()+100))
+	if err := newer.PublishStatus(ctx, protocol.Status{Status: protocol.StatusAttached, Offset: 10}); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{id: "r1", dir: w.runDir("r1"), lease: l}
+	if _, err := w.align(ctx, r); !errors.Is(err, errSuperseded) {
+		t.Fatalf("align under a newer epoch: %v, want errSuperseded", err)
+	}
+	if pos, err := publisher.Align(ctx, js, names, "r1"); err != nil || pos.Seq != newer.LastSeq() {
+		t.Fatalf("the chain moved: %+v, %v", pos, err)
 	}
 }
