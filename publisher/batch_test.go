@@ -520,7 +520,7 @@ func TestBatchServerRestart(t *testing.T) {
 	// reconnect buffer and lands once the server is back.
 	s.Shutdown()
 	s.WaitForShutdown()
-	waitFor(t, func() bool { return nc.Status() == nats.RECONNECTING }, "the client to see the server gone")
+	testenv.WaitFor(t, 10*time.Second, "the client to see the server gone", func() bool { return nc.Status() == nats.RECONNECTING })
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	err := c.PublishLines(short, l3)
 	cancel()
@@ -528,7 +528,7 @@ func TestBatchServerRestart(t *testing.T) {
 		t.Fatalf("batch while the server is down: %v", err)
 	}
 	testenv.RunServerIn(t, dir, port)
-	waitFor(t, func() bool { return len(chain(t, b, run)) == 15 }, fmt.Sprintf("the buffered batch to land (%v)", msgIDs(chain(t, b, run))))
+	testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("the buffered batch to land (%v)", msgIDs(chain(t, b, run))), func() bool { return len(chain(t, b, run)) == 15 })
 	// The caller goes on with the next lines only: the chain finds its
 	// earlier batch at the tip and builds on it.
 	if err := c.PublishLines(ctx, l4); err != nil {

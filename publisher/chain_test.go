@@ -612,7 +612,7 @@ func TestServerRestart(t *testing.T) {
 	// server is back, unbeknownst to the chain.
 	s.Shutdown()
 	s.WaitForShutdown()
-	waitFor(t, func() bool { return nc.Status() == nats.RECONNECTING }, "the client to see the server gone")
+	testenv.WaitFor(t, 10*time.Second, "the client to see the server gone", func() bool { return nc.Status() == nats.RECONNECTING })
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	err := c.PublishLine(short, []byte("lost ack"), 23)
 	cancel()
@@ -620,7 +620,7 @@ func TestServerRestart(t *testing.T) {
 		t.Fatalf("publish while the server is down: %v", err)
 	}
 	testenv.RunServerIn(t, dir, port)
-	waitFor(t, func() bool { return len(chain(t, b, run)) == 3 }, "the buffered publish to land")
+	testenv.WaitFor(t, 10*time.Second, "the buffered publish to land", func() bool { return len(chain(t, b, run)) == 3 })
 	// The caller goes on with a status: the chain finds its earlier
 	// message at the tip and builds on it instead of calling itself fenced.
 	if err := c.PublishStatus(ctx, protocol.Status{Status: protocol.StatusHandoff, Offset: 23}); err != nil {
@@ -633,15 +633,5 @@ func TestServerRestart(t *testing.T) {
 	}
 	if c.LastSeq() != ms[3].seq {
 		t.Fatalf("LastSeq %d, want %d", c.LastSeq(), ms[3].seq)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

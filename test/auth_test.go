@@ -89,7 +89,7 @@ func TestNATSPermissions(t *testing.T) {
 		if err := c.nc.Publish(subject, []byte(`{"forged":true}`)); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "a permissions violation for "+subject, func() bool {
+		testenv.WaitFor(t, 5*time.Second, "a permissions violation for "+subject, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			for _, d := range c.denied {
@@ -128,7 +128,7 @@ func TestNATSPermissions(t *testing.T) {
 
 	// The viewer's live feed had the whole run, ending with its status.
 	var last *nats.Msg
-	waitFor(t, 10*time.Second, "the viewer's terminal status", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the viewer's terminal status", func() bool {
 		for {
 			select {
 			case m := <-live:
@@ -163,15 +163,5 @@ func TestNATSPermissions(t *testing.T) {
 	case m := <-live:
 		t.Fatalf("the viewer got %s %q after the run ended", m.Subject, m.Data)
 	case <-time.After(200 * time.Millisecond):
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -228,7 +228,7 @@ func (e *sdEnv) dir(runID string) journal.Dir {
 // waitStarted waits until the run's runner holds its lock.
 func (e *sdEnv) waitStarted(runID string) {
 	e.t.Helper()
-	waitFor(e.t, 30*time.Second, "run "+runID+"'s runner", func() bool {
+	testenv.WaitFor(e.t, 30*time.Second, "run "+runID+"'s runner", func() bool {
 		alive, _ := sandbox.Alive(e.dir(runID))
 		return alive
 	})
@@ -306,7 +306,7 @@ func TestSystemdControlGroupKillsAgents(t *testing.T) {
 	r := e.submit("sd-cgroup", 8)
 	e.waitStarted(r.id)
 	e.sd.systemctl("stop", "baton-worker.service")
-	waitFor(t, 10*time.Second, "the runner to die with the unit", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the runner to die with the unit", func() bool {
 		alive, _ := sandbox.Alive(e.dir(r.id))
 		return !alive
 	})

@@ -805,7 +805,7 @@ func TestFinishedRunsArePruned(t *testing.T) {
 	h.waitStatus(live, protocol.StatusStarted)
 	doneDir := journal.Dir(filepath.Join(h.stateDir, "runs", done))
 	liveDir := journal.Dir(filepath.Join(h.stateDir, "runs", live))
-	waitUntil(t, 10*time.Second, "the finished marker", func() bool { _, err := os.Stat(doneDir.Finished()); return err == nil })
+	testenv.WaitFor(t, 10*time.Second, "the finished marker", func() bool { _, err := os.Stat(doneDir.Finished()); return err == nil })
 	// Finished two minutes ago, as far as the worker can tell; the live
 	// run's files are as old, and it has no marker.
 	old := time.Now().Add(-2 * time.Minute)
@@ -814,7 +814,7 @@ func TestFinishedRunsArePruned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 20*time.Second, "the finished run's directory to go", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "the finished run's directory to go", func() bool {
 		_, err := os.Stat(string(doneDir))
 		return os.IsNotExist(err)
 	})
@@ -829,16 +829,6 @@ func TestFinishedRunsArePruned(t *testing.T) {
 	}
 	if st := h.terminal(live); st.Status != protocol.StatusCancelled {
 		t.Fatalf("live run ended %+v", st)
-	}
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -877,7 +867,7 @@ func TestChainRunsFromBatonRunner(t *testing.T) {
 		}
 	}
 	// The stages below runner-outer start after "started".
-	waitUntil(t, 10*time.Second, "the agent", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the agent", func() bool {
 		clear(exes)
 		walk(pid)
 		for exe := range exes {
@@ -921,7 +911,7 @@ func TestRunOfWorkerDeadBeforeSpawn(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			var cons jetstream.Consumer
-			waitUntil(t, 10*time.Second, "the jobs consumer", func() bool {
+			testenv.WaitFor(t, 10*time.Second, "the jobs consumer", func() bool {
 				var err error
 				cons, err = h.js.Consumer(ctx, h.names.JobsStream(), "workers")
 				return err == nil
