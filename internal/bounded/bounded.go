@@ -1,0 +1,101 @@
+package bounded
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// WaitDelay bounds how long Wait waits for a process's output pipes once
+// the process has exited or been killed: a grandchild that inherited them
+// may hold them open forever.
+const WaitDelay = 2 * time.Second
+
+// MaxOutput is how much of a command's output Output keeps.
+const MaxOutput = 64 << 10
+
+// ErrTimeout: a process did not end within its limit and was killed.
+var ErrTimeout = errors.New("did not end in time")
+
+// Command is exec.CommandContext with WaitDelay set: ctx's end kills the
+// process, and Wait returns at most WaitDelay after the process ended,
+// whoever holds its pipes.
+func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = WaitDelay
+	return cmd
+}
+
+// Output runs cmd, not yet started and with Stdout and Stderr unset, to
+// its end within limit, and returns what it wrote on both (the first
+// MaxOutput bytes). Still running at limit or at ctx's end, it is killed;
+// the error then names the command and wraps ErrTimeout (or ctx's error).
+// Without its own WaitDelay, cmd gets WaitDelay.
+func Output(ctx context.Context, limit time.Duration, cmd *exec.Cmd) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	out := &Buffer{Limit: MaxOutput}
+	cmd.Stdout, cmd.Stderr = out, out
+	if cmd.WaitDelay == 0 {
+		cmd.WaitDelay = WaitDelay
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	killed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = cmd.Process.Kill()
+		close(killed)
+	})
+	err := cmd.Wait()
+	if !stop() {
+		<-killed
+		if cause := context.Cause(ctx); !errors.Is(cause, context.DeadlineExceeded) {
+			return out.Bytes(), fmt.Errorf("%s was killed: %w", Describe(cmd), cause)
+		}
+		return out.Bytes(), fmt.Errorf("%s did not end within %v and was killed: %w",
+			Describe(cmd), time.Since(began).Round(100*time.Millisecond), ErrTimeout)
+	}
+	return out.Bytes(), err
+}
+
+// Describe is cmd's command line, cut short, for messages.
+func Describe(cmd *exec.Cmd) string {
+	s := strings.Join(cmd.Args, " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// Buffer is a writer, safe for concurrent use, that keeps the first Limit
+// bytes written to it and takes the rest without keeping it.
+type Buffer struct {
+	Limit int
+	mu    sync.Mutex
+	buf   bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.Limit - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// Bytes is a copy of what the buffer kept.
+func (b *Buffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+func (b *Buffer) String() string { return string(b.Bytes()) }
