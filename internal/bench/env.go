@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
@@ -59,12 +60,20 @@ type env struct {
 	prioritized      bool
 	suitePrioritized bool
 	restore          func()
+	// bwrapAnchor and pastaAnchor are the start rows' anchor commands,
+	// each run killed at anchorLimit (tests put stand-ins in).
+	bwrapAnchor, pastaAnchor []string
+	anchorLimit              time.Duration
 }
 
 // newEnv prepares a directory the sandbox user can traverse, a copy of
 // the baton binary it can execute, a worker configuration, and a server.
 func newEnv(binary string, progress io.Writer) (_ *env, err error) {
-	e := &env{progress: progress, names: protocol.MustNames("")}
+	e := &env{progress: progress, names: protocol.MustNames(""),
+		bwrapAnchor: []string{"bwrap", "--ro-bind", "/", "/", "true"},
+		pastaAnchor: []string{"pasta", "--config-net", "-q", "--", "true"},
+		anchorLimit: anchorLimit,
+	}
 	if autogroupsOn() && os.Geteuid() == 0 {
 		// In the default autogroup the suite's threads already weigh one
 		// group each; the workers, which start sessions, still need it.
@@ -260,14 +269,14 @@ func (e *env) startWorkerWith(ctx context.Context, id string, concurrency int, c
 	cmd := exec.Command(e.binary, args...)
 	cmd.Stderr = logf
 	cmd.SysProcAttr = workerAttr()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
+	w := &workerProc{id: id, cmd: cmd, exited: make(chan struct{})}
+	// Through a writer, not a pipe read to its end: Wait then returns
+	// WaitDelay after the worker's end, whatever holds its stdout.
+	cmd.Stdout = &reportWriter{w: w}
+	cmd.WaitDelay = bounded.WaitDelay
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start worker %s: %w", id, err)
 	}
-	w := &workerProc{id: id, cmd: cmd, exited: make(chan struct{})}
 	e.workers = append(e.workers, w)
 	if e.prioritized {
 		if _, err := prioritize(cmd.Process.Pid); err != nil {
@@ -275,13 +284,6 @@ func (e *env) startWorkerWith(ctx context.Context, id string, concurrency int, c
 		}
 	}
 	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			var r probeReport
-			if json.Unmarshal(sc.Bytes(), &r) == nil {
-				w.report.Store(&r)
-			}
-		}
 		w.err = cmd.Wait()
 		close(w.exited)
 	}()
@@ -301,6 +303,31 @@ func (e *env) startWorkerWith(ctx context.Context, id string, concurrency int, c
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// reportWriter takes a probe worker's stdout, one report a line.
+type reportWriter struct {
+	w    *workerProc
+	line []byte
+}
+
+func (r *reportWriter) Write(p []byte) (int, error) {
+	r.line = append(r.line, p...)
+	for {
+		i := bytes.IndexByte(r.line, '\n')
+		if i < 0 {
+			break
+		}
+		var rep probeReport
+		if json.Unmarshal(r.line[:i], &rep) == nil {
+			r.w.report.Store(&rep)
+		}
+		r.line = r.line[i+1:]
+	}
+	if len(r.line) > 64<<10 {
+		r.line = nil // not a report
+	}
+	return len(p), nil
 }
 
 func (w *workerProc) pid() int { return w.cmd.Process.Pid }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/batonhq/baton/internal/bounded"
 )
 
 // processCPU is the CPU time (user + system, all threads) pid has used.
@@ -75,17 +77,18 @@ func prioritize(pid int) (restore func(), err error) {
 }
 
 // timeCommand runs a command to its end and returns how long it took; as
-// cred's user if cred is set.
-func timeCommand(ctx context.Context, cred *syscall.Credential, name string, args ...string) (time.Duration, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
+// cred's user if cred is set. Still running at limit, it is killed, and
+// the error says so.
+func timeCommand(ctx context.Context, limit time.Duration, cred *syscall.Credential, argv []string) (time.Duration, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
 	began := time.Now()
-	out, err := cmd.CombinedOutput()
+	out, err := bounded.Output(ctx, limit, cmd)
 	d := time.Since(began)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w: %s", name, err, firstLine(string(out)))
+		return 0, fmt.Errorf("%w: %s", err, firstLine(string(out)))
 	}
 	return d, nil
 }

@@ -20,7 +20,7 @@ const WaitDelay = 2 * time.Second
 const MaxOutput = 64 << 10
 
 // ErrTimeout: a process did not end within its limit and was killed.
-var ErrTimeout = errors.New("did not end in time")
+var ErrTimeout = errors.New("timed out")
 
 // Command is exec.CommandContext with WaitDelay set: ctx's end kills the
 // process, and Wait returns at most WaitDelay after the process ended,
@@ -33,10 +33,14 @@ func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 
 // Output runs cmd, not yet started and with Stdout and Stderr unset, to
 // its end within limit, and returns what it wrote on both (the first
-// MaxOutput bytes). Still running at limit or at ctx's end, it is killed;
-// the error then names the command and wraps ErrTimeout (or ctx's error).
-// Without its own WaitDelay, cmd gets WaitDelay.
+// MaxOutput bytes). Still running at limit or at ctx's end, it is killed,
+// and the error wraps ErrTimeout (or ctx's error). Every error begins with
+// the command line. Without its own WaitDelay, cmd gets WaitDelay.
 func Output(ctx context.Context, limit time.Duration, cmd *exec.Cmd) ([]byte, error) {
+	within := limit
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < limit {
+		within = time.Until(d).Round(time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	out := &Buffer{Limit: MaxOutput}
@@ -45,9 +49,8 @@ func Output(ctx context.Context, limit time.Duration, cmd *exec.Cmd) ([]byte, er
 		cmd.WaitDelay = WaitDelay
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", Describe(cmd), err)
 	}
-	began := time.Now()
 	killed := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		_ = cmd.Process.Kill()
@@ -57,12 +60,15 @@ func Output(ctx context.Context, limit time.Duration, cmd *exec.Cmd) ([]byte, er
 	if !stop() {
 		<-killed
 		if cause := context.Cause(ctx); !errors.Is(cause, context.DeadlineExceeded) {
-			return out.Bytes(), fmt.Errorf("%s was killed: %w", Describe(cmd), cause)
+			return out.Bytes(), fmt.Errorf("%s: %w: killed", Describe(cmd), cause)
 		}
-		return out.Bytes(), fmt.Errorf("%s did not end within %v and was killed: %w",
-			Describe(cmd), time.Since(began).Round(100*time.Millisecond), ErrTimeout)
+		return out.Bytes(), fmt.Errorf("%s: %w: did not end within %v, killed",
+			Describe(cmd), ErrTimeout, within)
 	}
-	return out.Bytes(), err
+	if err != nil {
+		return out.Bytes(), fmt.Errorf("%s: %w", Describe(cmd), err)
+	}
+	return out.Bytes(), nil
 }
 
 // Describe is cmd's command line, cut short, for messages.

@@ -28,7 +28,7 @@ func TestOutput(t *testing.T) {
 	}
 	_, err = Output(context.Background(), 10*time.Second, exec.Command("/bin/sh", "-c", "exit 3"))
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.HasPrefix(err.Error(), "/bin/sh -c exit 3: ") {
 		t.Fatalf("exit 3: %v", err)
 	}
 }
@@ -46,7 +46,7 @@ func TestOutputHangs(t *testing.T) {
 			killGroup(t, cmd)
 			out, err := Output(context.Background(), 300*time.Millisecond, cmd)
 			took := time.Since(began)
-			if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "sleep 3600") {
+			if !errors.Is(err, ErrTimeout) || !strings.HasPrefix(err.Error(), "/bin/sh -c "+script+": timed out: did not end within 300ms, killed") {
 				t.Fatalf("err = %v, want ErrTimeout naming the command", err)
 			}
 			if string(out) != "started\n" {
