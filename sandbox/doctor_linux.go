@@ -1,17 +1,24 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/sandbox/internal/seccomp"
 )
+
+// toolWait bounds each command a check runs: a hung tool is a failed
+// check, not a hung doctor.
+const toolWait = 10 * time.Second
 
 // Doctor checks every prerequisite of the sandbox on this machine.
 func Doctor(o DoctorOptions) []Check {
@@ -53,7 +60,7 @@ func checkUserNS() Check {
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
 	}
-	if err := cmd.Run(); err != nil {
+	if _, err := bounded.Output(context.Background(), toolWait, cmd); err != nil {
 		c.Severity, c.Detail = SevFail, "cannot create user, pid, net, mount, ipc, uts and cgroup namespaces: "+err.Error()
 		c.Fix = "enable unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone);" +
 			" on Ubuntu 23.10+ install deploy/apparmor/baton; in a container, allow user namespaces in its seccomp profile"
@@ -145,7 +152,7 @@ func checkPasta() Check {
 		c.Fix = "apt-get install passt"
 		return c
 	}
-	out, _ := exec.Command(p, "--help").CombinedOutput()
+	out, _ := bounded.Output(context.Background(), toolWait, exec.Command(p, "--help"))
 	if lacks := missingFlags(string(out), pastaFlags); len(lacks) > 0 {
 		c.Severity, c.Detail = SevWarn, p+" lacks "+strings.Join(lacks, ", ")+": CIDR profiles cannot run"
 		c.Fix = "install a newer passt"
@@ -172,7 +179,7 @@ func checkNft() Check {
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
 	}
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := bounded.Output(context.Background(), toolWait, cmd); err != nil {
 		c.Severity, c.Detail = SevWarn, fmt.Sprintf("%s cannot install a ruleset in a user namespace: %v: %s", p, err, strings.TrimSpace(string(out)))
 		c.Fix = "load nf_tables (modprobe nf_tables) and allow user namespaces"
 		return c

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/internal/bounded"
 )
 
 // Descriptors of the chain below runner-outer.
@@ -35,6 +37,11 @@ const childNamespaces = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CL
 
 // routeWait bounds the wait for pasta to configure the namespace.
 const routeWait = 10 * time.Second
+
+// nftWait bounds `nft -f -`, which takes milliseconds: within
+// runner-outer's wait for the egress sockets (socketsWait), so the run's
+// reason names nft.
+const nftWait = 5 * time.Second
 
 // RunInner is `baton runner-inner --spec PATH`, cloned by runner-outer as
 // uid 0 of a new user namespace with a network namespace of its own; PATH
@@ -139,9 +146,10 @@ func installRuleset(nft, ruleset string) error {
 	cmd := exec.Command(nft, "-f", "-")
 	cmd.Env = []string{}
 	cmd.Stdin = strings.NewReader(ruleset)
-	out, err := cmd.CombinedOutput()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := bounded.Output(context.Background(), nftWait, cmd)
 	if err != nil {
-		return fmt.Errorf("%s -f -: %w: %s", nft, err, bytes.TrimSpace(out))
+		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(out))
 	}
 	return nil
 }

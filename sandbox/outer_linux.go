@@ -151,6 +151,10 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		if err := o.startNetwork(ctx, inner); err != nil {
 			_ = inner.cmd.Process.Kill()
 			<-inner.done
+			// runner-inner may have said why (nft failed or hung, say).
+			if r := readChainStatus(o.status); r.status != nil && r.status.Error != "" {
+				err = fmt.Errorf("%w: %s", err, r.status.Error)
+			}
 			o.cleanup()
 			return nil, o.startFailed("network", err)
 		}

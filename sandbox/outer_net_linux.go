@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/sandbox/internal/egress"
 )
 
@@ -30,7 +30,7 @@ type outerNet struct {
 	ctl       *os.File // socket pair with runner-inner
 	pasta     *exec.Cmd
 	pastaDone <-chan error
-	pastaErr  *boundedBuffer
+	pastaErr  *bounded.Buffer
 	cancel    context.CancelFunc
 	served    sync.WaitGroup
 }
@@ -41,7 +41,7 @@ type outerNet struct {
 func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 	n := o.net
 	if o.plan.inner.Net.Mode == netPasta {
-		n.pastaErr = &boundedBuffer{limit: 8 << 10}
+		n.pastaErr = &bounded.Buffer{Limit: 8 << 10}
 		n.pasta = &exec.Cmd{
 			Path:   o.plan.pasta,
 			Args:   append([]string{o.plan.pasta}, pastaArgs(inner.cmd.Process.Pid)...),
@@ -49,6 +49,8 @@ func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 			Stderr: n.pastaErr,
 			// pasta dies with the runner, like the rest of the chain.
 			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+			// Its end is seen even if a child of it holds stderr.
+			WaitDelay: bounded.WaitDelay,
 		}
 		done, err := startLocked(n.pasta)
 		if err != nil {
@@ -190,26 +192,4 @@ func (n *outerNet) pastaFailure(err error) string {
 		msg += ": " + strings.Join(strings.Fields(out), " ")
 	}
 	return msg
-}
-
-// boundedBuffer keeps the first limit bytes written to it.
-type boundedBuffer struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	limit int
-}
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if room := b.limit - b.buf.Len(); room > 0 {
-		b.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (b *boundedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -16,8 +16,9 @@ import (
 )
 
 // toolPath is where runner-outer looks for pasta and nft: its own
-// environment is empty.
-const toolPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// environment is empty. A variable only so that tests can build a runner
+// that finds stand-ins first (-ldflags -X).
+var toolPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // outerPlan is what runner-outer decided and opened before the chain
 // starts, while it may still be root.
