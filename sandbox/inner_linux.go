@@ -148,10 +148,10 @@ func installRuleset(nft, ruleset string) error {
 	cmd.Stdin = strings.NewReader(ruleset)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := bounded.Output(context.Background(), nftWait, cmd)
-	if err != nil {
-		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(out))
+	if out = bytes.TrimSpace(out); err != nil && len(out) > 0 {
+		return fmt.Errorf("%w: %s", err, out)
 	}
-	return nil
+	return err
 }
 
 // handOverEgressSockets binds the proxy's and DNS stub's sockets on this

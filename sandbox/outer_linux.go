@@ -151,9 +151,10 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		if err := o.startNetwork(ctx, inner); err != nil {
 			_ = inner.cmd.Process.Kill()
 			<-inner.done
-			// runner-inner may have said why (nft failed or hung, say).
+			// runner-inner may have said why it ended (nft failed or
+			// hung, say): the cause, where err is its consequence.
 			if r := readChainStatus(o.status); r.status != nil && r.status.Error != "" {
-				err = fmt.Errorf("%w: %s", err, r.status.Error)
+				err = errors.New(r.status.Error)
 			}
 			o.cleanup()
 			return nil, o.startFailed("network", err)

@@ -173,6 +173,7 @@ func (o *outerRun) cleanup() {
 			select {
 			case <-n.pastaDone:
 			case <-time.After(pastaStop):
+				o.st.ok("pasta-stop", fmt.Sprintf("still running %v after SIGTERM: killed", pastaStop))
 				_ = n.pasta.Process.Kill()
 				<-n.pastaDone
 			}
