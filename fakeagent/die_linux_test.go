@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // dieEnv makes the test binary, re-executed, call Die instead of running tests.
@@ -49,7 +51,7 @@ func TestDie(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), dieEnv+"="+name)
 			cmd.Dir = t.TempDir() // a core file, if any, would land here
-			out, err := cmd.CombinedOutput()
+			out, err := testenv.Output(cmd)
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) {
 				t.Fatalf("child ended with %v, want death by SIG%s; output:\n%s", err, name, out)

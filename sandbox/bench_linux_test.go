@@ -88,7 +88,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 		var lat []time.Duration
 		for b.Loop() {
 			began := time.Now()
-			if out, err := exec.Command(bwrap, "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
+			if out, err := testenv.Output(exec.Command(bwrap, "--ro-bind", "/", "/", "true")); err != nil {
 				b.Fatalf("bwrap: %v: %s", err, out)
 			}
 			lat = append(lat, time.Since(began))

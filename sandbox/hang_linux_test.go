@@ -13,13 +13,10 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/config"
-	"github.com/batonhq/baton/internal/bounded"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox"
 )
-
-// buildWait bounds a build of a test binary.
-const buildWait = 2 * time.Minute
 
 // hangingTool is a stand-in for a tool the runner runs (pasta, nft) that
 // never does its job and never exits: it ignores SIGTERM, and the child
@@ -60,7 +57,7 @@ func TestHungNetworkToolFailsTheRun(t *testing.T) {
 	build := exec.Command("go", "build", "-o", bin, "-ldflags",
 		"-X github.com/batonhq/baton/sandbox.toolPath="+tools+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"./internal/runnertest")
-	if out, err := bounded.Output(context.Background(), buildWait, build); err != nil {
+	if out, err := testenv.Output(build); err != nil {
 		t.Fatalf("build the runner with stand-in tools: %v\n%s", err, out)
 	}
 

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox"
@@ -54,7 +55,7 @@ func runnerBinary(t testing.TB) string {
 		}
 		binPath = filepath.Join(dir, "runnertest")
 		cmd := exec.Command("go", "build", "-o", binPath, "./internal/runnertest")
-		buildOut, buildErr = cmd.CombinedOutput()
+		buildOut, buildErr = testenv.Output(cmd)
 	})
 	if buildErr != nil {
 		t.Fatalf("build the runner binary: %v\n%s", buildErr, buildOut)
@@ -79,7 +80,7 @@ func needSandbox(t testing.TB) {
 			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
 		}
-		usernsErr = cmd.Run()
+		_, usernsErr = testenv.Output(cmd)
 	})
 	if usernsErr != nil {
 		t.Fatalf("these tests need user namespaces (run as root, or enable unprivileged ones: "+
@@ -661,7 +662,7 @@ func TestAgentRunsAsSandboxUID(t *testing.T) {
 
 // runHelper starts `runnertest start` for spec as a separate process and
 // returns it once it printed the runner's pid.
-func runHelper(t *testing.T, spec sandbox.Spec, input string, cred *syscall.Credential, tmp string) *exec.Cmd {
+func runHelper(t *testing.T, spec sandbox.Spec, input string, cred *syscall.Credential, tmp string) *testenv.Proc {
 	t.Helper()
 	specPath := filepath.Join(tmp, spec.RunID+".spec.json")
 	inputPath := filepath.Join(tmp, spec.RunID+".input")
@@ -674,28 +675,19 @@ func runHelper(t *testing.T, spec sandbox.Spec, input string, cred *syscall.Cred
 	}
 	cmd := exec.Command(runnerBinary(t), "start", specPath, inputPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		killRunner(journal.Dir(spec.RunDir))
+	out := &bounded.Buffer{Limit: 64 << 10}
+	cmd.Stdout, cmd.Stderr = out, out
+	t.Cleanup(func() { killRunner(journal.Dir(spec.RunDir)) })
+	helper := testenv.Start(t, cmd)
+	testenv.WaitFor(t, 30*time.Second, "runnertest start to print the runner's pid", func() bool {
+		select {
+		case <-helper.Done():
+			t.Fatalf("helper ended (%v) before it printed the runner's pid: %s", helper.Err(), out)
+		default:
+		}
+		return strings.HasPrefix(out.String(), "pid ")
 	})
-	line := make([]byte, 64)
-	n, _ := out.Read(line)
-	if !strings.HasPrefix(string(line[:n]), "pid ") {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("helper printed %q; stderr: %s", line[:n], stderr.String())
-	}
-	return cmd
+	return helper
 }
 
 func TestRunnerSurvivesStarterDeath(t *testing.T) {
@@ -703,10 +695,7 @@ func TestRunnerSurvivesStarterDeath(t *testing.T) {
 	needSandbox(t)
 	spec := newSpec(t, sh(`echo a; sleep 0.5; echo b`)...)
 	helper := runHelper(t, spec, "", nil, t.TempDir())
-	if err := helper.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = helper.Wait()
+	helper.Stop(syscall.SIGKILL, 0)
 	dir := journal.Dir(spec.RunDir)
 	if alive, err := sandbox.Alive(dir); err != nil || !alive {
 		t.Fatalf("Alive = %v, %v right after the starter died", alive, err)
@@ -747,8 +736,7 @@ func TestNonRootRunner(t *testing.T) {
 		}
 		spec.RunDir = filepath.Join(home, "runs", spec.RunID)
 		helper := runHelper(t, spec, "in\n", &syscall.Credential{Uid: uint32(want), Gid: uint32(want)}, home)
-		_ = helper.Process.Kill()
-		_ = helper.Wait()
+		helper.Stop(syscall.SIGKILL, 0)
 	}
 	stdout, s := waitEnd(t, journal.Dir(spec.RunDir), spec.Nonce, 10*time.Second)
 	wantSentinel(t, s, 0, journal.ReasonExit, "")
@@ -824,7 +812,7 @@ func TestSecondRunnerRefused(t *testing.T) {
 	spec := newSpec(t, sh("echo started; sleep "+m)...)
 	dir := start(t, spec, "")
 	waitJournal(t, dir, "started\n")
-	out, err := exec.Command(bin, "runner-outer", "--spec", dir.Spec()).CombinedOutput()
+	out, err := testenv.Output(exec.Command(bin, "runner-outer", "--spec", dir.Spec()))
 	if err == nil || !strings.Contains(string(out), "another runner holds the run's lock") {
 		t.Errorf("a second runner while the first runs: %v, %s", err, out)
 	}
@@ -833,7 +821,7 @@ func TestSecondRunnerRefused(t *testing.T) {
 	}
 	_, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
 	wantSentinel(t, s, 143, journal.ReasonCancel, "TERM")
-	out, err = exec.Command(bin, "runner-outer", "--spec", dir.Spec()).CombinedOutput()
+	out, err = testenv.Output(exec.Command(bin, "runner-outer", "--spec", dir.Spec()))
 	if err == nil || !strings.Contains(string(out), "already exists") {
 		t.Errorf("a runner for an ended run: %v, %s", err, out)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
 )
@@ -113,14 +113,14 @@ func TestNATSPermissions(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	submit := exec.CommandContext(ctx, bin, "submit", "--nats", url("client"), "--profile", "demo", "--run-id", "auth-1", "--watch")
+	submit := bounded.Command(ctx, bin, "submit", "--nats", url("client"), "--profile", "demo", "--run-id", "auth-1", "--watch")
 	var out bytes.Buffer
 	submit.Stdout, submit.Stderr = &out, &out
 	if err := submit.Run(); err != nil {
 		t.Fatalf("submit --watch as client: %v\n%s", err, out.String())
 	}
 	for _, args := range [][]string{{"runs", "get", "auth-1"}, {"dlq"}} {
-		cmd := exec.CommandContext(ctx, bin, append(args, "--nats", url("client"))...)
+		cmd := bounded.Command(ctx, bin, append(args, "--nats", url("client"))...)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("baton %s as client: %v\n%s", strings.Join(args, " "), err, b)
 		}

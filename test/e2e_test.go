@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
 )
@@ -28,18 +29,9 @@ func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) 
 	logs := &syncBuffer{}
 	cmd := exec.Command(bin, append([]string{"worker", "--nats", url, "--state-dir", stateDir, "--node", node, "--log-format", "json"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := testenv.Start(t, cmd)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+		if !p.Stop(os.Interrupt, 15*time.Second) {
 			t.Errorf("worker did not stop within 15s of SIGINT")
 		}
 		if t.Failed() {
@@ -75,7 +67,7 @@ func TestSubmitWatchWithWorkerProcess(t *testing.T) {
 		{"e2e-fail", []string{"--profile", "fake", "--arg=--exit-code", "--arg=3", "--arg=--stderr", "--arg=it broke"}, 1, "it broke"},
 	} {
 		args := append([]string{"submit", "--nats", s.ClientURL(), "--input", "hello from e2e", "--run-id", tc.runID, "--watch"}, tc.args...)
-		submit := exec.CommandContext(ctx, bin, args...)
+		submit := bounded.Command(ctx, bin, args...)
 		var out, errb bytes.Buffer
 		submit.Stdout, submit.Stderr = &out, &errb
 		err := submit.Run()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
 )
@@ -37,7 +38,7 @@ func natsCLI(t *testing.T) string {
 		}
 		cmd := exec.Command("go", "install", "github.com/nats-io/natscli/nats@v0.5.0")
 		cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=")
-		natsCLIOut, natsCLIErr = cmd.CombinedOutput()
+		natsCLIOut, natsCLIErr = testenv.Output(cmd)
 		natsCLIPath = filepath.Join(dir, "nats")
 	})
 	if natsCLIErr != nil {
@@ -61,7 +62,7 @@ func TestReadmeProtocolWithNatsCLI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out syncBuffer
-	sub := exec.CommandContext(ctx, nats, "--server", s.ClientURL(), "sub", "--raw", "baton.runs.run-42.>")
+	sub := bounded.Command(ctx, nats, "--server", s.ClientURL(), "sub", "--raw", "baton.runs.run-42.>")
 	sub.Stdout, sub.Stderr = &out, os.Stderr
 	if err := sub.Start(); err != nil {
 		t.Fatal(err)
@@ -69,7 +70,7 @@ func TestReadmeProtocolWithNatsCLI(t *testing.T) {
 	defer func() { _ = sub.Process.Kill(); _ = sub.Wait() }()
 	time.Sleep(300 * time.Millisecond) // let the subscription reach the server
 
-	pub := exec.CommandContext(ctx, nats, "--server", s.ClientURL(), "pub", "baton.jobs.run",
+	pub := bounded.Command(ctx, nats, "--server", s.ClientURL(), "pub", "baton.jobs.run",
 		`{"runId":"run-42","profile":"demo","input":"hello"}`, "-H", "Nats-Msg-Id:run-42")
 	if b, err := pub.CombinedOutput(); err != nil {
 		t.Fatalf("nats pub: %v\n%s", err, b)

@@ -2,6 +2,7 @@ package test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
@@ -31,6 +33,9 @@ import (
 // loopback.
 
 const systemdBin = "/lib/systemd/systemd"
+
+// systemctlWait bounds one systemctl command (a start waits for its job).
+const systemctlWait = time.Minute
 
 // systemd is one booted instance.
 type systemd struct {
@@ -73,17 +78,14 @@ exec env container=baton-test ` + systemdBin + ` --system --unit=baton-test.targ
 		"sh", "-c", script, "sh", unitDir)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("unshare: %v", err)
-	}
+	p := testenv.Start(t, cmd)
 	sd := &systemd{t: t, logs: logs}
 	t.Cleanup(func() {
 		// PID 1 of the namespace: its death ends every process in it.
 		if sd.pid > 0 {
 			_ = syscall.Kill(sd.pid, syscall.SIGKILL)
 		}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		p.Stop(syscall.SIGKILL, 0)
 		if t.Failed() {
 			t.Logf("systemd's console:\n%s", logs.String())
 		}
@@ -115,7 +117,7 @@ exec env container=baton-test ` + systemdBin + ` --system --unit=baton-test.targ
 
 func (sd *systemd) systemctlOut(args ...string) (string, error) {
 	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(sd.pid), "-m", "-p", "--", "systemctl", "--no-pager"}, args...)...)
-	out, err := cmd.CombinedOutput()
+	out, err := bounded.Output(context.Background(), systemctlWait, cmd)
 	return strings.TrimSpace(string(out)), err
 }
 

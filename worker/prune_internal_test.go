@@ -259,7 +259,7 @@ func TestRemoveTreeUnprivileged(t *testing.T) {
 		cmd := exec.Command(exe, "-test.run", "^TestRemoveTreeUnprivileged$")
 		cmd.Env = append(os.Environ(), "BATON_TEST_REMOVE_TREE="+root)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := testenv.Output(cmd); err != nil {
 			t.Fatalf("removeTree as uid %d: %v\n%s", uid, err, out)
 		}
 	}
@@ -293,11 +293,7 @@ func TestPruneBinaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	busy := mk("baton-aaaaaaaaaaaaaaaa", true, sleep)
-	cmd := exec.Command(busy, "30")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testenv.Start(t, exec.Command(busy, "30"))
 
 	removed, err := pruneBinaries(dir, time.Now().Add(-time.Hour))
 	if err != nil {

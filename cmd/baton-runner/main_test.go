@@ -6,13 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // TestUsage: the runner refuses anything but "<stage> --spec PATH", and a
 // stage that does not exist, with a message and a non-zero exit.
 func TestUsage(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "baton-runner")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := testenv.Output(exec.Command("go", "build", "-o", bin, ".")); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	for _, tc := range []struct {
@@ -27,7 +29,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"worker", "--spec", "x"}, 1, `no runner stage "worker"`},
 		{[]string{"runner-outer", "--spec", "/nonexistent/spec.json"}, 1, "baton-runner:"},
 	} {
-		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		out, err := testenv.Output(exec.Command(bin, tc.args...))
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != tc.code || !strings.Contains(string(out), tc.want) {
 			t.Errorf("baton-runner %q: %v, %q; want exit %d and %q", tc.args, err, out, tc.code, tc.want)

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -51,8 +50,8 @@ func NewTestHost(t testing.TB, handler http.Handler) *TestHost {
 	}
 	ip := func(args ...string) {
 		t.Helper()
-		if out, err := exec.Command(ipBin, args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		if out, err := Output(exec.Command(ipBin, args...)); err != nil {
+			t.Fatalf("%v: %s", err, out)
 		}
 	}
 	var rb [4]byte
@@ -70,9 +69,9 @@ func NewTestHost(t testing.TB, handler http.Handler) *TestHost {
 	}
 	outer, inner := "btth"+id+"a", "btth"+id+"b"
 	ip("netns", "add", h.NetNS)
-	t.Cleanup(func() { _ = exec.Command(ipBin, "netns", "del", h.NetNS).Run() })
+	t.Cleanup(func() { _, _ = Output(exec.Command(ipBin, "netns", "del", h.NetNS)) })
 	ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-	t.Cleanup(func() { _ = exec.Command(ipBin, "link", "del", outer).Run() })
+	t.Cleanup(func() { _, _ = Output(exec.Command(ipBin, "link", "del", outer)) })
 	ip("link", "set", inner, "netns", h.NetNS)
 	ip("addr", "add", h.HostSide.String()+"/30", "dev", outer)
 	ip("link", "set", outer, "up")

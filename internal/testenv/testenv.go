@@ -5,6 +5,8 @@
 package testenv
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/bounded"
 )
 
 // RunServer starts an embedded JetStream server on a random loopback port,
@@ -87,7 +91,7 @@ func BatonBinary(t testing.TB) string {
 		// And baton-runner beside it, where workers look for it.
 		cmd := exec.Command("go", "build", "-o", dir, "./cmd/baton", "./cmd/baton-runner")
 		cmd.Dir = root
-		buildOut, buildErr = cmd.CombinedOutput()
+		buildOut, buildErr = Output(cmd)
 	})
 	if buildErr != nil {
 		t.Fatalf("build baton: %v\n%s", buildErr, buildOut)
@@ -96,9 +100,11 @@ func BatonBinary(t testing.TB) string {
 }
 
 func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	ctx, cancel := context.WithTimeout(context.Background(), StepWait)
+	defer cancel()
+	out, err := bounded.Command(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
 	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }

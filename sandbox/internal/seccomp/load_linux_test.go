@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 // TestMain runs the filtered half of TestInstall when asked to.
@@ -70,7 +72,7 @@ func filteredChild() int {
 func TestInstall(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "SECCOMP_TEST_CHILD=1")
-	out, err := cmd.CombinedOutput()
+	out, err := testenv.Output(cmd)
 	if err != nil {
 		t.Fatalf("filtered child: %v\n%s", err, out)
 	}
