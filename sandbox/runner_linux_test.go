@@ -55,7 +55,7 @@ func runnerBinary(t testing.TB) string {
 		}
 		binPath = filepath.Join(dir, "runnertest")
 		cmd := exec.Command("go", "build", "-o", binPath, "./internal/runnertest")
-		buildOut, buildErr = testenv.Output(cmd)
+		buildOut, buildErr = testenv.Build(cmd)
 	})
 	if buildErr != nil {
 		t.Fatalf("build the runner binary: %v\n%s", buildErr, buildOut)

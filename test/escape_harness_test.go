@@ -191,7 +191,7 @@ func escapeBuildAgent(t *testing.T) string {
 	bin := filepath.Join(escapeTempDir(t, "baton-escapeagent-", 0o755), "escapeagent")
 	cmd := exec.Command("go", "build", "-o", bin, "./escapeagent")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := testenv.Output(cmd); err != nil {
+	if out, err := testenv.Build(cmd); err != nil {
 		t.Fatalf("build the escape agent: %v\n%s", err, out)
 	}
 	return bin

@@ -38,7 +38,7 @@ func natsCLI(t *testing.T) string {
 		}
 		cmd := exec.Command("go", "install", "github.com/nats-io/natscli/nats@v0.5.0")
 		cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=")
-		natsCLIOut, natsCLIErr = testenv.Output(cmd)
+		natsCLIOut, natsCLIErr = testenv.Build(cmd)
 		natsCLIPath = filepath.Join(dir, "nats")
 	})
 	if natsCLIErr != nil {

@@ -43,7 +43,7 @@ func natsServerBinary(t *testing.T) string {
 		}
 		natsBin = filepath.Join(dir, "nats-server")
 		cmd := exec.Command("go", "build", "-o", natsBin, "github.com/nats-io/nats-server/v2")
-		natsBuildOut, natsBuildErr = testenv.Output(cmd)
+		natsBuildOut, natsBuildErr = testenv.Build(cmd)
 	})
 	if natsBuildErr != nil {
 		t.Fatalf("build nats-server: %v\n%s", natsBuildErr, natsBuildOut)

@@ -14,7 +14,7 @@ import (
 // stage that does not exist, with a message and a non-zero exit.
 func TestUsage(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "baton-runner")
-	if out, err := testenv.Output(exec.Command("go", "build", "-o", bin, ".")); err != nil {
+	if out, err := testenv.Build(exec.Command("go", "build", "-o", bin, ".")); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	for _, tc := range []struct {

@@ -17,6 +17,17 @@ import (
 // before the package's timeout.
 const StepWait = 2 * time.Minute
 
+// BuildWait bounds a `go build` or `go install` a test runs: compiling is
+// work, which on a loaded 2-core machine (or with modules to download)
+// takes minutes; a build still never outlasts the package's timeout
+// without saying which one hung.
+const BuildWait = 10 * time.Minute
+
+// Build runs a go build or install, cmd, within BuildWait, as Output.
+func Build(cmd *exec.Cmd) ([]byte, error) {
+	return bounded.Output(context.Background(), BuildWait, cmd)
+}
+
 // Output runs cmd to its end within StepWait and returns what it wrote on
 // stdout and stderr; past StepWait it is killed, and the error names it
 // (see bounded.Output).

@@ -91,7 +91,7 @@ func BatonBinary(t testing.TB) string {
 		// And baton-runner beside it, where workers look for it.
 		cmd := exec.Command("go", "build", "-o", dir, "./cmd/baton", "./cmd/baton-runner")
 		cmd.Dir = root
-		buildOut, buildErr = Output(cmd)
+		buildOut, buildErr = Build(cmd)
 	})
 	if buildErr != nil {
 		t.Fatalf("build baton: %v\n%s", buildErr, buildOut)
