@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
@@ -75,6 +76,7 @@ func (p *natsProc) start() {
 	args := append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(p.port), "-js", "-sd", p.dir, "-n", p.name}, p.args...)
 	p.cmd = exec.Command(p.bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.WaitDelay = bounded.WaitDelay
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
@@ -210,6 +212,7 @@ func (w *workerProc) start() {
 	}
 	cmd := exec.Command(w.bin, w.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.WaitDelay = bounded.WaitDelay
 	if err := cmd.Start(); err != nil {
 		w.t.Fatal(err)
 	}
