@@ -11,10 +11,10 @@ import (
 	"github.com/batonhq/baton/internal/bounded"
 )
 
-// StepWait bounds each outside process a test runs to its end (a build, a
-// command of the binary under test) and each wait for a started one to
-// exit: a stuck step fails the test by itself, naming the command, long
-// before the package's timeout.
+// StepWait bounds each outside process a test runs to its end (a command
+// of the binary under test, ip, systemctl; builds have BuildWait) and each
+// wait for a started one to exit: a stuck step fails the test by itself,
+// naming the command, long before the package's timeout.
 const StepWait = 2 * time.Minute
 
 // BuildWait bounds a `go build` or `go install` a test runs: compiling is
