@@ -208,3 +208,31 @@ func TestPlantedPIDFileSignalsNothing(t *testing.T) {
 		t.Fatalf("the run's own runner: alive %v, %v", alive, err)
 	}
 }
+
+// TestStateDirUnderPrivateDir is the finding of 2026-12-01: a root
+// worker whose state dir lies under a 0700 directory runs a {baton}
+// profile. The sandbox uid cannot reach the binary bound into the
+// sandbox: the run ends failed, its status naming the setup phase and the
+// cause, instead of the init's crash.
+func TestStateDirUnderPrivateDir(t *testing.T) {
+	rootOnlyFiles(t)
+	h := newHarness(t)
+	h.stopWorker("w1")
+	h.stateDir = filepath.Join(t.TempDir(), "state") // t.TempDir is 0700
+	h.addWorker("w2")
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "1"}})
+	st := statuses(t, h.chain(id, time.Minute))
+	last := st[len(st)-1]
+	if last.Status != protocol.StatusFailed {
+		t.Fatalf("terminal %+v, want failed", last)
+	}
+	for _, want := range []string{"sandbox setup (host-sources)", "permission denied", "--state-dir"} {
+		if !strings.Contains(last.Reason, want) {
+			t.Errorf("reason %q does not say %q", last.Reason, want)
+		}
+	}
+	if strings.Contains(last.StderrTail, "panic") {
+		t.Errorf("the runner chain panicked:\n%s", last.StderrTail)
+	}
+}
