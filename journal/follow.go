@@ -113,7 +113,9 @@ func WithCheck(interval time.Duration, check func() error) FollowOption {
 //
 // Follow waits on inotify, never polls: it arms its watch before it reads,
 // so an append racing the read still wakes it. If the journal does not
-// exist yet, Follow waits for it to appear; its directory must exist. The
+// exist yet, Follow waits for it to appear; its directory must exist.
+// Neither the journal nor its directory may be a symbolic link, and the
+// journal must be a regular file (ErrNotPlain, see OpenNoLinks). The
 // nonce must be 1 to 256 bytes of letters, digits and "-_.~+/=" (as
 // NewNonce makes), else Follow fails with ErrInvalid, since no line could
 // ever end the run.
@@ -250,7 +252,7 @@ func (fl *follower) drain() (read, done bool, err error) {
 // open opens the journal at the start offset, leaving f nil if it does not
 // exist yet.
 func (fl *follower) open() error {
-	f, err := os.Open(fl.path)
+	f, err := OpenNoLinks(fl.path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		if fl.res.Offset > 0 {
 			return fmt.Errorf("%w: offset %d, and %s does not exist", ErrOffsetBeyondEnd, fl.res.Offset, fl.path)

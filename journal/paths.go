@@ -3,33 +3,48 @@ package journal
 import "path/filepath"
 
 // Dir is a run directory on a node: everything the runner and the worker
-// keep about one run.
+// keep about one run. Root opens its files only through Open (or
+// OpenNoLinks), never following a symbolic link.
 type Dir string
 
+// The files of a run directory, by name.
+const (
+	JournalName   = "journal.ndjson"
+	StderrName    = "stderr.log"
+	StateName     = "state.ndjson"
+	SpecName      = "spec.json"
+	LockName      = "runner.lock"
+	PIDName       = "runner.pid"
+	InputName     = "input"
+	WorkspaceName = "workspace"
+	FinishedName  = "finished"
+)
+
 // Journal is the append-only file of the agent's stdout, ended by the sentinel.
-func (d Dir) Journal() string { return filepath.Join(string(d), "journal.ndjson") }
+func (d Dir) Journal() string { return filepath.Join(string(d), JournalName) }
 
 // Stderr is the sidecar file of the agent's stderr.
-func (d Dir) Stderr() string { return filepath.Join(string(d), "stderr.log") }
+func (d Dir) Stderr() string { return filepath.Join(string(d), StderrName) }
 
 // State is the runner's NDJSON diagnostics, one fsynced record per phase.
-func (d Dir) State() string { return filepath.Join(string(d), "state.ndjson") }
+func (d Dir) State() string { return filepath.Join(string(d), StateName) }
 
 // Spec is the runner's spec (0600: it holds the nonce and the environment).
-func (d Dir) Spec() string { return filepath.Join(string(d), "spec.json") }
+func (d Dir) Spec() string { return filepath.Join(string(d), SpecName) }
 
 // Lock is the file the runner holds an flock on for its whole life.
-func (d Dir) Lock() string { return filepath.Join(string(d), "runner.lock") }
+func (d Dir) Lock() string { return filepath.Join(string(d), LockName) }
 
 // PID holds the runner-outer's pid, for signalling it.
-func (d Dir) PID() string { return filepath.Join(string(d), "runner.pid") }
+func (d Dir) PID() string { return filepath.Join(string(d), PIDName) }
 
 // Input is the agent's stdin content (0600).
-func (d Dir) Input() string { return filepath.Join(string(d), "input") }
+func (d Dir) Input() string { return filepath.Join(string(d), InputName) }
 
-// Workspace is the agent's working directory.
-func (d Dir) Workspace() string { return filepath.Join(string(d), "workspace") }
+// Workspace is the agent's working directory: the only part of the run
+// directory the agent can reach, or write.
+func (d Dir) Workspace() string { return filepath.Join(string(d), WorkspaceName) }
 
 // Finished marks a run whose terminal status is published and recorded, so
 // recovery scans skip it without asking NATS.
-func (d Dir) Finished() string { return filepath.Join(string(d), "finished") }
+func (d Dir) Finished() string { return filepath.Join(string(d), FinishedName) }

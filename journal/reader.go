@@ -183,7 +183,7 @@ func ReadLines(path string, from int64, fn func(Line) error) (next int64, err er
 	if from < 0 {
 		return from, fmt.Errorf("%w: negative offset %d", ErrInvalid, from)
 	}
-	f, err := os.Open(path)
+	f, err := OpenNoLinks(path, os.O_RDONLY, 0)
 	if err != nil {
 		return from, fmt.Errorf("journal: read lines: %w", err)
 	}
@@ -221,12 +221,13 @@ func seekTo(f *os.File, off int64) error {
 // StderrTail returns the last maxBytes bytes of the run's stderr sidecar as valid
 // UTF-8, for a status a person reads: a multi-byte character cut by the
 // start is dropped, other invalid bytes become U+FFFD (so the result can
-// be longer than maxBytes). It returns "" if the file is missing or unreadable.
+// be longer than maxBytes). It returns "" if the file is missing or
+// unreadable, or is not a plain file of dir (see OpenNoLinks).
 func StderrTail(dir Dir, maxBytes int) string {
 	if maxBytes <= 0 {
 		return ""
 	}
-	f, err := os.Open(dir.Stderr())
+	f, err := dir.Open(StderrName, os.O_RDONLY, 0)
 	if err != nil {
 		return ""
 	}

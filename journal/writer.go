@@ -16,10 +16,11 @@ type Writer struct {
 	n        int64
 }
 
-// OpenWriter opens (creating) path for append. The mode keeps the journal
-// readable by the worker only.
+// OpenWriter opens (creating) path for append, never through a symbolic
+// link (see OpenNoLinks). The mode keeps the journal readable by the
+// worker only.
 func OpenWriter(path string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := OpenNoLinks(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("journal: open writer: %w", err)
 	}

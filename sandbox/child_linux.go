@@ -100,6 +100,9 @@ func runChild(ctx context.Context, specPath string, st *state, sigs <-chan os.Si
 	}
 	defer exe.Close()
 	workspace := journal.Dir(spec.RunDir).Workspace()
+	// Every setup error is a fail record naming its phase and the run's
+	// status: a step records its own; an error that did not come through
+	// one is recorded as the setup's.
 	var failed *chainStatus
 	step := func(phase string, do func() (string, error)) error {
 		detail, err := do()
@@ -111,19 +114,27 @@ func runChild(ctx context.Context, specPath string, st *state, sigs <-chan os.Si
 		st.ok(phase, detail)
 		return nil
 	}
-	if step("mount-private", func() (string, error) {
+	fail := func(err error) chainStatus {
+		if failed != nil {
+			return *failed
+		}
+		return setupFailed(st, "setup", err)
+	}
+	if err := step("mount-private", func() (string, error) {
 		// Nothing mounted here propagates to the host.
 		return "", unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
-	}) != nil {
-		return *failed
+	}); err != nil {
+		return fail(err)
 	}
 	rb := &rootBuilder{spec: spec}
-	if rb.build(workspace, step) != nil {
-		return *failed
+	if err := rb.build(workspace, step); err != nil {
+		return fail(err)
 	}
-	if step("pivot-root", func() (string, error) { return "old root detached, / read-only", pivot(workspace) }) != nil ||
-		step("hostname", func() (string, error) { return sandboxHostname, unix.Sethostname([]byte(sandboxHostname)) }) != nil {
-		return *failed
+	if err := step("pivot-root", func() (string, error) { return "old root detached, / read-only", pivot(workspace) }); err != nil {
+		return fail(err)
+	}
+	if err := step("hostname", func() (string, error) { return sandboxHostname, unix.Sethostname([]byte(sandboxHostname)) }); err != nil {
+		return fail(err)
 	}
 	return runAgent(ctx, spec, workspace, exe, st, sigs, stops)
 }

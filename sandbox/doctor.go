@@ -28,6 +28,8 @@ type DoctorOptions struct {
 	SandboxUID int
 	// CgroupParent is the configured delegated cgroup v2 directory, if any.
 	CgroupParent string
+	// StateDir is the worker's state directory; "" skips its check.
+	StateDir string
 }
 
 // Report renders checks as a table with a fix under each failure.
@@ -76,4 +78,19 @@ func tunUsableBy(perm uint32, owner, uid uint32) bool {
 		return perm&0o600 == 0o600
 	}
 	return perm&0o006 == 0o006
+}
+
+// searchableBy reports whether a directory of mode perm, owned by owner
+// and group, can be searched (traversed) by uid with primary group gid
+// and no supplementary groups, as the sandbox uid runs.
+func searchableBy(perm, owner, group, uid, gid uint32) bool {
+	switch {
+	case uid == 0:
+		return true
+	case owner == uid:
+		return perm&0o100 != 0
+	case group == gid:
+		return perm&0o010 != 0
+	}
+	return perm&0o001 != 0
 }

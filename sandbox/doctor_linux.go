@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -31,7 +32,64 @@ func Doctor(o DoctorOptions) []Check {
 		checkNft(),
 		checkTun(o),
 		checkCgroup(o),
+		checkStateDir(o, os.Geteuid()),
 	}
+}
+
+// checkStateDir: a root worker's runs bind the baton binary it installs
+// in <state-dir>/bin into the sandbox, which the sandbox's init opens as
+// the sandbox uid; every directory above the state dir must let that uid
+// search it. (The worker makes the state dir and its runs and bin
+// directories searchable itself.)
+func checkStateDir(o DoctorOptions, euid int) Check {
+	c := Check{Name: "state dir"}
+	if o.StateDir == "" {
+		c.Severity, c.Detail = SevOK, "not checked (no --state-dir)"
+		return c
+	}
+	if euid != 0 {
+		c.Severity, c.Detail = SevOK, o.StateDir+": runs as your uid, which reaches it"
+		return c
+	}
+	uid, gid := uint32(o.SandboxUID), uint32(o.SandboxUID)
+	if uid == 0 {
+		uid, gid = DefaultSandboxUID, DefaultSandboxGID
+	}
+	dir, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		c.Severity, c.Detail = SevWarn, err.Error()
+		return c
+	}
+	// From the deepest directory above it that exists, links resolved.
+	p := filepath.Dir(dir)
+	real, err := filepath.EvalSymlinks(p)
+	for err != nil && p != "/" {
+		p = filepath.Dir(p)
+		real, err = filepath.EvalSymlinks(p)
+	}
+	if err != nil {
+		c.Severity, c.Detail = SevWarn, err.Error()
+		return c
+	}
+	for q := real; ; q = filepath.Dir(q) {
+		var st unix.Stat_t
+		if err := unix.Stat(q, &st); err != nil {
+			c.Severity, c.Detail = SevWarn, fmt.Sprintf("stat %s: %v", q, err)
+			return c
+		}
+		if !searchableBy(st.Mode&0o777, st.Uid, st.Gid, uid, gid) {
+			c.Severity = SevWarn
+			c.Detail = fmt.Sprintf("%s (mode %04o, owner %d) above the state dir %s cannot be searched by the sandbox uid %d:"+
+				" runs of profiles that run {baton} fail (sandbox setup (host-sources): permission denied)", q, st.Mode&0o777, st.Uid, o.StateDir, uid)
+			c.Fix = fmt.Sprintf("chmod o+x %s, or use a state dir under directories others may search (such as /var/lib/baton)", q)
+			return c
+		}
+		if q == "/" {
+			break
+		}
+	}
+	c.Severity, c.Detail = SevOK, fmt.Sprintf("%s: every directory above it is searchable by the sandbox uid %d", o.StateDir, uid)
+	return c
 }
 
 func readTrim(path string) (string, error) {

@@ -92,3 +92,24 @@ func TestMissingFlags(t *testing.T) {
 		t.Errorf("missingFlags = %q, want %q", got, want)
 	}
 }
+
+func TestSearchableBy(t *testing.T) {
+	for _, tt := range []struct {
+		name                         string
+		perm, owner, group, uid, gid uint32
+		want                         bool
+	}{
+		{"root", 0o700, 1, 1, 0, 0, true},
+		{"others x", 0o711, 0, 0, 65534, 65534, true},
+		{"0700 root's", 0o700, 0, 0, 65534, 65534, false},
+		{"others r only", 0o754, 0, 0, 65534, 65534, false},
+		{"own, u+x", 0o700, 65534, 0, 65534, 65534, true},
+		{"own, no u+x though o+x", 0o601, 65534, 0, 65534, 65534, false},
+		{"group x", 0o710, 0, 65534, 65534, 65534, true},
+		{"group, no g+x though o+x", 0o701, 0, 65534, 65534, 65534, false},
+	} {
+		if got := searchableBy(tt.perm, tt.owner, tt.group, tt.uid, tt.gid); got != tt.want {
+			t.Errorf("%s: searchableBy(%o, %d, %d, %d, %d) = %v", tt.name, tt.perm, tt.owner, tt.group, tt.uid, tt.gid, got)
+		}
+	}
+}

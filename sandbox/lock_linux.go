@@ -3,8 +3,10 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +21,7 @@ const lockWait = time.Second
 // lockRun takes the run's exclusive flock for the runner's life. The lock
 // file is opened close-on-exec, so no process the runner starts holds it.
 func lockRun(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := journal.OpenNoLinks(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +65,7 @@ func flock(f *os.File, how int) error {
 // exclusive flock on dir.Lock() for its whole life, so a lock that can be
 // taken means no runner (and a missing lock file means none ever ran).
 func Alive(dir journal.Dir) (bool, error) {
-	f, err := os.Open(dir.Lock())
+	f, err := dir.Open(journal.LockName, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -86,11 +88,12 @@ func Alive(dir journal.Dir) (bool, error) {
 // SIGTERM to the agent, SIGKILL after the grace period, sentinel reason
 // "cancel"). It returns ErrNotRunning when no runner holds the run.
 //
-// The pid is pinned with a pidfd before the lock is checked: a runner
-// still holding the lock after that is the process the pidfd names, so a
-// recycled pid is never signalled.
+// The pid is pinned with a pidfd, then it must be the process holding the
+// flock on the run's very lock file (the kernel's /proc/locks says who
+// does): so neither a recycled pid nor a pid file planted by anyone but
+// the runner is ever signalled (ErrNotRunner).
 func Cancel(dir journal.Dir) error {
-	b, err := os.ReadFile(dir.PID())
+	b, err := readPIDFile(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		alive, aerr := Alive(dir)
 		if aerr != nil {
@@ -116,12 +119,8 @@ func Cancel(dir journal.Dir) error {
 		return fmt.Errorf("sandbox: pidfd of runner %d: %w", pid, err)
 	}
 	defer unix.Close(pfd)
-	alive, err := Alive(dir)
-	if err != nil {
+	if err := holdsLock(dir, pid); err != nil {
 		return err
-	}
-	if !alive {
-		return ErrNotRunning
 	}
 	if err := unix.PidfdSendSignal(pfd, unix.SIGUSR1, nil, 0); err != nil {
 		if errors.Is(err, unix.ESRCH) {
@@ -130,4 +129,47 @@ func Cancel(dir journal.Dir) error {
 		return fmt.Errorf("sandbox: signal runner %d: %w", pid, err)
 	}
 	return nil
+}
+
+// readPIDFile reads the run's pid file, never through a link.
+func readPIDFile(dir journal.Dir) ([]byte, error) {
+	f, err := dir.Open(journal.PIDName, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 64))
+}
+
+// holdsLock checks that pid holds the flock on the run's lock file:
+// ErrNotRunning when nobody does, ErrNotRunner when someone else does.
+func holdsLock(dir journal.Dir, pid int) error {
+	f, err := dir.Open(journal.LockName, os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ErrNotRunning
+	}
+	if err != nil {
+		return fmt.Errorf("sandbox: open the run's lock: %w", err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("sandbox: stat the run's lock: %w", err)
+	}
+	locks, err := os.Open("/proc/locks")
+	if err != nil {
+		return fmt.Errorf("sandbox: who holds the run's lock: %w", err)
+	}
+	defer locks.Close()
+	holders, err := flockHolders(io.LimitReader(locks, 64<<20), st.Ino)
+	if err != nil {
+		return fmt.Errorf("sandbox: who holds the run's lock: %w", err)
+	}
+	switch {
+	case slices.Contains(holders, pid):
+		return nil
+	case len(holders) == 0:
+		return ErrNotRunning
+	}
+	return fmt.Errorf("%w: the pid file names %d, the lock is held by %v", ErrNotRunner, pid, holders)
 }

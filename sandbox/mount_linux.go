@@ -189,7 +189,7 @@ func (b *rootBuilder) open() (srcs map[string]source, err error) {
 		// file.
 		fd, err := unix.Open(b.spec.Binary, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, fmt.Errorf("the baton binary %s: %w", b.spec.Binary, err)
+			return nil, fmt.Errorf("the baton binary %s: %w%s", b.spec.Binary, err, searchHint(err))
 		}
 		b.sources = append(b.sources, source{fd: fd})
 		var got unix.Stat_t
@@ -221,11 +221,14 @@ var (
 
 // build lays out the agent's root under newRootBase, recording each part.
 func (b *rootBuilder) build(workspace string, step func(phase string, do func() (string, error)) error) error {
-	srcs, err := b.open()
-	if err != nil {
-		return fmt.Errorf("open host sources: %w", err)
-	}
 	defer b.close()
+	var srcs map[string]source
+	if err := step("host-sources", func() (detail string, err error) {
+		srcs, err = b.open()
+		return fmt.Sprintf("%d opened", len(b.sources)), err
+	}); err != nil {
+		return err
+	}
 	s := b.spec
 	steps := []struct {
 		phase string
@@ -465,4 +468,14 @@ func pivot(workspace string) error {
 		return err
 	}
 	return os.Chdir(workspace)
+}
+
+// searchHint says what to fix when the sandbox uid cannot reach a host
+// path: a directory above it that others may not search.
+func searchHint(err error) string {
+	if !errors.Is(err, unix.EACCES) {
+		return ""
+	}
+	return " (the sandbox uid must be able to search every directory above it: a state dir under a 0700" +
+		" directory, such as a home or a mktemp -d, is not; `baton doctor --state-dir DIR` checks it)"
 }

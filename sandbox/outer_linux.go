@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -121,7 +122,7 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		return nil, o.abandon(fmt.Errorf("runner-outer: %w", err))
 	}
 	o.st.ok("journal", "")
-	if o.stderr, err = os.OpenFile(o.dir.Stderr(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640); err != nil {
+	if o.stderr, err = o.dir.Open(journal.StderrName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640); err != nil {
 		return nil, o.startFailed("stderr", fmt.Errorf("open %s: %w", o.dir.Stderr(), err))
 	}
 	// A crash of the runner itself then leaves its trace where a person
@@ -462,20 +463,37 @@ func describeExit(err error) string {
 	return "exit status 0"
 }
 
-// readSpec reads and validates a spec file.
+// readSpec reads and validates a spec file, never through a link; the run
+// directory is the spec's own.
 func readSpec(path string) (Spec, error) {
-	b, err := readBounded(path)
+	f, err := journal.OpenNoLinks(path, os.O_RDONLY, 0)
+	if err != nil {
+		return Spec{}, fmt.Errorf("read spec: %w", err)
+	}
+	b, err := readAll(f, path)
 	if err != nil {
 		return Spec{}, err
 	}
-	return decodeSpec(b)
+	s, err := decodeSpec(b)
+	if err != nil {
+		return Spec{}, err
+	}
+	if filepath.Clean(s.RunDir) != filepath.Dir(filepath.Clean(path)) {
+		return Spec{}, fmt.Errorf("%w: spec %s names run directory %s, not its own", ErrInvalidSpec, path, s.RunDir)
+	}
+	return s, nil
 }
 
+// readBounded reads a stage's spec, an inherited descriptor's path.
 func readBounded(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
+	return readAll(f, path)
+}
+
+func readAll(f *os.File, path string) ([]byte, error) {
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxSpecBytes+1))
 	if err != nil {

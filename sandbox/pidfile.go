@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/batonhq/baton/journal"
 )
 
 // maxPID is the kernel's largest pid_max.
@@ -30,11 +32,16 @@ func parsePID(b []byte) (int, error) {
 }
 
 // writePIDFile replaces path with pid atomically, so a reader never sees
-// half a pid.
+// half a pid; nothing is written through a link.
 func writePIDFile(path string, pid int) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+	f, err := journal.OpenNoLinks(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
 		return err
+	}
+	_, err = f.WriteString(strconv.Itoa(pid) + "\n")
+	if err = errors.Join(err, f.Close()); err != nil {
+		return errors.Join(err, os.Remove(tmp))
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return errors.Join(err, os.Remove(tmp))

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox/internal/egress"
 )
 
@@ -83,13 +84,13 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 			return nil, err
 		}
 	}
-	if p.input, err = os.Open(o.dir.Input()); err != nil {
+	if p.input, err = o.dir.Open(journal.InputName, os.O_RDONLY, 0); err != nil {
 		return nil, fmt.Errorf("open the input: %w", err)
 	}
-	if p.state, err = os.OpenFile(o.dir.State(), os.O_WRONLY|os.O_APPEND, 0); err != nil {
+	if p.state, err = o.dir.Open(journal.StateName, os.O_WRONLY|os.O_APPEND, 0); err != nil {
 		return nil, fmt.Errorf("open the state file: %w", err)
 	}
-	if p.workspace, err = os.OpenFile(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+	if p.workspace, err = o.dir.Open(journal.WorkspaceName, unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
 		return nil, fmt.Errorf("open the workspace: %w", err)
 	}
 	c := &p.inner.Child

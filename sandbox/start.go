@@ -22,6 +22,10 @@ var (
 	ErrStartFailed = errors.New("sandbox: runner failed to start")
 	// ErrNotRunning is returned by Cancel when no runner holds the run.
 	ErrNotRunning = errors.New("sandbox: runner not running")
+	// ErrNotRunner is returned by Cancel when the run's pid file names a
+	// process other than the one holding the run's lock: it is signalled
+	// no more than any other.
+	ErrNotRunner = errors.New("sandbox: the pid file does not name the run's runner")
 )
 
 // Runner is a started runner chain.

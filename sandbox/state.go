@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/batonhq/baton/journal"
 )
 
 // state appends the runner's diagnostics to the run's state.ndjson: one
@@ -29,7 +31,7 @@ type stateRecord struct {
 // openState opens (creating, 0600) the state file for append; nil when
 // it cannot.
 func openState(path, stage string) *state {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := journal.OpenNoLinks(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil
 	}

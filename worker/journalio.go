@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+
+	"github.com/batonhq/baton/journal"
 )
 
-// readRange reads bytes [from, to) of a file.
+// readRange reads bytes [from, to) of a journal, never through a link.
 func readRange(path string, from, to int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := journal.OpenNoLinks(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -24,7 +26,7 @@ func lineEndingAt(path string, end int64) ([]byte, error) {
 	if end < 1 {
 		return nil, fmt.Errorf("no line ends at offset %d", end)
 	}
-	f, err := os.Open(path)
+	f, err := journal.OpenNoLinks(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -101,6 +101,10 @@ func (rp *reaper) reap(ctx context.Context) {
 	pending := map[string]bool{}
 	for id, e := range entries {
 		rec := e.Value
+		if !protocol.ValidRunID(id) || rec.RunID != id {
+			w.log.Warn().Str("key", id).Str("record_run_id", rec.RunID).Msg("run record skipped: its key is an invalid run id or not its run's")
+			continue
+		}
 		if rec.State.Terminal() || live[rec.Node] {
 			continue
 		}
@@ -129,6 +133,11 @@ func (rp *reaper) reap(ctx context.Context) {
 // terminal `lost` status on the run's chain and records it.
 func (w *Worker) markLost(ctx context.Context, runID string, rec kv.RunRecord) {
 	log := w.log.With().Str("run_id", runID).Str("run_node", rec.Node).Logger()
+	dir, err := w.runDir(runID)
+	if err != nil {
+		log.Warn().Err(err).Msg("mark run lost")
+		return
+	}
 	l, err := lease.Acquire(ctx, w.leases, runID, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL, lease.WithLogger(log))
 	if err != nil {
 		if !errors.Is(err, lease.ErrHeld) {
@@ -137,7 +146,7 @@ func (w *Worker) markLost(ctx context.Context, runID string, rec kv.RunRecord) {
 		return
 	}
 	l.Start(ctx)
-	r := &run{id: runID, dir: w.runDir(runID), rec: rec, lease: l, log: log.With().Uint64("epoch", l.Epoch()).Logger()}
+	r := &run{id: runID, dir: dir, rec: rec, lease: l, log: log.With().Uint64("epoch", l.Epoch()).Logger()}
 	pos, err := publisher.Align(ctx, w.js, w.names, runID)
 	if err != nil {
 		log.Warn().Err(err).Msg("align lost run")
@@ -177,6 +186,9 @@ func (w *Worker) retry(ctx context.Context, rec kv.RunRecord) (string, error) {
 	if f := rec.Labels[protocol.LabelRetryOf]; f != "" {
 		first = f
 	}
+	if !protocol.ValidRunID(first) {
+		return "", fmt.Errorf("%w %q as the first attempt of run %s", errInvalidRunID, first, rec.RunID)
+	}
 	job.RunID = protocol.RetryRunID(first, rec.Attempt+1)
 	job.Labels = maps.Clone(job.Labels)
 	if job.Labels == nil {
@@ -200,7 +212,12 @@ func (w *Worker) retry(ctx context.Context, rec kv.RunRecord) (string, error) {
 // stopLostRunner ends the agent of a run that was declared lost while its
 // node was away: nobody will ever publish it again.
 func (w *Worker) stopLostRunner(runID string) {
-	if err := sandbox.Cancel(w.runDir(runID)); err == nil {
+	dir, err := w.runDir(runID)
+	if err != nil {
+		w.log.Warn().Err(err).Msg("stop the agent of a lost run")
+		return
+	}
+	if err := sandbox.Cancel(dir); err == nil {
 		w.log.Warn().Str("run_id", runID).Msg("stopped the agent of a run declared lost while this node was away")
 	}
 }

@@ -73,8 +73,8 @@ func Prune(ctx context.Context, stateDir string, olderThan time.Duration, opts .
 			continue
 		}
 		dir := journal.Dir(filepath.Join(runs, id))
-		fi, err := os.Stat(dir.Finished())
-		if err != nil {
+		fi, err := os.Lstat(dir.Finished())
+		if err != nil || !fi.Mode().IsRegular() {
 			continue // unfinished, or not a run directory
 		}
 		age := o.now().Sub(fi.ModTime())

@@ -65,6 +65,10 @@ func (w *Worker) watchLeases(ctx context.Context) {
 			continue
 		}
 		for e := range ch {
+			if !protocol.ValidRunID(e.Key) {
+				w.log.Warn().Str("key", e.Key).Msg("lease key is not a valid run id; skipped")
+				continue
+			}
 			gone := e.Op == jetstream.KeyValuePurge || e.Op == jetstream.KeyValueDelete
 			if gone || (e.Err == nil && e.Value.State == kv.LeaseReleased) {
 				w.offer(ctx, e.Key, fmt.Sprintf("attach:%s:lease:%d", e.Key, e.Revision))
@@ -77,7 +81,11 @@ func (w *Worker) watchLeases(ctx context.Context) {
 // offer publishes an attach job for a run whose directory is on this node,
 // unless it is finished, held here, or held by a live lease.
 func (w *Worker) offer(ctx context.Context, runID, msgID string) {
-	dir := w.runDir(runID)
+	dir, err := w.runDir(runID)
+	if err != nil {
+		w.log.Warn().Err(err).Msg("offer run for re-attach")
+		return
+	}
 	if !exists(string(dir)) || exists(dir.Finished()) || w.isActive(runID) {
 		return
 	}

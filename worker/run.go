@@ -102,6 +102,12 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	job, inv, msg := j.Job, j.Invocation, j.Msg
 	log := w.log.With().Str("run_id", job.RunID).Logger()
+	dir, err := w.runDir(job.RunID)
+	if err != nil {
+		// Decoding the job checked it already; never a path unchecked.
+		w.intake.Reject(ctx, msg, err)
+		return nil
+	}
 	now := time.Now().UTC()
 	restart := false
 	rec := kv.RunRecord{
@@ -172,7 +178,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		return nil
 	}
 	l.Start(ctx)
-	r := &run{id: job.RunID, dir: w.runDir(job.RunID), rec: rec, lease: l,
+	r := &run{id: job.RunID, dir: dir, rec: rec, lease: l,
 		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
 	if restart && !w.clearUnstarted(r) {
 		// The runner did start: release the lease so the node's recovery
@@ -286,6 +292,12 @@ func (w *Worker) clearUnstarted(r *run) bool {
 func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstream.Msg) *run {
 	log := w.log.With().Str("run_id", aj.RunID).Str("attach", aj.Reason).Logger()
 	done := func() { _ = msg.DoubleAck(ctx) }
+	dir, err := w.runDir(aj.RunID)
+	if err != nil {
+		log.Warn().Err(err).Msg("attach job refused")
+		done()
+		return nil
+	}
 	rec, _, err := w.runs.Get(ctx, aj.RunID)
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
@@ -324,7 +336,7 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		return nil
 	}
 	l.Start(ctx)
-	r := &run{id: aj.RunID, dir: w.runDir(aj.RunID), rec: rec, lease: l,
+	r := &run{id: aj.RunID, dir: dir, rec: rec, lease: l,
 		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
 	finished, err := w.align(ctx, r)
 	switch {
@@ -591,12 +603,23 @@ func (w *Worker) settle(ctx context.Context, r *run, st protocol.Status) {
 	}
 }
 
-// markFinished leaves a marker that recovery scans skip.
+// markFinished leaves a marker that recovery scans skip, never through a
+// link.
 func (w *Worker) markFinished(runID string) {
-	dir := w.runDir(runID)
-	if exists(string(dir)) {
-		_ = os.WriteFile(dir.Finished(), nil, 0o600)
+	dir, err := w.runDir(runID)
+	if err != nil {
+		w.log.Warn().Err(err).Msg("mark run finished")
+		return
 	}
+	if !exists(string(dir)) {
+		return
+	}
+	f, err := dir.Open(journal.FinishedName, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("mark run finished")
+		return
+	}
+	_ = f.Close()
 }
 
 // status is a status message of r at its current position.
@@ -650,8 +673,9 @@ func dropCause(err error) string {
 	return "error"
 }
 
+// exists reports whether path exists, a symbolic link as itself.
 func exists(path string) bool {
-	_, err := os.Stat(path)
+	_, err := os.Lstat(path)
 	return err == nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,11 +82,29 @@ func TestAlignRefusesANewerEpoch(t *testing.T) {
 	if err := newer.PublishStatus(ctx, protocol.Status{Status: protocol.StatusAttached, Offset: 10}); err != nil {
 		t.Fatal(err)
 	}
-	r := &run{id: "r1", dir: w.runDir("r1"), lease: l}
+	dir, err := w.runDir("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{id: "r1", dir: dir, lease: l}
 	if _, err := w.align(ctx, r); !errors.Is(err, errSuperseded) {
 		t.Fatalf("align under a newer epoch: %v, want errSuperseded", err)
 	}
 	if pos, err := publisher.Align(ctx, js, names, "r1"); err != nil || pos.Seq != newer.LastSeq() {
 		t.Fatalf("the chain moved: %+v, %v", pos, err)
+	}
+}
+
+// TestRunDirRefusesInvalidIDs: no run id from NATS names a path other than
+// one directory under <state>/runs.
+func TestRunDirRefusesInvalidIDs(t *testing.T) {
+	w := &Worker{stateDir: "/state"}
+	for _, id := range []string{"", ".", "..", "a/b", "r1/workspace", "../r1", "a.b", "a b", "r1\x00", strings.Repeat("a", 129)} {
+		if dir, err := w.runDir(id); !errors.Is(err, errInvalidRunID) || dir != "" {
+			t.Errorf("runDir(%q) = %q, %v; want errInvalidRunID", id, dir, err)
+		}
+	}
+	if dir, err := w.runDir("run_1-A"); err != nil || dir != "/state/runs/run_1-A" {
+		t.Errorf("runDir(run_1-A) = %q, %v", dir, err)
 	}
 }

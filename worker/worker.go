@@ -287,9 +287,19 @@ func installBinary(src, dir, name string) (string, error) {
 	return dst, os.Rename(tmp.Name(), dst)
 }
 
-// runDir is the directory of a run on this node.
-func (w *Worker) runDir(runID string) journal.Dir {
-	return journal.Dir(filepath.Join(w.stateDir, "runs", runID))
+// errInvalidRunID refuses a run id that cannot name a run directory: run
+// ids reach the worker from NATS (KV keys, records, jobs), and one such as
+// "<id>/workspace" would make a directory the agent writes a run
+// directory that root reads and writes files in.
+var errInvalidRunID = errors.New("invalid run id")
+
+// runDir is the directory of a run on this node; it refuses an id that is
+// not a valid run id (errInvalidRunID).
+func (w *Worker) runDir(runID string) (journal.Dir, error) {
+	if !protocol.ValidRunID(runID) {
+		return "", fmt.Errorf("%w %q: a run id is 1 to 128 letters, digits, '_' or '-'", errInvalidRunID, runID)
+	}
+	return journal.Dir(filepath.Join(w.stateDir, "runs", runID)), nil
 }
 
 // heartbeat keeps this worker's entry in the nodes bucket alive.

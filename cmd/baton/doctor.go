@@ -21,15 +21,17 @@ to /dev/net/tun for the sandbox user, and cgroup v2 delegation, and prints
 a fix for each problem. FAIL means no run can start here; warn means the
 profiles that need the missing part cannot run (they fail to start, saying
 so), while the others run with full isolation. It also says whether a worker
-of this binary finds baton-runner beside it. It exits non-zero on FAIL.`,
-		Example: "  baton doctor\n  baton doctor --config /etc/baton/baton.yaml",
+of this binary finds baton-runner beside it, and, as root, that the sandbox
+user can search every directory above --state-dir (a root worker's runs of
+profiles that run {baton} need it). It exits non-zero on FAIL.`,
+		Example: "  baton doctor\n  baton doctor --config /etc/baton/baton.yaml --state-dir /var/lib/baton",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig()
 			if err != nil {
 				return err
 			}
-			checks := sandbox.Doctor(sandbox.DoctorOptions{SandboxUID: cfg.SandboxUID, CgroupParent: cfg.CgroupParent})
+			checks := sandbox.Doctor(sandbox.DoctorOptions{SandboxUID: cfg.SandboxUID, CgroupParent: cfg.CgroupParent, StateDir: g.stateDir})
 			if self, err := os.Executable(); err == nil {
 				checks = append(checks, runnerCheck(self))
 			}
