@@ -94,13 +94,13 @@ type Handlers struct {
 // jobs always, until ctx ends; then it waits for every dispatch to return.
 func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) error {
 	runs, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), jetstream.ConsumerConfig{
-		Durable:       DurableName,
-		Description:   "baton workers: new runs",
-		FilterSubject: in.names.RunJobSubject(),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       in.ackWait,
-		MaxDeliver:    -1,
-		MaxAckPending: -1,
+		Durable:        DurableName,
+		Description:    "baton workers: new runs",
+		FilterSubjects: []string{in.names.RunJobSubject(), in.names.RetryJobSubject()},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        in.ackWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  -1,
 	})
 	if err != nil {
 		return fmt.Errorf("consumer: create %s: %w", DurableName, err)
@@ -243,7 +243,10 @@ func (in *Intake) fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstr
 // accept decodes and resolves msg; a job that cannot run is sent to the DLQ
 // and acknowledged, and rejected is true.
 func (in *Intake) accept(ctx context.Context, msg jetstream.Msg) (Job, bool) {
-	job, err := protocol.DecodeJob(msg.Data(), msg.Headers().Get(protocol.HeaderContentType), in.limits)
+	lim := in.limits
+	// Only workers may publish retries, which carry the baton.* labels.
+	lim.ReservedLabels = msg.Subject() == in.names.RetryJobSubject()
+	job, err := protocol.DecodeJob(msg.Data(), msg.Headers().Get(protocol.HeaderContentType), lim)
 	if err == nil {
 		var inv config.Invocation
 		inv, err = in.cfg.Resolve(job, in.self)

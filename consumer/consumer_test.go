@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,5 +85,63 @@ func TestOneJobPerFreeSlot(t *testing.T) {
 	wg.Wait()
 	if started.Load() != 6 {
 		t.Fatalf("%d jobs started", started.Load())
+	}
+}
+
+// TestReservedLabels: a job setting a baton.* label is moved to the DLQ
+// with the reason; the same job on the retry subject, where only workers
+// publish, runs with its labels.
+func TestReservedLabels(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	res, err := provision.Ensure(ctx, js, names, provision.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := []byte(`{"runId":"r-a2","profile":"demo","labels":{"baton.attempt":"2","baton.retryOf":"r"}}`)
+	for _, subj := range []string{names.RunJobSubject(), names.RetryJobSubject()} {
+		if _, err := js.Publish(ctx, subj, job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var got []consumer.Job
+	in := consumer.New(js, names, config.Default(), consumer.WithSelf("/bin/true"), consumer.WithFetchWait(200*time.Millisecond))
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = in.Run(runCtx, 2, "n1", consumer.Handlers{
+			Run: func(ctx context.Context, j consumer.Job) {
+				mu.Lock()
+				got = append(got, j)
+				mu.Unlock()
+				_ = j.Msg.Ack()
+			},
+			Attach: func(ctx context.Context, msg jetstream.Msg) { _ = msg.Ack() },
+		})
+	})
+	defer wg.Wait()
+	defer stop()
+	testenv.WaitFor(t, 10*time.Second, "the DLQ entry", func() bool {
+		info, err := res.DLQ.Info(ctx)
+		return err == nil && info.State.Msgs == 1
+	})
+	m, err := res.DLQ.GetLastMsgForSubject(ctx, names.DLQSubject(protocol.ReasonInvalid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := m.Header.Get(protocol.HeaderError); !strings.Contains(e, `"baton." is reserved`) || m.Header.Get(protocol.HeaderOrigSubject) != names.RunJobSubject() {
+		t.Fatalf("DLQ entry: error %q, subject %q", e, m.Header.Get(protocol.HeaderOrigSubject))
+	}
+	testenv.WaitFor(t, 10*time.Second, "the retry to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 1
+	})
+	if l := got[0].Job.Labels; l[protocol.LabelAttempt] != "2" || got[0].Msg.Subject() != names.RetryJobSubject() {
+		t.Fatalf("ran %s with labels %v", got[0].Msg.Subject(), l)
 	}
 }

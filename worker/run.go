@@ -115,7 +115,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	if job.Retries > 0 {
 		// Kept whole so a retry runs exactly the same job; a job too large
 		// to keep beside its record is run without retries.
-		if b, err := protocol.EncodeJob(job); err == nil && len(b) <= maxKeptJob {
+		if b, err := protocol.EncodeWorkerJob(job); err == nil && len(b) <= maxKeptJob {
 			rec.Retries, rec.Job = job.Retries, b
 		} else {
 			log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
