@@ -90,10 +90,17 @@ type Handlers struct {
 	Attach AttachDispatch
 }
 
+// ErrCannotConsume: a jobs consumer cannot be created or recreated, so the
+// worker would take no job; it must stop and say why.
+var ErrCannotConsume = errors.New("consumer: cannot consume jobs")
+
 // Run fetches new-run jobs while slots are free, and this node's attach
 // jobs always, until ctx ends; then it waits for every dispatch to return.
+// It fails with ErrCannotConsume, after cancelling the dispatches' context
+// and waiting for them, when a consumer cannot be created, or was deleted
+// and cannot be created again.
 func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) error {
-	runs, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), jetstream.ConsumerConfig{
+	runCfg := jetstream.ConsumerConfig{
 		Durable:        DurableName,
 		Description:    "baton workers: new runs",
 		FilterSubjects: []string{in.names.RunJobSubject(), in.names.RetryJobSubject()},
@@ -101,11 +108,8 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 		AckWait:        in.ackWait,
 		MaxDeliver:     -1,
 		MaxAckPending:  -1,
-	})
-	if err != nil {
-		return fmt.Errorf("consumer: create %s: %w", DurableName, err)
 	}
-	attach, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), jetstream.ConsumerConfig{
+	attachCfg := jetstream.ConsumerConfig{
 		Durable:       AttachDurableName(node),
 		Description:   "baton workers of node " + node + ": re-attach runs",
 		FilterSubject: in.names.AttachJobSubject(node),
@@ -113,13 +117,19 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 		AckWait:       in.ackWait,
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
-	})
-	if err != nil {
-		return fmt.Errorf("consumer: create %s: %w", AttachDurableName(node), err)
 	}
+	runs, err := in.create(ctx, runCfg)
+	if err != nil {
+		return err
+	}
+	attach, err := in.create(ctx, attachCfg)
+	if err != nil {
+		return err
+	}
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	p := newPool(slots)
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	var loops sync.WaitGroup
 	loops.Go(func() {
 		for ctx.Err() == nil {
@@ -130,7 +140,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				}
 				continue
 			}
-			msg := in.fetch(ctx, runs)
+			msg := in.fetch(ctx, &runs, runCfg, fail)
 			if msg == nil {
 				p.put()
 				continue
@@ -148,7 +158,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 	})
 	loops.Go(func() {
 		for ctx.Err() == nil {
-			msg := in.fetch(ctx, attach)
+			msg := in.fetch(ctx, &attach, attachCfg, fail)
 			if msg == nil {
 				continue
 			}
@@ -160,20 +170,47 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 		}
 	})
 	loops.Wait()
+	wg.Wait()
+	if err := context.Cause(ctx); errors.Is(err, ErrCannotConsume) {
+		return err
+	}
 	return nil
+}
+
+// create creates or updates the consumer of cfg.
+func (in *Intake) create(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	c, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: create %s on %s: %w", ErrCannotConsume, cfg.Durable, in.names.JobsStream(), err)
+	}
+	return c, nil
 }
 
 // AttachDurableName is the durable consumer of one node's attach jobs.
 func AttachDurableName(node string) string { return "attach-" + node }
 
 // fetch returns one job, or nil when none came (after a pause on errors).
-func (in *Intake) fetch(ctx context.Context, cons jetstream.Consumer) jetstream.Msg {
-	msg, err := in.fetchOne(ctx, cons)
-	if err != nil && ctx.Err() == nil {
-		in.log.Warn().Err(err).Msg("fetch job")
-		sleepCtx(ctx, time.Second)
+// After an error it checks that the consumer still exists, recreates it
+// if not (into *cons), and calls fail when that is impossible.
+func (in *Intake) fetch(ctx context.Context, cons *jetstream.Consumer, cfg jetstream.ConsumerConfig, fail context.CancelCauseFunc) jetstream.Msg {
+	msg, err := in.fetchOne(ctx, *cons)
+	if err == nil || ctx.Err() != nil {
+		return msg
 	}
-	return msg
+	in.log.Warn().Err(err).Str("consumer", cfg.Durable).Msg("fetch job")
+	if _, err := in.js.Consumer(ctx, in.names.JobsStream(), cfg.Durable); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		c, err := in.create(ctx, cfg)
+		if err != nil {
+			if ctx.Err() == nil {
+				fail(err)
+			}
+			return nil
+		}
+		in.log.Warn().Str("consumer", cfg.Durable).Msg("the jobs consumer was deleted; created it again")
+		*cons = c
+	}
+	sleepCtx(ctx, time.Second)
+	return nil
 }
 
 // pool counts busy slots. New runs wait for a free one; attach jobs take

@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -144,4 +145,89 @@ func TestReservedLabels(t *testing.T) {
 	if l := got[0].Job.Labels; l[protocol.LabelAttempt] != "2" || got[0].Msg.Subject() != names.RetryJobSubject() {
 		t.Fatalf("ran %s with labels %v", got[0].Msg.Subject(), l)
 	}
+}
+
+// TestCannotConsume: with another consumer holding the jobs' subjects (a
+// WorkQueue stream allows one per subject), Run fails at once with
+// ErrCannotConsume; a consumer deleted under a running Intake is created
+// again, and if that fails too, Run cancels its dispatches and fails.
+func TestCannotConsume(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	if _, err := provision.Ensure(ctx, js, names, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	thief := jetstream.ConsumerConfig{Durable: "thief", FilterSubject: names.RunJobSubject(), AckPolicy: jetstream.AckExplicitPolicy}
+	in := consumer.New(js, names, config.Default(), consumer.WithSelf("/bin/true"), consumer.WithFetchWait(200*time.Millisecond))
+
+	t.Run("conflict at start", func(t *testing.T) {
+		if _, err := js.CreateConsumer(ctx, names.JobsStream(), thief); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = js.DeleteConsumer(ctx, names.JobsStream(), thief.Durable) }()
+		err := in.Run(ctx, 1, "n1", consumer.Handlers{})
+		if !errors.Is(err, consumer.ErrCannotConsume) || !strings.Contains(err.Error(), "10100") {
+			t.Fatalf("Run = %v, want ErrCannotConsume with err 10100", err)
+		}
+	})
+
+	var started atomic.Int32
+	var dispatchEnded atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		done <- in.Run(ctx, 2, "n1", consumer.Handlers{
+			Run: func(ctx context.Context, j consumer.Job) {
+				started.Add(1)
+				_ = j.Msg.Ack()
+				if j.Job.RunID == "hold" {
+					<-ctx.Done() // as a run does until its worker stops
+					dispatchEnded.Store(true)
+				}
+			},
+			Attach: func(ctx context.Context, msg jetstream.Msg) { _ = msg.Ack() },
+		})
+	}()
+	publish := func(id string) {
+		t.Helper()
+		if _, err := js.Publish(ctx, names.RunJobSubject(), fmt.Appendf(nil, `{"runId":%q,"profile":"demo"}`, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("hold")
+	testenv.WaitFor(t, 10*time.Second, "the first job", func() bool { return started.Load() == 1 })
+
+	t.Run("deleted and created again", func(t *testing.T) {
+		if err := js.DeleteConsumer(ctx, names.JobsStream(), consumer.DurableName); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 10*time.Second, "the consumer to be created again", func() bool {
+			_, err := js.Consumer(ctx, names.JobsStream(), consumer.DurableName)
+			return err == nil
+		})
+		publish("after")
+		testenv.WaitFor(t, 10*time.Second, "a job after the consumer came back", func() bool { return started.Load() == 2 })
+	})
+
+	t.Run("deleted and taken", func(t *testing.T) {
+		if err := js.DeleteConsumer(ctx, names.JobsStream(), consumer.DurableName); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.CreateConsumer(ctx, names.JobsStream(), thief); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if !errors.Is(err, consumer.ErrCannotConsume) || !strings.Contains(err.Error(), "10100") {
+				t.Fatalf("Run = %v, want ErrCannotConsume with err 10100", err)
+			}
+			if !dispatchEnded.Load() {
+				t.Fatal("Run returned before its dispatch ended")
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("Run still going 15s after its consumer was taken")
+		}
+	})
 }
