@@ -106,7 +106,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Timeout:  timeout,
 		Network:  Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
 		Mounts:   slices.Clone(p.Mounts),
-		Limits:   Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Rlimits: maps.Clone(p.Limits.Rlimits)},
+		Limits:   Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits)},
 		AgentUID: p.AgentUID,
 		AgentGID: p.AgentGID,
 	}, nil

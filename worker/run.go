@@ -271,6 +271,10 @@ func (w *Worker) clearUnstarted(r *run) bool {
 	if alive, err := sandbox.Alive(r.dir); err != nil || alive || exists(r.dir.Journal()) {
 		return false
 	}
+	if err := sandbox.ReleaseWorkspace(r.dir); err != nil {
+		r.log.Warn().Err(err).Msg("remove unstarted run directory")
+		return false
+	}
 	if err := os.RemoveAll(string(r.dir)); err != nil {
 		r.log.Warn().Err(err).Msg("remove unstarted run directory")
 		return false
