@@ -552,7 +552,10 @@ func TestDeadlineEscalatesToKill(t *testing.T) {
 	m := marker(t)
 	// The agent and its child ignore SIGTERM.
 	spec := newSpec(t, sh(fmt.Sprintf("trap '' TERM; sleep %s & sleep %s", m, m))...)
-	spec.Deadline = time.Now().Add(time.Second)
+	// Room for a start on a loaded machine (a root run makes its
+	// workspace's filesystem first), so the sleeps are seen before the
+	// deadline.
+	spec.Deadline = time.Now().Add(2 * time.Second)
 	spec.KillGrace = 300 * time.Millisecond
 	dir := start(t, spec, "")
 	waitPIDs(t, 2, "sleep", m)
