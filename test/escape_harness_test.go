@@ -178,6 +178,7 @@ func escapeTempDir(t *testing.T, prefix string, perm os.FileMode) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
+	testenv.ReleaseMountsUnder(t, d)
 	if err := os.Chmod(d, perm); err != nil {
 		t.Fatal(err)
 	}
