@@ -30,7 +30,7 @@ func TestDefault(t *testing.T) {
 		SandboxUID:   65534,
 		Profiles: map[string]config.Profile{"demo": {
 			Command:   []string{"{baton}", "fake-agent", "--lines", "40", "--rate", "20", "--echo-input"},
-			AllowArgs: true,
+			AllowArgs: config.AnyArgs,
 			Timeout:   10 * time.Minute,
 		}},
 	}
@@ -88,7 +88,7 @@ profiles:
 				Command:   []string{"claude", "-p"},
 				Env:       map[string]string{"TOKEN": "x", "N": "1"},
 				AllowEnv:  []string{"MODEL"},
-				AllowArgs: true,
+				AllowArgs: config.AnyArgs,
 				Timeout:   time.Hour,
 				Network:   config.Network{Allow: []string{"api.anthropic.com", ".example.org"}},
 			},
@@ -192,7 +192,7 @@ func TestParseRejects(t *testing.T) {
 		{"duration in words", "leaseTTL: 15 seconds\n", []string{`line 1: want a duration`, `got "15 seconds"`}},
 		{"duration in days", "eventsMaxAge: 7d\n", []string{`line 1: want a duration`, `"7d"`}},
 		{"float concurrency", "concurrency: 1.5\n", []string{`line 1: want an integer, got 1.5`}},
-		{"bool", "profiles:\n  x:\n    command: [a]\n    allowArgs: maybe\n", []string{`line 4: want true or false, got "maybe"`}},
+		{"bool", "profiles:\n  x:\n    command: [a]\n    allowArgs: maybe\n", []string{`line 4: allowArgs must be true, false or a list of flags like [--verbose, --model *, --effort=*], not "maybe"`}},
 		{"command string", "profiles:\n  x:\n    command: claude -p\n", []string{`line 3: want a list of strings, got "claude -p"`}},
 		{"env list", "profiles:\n  x:\n    command: [a]\n    env: [A=1]\n", []string{`line 4: want a mapping of names to strings, got a list`}},
 		{"profiles list", "profiles: [a, b]\n", []string{`line 1: want a mapping of profile names to profiles, got a list`}},

@@ -64,7 +64,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	cfg := config.Default()
 	cfg.LeaseTTL = 3 * time.Second
 	cfg.Concurrency = 8
-	cfg.Profiles["fake"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: true, Timeout: 2 * time.Minute}
+	cfg.Profiles["fake"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute}
 	s := testenv.RunServerWith(t, func(o *server.Options) {
 		for _, opt := range opts {
 			opt(o, cfg)
