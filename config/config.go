@@ -45,6 +45,9 @@ type Profile struct {
 	AllowEnv []string `yaml:"allowEnv"`
 	// AllowArgs says which args a job may add, and where (see ArgPolicy).
 	AllowArgs ArgPolicy `yaml:"allowArgs"`
+	// MaxConcurrent caps the runs of this profile one worker runs at once
+	// (0: only the worker's concurrency); further jobs wait in the stream.
+	MaxConcurrent int `yaml:"maxConcurrent"`
 	// Timeout is the longest a run may take (default 1h; zero means the
 	// default). A job may only shorten it.
 	Timeout time.Duration `yaml:"timeout"`

@@ -101,6 +101,9 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("%s.allowArgs%w", at, e))
 			}
 		}
+		if p.MaxConcurrent < 0 {
+			bad(at+".maxConcurrent", "%d must not be negative", p.MaxConcurrent)
+		}
 		if p.Timeout < 0 {
 			bad(at+".timeout", "%s must not be negative", p.Timeout)
 		}

@@ -41,6 +41,9 @@ type Intake struct {
 	ackWait  time.Duration
 	maxWait  time.Duration
 	onReject func(protocol.Reason)
+	// profileWait is how long a job of a profile at its maxConcurrent
+	// waits before it is delivered again.
+	profileWait time.Duration
 }
 
 // Option configures an Intake.
@@ -58,6 +61,11 @@ func WithOnReject(f func(protocol.Reason)) Option { return func(in *Intake) { in
 // WithAckWait sets the consumer's AckWait (default 60s).
 func WithAckWait(d time.Duration) Option { return func(in *Intake) { in.ackWait = d } }
 
+// WithProfileWait sets how long a job whose profile is at its
+// maxConcurrent waits in the stream before it is delivered again (default
+// 2s).
+func WithProfileWait(d time.Duration) Option { return func(in *Intake) { in.profileWait = d } }
+
 // WithFetchWait bounds one idle fetch (default 5s); shorter makes shutdown
 // of an idle worker quicker.
 func WithFetchWait(d time.Duration) Option { return func(in *Intake) { in.maxWait = d } }
@@ -66,10 +74,11 @@ func WithFetchWait(d time.Duration) Option { return func(in *Intake) { in.maxWai
 func New(js jetstream.JetStream, names protocol.Names, cfg *config.Config, opts ...Option) *Intake {
 	in := &Intake{
 		js: js, names: names, cfg: cfg,
-		log:     zerolog.Nop(),
-		ackWait: 60 * time.Second,
-		maxWait: 5 * time.Second,
-		limits:  protocol.Limits{MaxBytes: cfg.MaxJobBytes},
+		log:         zerolog.Nop(),
+		ackWait:     60 * time.Second,
+		maxWait:     5 * time.Second,
+		profileWait: 2 * time.Second,
+		limits:      protocol.Limits{MaxBytes: cfg.MaxJobBytes},
 	}
 	for _, o := range opts {
 		o(in)
@@ -150,8 +159,17 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				p.put()
 				continue
 			}
+			prof := j.Invocation.Profile
+			if !p.takeProfile(prof, in.cfg.Profiles[prof].MaxConcurrent) {
+				// The job waits in the stream, redelivered after the
+				// delay to whichever worker has room.
+				_ = msg.NakWithDelay(in.profileWait)
+				p.put()
+				continue
+			}
 			wg.Go(func() {
 				defer p.put()
+				defer p.putProfile(prof)
 				h.Run(ctx, j)
 			})
 		}
@@ -214,15 +232,38 @@ func (in *Intake) fetch(ctx context.Context, cons *jetstream.Consumer, cfg jetst
 }
 
 // pool counts busy slots. New runs wait for a free one; attach jobs take
-// one regardless, so busy may exceed the limit for a while.
+// one regardless, so busy may exceed the limit for a while. It also counts
+// the new runs of each profile, for the profiles' maxConcurrent.
 type pool struct {
-	mu    sync.Mutex
-	busy  int
-	limit int
-	freed chan struct{}
+	mu        sync.Mutex
+	busy      int
+	limit     int
+	freed     chan struct{}
+	byProfile map[string]int
 }
 
-func newPool(limit int) *pool { return &pool{limit: limit, freed: make(chan struct{}, 1)} }
+func newPool(limit int) *pool {
+	return &pool{limit: limit, freed: make(chan struct{}, 1), byProfile: map[string]int{}}
+}
+
+// takeProfile counts a run of profile if fewer than max (0: no cap) run.
+func (p *pool) takeProfile(profile string, max int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if max > 0 && p.byProfile[profile] >= max {
+		return false
+	}
+	p.byProfile[profile]++
+	return true
+}
+
+func (p *pool) putProfile(profile string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byProfile[profile]--; p.byProfile[profile] == 0 {
+		delete(p.byProfile, profile)
+	}
+}
 
 func (p *pool) tryTake() bool {
 	p.mu.Lock()

@@ -231,3 +231,75 @@ func TestCannotConsume(t *testing.T) {
 		}
 	})
 }
+
+// TestProfileMaxConcurrent: with four slots, a profile capped at one runs
+// one job at a time; its other jobs wait in the stream (not the DLQ) while
+// another profile's job runs beside it, and all of them run in the end.
+func TestProfileMaxConcurrent(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	res, err := provision.Ensure(ctx, js, names, provision.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Profiles["one"] = config.Profile{Command: []string{"/bin/true"}, MaxConcurrent: 1}
+	for i, p := range []string{"one", "one", "one", "demo"} {
+		if _, err := js.Publish(ctx, names.RunJobSubject(), fmt.Appendf(nil, `{"runId":"r%d","profile":%q}`, i, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	running, most, done := map[string]int{}, 0, 0
+	release := make(chan struct{})
+	in := consumer.New(js, names, cfg, consumer.WithSelf("/bin/true"),
+		consumer.WithFetchWait(200*time.Millisecond), consumer.WithProfileWait(100*time.Millisecond))
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = in.Run(runCtx, 4, "n1", consumer.Handlers{
+			Run: func(ctx context.Context, j consumer.Job) {
+				mu.Lock()
+				running[j.Invocation.Profile]++
+				most = max(most, running["one"])
+				mu.Unlock()
+				<-release
+				mu.Lock()
+				running[j.Invocation.Profile]--
+				done++
+				mu.Unlock()
+				_ = j.Msg.Ack()
+			},
+			Attach: func(ctx context.Context, msg jetstream.Msg) { _ = msg.Ack() },
+		})
+	})
+	defer wg.Wait()
+	defer stop()
+	testenv.WaitFor(t, 10*time.Second, "one job of each profile to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return running["one"] == 1 && running["demo"] == 1
+	})
+	time.Sleep(time.Second) // several redeliveries of the waiting jobs
+	mu.Lock()
+	n := running["one"]
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d jobs of the capped profile run at once", n)
+	}
+	if info, err := res.DLQ.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("DLQ: %+v, %v; waiting jobs must stay in the stream", info, err)
+	}
+	close(release)
+	testenv.WaitFor(t, 20*time.Second, "every job to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return done == 4
+	})
+	if most != 1 {
+		t.Fatalf("up to %d jobs of the capped profile ran at once", most)
+	}
+}
