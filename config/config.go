@@ -35,16 +35,19 @@ type Config struct {
 
 // Profile turns a job into an agent invocation.
 type Profile struct {
-	// Command is the argv the agent starts with; job args are appended when
-	// AllowArgs is true. The token "{baton}" in any element stands for the
+	// Command is the argv the agent starts with; job args go into it as
+	// AllowArgs says. The token "{baton}" in any element stands for the
 	// path of the running baton binary.
 	Command []string `yaml:"command"`
 	// Env is set for the agent as given.
 	Env map[string]string `yaml:"env"`
 	// AllowEnv lists the keys a job may set.
 	AllowEnv []string `yaml:"allowEnv"`
-	// AllowArgs lets a job append arguments.
-	AllowArgs bool `yaml:"allowArgs"`
+	// AllowArgs says which args a job may add, and where (see ArgPolicy).
+	AllowArgs ArgPolicy `yaml:"allowArgs"`
+	// MaxConcurrent caps the runs of this profile one worker runs at once
+	// (0: only the worker's concurrency); further jobs wait in the stream.
+	MaxConcurrent int `yaml:"maxConcurrent"`
 	// Timeout is the longest a run may take (default 1h; zero means the
 	// default). A job may only shorten it.
 	Timeout time.Duration `yaml:"timeout"`

@@ -29,6 +29,8 @@ func FuzzParseConfig(f *testing.F) {
 		"profiles:\n  x:\n    command: [a]\n    mounts: [/opt, {source: /srv, target: /data, writable: true}]\n",
 		"profiles:\n  x:\n    command: [a]\n    limits: {pids: 9, memory: 1GiB, cpus: 0.5, tmp: 8MiB, rlimits: {nofile: 64, as: unlimited}}\n",
 		"cgroupParent: /sys/fs/cgroup/x\nprofiles:\n  x:\n    command: [a]\n    agentUID: 7\n",
+		"profiles:\n  x:\n    command: [a, -p]\n    allowArgs: [--model *, \"--effort=*\", --debug]\n    limits: {disk: 64MiB}\n",
+		"profiles:\n  x:\n    command: [a]\n    allowArgs: yes\n",
 		"a: &a [*a]\n", "prefix: a\n---\nprefix: b\n", "- 1\n", "!!binary aGk=",
 	} {
 		f.Add([]byte(s))

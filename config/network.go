@@ -170,8 +170,7 @@ func neverReached(a netip.Addr) bool {
 var reserved = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("127.0.0.0/8"),
-	netip.MustParsePrefix("::/128"),
-	netip.MustParsePrefix("::1/128"),
+	netip.MustParsePrefix("::/96"), // ::, ::1 and the IPv4-compatible addresses
 }
 
 // checkEntry says what is wrong with an allowlist entry, or "".
@@ -190,7 +189,7 @@ func checkEntry(entry string) string {
 	}
 	for _, r := range reserved {
 		if p.Overlaps(r) {
-			return fmt.Sprintf("%q covers %s: loopback and unspecified addresses are never reachable", entry, r)
+			return fmt.Sprintf("%q covers %s: loopback, unspecified and IPv4-compatible addresses are never reachable", entry, r)
 		}
 	}
 	return ""

@@ -40,7 +40,7 @@ const BatonToken = "{baton}"
 func demoProfile() Profile {
 	return Profile{
 		Command:   []string{BatonToken, "fake-agent", "--lines", "40", "--rate", "20", "--echo-input"},
-		AllowArgs: true,
+		AllowArgs: AnyArgs,
 		Timeout:   10 * time.Minute,
 	}
 }

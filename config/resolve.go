@@ -21,7 +21,8 @@ var baseEnv = map[string]string{
 type Invocation struct {
 	Profile string
 	// Argv is the profile's command, with BatonToken replaced by the baton
-	// binary's path, then the job's args if the profile allows them.
+	// binary's path, and the job's args where the profile's AllowArgs
+	// places them.
 	Argv []string
 	// Env is "K=V", sorted by key, each key once: the base environment
 	// (PATH, LANG), then the profile's env, then the job's; later wins.
@@ -54,8 +55,8 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		return Invocation{}, reject(protocol.ErrUnknownProfile, "unknown profile %q (known: %s)",
 			job.Profile, strings.Join(profileNames(c.Profiles), ", "))
 	}
-	if len(job.Args) > 0 && !p.AllowArgs {
-		return Invocation{}, reject(protocol.ErrNotAllowed, "args not allowed: profile %q does not set allowArgs", job.Profile)
+	if err := p.AllowArgs.Check(job.Args); err != nil {
+		return Invocation{}, reject(protocol.ErrNotAllowed, "profile %q: %v", job.Profile, err)
 	}
 	for _, k := range sortedKeys(job.Env) {
 		if !slices.Contains(p.AllowEnv, k) {
@@ -77,7 +78,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		timeout = jt
 	}
 
-	argv := make([]string, 0, len(p.Command)+len(job.Args))
+	command := make([]string, 0, len(p.Command))
 	for _, a := range p.Command {
 		if strings.Contains(a, BatonToken) {
 			if self == "" {
@@ -85,9 +86,9 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 			}
 			a = strings.ReplaceAll(a, BatonToken, self)
 		}
-		argv = append(argv, a)
+		command = append(command, a)
 	}
-	argv = append(argv, job.Args...) // verbatim: a job cannot name the baton binary
+	argv := p.AllowArgs.place(command, job.Args) // verbatim: a job cannot name the baton binary
 
 	env := maps.Clone(baseEnv)
 	maps.Copy(env, p.Env)
@@ -106,7 +107,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Timeout:  timeout,
 		Network:  Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
 		Mounts:   slices.Clone(p.Mounts),
-		Limits:   Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Rlimits: maps.Clone(p.Limits.Rlimits)},
+		Limits:   Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits)},
 		AgentUID: p.AgentUID,
 		AgentGID: p.AgentGID,
 	}, nil

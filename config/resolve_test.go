@@ -121,7 +121,7 @@ func TestResolveRejects(t *testing.T) {
 		{"unknown profile", protocol.Job{RunID: "r", Profile: "x"}, protocol.ErrUnknownProfile,
 			`unknown profile "x" (known: agent, demo, locked)`},
 		{"args", protocol.Job{RunID: "r", Profile: "locked", Args: []string{"--dangerously-skip-permissions"}}, protocol.ErrNotAllowed,
-			`args not allowed: profile "locked" does not set allowArgs`},
+			`profile "locked": args not allowed: the profile does not set allowArgs`},
 		{"env key", protocol.Job{RunID: "r", Profile: "agent", Env: map[string]string{"MODEL": "x", "TOKEN": "mine"}}, protocol.ErrNotAllowed,
 			`env key "TOKEN" not allowed: profile "agent" allows MODEL, DEBUG`},
 		{"env when none allowed", protocol.Job{RunID: "r", Profile: "locked", Env: map[string]string{"A": "1"}}, protocol.ErrNotAllowed,

@@ -209,6 +209,9 @@ type Limits struct {
 	CPUs float64 `yaml:"cpus" json:"cpus,omitempty"`
 	// Tmp is the size of the sandbox's /tmp (default 1GiB); it is memory.
 	Tmp ByteSize `yaml:"tmp" json:"tmp,omitempty"`
+	// Disk bounds what the run writes in its workspace (default 4GiB): a
+	// root worker gives each run a filesystem of this size.
+	Disk ByteSize `yaml:"disk" json:"disk,omitempty"`
 	// Rlimits are per-process limits.
 	Rlimits Rlimits `yaml:"rlimits" json:"rlimits,omitempty"`
 }
@@ -217,6 +220,8 @@ type Limits struct {
 const (
 	maxPids = 1 << 22 // pid_max
 	minTmp  = 1 << 20
+	minDisk = 16 << 20 // the smallest useful ext4
+	maxDisk = 16 << 40 // ext4 with 4KiB blocks
 )
 
 // Validate reports every problem of the limits, each starting with its key.
@@ -235,6 +240,9 @@ func (l Limits) Validate() error {
 	}
 	if l.Tmp != 0 && l.Tmp < minTmp {
 		errs = append(errs, fmt.Errorf("tmp: %d bytes is below 1MiB", l.Tmp))
+	}
+	if l.Disk != 0 && (l.Disk < minDisk || l.Disk > maxDisk) {
+		errs = append(errs, fmt.Errorf("disk: %d bytes is out of range 16MiB..16TiB", l.Disk))
 	}
 	names := make([]string, 0, len(l.Rlimits))
 	for n := range l.Rlimits {

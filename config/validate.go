@@ -96,6 +96,14 @@ func (c *Config) Validate() error {
 				bad(fmt.Sprintf("%s.allowEnv[%d]", at, i), "%q must match [A-Za-z_][A-Za-z0-9_]{0,127}", k)
 			}
 		}
+		if err := p.AllowArgs.Validate(); err != nil {
+			for _, e := range splitJoined(err) {
+				errs = append(errs, fmt.Errorf("%s.allowArgs%w", at, e))
+			}
+		}
+		if p.MaxConcurrent < 0 {
+			bad(at+".maxConcurrent", "%d must not be negative", p.MaxConcurrent)
+		}
 		if p.Timeout < 0 {
 			bad(at+".timeout", "%s must not be negative", p.Timeout)
 		}

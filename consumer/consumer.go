@@ -41,6 +41,9 @@ type Intake struct {
 	ackWait  time.Duration
 	maxWait  time.Duration
 	onReject func(protocol.Reason)
+	// profileWait is how long a job of a profile at its maxConcurrent
+	// waits before it is delivered again.
+	profileWait time.Duration
 }
 
 // Option configures an Intake.
@@ -58,6 +61,11 @@ func WithOnReject(f func(protocol.Reason)) Option { return func(in *Intake) { in
 // WithAckWait sets the consumer's AckWait (default 60s).
 func WithAckWait(d time.Duration) Option { return func(in *Intake) { in.ackWait = d } }
 
+// WithProfileWait sets how long a job whose profile is at its
+// maxConcurrent waits in the stream before it is delivered again (default
+// 2s).
+func WithProfileWait(d time.Duration) Option { return func(in *Intake) { in.profileWait = d } }
+
 // WithFetchWait bounds one idle fetch (default 5s); shorter makes shutdown
 // of an idle worker quicker.
 func WithFetchWait(d time.Duration) Option { return func(in *Intake) { in.maxWait = d } }
@@ -66,10 +74,11 @@ func WithFetchWait(d time.Duration) Option { return func(in *Intake) { in.maxWai
 func New(js jetstream.JetStream, names protocol.Names, cfg *config.Config, opts ...Option) *Intake {
 	in := &Intake{
 		js: js, names: names, cfg: cfg,
-		log:     zerolog.Nop(),
-		ackWait: 60 * time.Second,
-		maxWait: 5 * time.Second,
-		limits:  protocol.Limits{MaxBytes: cfg.MaxJobBytes},
+		log:         zerolog.Nop(),
+		ackWait:     60 * time.Second,
+		maxWait:     5 * time.Second,
+		profileWait: 2 * time.Second,
+		limits:      protocol.Limits{MaxBytes: cfg.MaxJobBytes},
 	}
 	for _, o := range opts {
 		o(in)
@@ -90,22 +99,26 @@ type Handlers struct {
 	Attach AttachDispatch
 }
 
+// ErrCannotConsume: a jobs consumer cannot be created or recreated, so the
+// worker would take no job; it must stop and say why.
+var ErrCannotConsume = errors.New("consumer: cannot consume jobs")
+
 // Run fetches new-run jobs while slots are free, and this node's attach
 // jobs always, until ctx ends; then it waits for every dispatch to return.
+// It fails with ErrCannotConsume, after cancelling the dispatches' context
+// and waiting for them, when a consumer cannot be created, or was deleted
+// and cannot be created again.
 func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) error {
-	runs, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), jetstream.ConsumerConfig{
-		Durable:       DurableName,
-		Description:   "baton workers: new runs",
-		FilterSubject: in.names.RunJobSubject(),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       in.ackWait,
-		MaxDeliver:    -1,
-		MaxAckPending: -1,
-	})
-	if err != nil {
-		return fmt.Errorf("consumer: create %s: %w", DurableName, err)
+	runCfg := jetstream.ConsumerConfig{
+		Durable:        DurableName,
+		Description:    "baton workers: new runs",
+		FilterSubjects: []string{in.names.RunJobSubject(), in.names.RetryJobSubject()},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        in.ackWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  -1,
 	}
-	attach, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), jetstream.ConsumerConfig{
+	attachCfg := jetstream.ConsumerConfig{
 		Durable:       AttachDurableName(node),
 		Description:   "baton workers of node " + node + ": re-attach runs",
 		FilterSubject: in.names.AttachJobSubject(node),
@@ -113,13 +126,19 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 		AckWait:       in.ackWait,
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
-	})
-	if err != nil {
-		return fmt.Errorf("consumer: create %s: %w", AttachDurableName(node), err)
 	}
+	runs, err := in.create(ctx, runCfg)
+	if err != nil {
+		return err
+	}
+	attach, err := in.create(ctx, attachCfg)
+	if err != nil {
+		return err
+	}
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	p := newPool(slots)
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	var loops sync.WaitGroup
 	loops.Go(func() {
 		for ctx.Err() == nil {
@@ -130,7 +149,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				}
 				continue
 			}
-			msg := in.fetch(ctx, runs)
+			msg := in.fetch(ctx, &runs, runCfg, fail)
 			if msg == nil {
 				p.put()
 				continue
@@ -140,15 +159,24 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				p.put()
 				continue
 			}
+			prof := j.Invocation.Profile
+			if !p.takeProfile(prof, in.cfg.Profiles[prof].MaxConcurrent) {
+				// The job waits in the stream, redelivered after the
+				// delay to whichever worker has room.
+				_ = msg.NakWithDelay(in.profileWait)
+				p.put()
+				continue
+			}
 			wg.Go(func() {
 				defer p.put()
+				defer p.putProfile(prof)
 				h.Run(ctx, j)
 			})
 		}
 	})
 	loops.Go(func() {
 		for ctx.Err() == nil {
-			msg := in.fetch(ctx, attach)
+			msg := in.fetch(ctx, &attach, attachCfg, fail)
 			if msg == nil {
 				continue
 			}
@@ -160,32 +188,82 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 		}
 	})
 	loops.Wait()
+	wg.Wait()
+	if err := context.Cause(ctx); errors.Is(err, ErrCannotConsume) {
+		return err
+	}
 	return nil
+}
+
+// create creates or updates the consumer of cfg.
+func (in *Intake) create(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	c, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: create %s on %s: %w", ErrCannotConsume, cfg.Durable, in.names.JobsStream(), err)
+	}
+	return c, nil
 }
 
 // AttachDurableName is the durable consumer of one node's attach jobs.
 func AttachDurableName(node string) string { return "attach-" + node }
 
 // fetch returns one job, or nil when none came (after a pause on errors).
-func (in *Intake) fetch(ctx context.Context, cons jetstream.Consumer) jetstream.Msg {
-	msg, err := in.fetchOne(ctx, cons)
-	if err != nil && ctx.Err() == nil {
-		in.log.Warn().Err(err).Msg("fetch job")
-		sleepCtx(ctx, time.Second)
+// After an error it checks that the consumer still exists, recreates it
+// if not (into *cons), and calls fail when that is impossible.
+func (in *Intake) fetch(ctx context.Context, cons *jetstream.Consumer, cfg jetstream.ConsumerConfig, fail context.CancelCauseFunc) jetstream.Msg {
+	msg, err := in.fetchOne(ctx, *cons)
+	if err == nil || ctx.Err() != nil {
+		return msg
 	}
-	return msg
+	in.log.Warn().Err(err).Str("consumer", cfg.Durable).Msg("fetch job")
+	if _, err := in.js.Consumer(ctx, in.names.JobsStream(), cfg.Durable); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		c, err := in.create(ctx, cfg)
+		if err != nil {
+			if ctx.Err() == nil {
+				fail(err)
+			}
+			return nil
+		}
+		in.log.Warn().Str("consumer", cfg.Durable).Msg("the jobs consumer was deleted; created it again")
+		*cons = c
+	}
+	sleepCtx(ctx, time.Second)
+	return nil
 }
 
 // pool counts busy slots. New runs wait for a free one; attach jobs take
-// one regardless, so busy may exceed the limit for a while.
+// one regardless, so busy may exceed the limit for a while. It also counts
+// the new runs of each profile, for the profiles' maxConcurrent.
 type pool struct {
-	mu    sync.Mutex
-	busy  int
-	limit int
-	freed chan struct{}
+	mu        sync.Mutex
+	busy      int
+	limit     int
+	freed     chan struct{}
+	byProfile map[string]int
 }
 
-func newPool(limit int) *pool { return &pool{limit: limit, freed: make(chan struct{}, 1)} }
+func newPool(limit int) *pool {
+	return &pool{limit: limit, freed: make(chan struct{}, 1), byProfile: map[string]int{}}
+}
+
+// takeProfile counts a run of profile if fewer than max (0: no cap) run.
+func (p *pool) takeProfile(profile string, max int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if max > 0 && p.byProfile[profile] >= max {
+		return false
+	}
+	p.byProfile[profile]++
+	return true
+}
+
+func (p *pool) putProfile(profile string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byProfile[profile]--; p.byProfile[profile] == 0 {
+		delete(p.byProfile, profile)
+	}
+}
 
 func (p *pool) tryTake() bool {
 	p.mu.Lock()
@@ -243,7 +321,10 @@ func (in *Intake) fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstr
 // accept decodes and resolves msg; a job that cannot run is sent to the DLQ
 // and acknowledged, and rejected is true.
 func (in *Intake) accept(ctx context.Context, msg jetstream.Msg) (Job, bool) {
-	job, err := protocol.DecodeJob(msg.Data(), msg.Headers().Get(protocol.HeaderContentType), in.limits)
+	lim := in.limits
+	// Only workers may publish retries, which carry the baton.* labels.
+	lim.ReservedLabels = msg.Subject() == in.names.RetryJobSubject()
+	job, err := protocol.DecodeJob(msg.Data(), msg.Headers().Get(protocol.HeaderContentType), lim)
 	if err == nil {
 		var inv config.Invocation
 		inv, err = in.cfg.Resolve(job, in.self)

@@ -2,7 +2,9 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,5 +86,220 @@ func TestOneJobPerFreeSlot(t *testing.T) {
 	wg.Wait()
 	if started.Load() != 6 {
 		t.Fatalf("%d jobs started", started.Load())
+	}
+}
+
+// TestReservedLabels: a job setting a baton.* label is moved to the DLQ
+// with the reason; the same job on the retry subject, where only workers
+// publish, runs with its labels.
+func TestReservedLabels(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	res, err := provision.Ensure(ctx, js, names, provision.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := []byte(`{"runId":"r-a2","profile":"demo","labels":{"baton.attempt":"2","baton.retryOf":"r"}}`)
+	for _, subj := range []string{names.RunJobSubject(), names.RetryJobSubject()} {
+		if _, err := js.Publish(ctx, subj, job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var got []consumer.Job
+	in := consumer.New(js, names, config.Default(), consumer.WithSelf("/bin/true"), consumer.WithFetchWait(200*time.Millisecond))
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = in.Run(runCtx, 2, "n1", consumer.Handlers{
+			Run: func(ctx context.Context, j consumer.Job) {
+				mu.Lock()
+				got = append(got, j)
+				mu.Unlock()
+				_ = j.Msg.Ack()
+			},
+			Attach: func(ctx context.Context, msg jetstream.Msg) { _ = msg.Ack() },
+		})
+	})
+	defer wg.Wait()
+	defer stop()
+	testenv.WaitFor(t, 10*time.Second, "the DLQ entry", func() bool {
+		info, err := res.DLQ.Info(ctx)
+		return err == nil && info.State.Msgs == 1
+	})
+	m, err := res.DLQ.GetLastMsgForSubject(ctx, names.DLQSubject(protocol.ReasonInvalid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := m.Header.Get(protocol.HeaderError); !strings.Contains(e, `"baton." is reserved`) || m.Header.Get(protocol.HeaderOrigSubject) != names.RunJobSubject() {
+		t.Fatalf("DLQ entry: error %q, subject %q", e, m.Header.Get(protocol.HeaderOrigSubject))
+	}
+	testenv.WaitFor(t, 10*time.Second, "the retry to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 1
+	})
+	if l := got[0].Job.Labels; l[protocol.LabelAttempt] != "2" || got[0].Msg.Subject() != names.RetryJobSubject() {
+		t.Fatalf("ran %s with labels %v", got[0].Msg.Subject(), l)
+	}
+}
+
+// TestCannotConsume: with another consumer holding the jobs' subjects (a
+// WorkQueue stream allows one per subject), Run fails at once with
+// ErrCannotConsume; a consumer deleted under a running Intake is created
+// again, and if that fails too, Run cancels its dispatches and fails.
+func TestCannotConsume(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	if _, err := provision.Ensure(ctx, js, names, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	thief := jetstream.ConsumerConfig{Durable: "thief", FilterSubject: names.RunJobSubject(), AckPolicy: jetstream.AckExplicitPolicy}
+	in := consumer.New(js, names, config.Default(), consumer.WithSelf("/bin/true"), consumer.WithFetchWait(200*time.Millisecond))
+
+	t.Run("conflict at start", func(t *testing.T) {
+		if _, err := js.CreateConsumer(ctx, names.JobsStream(), thief); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = js.DeleteConsumer(ctx, names.JobsStream(), thief.Durable) }()
+		err := in.Run(ctx, 1, "n1", consumer.Handlers{})
+		if !errors.Is(err, consumer.ErrCannotConsume) || !strings.Contains(err.Error(), "10100") {
+			t.Fatalf("Run = %v, want ErrCannotConsume with err 10100", err)
+		}
+	})
+
+	var started atomic.Int32
+	var dispatchEnded atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		done <- in.Run(ctx, 2, "n1", consumer.Handlers{
+			Run: func(ctx context.Context, j consumer.Job) {
+				started.Add(1)
+				_ = j.Msg.Ack()
+				if j.Job.RunID == "hold" {
+					<-ctx.Done() // as a run does until its worker stops
+					dispatchEnded.Store(true)
+				}
+			},
+			Attach: func(ctx context.Context, msg jetstream.Msg) { _ = msg.Ack() },
+		})
+	}()
+	publish := func(id string) {
+		t.Helper()
+		if _, err := js.Publish(ctx, names.RunJobSubject(), fmt.Appendf(nil, `{"runId":%q,"profile":"demo"}`, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("hold")
+	testenv.WaitFor(t, 10*time.Second, "the first job", func() bool { return started.Load() == 1 })
+
+	t.Run("deleted and created again", func(t *testing.T) {
+		if err := js.DeleteConsumer(ctx, names.JobsStream(), consumer.DurableName); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 10*time.Second, "the consumer to be created again", func() bool {
+			_, err := js.Consumer(ctx, names.JobsStream(), consumer.DurableName)
+			return err == nil
+		})
+		publish("after")
+		testenv.WaitFor(t, 10*time.Second, "a job after the consumer came back", func() bool { return started.Load() == 2 })
+	})
+
+	t.Run("deleted and taken", func(t *testing.T) {
+		if err := js.DeleteConsumer(ctx, names.JobsStream(), consumer.DurableName); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.CreateConsumer(ctx, names.JobsStream(), thief); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if !errors.Is(err, consumer.ErrCannotConsume) || !strings.Contains(err.Error(), "10100") {
+				t.Fatalf("Run = %v, want ErrCannotConsume with err 10100", err)
+			}
+			if !dispatchEnded.Load() {
+				t.Fatal("Run returned before its dispatch ended")
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("Run still going 15s after its consumer was taken")
+		}
+	})
+}
+
+// TestProfileMaxConcurrent: with four slots, a profile capped at one runs
+// one job at a time; its other jobs wait in the stream (not the DLQ) while
+// another profile's job runs beside it, and all of them run in the end.
+func TestProfileMaxConcurrent(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	res, err := provision.Ensure(ctx, js, names, provision.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Profiles["one"] = config.Profile{Command: []string{"/bin/true"}, MaxConcurrent: 1}
+	for i, p := range []string{"one", "one", "one", "demo"} {
+		if _, err := js.Publish(ctx, names.RunJobSubject(), fmt.Appendf(nil, `{"runId":"r%d","profile":%q}`, i, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	running, most, done := map[string]int{}, 0, 0
+	release := make(chan struct{})
+	in := consumer.New(js, names, cfg, consumer.WithSelf("/bin/true"),
+		consumer.WithFetchWait(200*time.Millisecond), consumer.WithProfileWait(100*time.Millisecond))
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = in.Run(runCtx, 4, "n1", consumer.Handlers{
+			Run: func(ctx context.Context, j consumer.Job) {
+				mu.Lock()
+				running[j.Invocation.Profile]++
+				most = max(most, running["one"])
+				mu.Unlock()
+				<-release
+				mu.Lock()
+				running[j.Invocation.Profile]--
+				done++
+				mu.Unlock()
+				_ = j.Msg.Ack()
+			},
+			Attach: func(ctx context.Context, msg jetstream.Msg) { _ = msg.Ack() },
+		})
+	})
+	defer wg.Wait()
+	defer stop()
+	testenv.WaitFor(t, 10*time.Second, "one job of each profile to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return running["one"] == 1 && running["demo"] == 1
+	})
+	time.Sleep(time.Second) // several redeliveries of the waiting jobs
+	mu.Lock()
+	n := running["one"]
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d jobs of the capped profile run at once", n)
+	}
+	if info, err := res.DLQ.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("DLQ: %+v, %v; waiting jobs must stay in the stream", info, err)
+	}
+	close(release)
+	testenv.WaitFor(t, 20*time.Second, "every job to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return done == 4
+	})
+	if most != 1 {
+		t.Fatalf("up to %d jobs of the capped profile ran at once", most)
 	}
 }

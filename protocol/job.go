@@ -33,8 +33,11 @@ const (
 	MaxRetriedRunID = 120
 	// LabelRetryOf names the first run of a retried job; LabelAttempt is
 	// the attempt number of a retry (2, 3, ...).
-	LabelRetryOf = "baton.retryOf"
-	LabelAttempt = "baton.attempt"
+	LabelRetryOf = ReservedLabelPrefix + "retryOf"
+	LabelAttempt = ReservedLabelPrefix + "attempt"
+	// ReservedLabelPrefix starts the labels only baton sets; a job that
+	// sets one itself is rejected.
+	ReservedLabelPrefix = "baton."
 )
 
 // RetryRunID names attempt n (n ≥ 2) of the run first named first.

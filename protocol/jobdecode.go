@@ -48,7 +48,10 @@ type Limits struct {
 	MaxArgs   int // default 256 args, each ≤ 8 KiB
 	MaxEnv    int // default 128 entries, keys [A-Za-z_][A-Za-z0-9_]{0,127}, values ≤ 32 KiB, no NUL anywhere
 	MaxFiles  int // default 64 files, each ≤ 256 KiB, total ≤ 1 MiB
-	MaxLabels int // default 32, keys ≤ 64, values ≤ 256
+	MaxLabels int // default 32, keys ≤ 64, values ≤ 256, none starting with "baton."
+	// ReservedLabels allows labels starting with "baton.": only for jobs a
+	// worker wrote (a retry, on the retry subject).
+	ReservedLabels bool
 }
 
 func (l Limits) withDefaults() Limits {
@@ -122,8 +125,14 @@ func isMsgpack(contentType string) bool {
 
 // EncodeJob validates j against the default limits (all but MaxBytes, which
 // the worker's configuration decides) and encodes it as JSON.
-func EncodeJob(j Job) ([]byte, error) {
-	if err := j.Validate(Limits{}); err != nil {
+func EncodeJob(j Job) ([]byte, error) { return encodeJob(j, Limits{}) }
+
+// EncodeWorkerJob is EncodeJob for a job a worker writes: it may carry
+// the reserved baton.* labels (see Limits.ReservedLabels).
+func EncodeWorkerJob(j Job) ([]byte, error) { return encodeJob(j, Limits{ReservedLabels: true}) }
+
+func encodeJob(j Job, lim Limits) ([]byte, error) {
+	if err := j.Validate(lim); err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
@@ -256,6 +265,8 @@ func (j Job) Validate(lim Limits) error {
 			return jobErr(ErrOversize, "labels key %s is %d bytes, limit %d", q(k), len(k), MaxLabelKeyBytes)
 		case len(v) > MaxLabelValueBytes:
 			return jobErr(ErrOversize, "labels[%s] is %d bytes, limit %d", q(k), len(v), MaxLabelValueBytes)
+		case !lim.ReservedLabels && strings.HasPrefix(strings.ToLower(k), ReservedLabelPrefix):
+			return jobErr(ErrInvalidJob, "labels key %s: the prefix %q is reserved for baton", q(k), ReservedLabelPrefix)
 		}
 		if err := text(k); err != "" {
 			return jobErr(ErrInvalidJob, "labels key %s %s", q(k), err)

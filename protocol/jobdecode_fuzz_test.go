@@ -37,6 +37,7 @@ func FuzzDecodeJob(f *testing.F) {
 		`{"runId":"r","profile":"p","args":["a",null]}`,
 		`{"runId":"r","profile":"p"} {}`,
 		`{"runId":"r","profile":"p","labels":{"k":"v"},"input":"\u0000"}`,
+		`{"runId":"r","profile":"p","labels":{"baton.attempt":"2","baton.retryOf":"q"}}`,
 	} {
 		f.Add([]byte(s), false)
 	}

@@ -201,6 +201,9 @@ func TestDecodeJobRejects(t *testing.T) {
 		{"labels long value", ok("labels", map[string]string{"k": strings.Repeat("v", 257)}), big, protocol.ErrOversize, `labels["k"] is 257 bytes, limit 256`},
 		{"labels too many", ok("labels", manyKeys(33, "l", "v")), big, protocol.ErrOversize, `field "labels" has 33 entries, limit 32`},
 		{"labels NUL", ok("labels", map[string]string{"k": "\x00"}), big, protocol.ErrInvalidJob, `labels["k"] must not contain NUL bytes`},
+		{"labels reserved attempt", ok("labels", map[string]string{"baton.attempt": "2"}), big, protocol.ErrInvalidJob, `labels key "baton.attempt": the prefix "baton." is reserved for baton`},
+		{"labels reserved retryOf", ok("labels", map[string]string{"team": "x", "baton.retryOf": "r0"}), big, protocol.ErrInvalidJob, `labels key "baton.retryOf": the prefix "baton." is reserved`},
+		{"labels reserved any case", ok("labels", map[string]string{"Baton.X": "1"}), big, protocol.ErrInvalidJob, `the prefix "baton." is reserved`},
 		{"payload too big", ok("input", strings.Repeat("x", 600)), protocol.Limits{MaxBytes: 512}, protocol.ErrOversize, `payload is`},
 	}
 	if len(cases) < 30 {
@@ -459,5 +462,24 @@ func TestDurationNumbersDoNotWrap(t *testing.T) {
 	var d protocol.Duration
 	if err := json.Unmarshal([]byte(`9000000000`), &d); err != nil || time.Duration(d) != 9e9*time.Second {
 		t.Errorf("9e9 seconds: %v, %v", time.Duration(d), err)
+	}
+}
+
+// TestReservedLabelsFromWorkers: a retry a worker wrote keeps its baton.*
+// labels; the same job from anyone else is rejected.
+func TestReservedLabelsFromWorkers(t *testing.T) {
+	b := []byte(`{"runId":"r-a2","profile":"p","labels":{"baton.attempt":"2","baton.retryOf":"r","team":"x"}}`)
+	if _, err := protocol.DecodeJob(b, "", protocol.Limits{}); !errors.Is(err, protocol.ErrInvalidJob) {
+		t.Fatalf("DecodeJob without ReservedLabels = %v, want ErrInvalidJob", err)
+	}
+	j, err := protocol.DecodeJob(b, "", protocol.Limits{ReservedLabels: true})
+	if err != nil || j.Labels[protocol.LabelAttempt] != "2" || j.Labels[protocol.LabelRetryOf] != "r" {
+		t.Fatalf("DecodeJob with ReservedLabels = %+v, %v", j.Labels, err)
+	}
+	if _, err := protocol.EncodeJob(j); !errors.Is(err, protocol.ErrInvalidJob) {
+		t.Fatalf("EncodeJob = %v, want ErrInvalidJob", err)
+	}
+	if _, err := protocol.EncodeWorkerJob(j); err != nil {
+		t.Fatalf("EncodeWorkerJob = %v", err)
 	}
 }

@@ -59,12 +59,17 @@ func (n Names) NodesBucket() string { return n.upper + "_NODES" }
 // RunJobSubject is where new runs are submitted.
 func (n Names) RunJobSubject() string { return n.prefix + ".jobs.run" }
 
+// RetryJobSubject is where workers submit the next attempt of a lost run.
+// Only workers publish here, so only jobs from here may carry the reserved
+// baton.* labels.
+func (n Names) RetryJobSubject() string { return n.prefix + ".jobs.retry" }
+
 // AttachJobSubject is where re-attach jobs for one node's runs go.
 func (n Names) AttachJobSubject(node string) string { return n.prefix + ".jobs.attach." + node }
 
 // JobsSubjects are the subjects of the jobs stream.
 func (n Names) JobsSubjects() []string {
-	return []string{n.RunJobSubject(), n.prefix + ".jobs.attach.*"}
+	return []string{n.RunJobSubject(), n.RetryJobSubject(), n.prefix + ".jobs.attach.*"}
 }
 
 // IngestSubjects are the subjects of the events stream: workers publish a

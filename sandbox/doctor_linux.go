@@ -33,6 +33,7 @@ func Doctor(o DoctorOptions) []Check {
 		checkTun(o),
 		checkCgroup(o),
 		checkStateDir(o, os.Geteuid()),
+		checkDisk(),
 	}
 }
 
@@ -89,6 +90,33 @@ func checkStateDir(o DoctorOptions, euid int) Check {
 		}
 	}
 	c.Severity, c.Detail = SevOK, fmt.Sprintf("%s: every directory above it is searchable by the sandbox uid %d", o.StateDir, uid)
+	return c
+}
+
+// checkDisk: a root worker gives each run's workspace a filesystem of
+// limits.disk bytes, made with mkfs.ext4 on a loop device; without them no
+// run of a root worker starts.
+func checkDisk() Check {
+	c := Check{Name: "disk bound"}
+	if os.Geteuid() != 0 {
+		c.Severity, c.Detail = SevWarn, "not root: limits.disk bounds each file the agent writes (fsize), not its workspace's total"
+		c.Fix = "run the worker as root (it runs agents as an unprivileged uid)"
+		return c
+	}
+	p, err := exec.LookPath("mkfs.ext4")
+	if err != nil {
+		c.Severity, c.Detail = SevFail, "mkfs.ext4 not found: a root worker cannot make a run's bounded workspace"
+		c.Fix = "apt-get install e2fsprogs"
+		return c
+	}
+	f, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		c.Severity, c.Detail = SevFail, "no loop devices ("+err.Error()+"): a root worker cannot make a run's bounded workspace"
+		c.Fix = "modprobe loop (and, in a container, allow /dev/loop-control and /dev/loop*)"
+		return c
+	}
+	f.Close()
+	c.Severity, c.Detail = SevOK, p+" and loop devices: each workspace is a filesystem of limits.disk bytes"
 	return c
 }
 

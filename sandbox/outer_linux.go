@@ -92,6 +92,7 @@ type outerRun struct {
 	status *os.File // read end of the chain's status pipe
 	plan   *outerPlan
 	net    *outerNet // nil with no network
+	disk   *os.File  // the workspace, if it is bounded (see limits.disk)
 }
 
 // setup takes the run and starts runner-inner. A failure before the
@@ -134,6 +135,7 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 	if o.plan, err = o.prepare(); err != nil {
 		return nil, o.startFailed("prepare", err)
 	}
+	o.disk = boundedWorkspace(o.dir)
 	o.st.ok("prepare", o.plan.summary())
 	if detail, err := dropPrivileges(o.spec); err != nil {
 		o.plan.closeFiles()
@@ -403,6 +405,10 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 	} else if r.status != nil {
 		out.status = r.status
 		o.st.ok("status", strings.TrimSpace(string(r.status.line())))
+	}
+	if o.disk != nil {
+		out.diskFull = full(o.disk)
+		o.disk.Close()
 	}
 	s := out.sentinel(o.spec.Nonce)
 	if s.Reason == journal.ReasonError {

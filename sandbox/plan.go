@@ -112,14 +112,18 @@ type execSpec struct {
 const (
 	DefaultPids     = 1024
 	DefaultTmpBytes = 1 << 30
-	maxShmBytes     = 64 << 20
+	// DefaultDiskBytes bounds a root worker's workspace (limits.disk).
+	DefaultDiskBytes = 4 << 30
+	maxShmBytes      = 64 << 20
 )
 
 // rlimitsFor are the agent's limits: the profile's rlimits, nproc from
-// Pids (the smaller wins when both are set), and no core files unless the
-// profile asks, since they would land in the workspace.
+// Pids (the smaller wins when both are set), no core files unless the
+// profile asks, since they would land in the workspace, and files no
+// larger than limits.disk unless the profile sets fsize (the whole bound
+// when a non-root worker cannot give the workspace its own filesystem).
 func rlimitsFor(l config.Limits) []rlimit {
-	m := map[string]uint64{"core": 0}
+	m := map[string]uint64{"core": 0, "fsize": diskBytes(l)}
 	for n, v := range l.Rlimits {
 		m[n] = uint64(v)
 	}
@@ -144,6 +148,14 @@ func tmpSizes(l config.Limits) (tmp, shm uint64) {
 		tmp = DefaultTmpBytes
 	}
 	return tmp, min(tmp, maxShmBytes)
+}
+
+// diskBytes is the size of the workspace's filesystem.
+func diskBytes(l config.Limits) uint64 {
+	if l.Disk == 0 {
+		return DefaultDiskBytes
+	}
+	return uint64(l.Disk)
 }
 
 // agentName is the agent's user and group name in its /etc.

@@ -33,12 +33,15 @@ func TestRlimitsFor(t *testing.T) {
 		l    config.Limits
 		want []rlimit
 	}{
-		{"defaults", config.Limits{}, []rlimit{{"core", 0}, {"nproc", DefaultPids}}},
-		{"pids", config.Limits{Pids: 64}, []rlimit{{"core", 0}, {"nproc", 64}}},
-		{"nproc below pids", config.Limits{Pids: 64, Rlimits: config.Rlimits{"nproc": 10}}, []rlimit{{"core", 0}, {"nproc", 10}}},
-		{"nproc above pids", config.Limits{Pids: 64, Rlimits: config.Rlimits{"nproc": 100}}, []rlimit{{"core", 0}, {"nproc", 64}}},
+		{"defaults", config.Limits{}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", DefaultPids}}},
+		{"pids", config.Limits{Pids: 64}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", 64}}},
+		{"nproc below pids", config.Limits{Pids: 64, Rlimits: config.Rlimits{"nproc": 10}}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", 10}}},
+		{"nproc above pids", config.Limits{Pids: 64, Rlimits: config.Rlimits{"nproc": 100}}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", 64}}},
 		{"core asked for", config.Limits{Rlimits: config.Rlimits{"core": config.Unlimited, "nofile": 9}},
-			[]rlimit{{"core", config.Unlimited}, {"nofile", 9}, {"nproc", DefaultPids}}},
+			[]rlimit{{"core", config.Unlimited}, {"fsize", DefaultDiskBytes}, {"nofile", 9}, {"nproc", DefaultPids}}},
+		{"fsize from disk", config.Limits{Disk: 64 << 20}, []rlimit{{"core", 0}, {"fsize", 64 << 20}, {"nproc", DefaultPids}}},
+		{"fsize asked for", config.Limits{Disk: 64 << 20, Rlimits: config.Rlimits{"fsize": config.Unlimited}},
+			[]rlimit{{"core", 0}, {"fsize", config.Unlimited}, {"nproc", DefaultPids}}},
 	} {
 		if got := rlimitsFor(c.l); !slices.Equal(got, c.want) {
 			t.Errorf("%s: rlimitsFor = %v, want %v", c.name, got, c.want)

@@ -87,11 +87,12 @@ func Start(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*
 		return nil, err
 	}
 	dir := journal.Dir(spec.RunDir)
-	if err := prepareRunDir(dir, spec, input, os.Geteuid(), os.Getegid()); err != nil {
+	if err := prepareRunDir(ctx, dir, spec, input, os.Geteuid(), os.Getegid()); err != nil {
 		return nil, err
 	}
 	if o.beforeSpawn != nil {
 		if err := o.beforeSpawn(); err != nil {
+			_ = ReleaseWorkspace(dir)
 			_ = os.RemoveAll(string(dir))
 			return nil, err
 		}
@@ -104,7 +105,7 @@ func Start(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*
 }
 
 // prepareRunDir lays out a new run directory, removing it if any step fails.
-func prepareRunDir(dir journal.Dir, spec Spec, input []byte, euid, egid int) (err error) {
+func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte, euid, egid int) (err error) {
 	if err := os.MkdirAll(filepath.Dir(string(dir)), 0o700); err != nil {
 		return fmt.Errorf("sandbox: create the runs directory: %w", err)
 	}
@@ -116,6 +117,7 @@ func prepareRunDir(dir journal.Dir, spec Spec, input []byte, euid, egid int) (er
 	}
 	defer func() {
 		if err != nil {
+			_ = ReleaseWorkspace(dir)
 			_ = os.RemoveAll(string(dir))
 		}
 	}()
@@ -129,6 +131,13 @@ func prepareRunDir(dir journal.Dir, spec Spec, input []byte, euid, egid int) (er
 	ws := dir.Workspace()
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		return fmt.Errorf("sandbox: create the workspace: %w", err)
+	}
+	if euid == 0 {
+		// limits.disk bounds everything the agent writes in its
+		// workspace: it is a filesystem of that size.
+		if err := mountWorkspace(ctx, dir, diskBytes(spec.Limits), uid, gid); err != nil {
+			return err
+		}
 	}
 	if err := os.Lchown(ws, uid, gid); err != nil {
 		return fmt.Errorf("sandbox: give the workspace to the sandbox uid: %w", err)

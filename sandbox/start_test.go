@@ -16,7 +16,7 @@ func TestPrepareRunDir(t *testing.T) {
 	spec.Files = map[string]string{"a.txt": "A", "dir/sub/b.txt": "B"}
 	dir := journal.Dir(spec.RunDir)
 	// As an unprivileged worker: no chown.
-	if err := prepareRunDir(dir, spec, []byte("input"), 1000, 1000); err != nil {
+	if err := prepareRunDir(t.Context(), dir, spec, []byte("input"), 1000, 1000); err != nil {
 		t.Fatal(err)
 	}
 	modes := map[string]os.FileMode{
@@ -48,7 +48,7 @@ func TestPrepareRunDir(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || back.Nonce != spec.Nonce || back.RunDir != spec.RunDir {
 		t.Errorf("spec file %s: %v", b, err)
 	}
-	if err := prepareRunDir(dir, spec, nil, 1000, 1000); !errors.Is(err, ErrRunExists) {
+	if err := prepareRunDir(t.Context(), dir, spec, nil, 1000, 1000); !errors.Is(err, ErrRunExists) {
 		t.Errorf("second prepareRunDir = %v, want ErrRunExists", err)
 	}
 }
@@ -58,7 +58,7 @@ func TestPrepareRunDirCleansUpOnFailure(t *testing.T) {
 	spec.RunDir = filepath.Join(t.TempDir(), "runs", "run-1")
 	// "a" is a file, so "a/b" cannot be written.
 	spec.Files = map[string]string{"a": "file", "a/b": "under a file"}
-	err := prepareRunDir(journal.Dir(spec.RunDir), spec, nil, 1000, 1000)
+	err := prepareRunDir(t.Context(), journal.Dir(spec.RunDir), spec, nil, 1000, 1000)
 	if err == nil {
 		t.Fatal("prepareRunDir with conflicting seed files succeeded")
 	}

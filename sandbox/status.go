@@ -112,6 +112,9 @@ type stopRequest struct {
 	detail string
 }
 
+// DiskFullDetail ends the reason of a failed run whose workspace was full.
+const DiskFullDetail = "the workspace is full: the run reached its disk limit (limits.disk)"
+
 // outcome is everything runner-outer knows once the chain has ended.
 type outcome struct {
 	status     *chainStatus // nil: the chain ended without reporting
@@ -121,6 +124,7 @@ type outcome struct {
 	failure    string       // the host side of the sandbox failed (pasta)
 	grace      time.Duration
 	journalErr error
+	diskFull   bool // the workspace had no room left when the agent ended
 }
 
 // sentinel decides the journal's last line. A stop the runner asked for
@@ -146,6 +150,10 @@ func (o outcome) sentinel(nonce string) journal.Sentinel {
 	default:
 		s.Exit = 1
 		s.Detail = "the sandbox ended without reporting the agent's exit: " + o.chainErr
+	}
+	if o.diskFull && (s.Exit != 0 || s.Signal != "") {
+		// Most likely why it failed: say so, whatever else is known.
+		s.Detail = strings.TrimPrefix(s.Detail+"; "+DiskFullDetail, "; ")
 	}
 	switch {
 	case o.journalErr != nil:

@@ -150,6 +150,10 @@ func TestOutcomeSentinel(t *testing.T) {
 	}{
 		{"exit 0", outcome{status: st(0, "", "")}, journal.Sentinel{Exit: 0, Reason: "exit"}},
 		{"exit 3", outcome{status: st(3, "", "")}, journal.Sentinel{Exit: 3, Reason: "exit"}},
+		{"exit 1, disk full", outcome{status: st(1, "", ""), diskFull: true}, journal.Sentinel{Exit: 1, Reason: "exit", Detail: DiskFullDetail}},
+		{"exit 0, disk full", outcome{status: st(0, "", ""), diskFull: true}, journal.Sentinel{Exit: 0, Reason: "exit"}},
+		{"error, disk full", outcome{status: st(127, "", "agent \"x\": not found"), diskFull: true},
+			journal.Sentinel{Exit: 127, Reason: "error", Detail: "agent \"x\": not found; " + DiskFullDetail}},
 		{"killed by a signal", outcome{status: st(137, "KILL", "")}, journal.Sentinel{Exit: 137, Reason: "signal", Signal: "KILL"}},
 		{"agent not found", outcome{status: st(127, "", "agent \"x\": not found")},
 			journal.Sentinel{Exit: 127, Reason: "error", Detail: "agent \"x\": not found"}},

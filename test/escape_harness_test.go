@@ -113,15 +113,15 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 	cfg := config.Default()
 	cfg.LeaseTTL = 3 * time.Second
 	cfg.Concurrency = 12
-	cfg.Profiles["hostile"] = config.Profile{Command: []string{w.agent}, AllowArgs: true, Timeout: 2 * time.Minute,
+	cfg.Profiles["hostile"] = config.Profile{Command: []string{w.agent}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Mounts: mounts, Limits: limits}
-	cfg.Profiles["hostile-net"] = config.Profile{Command: []string{w.agent}, AllowArgs: true, Timeout: 2 * time.Minute,
+	cfg.Profiles["hostile-net"] = config.Profile{Command: []string{w.agent}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Mounts: mounts, Limits: limits,
 		Network: config.Network{
 			Allow: []string{escapeName, w.host.Prefix.String()},
 			Hosts: map[string]string{escapeName: w.host.Addr.String()},
 		}}
-	cfg.Profiles["sh"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: true, Timeout: 2 * time.Minute,
+	cfg.Profiles["sh"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Limits: config.Limits{Pids: escapePids}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -178,6 +178,7 @@ func escapeTempDir(t *testing.T, prefix string, perm os.FileMode) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
+	testenv.ReleaseMountsUnder(t, d)
 	if err := os.Chmod(d, perm); err != nil {
 		t.Fatal(err)
 	}

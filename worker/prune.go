@@ -92,6 +92,10 @@ func Prune(ctx context.Context, stateDir string, olderThan time.Duration, opts .
 		}
 		p := Pruned{RunID: id, Age: age, Bytes: treeSize(string(dir))}
 		if !o.dryRun {
+			if err := sandbox.ReleaseWorkspace(dir); err != nil {
+				errs = append(errs, fmt.Errorf("run %s: %w", id, err))
+				continue
+			}
 			if err := removeTree(string(dir)); err != nil {
 				errs = append(errs, fmt.Errorf("run %s: %w", id, err))
 				continue

@@ -121,7 +121,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	if job.Retries > 0 {
 		// Kept whole so a retry runs exactly the same job; a job too large
 		// to keep beside its record is run without retries.
-		if b, err := protocol.EncodeJob(job); err == nil && len(b) <= maxKeptJob {
+		if b, err := protocol.EncodeWorkerJob(job); err == nil && len(b) <= maxKeptJob {
 			rec.Retries, rec.Job = job.Retries, b
 		} else {
 			log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
@@ -275,6 +275,10 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 // ever journaled it. The caller holds r's lease.
 func (w *Worker) clearUnstarted(r *run) bool {
 	if alive, err := sandbox.Alive(r.dir); err != nil || alive || exists(r.dir.Journal()) {
+		return false
+	}
+	if err := sandbox.ReleaseWorkspace(r.dir); err != nil {
+		r.log.Warn().Err(err).Msg("remove unstarted run directory")
 		return false
 	}
 	if err := os.RemoveAll(string(r.dir)); err != nil {

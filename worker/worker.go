@@ -181,7 +181,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		consumer.WithAckWait(w.ackWait),
 		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }))
 
+	parent := ctx
 	var bg sync.WaitGroup
+	defer bg.Wait()
+	// A worker that cannot consume stops everything, heartbeat included,
+	// and returns why: a node that heartbeats but takes no job hides the
+	// fault (issue 13 item 7).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	bg.Go(func() { w.heartbeat(ctx) })
 	bg.Go(func() { w.watchCancels(ctx) })
 	bg.Go(func() { w.recoverLoop(ctx) })
@@ -192,13 +199,15 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.Warn().Err(err).Msg("micro service")
 		}
 	})
-	defer bg.Wait()
 
 	w.log.Info().Str("state_dir", w.stateDir).Str("runner", w.runner).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
 	close(w.ready)
 	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach})
-	if ctx.Err() != nil {
+	if parent.Err() != nil {
 		return nil // stopping is not an error
+	}
+	if err != nil {
+		w.log.Error().Err(err).Msg("worker stops: it cannot consume jobs")
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/consumer"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
@@ -62,7 +64,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	cfg := config.Default()
 	cfg.LeaseTTL = 3 * time.Second
 	cfg.Concurrency = 8
-	cfg.Profiles["fake"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: true, Timeout: 2 * time.Minute}
+	cfg.Profiles["fake"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute}
 	s := testenv.RunServerWith(t, func(o *server.Options) {
 		for _, opt := range opts {
 			opt(o, cfg)
@@ -965,4 +967,52 @@ func TestRunOfWorkerDeadBeforeSpawn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWorkerStopsWhenItCannotConsume: a worker whose jobs consumer is
+// deleted and taken (another consumer on its subjects) stops with the
+// reason instead of heartbeating and taking nothing, and a worker started
+// then fails at once.
+func TestWorkerStopsWhenItCannotConsume(t *testing.T) {
+	h := newHarness(t)
+	h.stopWorker("w1")
+	start := func() chan error {
+		nc, _ := testenv.Connect(t, h.s)
+		w, err := worker.New(nc, h.cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithNode("n2"),
+			worker.WithBinary(testenv.BatonBinary(t)), worker.WithLogger(testLogger(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		return done
+	}
+	stopped := func(done chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if !errors.Is(err, consumer.ErrCannotConsume) || !strings.Contains(err.Error(), "10100") {
+				t.Fatalf("Run = %v, want ErrCannotConsume with err 10100", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the worker still runs 20s after its consumer was taken")
+		}
+	}
+	done := start()
+	testenv.WaitFor(t, 20*time.Second, "the worker's consumer", func() bool {
+		_, err := h.js.Consumer(t.Context(), h.names.JobsStream(), consumer.DurableName)
+		return err == nil
+	})
+	if err := h.js.DeleteConsumer(t.Context(), h.names.JobsStream(), consumer.DurableName); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.js.CreateConsumer(t.Context(), h.names.JobsStream(), jetstream.ConsumerConfig{
+		Durable: "thief", FilterSubject: h.names.RunJobSubject(), AckPolicy: jetstream.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stopped(done)
+	stopped(start())
 }

@@ -208,6 +208,10 @@ func (e *env) close(keep bool) {
 		e.logf("kept %s", e.dir)
 		return
 	}
+	dirs, _ := filepath.Glob(filepath.Join(e.stateDir, "runs", "*"))
+	for _, d := range dirs {
+		_ = sandbox.ReleaseWorkspace(journal.Dir(d))
+	}
 	_ = os.RemoveAll(e.dir)
 }
 

@@ -19,6 +19,7 @@ func StateDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
+	ReleaseMountsUnder(t, d)
 	return d
 }
 

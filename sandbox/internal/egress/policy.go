@@ -114,6 +114,18 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("2002::/16"),       // 6to4: an IPv4 address inside
 }
 
+// neverPublic are ranges no allowlist opens: 0.0.0.0/8 means "this host"
+// to some stacks, and the deprecated IPv4-compatible ::/96 embeds an IPv4
+// address that some stacks translate.
+var neverPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("::/96"),
+}
+
+// nat64 is the well-known NAT64 prefix: its last 32 bits are an IPv4
+// address the translator connects to.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
 // CheckAddr says whether the agent may reach a, and why not.
 func (p *Policy) CheckAddr(a netip.Addr) error {
 	a = a.Unmap().WithZone("")
@@ -122,6 +134,19 @@ func (p *Policy) CheckAddr(a netip.Addr) error {
 		return fmt.Errorf("%w: invalid address", ErrRefused)
 	case a.IsLoopback(), a.IsUnspecified(), a.IsMulticast(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return fmt.Errorf("%w: %s is a loopback, unspecified or multicast address", ErrRefused, a)
+	}
+	for _, pr := range neverPublic {
+		if pr.Contains(a) {
+			return fmt.Errorf("%w: %s is in %s, which is never reachable", ErrRefused, a, pr)
+		}
+	}
+	if nat64.Contains(a) {
+		// Even with the NAT64 prefix listed, the address it leads to
+		// must pass on its own.
+		b := a.As16()
+		if err := p.CheckAddr(netip.AddrFrom4([4]byte(b[12:]))); err != nil {
+			return fmt.Errorf("%w: %s is NAT64 for a refused address: %v", ErrRefused, a, err)
+		}
 	}
 	local, err := p.localAddrs()
 	if err != nil {

@@ -72,9 +72,18 @@ func TestCheckAddr(t *testing.T) {
 		"100.64.0.1":         "not public",
 		"198.18.0.1":         "not public",
 		"240.0.0.1":          "not public",
-		"64:ff9b::a00:1":     "not public",
 		"2002:a00:1::1":      "not public",
 		"2001:db8::1":        "not public",
+		"0.1.2.3":            "never reachable",
+		"0.255.255.255":      "never reachable",
+		"::ffff:0.1.2.3":     "never reachable",
+		"::a00:1":            "never reachable", // IPv4-compatible 10.0.0.1
+		"::5db8:d822":        "never reachable", // IPv4-compatible public
+		"::7f00:1":           "never reachable", // IPv4-compatible loopback
+		"64:ff9b::7f00:1":    "NAT64 for a refused address",
+		"64:ff9b::a00:1":     "NAT64 for a refused address",
+		"64:ff9b::c000:202":  "NAT64 for a refused address", // the host's own
+		"64:ff9b::5db8:d822": "not public",                  // NAT64 of a public one: refused unless listed
 	} {
 		err := p.CheckAddr(netip.MustParseAddr(addr))
 		switch {
@@ -138,6 +147,30 @@ func TestTargets(t *testing.T) {
 		_, err := p.Targets(ctx, host)
 		if ok != (err == nil) {
 			t.Errorf("Targets(%s) = %v, want ok=%v", host, err, ok)
+		}
+	}
+}
+
+// TestCheckAddrNAT64Listed: listing the NAT64 prefix opens only what the
+// IPv4 address behind it would open.
+func TestCheckAddrNAT64Listed(t *testing.T) {
+	p, err := NewPolicy(config.Network{Allow: []string{"64:ff9b::/96", "10.213.7.0/30"}},
+		WithLocalAddrs(func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.0.2.2")}, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, ok := range map[string]bool{
+		"64:ff9b::5db8:d822": true,  // 93.184.216.34
+		"64:ff9b::ad5:702":   true,  // 10.213.7.2, listed
+		"64:ff9b::7f00:1":    false, // 127.0.0.1
+		"64:ff9b::a00:1":     false, // 10.0.0.1, private and not listed
+		"64:ff9b::a9fe:a9fe": false, // 169.254.169.254
+		"64:ff9b::c000:202":  false, // the host's own
+		"64:ff9b::1:203":     false, // 0.1.2.3
+		"64:ff9b::":          false, // 0.0.0.0
+	} {
+		if err := p.CheckAddr(netip.MustParseAddr(addr)); ok != (err == nil) {
+			t.Errorf("CheckAddr(%s) = %v, want ok=%v", addr, err, ok)
 		}
 	}
 }

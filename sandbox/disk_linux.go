@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/journal"
+)
+
+// ErrDiskSetup: the run's bounded workspace could not be made.
+var ErrDiskSetup = errors.New("sandbox: cannot make the bounded workspace")
+
+// workspaceImage is the file that holds a root worker's workspace: a
+// sparse ext4 image of limits.disk bytes, loop-mounted on the workspace.
+func workspaceImage(dir journal.Dir) string { return filepath.Join(string(dir), "workspace.img") }
+
+// mkfsTimeout bounds mkfs.ext4 on a sparse image (tens of milliseconds
+// when idle).
+const mkfsTimeout = 30 * time.Second
+
+// mountWorkspace makes ws the root of a fresh ext4 filesystem of size
+// bytes, owned by uid:gid, in a sparse image beside it, and mounts it in
+// the caller's (the host's) mount namespace, so the workspace outlives the
+// worker and the runner and stays readable after the run until
+// ReleaseWorkspace. The loop device clears itself at unmount.
+func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid int) error {
+	img := workspaceImage(dir)
+	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrDiskSetup, err)
+	}
+	defer f.Close()
+	if err := f.Truncate(int64(size)); err != nil {
+		return fmt.Errorf("%w: size the image: %w", ErrDiskSetup, err)
+	}
+	mkfs, err := exec.LookPath("mkfs.ext4")
+	if err != nil {
+		return fmt.Errorf("%w: mkfs.ext4 not found (install e2fsprogs): %w", ErrDiskSetup, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, mkfsTimeout)
+	defer cancel()
+	// No journal and no reserved blocks: the workspace is one run's
+	// scratch space, and the agent gets every byte of its limit. Lazy
+	// inode tables (never zeroed, see noinit_itable) keep the image sparse.
+	cmd := exec.CommandContext(ctx, mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal",
+		"-E", fmt.Sprintf("root_owner=%d:%d,lazy_itable_init=1,nodiscard", max(uid, 0), max(gid, 0)), img)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("gave up after %v: %w", mkfsTimeout, err)
+		}
+		return fmt.Errorf("%w: mkfs.ext4: %w: %s", ErrDiskSetup, err, strings.TrimSpace(string(out)))
+	}
+	loop, err := attachLoop(f)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrDiskSetup, err)
+	}
+	defer loop.Close() // the mount holds the device; autoclear frees it at unmount
+	if err := unix.Mount(loop.Name(), dir.Workspace(), "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, "noinit_itable"); err != nil {
+		return fmt.Errorf("%w: mount %s on the workspace: %w", ErrDiskSetup, loop.Name(), err)
+	}
+	// mkfs leaves lost+found, which the agent has no use for.
+	_ = os.Remove(filepath.Join(dir.Workspace(), "lost+found"))
+	return nil
+}
+
+// attachLoop binds a free loop device to f, cleared at its last close or
+// unmount (LO_FLAGS_AUTOCLEAR).
+func attachLoop(f *os.File) (*os.File, error) {
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("loop devices: %w", err)
+	}
+	defer ctl.Close()
+	// Another process may take the device we were offered: ask again.
+	for range 16 {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return nil, fmt.Errorf("get a free loop device: %w", err)
+		}
+		dev, err := os.OpenFile(fmt.Sprintf("/dev/loop%d", n), os.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("loop device: %w", err)
+		}
+		cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		err = unix.IoctlLoopConfigure(int(dev.Fd()), &cfg)
+		if err == nil {
+			return dev, nil
+		}
+		dev.Close()
+		if !errors.Is(err, unix.EBUSY) {
+			return nil, fmt.Errorf("configure %s: %w", dev.Name(), err)
+		}
+	}
+	return nil, errors.New("no free loop device after 16 tries")
+}
+
+// ReleaseWorkspace unmounts the run's bounded workspace, if it is mounted,
+// which frees its loop device; the image stays until the run directory is
+// removed. Call it before removing a run directory: a run made by a root
+// worker has its workspace on its own filesystem.
+func ReleaseWorkspace(dir journal.Dir) error {
+	ws := dir.Workspace()
+	err := unix.Unmount(ws, unix.UMOUNT_NOFOLLOW|unix.MNT_DETACH)
+	switch {
+	case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
+		// EINVAL: not a mount point (a non-root run, or after a reboot).
+		return nil
+	default:
+		return fmt.Errorf("sandbox: unmount the workspace of %s: %w", dir, err)
+	}
+}
+
+// boundedWorkspace opens the run's workspace (O_PATH) if it is a
+// filesystem of its own, a bounded one; nil if not. The runner opens it
+// before dropping its privileges, which cost it the way to the workspace.
+func boundedWorkspace(dir journal.Dir) *os.File {
+	f, err := os.OpenFile(dir.Workspace(), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	var st, parent unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || unix.Lstat(string(dir), &parent) != nil || st.Dev == parent.Dev {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// full reports whether the filesystem of f has no room left, in blocks or
+// in inodes.
+func full(f *os.File) bool {
+	var fs unix.Statfs_t
+	if unix.Fstatfs(int(f.Fd()), &fs) != nil {
+		return false
+	}
+	return fs.Bavail*uint64(fs.Bsize) < diskFullSlack || fs.Ffree == 0
+}
+
+// diskFullSlack: a workspace with less room than this is full; a write
+// that failed with ENOSPC leaves less than one block of its size behind.
+const diskFullSlack = 1 << 20
