@@ -190,10 +190,14 @@ func runChaos(t *testing.T, natsNodes int) {
 
 	for _, r := range runs {
 		failedRuns = append(failedRuns, r.id) // until it checks out
-		msgs := waitChain(t, js, names, r.id, 3*time.Minute)
 		dir := dirs["A"]
 		if !exists(filepath.Join(dir, "runs", r.id)) {
 			dir = dirs["B"]
+		}
+		msgs, err := readChain(js, names, r.id, 3*time.Minute)
+		if err != nil {
+			dumpStall(t, procs, js, names, r.id, len(msgs), filepath.Join(dir, "runs", r.id, "journal.ndjson"))
+			t.Fatal(err)
 		}
 		stats.events += checkRun(t, r, msgs, filepath.Join(dir, "runs", r.id, "journal.ndjson"), &stats)
 		stats.live += live.check(t, r.id, msgs)
@@ -257,12 +261,30 @@ func waitStream(t *testing.T, js jetstream.JetStream, name string) {
 // waitChain reads a run's chain from its start until its terminal status.
 func waitChain(t *testing.T, js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration) []jetstream.Msg {
 	t.Helper()
+	msgs, err := readChain(js, names, runID, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// readChain reads a run's chain from its start until its terminal status.
+// When none comes within timeout it returns what it read and an error
+// that tells how the reader spent its time.
+func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration) ([]jetstream.Msg, error) {
 	deadline := time.Now().Add(timeout)
 	var msgs []jetstream.Msg
 	var c jetstream.Consumer
+	var trace []string
+	note := func(format string, args ...any) {
+		trace = append(trace, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+		if len(trace) > 40 {
+			trace = trace[len(trace)-40:]
+		}
+	}
 	for {
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s: no terminal status within %v (%d messages read)", runID, timeout, len(msgs))
+			return msgs, fmt.Errorf("run %s: no terminal status within %v (%d messages read); the reader's last steps:\n%s", runID, timeout, len(msgs), strings.Join(trace, "\n"))
 		}
 		if c == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -276,20 +298,30 @@ func waitChain(t *testing.T, js jetstream.JetStream, names protocol.Names, runID
 			c, err = js.OrderedConsumer(ctx, names.EventsStream(), opts)
 			cancel()
 			if err != nil {
+				note("ordered consumer from seq %d: %v", opts.OptStartSeq, err)
 				c = nil
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
 		}
+		start := time.Now()
 		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
 		if err != nil {
+			where := ""
+			if info := c.CachedInfo(); info != nil && info.Cluster != nil {
+				where = info.Cluster.Leader
+			}
+			note("next after %d messages: %v after %v (consumer on %q)", len(msgs), err, time.Since(start).Round(time.Millisecond), where)
 			c = nil // the server may have restarted: resume after what we have
 			continue
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			note("next after %d messages took %v", len(msgs), d.Round(time.Millisecond))
 		}
 		msgs = append(msgs, m)
 		if strings.HasSuffix(m.Subject(), ".status") {
 			if st, err := protocol.ParseStatus(m.Data()); err == nil && st.Status.Terminal() {
-				return msgs
+				return msgs, nil
 			}
 		}
 	}
