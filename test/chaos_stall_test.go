@@ -69,6 +69,22 @@ func dumpStall(t *testing.T, procs []*natsProc, js jetstream.JetStream, names pr
 	t.Log(b.String())
 }
 
+// healthz asks the server whether it is healthy: JetStream on, every
+// stream and consumer it hosts current.
+func (p *natsProc) healthz() error {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", p.mport))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return nil
+}
+
 // jsz is the server's own view of stream and of its consumers filtering on
 // filter, from its monitoring endpoint.
 func (p *natsProc) jsz(stream, filter string) string {

@@ -41,10 +41,10 @@ type chaosRun struct {
 }
 
 type chaosStats struct {
-	kills, terms, natsRestarts, runs, events int
-	live                                     int // messages the live subscriber checked
-	handoffs, recoveries                     []time.Duration
-	killed                                   map[int]time.Time // SIGKILLed worker pid → when
+	kills, terms, natsRestarts, nodeLosses, runs, events int
+	live                                                 int // messages the live subscriber checked
+	handoffs, recoveries                                 []time.Duration
+	killed                                               map[int]time.Time // SIGKILLed worker pid → when
 }
 
 func runChaos(t *testing.T, natsNodes int) {
@@ -154,7 +154,20 @@ func runChaos(t *testing.T, natsNodes int) {
 	start := time.Now()
 	next := 0
 	burst := max(1, nRuns/4)
+	// A cluster loses a server for good (store and all) once in the quick
+	// run, three times in the soak, evenly spread.
+	losses := 0
+	if natsNodes > 1 {
+		losses = 1
+		if os.Getenv("BATON_SOAK") != "" {
+			losses = 3
+		}
+	}
 	for step := 0; time.Since(start) < duration || next < nRuns; step++ {
+		if stats.nodeLosses < losses && time.Since(start) > duration*time.Duration(stats.nodeLosses+1)/time.Duration(losses+1) {
+			loseNode(t, procs, procs[rng.IntN(len(procs))])
+			stats.nodeLosses++
+		}
 		for i := 0; i < burst && next < nRuns; i++ {
 			submit(runs[next])
 			next++
@@ -186,7 +199,7 @@ func runChaos(t *testing.T, natsNodes int) {
 			p.start()
 		}
 	}
-	t.Logf("chaos done after %v: %d SIGKILL, %d SIGTERM, %d NATS restarts; waiting for runs", time.Since(start).Round(time.Second), stats.kills, stats.terms, stats.natsRestarts)
+	t.Logf("chaos done after %v: %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses; waiting for runs", time.Since(start).Round(time.Second), stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses)
 
 	for _, r := range runs {
 		failedRuns = append(failedRuns, r.id) // until it checks out
@@ -205,10 +218,56 @@ func runChaos(t *testing.T, natsNodes int) {
 			failedRuns = failedRuns[:len(failedRuns)-1]
 		}
 	}
-	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts; hand-off gaps %v; recovery gaps %v",
-		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
-	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d handoff=%s recovery=%s\n",
-		natsNodes, seed, stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
+	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses; hand-off gaps %v; recovery gaps %v",
+		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, summarize(stats.handoffs), summarize(stats.recoveries))
+	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d node_losses=%d handoff=%s recovery=%s\n",
+		natsNodes, seed, stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, summarize(stats.handoffs), summarize(stats.recoveries))
+}
+
+// loseNode destroys one server of the cluster for good while runs go on:
+// SIGKILL, its store deleted, then a fresh server with an empty store
+// under the same name, address and routes takes its place and catches up
+// from the others. R3 survives one fault at a time, so the cluster must be
+// healthy before (a restarted server still catching up is a fault too), and
+// the newcomer must have caught up before chaos may touch NATS again.
+func loseNode(t *testing.T, procs []*natsProc, p *natsProc) {
+	t.Helper()
+	waitHealthy(t, procs, "before losing "+p.name)
+	at := time.Now()
+	p.stop(syscall.SIGKILL)
+	if err := os.RemoveAll(p.dir); err != nil {
+		t.Fatalf("delete the store of %s: %v", p.name, err)
+	}
+	p.start()
+	waitHealthy(t, procs, "after replacing "+p.name)
+	t.Logf("NATS server %s lost with its store and replaced by an empty one; the cluster was healthy again after %v", p.name, time.Since(at).Round(time.Millisecond))
+}
+
+// clusterHealthTimeout bounds how long a three-server loopback cluster may
+// take to have every stream and consumer current on every server again.
+const clusterHealthTimeout = 90 * time.Second
+
+// waitHealthy waits until every server reports itself healthy: JetStream
+// enabled and every stream and consumer it hosts current.
+func waitHealthy(t *testing.T, procs []*natsProc, when string) {
+	t.Helper()
+	deadline := time.Now().Add(clusterHealthTimeout)
+	for {
+		var bad error
+		for _, p := range procs {
+			if err := p.healthz(); err != nil {
+				bad = fmt.Errorf("%s: %w", p.name, err)
+				break
+			}
+		}
+		if bad == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NATS cluster not healthy %s after %v: %v", when, clusterHealthTimeout, bad)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func summarize(ds []time.Duration) string {
