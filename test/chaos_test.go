@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -330,10 +331,15 @@ func waitChain(t *testing.T, js jetstream.JetStream, names protocol.Names, runID
 // readChain reads a run's chain from its start until its terminal status.
 // When none comes within timeout it returns what it read and an error
 // that tells how the reader spent its time.
+//
+// It follows the run with one ordered consumer (Messages, not Next: an
+// ordered consumer's Next creates a server-side consumer per message, and
+// nats-server 2.15 caps a stream at 1,000 consumers by default), and
+// bounds the consumer's resets, which nats.go otherwise retries forever:
+// past the bound it starts a new one after the last message it has.
 func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration) ([]jetstream.Msg, error) {
 	deadline := time.Now().Add(timeout)
 	var msgs []jetstream.Msg
-	var c jetstream.Consumer
 	var trace []string
 	note := func(format string, args ...any) {
 		trace = append(trace, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
@@ -341,37 +347,49 @@ func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeo
 			trace = trace[len(trace)-40:]
 		}
 	}
+	var it jetstream.MessagesContext
+	var c jetstream.Consumer
+	defer func() {
+		if it != nil {
+			it.Stop()
+		}
+	}()
 	for {
 		if time.Now().After(deadline) {
 			return msgs, fmt.Errorf("run %s: no terminal status within %v (%d messages read); the reader's last steps:\n%s", runID, timeout, len(msgs), strings.Join(trace, "\n"))
 		}
-		if c == nil {
+		if it == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			var err error
-			opts := jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.RunFilter(runID)}}
+			opts := jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.RunFilter(runID)}, MaxResetAttempts: 5}
 			if len(msgs) > 0 {
 				md, _ := msgs[len(msgs)-1].Metadata()
 				opts.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 				opts.OptStartSeq = md.Sequence.Stream + 1
 			}
-			c, err = js.OrderedConsumer(ctx, names.EventsStream(), opts)
+			var err error
+			if c, err = js.OrderedConsumer(ctx, names.EventsStream(), opts); err == nil {
+				it, err = c.Messages()
+			}
 			cancel()
 			if err != nil {
 				note("ordered consumer from seq %d: %v", opts.OptStartSeq, err)
-				c = nil
+				it = nil
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
 		}
 		start := time.Now()
-		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		m, err := it.Next(jetstream.NextMaxWait(5 * time.Second))
 		if err != nil {
 			where := ""
 			if info := c.CachedInfo(); info != nil && info.Cluster != nil {
 				where = info.Cluster.Leader
 			}
 			note("next after %d messages: %v after %v (consumer on %q)", len(msgs), err, time.Since(start).Round(time.Millisecond), where)
-			c = nil // the server may have restarted: resume after what we have
+			if !errors.Is(err, nats.ErrTimeout) {
+				it.Stop() // resets exhausted: a new consumer after what we have
+				it = nil
+			}
 			continue
 		}
 		if d := time.Since(start); d > 2*time.Second {
