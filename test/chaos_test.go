@@ -27,9 +27,10 @@ import (
 // The chaos suite runs the real baton binary as worker processes of two
 // nodes (two workers on A, one on B) against real nats-server processes,
 // submits runs of every shape, and while they run kills (SIGKILL) and stops
-// (SIGTERM) random workers and restarts them, and restarts NATS. At the end
-// every run must satisfy I1, I2, I4 and I5. BATON_SOAK=1 runs it for ten
-// minutes; BATON_CHAOS_SEED replays a seed.
+// (SIGTERM) random workers and restarts them, and restarts NATS; a cluster
+// also loses a server for good, store and all, to an empty replacement
+// (loseNode). At the end every run must satisfy I1, I2, I4 and I5.
+// BATON_SOAK=1 runs it for ten minutes; BATON_CHAOS_SEED replays a seed.
 
 func TestChaosSingleServer(t *testing.T) { runChaos(t, 1) }
 
