@@ -209,7 +209,7 @@ func runChaos(t *testing.T, natsNodes int) {
 		if !exists(filepath.Join(dir, "runs", r.id)) {
 			dir = dirs["B"]
 		}
-		msgs, err := readChain(js, names, r.id, 3*time.Minute)
+		msgs, err := readChain(js, names, r.id, 3*time.Minute, nil)
 		if err != nil {
 			dumpStall(t, procs, js, names, r.id, len(msgs), filepath.Join(dir, "runs", r.id, "journal.ndjson"))
 			t.Fatal(err)
@@ -322,7 +322,7 @@ func waitStream(t *testing.T, js jetstream.JetStream, name string) {
 // waitChain reads a run's chain from its start until its terminal status.
 func waitChain(t *testing.T, js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration) []jetstream.Msg {
 	t.Helper()
-	msgs, err := readChain(js, names, runID, timeout)
+	msgs, err := readChain(js, names, runID, timeout, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,14 +331,20 @@ func waitChain(t *testing.T, js jetstream.JetStream, names protocol.Names, runID
 
 // readChain reads a run's chain from its start until its terminal status.
 // When none comes within timeout it returns what it read and an error
-// that tells how the reader spent its time.
+// that tells how the reader spent its time. onConsumer, if not nil, learns
+// the server of each consumer it follows with.
 //
 // It follows the run with one ordered consumer (Messages, not Next: an
 // ordered consumer's Next creates a server-side consumer per message, and
 // nats-server 2.15 caps a stream at 1,000 consumers by default), and
-// bounds the consumer's resets, which nats.go otherwise retries forever:
-// past the bound it starts a new one after the last message it has.
-func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration) ([]jetstream.Msg, error) {
+// bounds the consumer's resets, which nats.go otherwise retries forever.
+// nats.go (v1.55) arms the missing-heartbeat check per call of Next, so a
+// Next shorter than two heartbeats never notices a pull its server lost:
+// heartbeats come every chainHeartbeat and each Next waits three of them,
+// and a consumer silent for chainSilence while the run has no terminal
+// status is replaced too, each time by a new one after the last message
+// read.
+func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration, onConsumer func(server string)) ([]jetstream.Msg, error) {
 	deadline := time.Now().Add(timeout)
 	var msgs []jetstream.Msg
 	var trace []string
@@ -350,6 +356,8 @@ func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeo
 	}
 	var it jetstream.MessagesContext
 	var c jetstream.Consumer
+	var where string
+	var lastMsg time.Time
 	defer func() {
 		if it != nil {
 			it.Stop()
@@ -369,7 +377,7 @@ func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeo
 			}
 			var err error
 			if c, err = js.OrderedConsumer(ctx, names.EventsStream(), opts); err == nil {
-				it, err = c.Messages()
+				it, err = c.Messages(jetstream.PullHeartbeat(chainHeartbeat))
 			}
 			cancel()
 			if err != nil {
@@ -378,21 +386,27 @@ func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeo
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
+			lastMsg, where = time.Now(), ""
+		}
+		if info := c.CachedInfo(); info != nil && info.Cluster != nil && info.Cluster.Leader != where {
+			where = info.Cluster.Leader
+			if onConsumer != nil {
+				onConsumer(where)
+			}
 		}
 		start := time.Now()
-		m, err := it.Next(jetstream.NextMaxWait(5 * time.Second))
+		m, err := it.Next(jetstream.NextMaxWait(3 * chainHeartbeat))
 		if err != nil {
-			where := ""
-			if info := c.CachedInfo(); info != nil && info.Cluster != nil {
-				where = info.Cluster.Leader
+			silent := time.Since(lastMsg)
+			if errors.Is(err, nats.ErrTimeout) && silent < chainSilence {
+				continue
 			}
-			note("next after %d messages: %v after %v (consumer on %q)", len(msgs), err, time.Since(start).Round(time.Millisecond), where)
-			if !errors.Is(err, nats.ErrTimeout) {
-				it.Stop() // resets exhausted: a new consumer after what we have
-				it = nil
-			}
+			note("next after %d messages: %v after %v, silent for %v (consumer on %q): a new consumer", len(msgs), err, time.Since(start).Round(time.Millisecond), silent.Round(time.Millisecond), where)
+			it.Stop()
+			it = nil
 			continue
 		}
+		lastMsg = time.Now()
 		if d := time.Since(start); d > 2*time.Second {
 			note("next after %d messages took %v", len(msgs), d.Round(time.Millisecond))
 		}
@@ -404,6 +418,16 @@ func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeo
 		}
 	}
 }
+
+// chainHeartbeat is the idle heartbeat readChain asks of its consumers
+// (each Next waits longer than two of them, so a lost pull is noticed);
+// chainSilence is how long it lets one deliver nothing before it replaces
+// it, which costs nothing when the run is merely quiet: the new consumer
+// resumes after the last message read.
+const (
+	chainHeartbeat = time.Second
+	chainSilence   = 10 * time.Second
+)
 
 // checkRun asserts the invariants on one run's chain and returns the number
 // of lines it checked.
