@@ -504,3 +504,39 @@ func TestDLQ(t *testing.T) {
 		t.Errorf("DLQ(0) = %d entries, %v; want all 5", len(all), err)
 	}
 }
+
+// A watch whose consumer is gone and cannot be made again (here: its
+// stream was deleted) still ends when its context does. nats.go v1.55
+// retries an ordered consumer's re-creation forever and does not look at
+// the context of Next while it does.
+func TestWatchEndsOnContextWhileItsConsumerCannotBeRemade(t *testing.T) {
+	e := setup(t)
+	const run = "r9"
+	publish(t, e.js, run, chainMsg{kind: protocol.KindStatus, data: status(run, protocol.StatusStarted, 0)})
+
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	first := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.c.Watch(ctx, run, func(client.Event) error {
+			close(first)
+			return nil
+		})
+		done <- err
+	}()
+	<-first
+	if err := e.js.DeleteStream(ctxT(t), names.EventsStream()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // the watch is re-creating its consumer by now
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Watch after cancel: got %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Watch still running 30s after its context ended, its consumer being re-created")
+	}
+}

@@ -78,6 +78,10 @@ func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error, 
 		return protocol.Status{}, fmt.Errorf("watch %s: %w", runID, err)
 	}
 	defer it.Stop()
+	// nats.go (v1.55) re-creates a lost ordered consumer without a bound
+	// and without looking at Next's context; stopping the iterator is
+	// what ends that, so the watch ends when ctx does.
+	defer context.AfterFunc(ctx, it.Stop)()
 
 	asm := assembler{maxLine: c.maxLine}
 	for {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -26,9 +27,10 @@ import (
 // The chaos suite runs the real baton binary as worker processes of two
 // nodes (two workers on A, one on B) against real nats-server processes,
 // submits runs of every shape, and while they run kills (SIGKILL) and stops
-// (SIGTERM) random workers and restarts them, and restarts NATS. At the end
-// every run must satisfy I1, I2, I4 and I5. BATON_SOAK=1 runs it for ten
-// minutes; BATON_CHAOS_SEED replays a seed.
+// (SIGTERM) random workers and restarts them, and restarts NATS; a cluster
+// also loses a server for good, store and all, to an empty replacement
+// (loseNode). At the end every run must satisfy I1, I2, I4 and I5.
+// BATON_SOAK=1 runs it for ten minutes; BATON_CHAOS_SEED replays a seed.
 
 func TestChaosSingleServer(t *testing.T) { runChaos(t, 1) }
 
@@ -41,10 +43,10 @@ type chaosRun struct {
 }
 
 type chaosStats struct {
-	kills, terms, natsRestarts, runs, events int
-	live                                     int // messages the live subscriber checked
-	handoffs, recoveries                     []time.Duration
-	killed                                   map[int]time.Time // SIGKILLed worker pid → when
+	kills, terms, natsRestarts, nodeLosses, runs, events int
+	live                                                 int // messages the live subscriber checked
+	handoffs, recoveries                                 []time.Duration
+	killed                                               map[int]time.Time // SIGKILLed worker pid → when
 }
 
 func runChaos(t *testing.T, natsNodes int) {
@@ -154,7 +156,20 @@ func runChaos(t *testing.T, natsNodes int) {
 	start := time.Now()
 	next := 0
 	burst := max(1, nRuns/4)
+	// A cluster loses a server for good (store and all) once in the quick
+	// run, three times in the soak, evenly spread.
+	losses := 0
+	if natsNodes > 1 {
+		losses = 1
+		if os.Getenv("BATON_SOAK") != "" {
+			losses = 3
+		}
+	}
 	for step := 0; time.Since(start) < duration || next < nRuns; step++ {
+		if stats.nodeLosses < losses && time.Since(start) > duration*time.Duration(stats.nodeLosses+1)/time.Duration(losses+1) {
+			loseNode(t, procs, procs[rng.IntN(len(procs))])
+			stats.nodeLosses++
+		}
 		for i := 0; i < burst && next < nRuns; i++ {
 			submit(runs[next])
 			next++
@@ -186,14 +201,18 @@ func runChaos(t *testing.T, natsNodes int) {
 			p.start()
 		}
 	}
-	t.Logf("chaos done after %v: %d SIGKILL, %d SIGTERM, %d NATS restarts; waiting for runs", time.Since(start).Round(time.Second), stats.kills, stats.terms, stats.natsRestarts)
+	t.Logf("chaos done after %v: %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses; waiting for runs", time.Since(start).Round(time.Second), stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses)
 
 	for _, r := range runs {
 		failedRuns = append(failedRuns, r.id) // until it checks out
-		msgs := waitChain(t, js, names, r.id, 3*time.Minute)
 		dir := dirs["A"]
 		if !exists(filepath.Join(dir, "runs", r.id)) {
 			dir = dirs["B"]
+		}
+		msgs, err := readChain(js, names, r.id, 3*time.Minute, nil)
+		if err != nil {
+			dumpStall(t, procs, js, names, r.id, len(msgs), filepath.Join(dir, "runs", r.id, "journal.ndjson"))
+			t.Fatal(err)
 		}
 		stats.events += checkRun(t, r, msgs, filepath.Join(dir, "runs", r.id, "journal.ndjson"), &stats)
 		stats.live += live.check(t, r.id, msgs)
@@ -201,10 +220,56 @@ func runChaos(t *testing.T, natsNodes int) {
 			failedRuns = failedRuns[:len(failedRuns)-1]
 		}
 	}
-	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts; hand-off gaps %v; recovery gaps %v",
-		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
-	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d handoff=%s recovery=%s\n",
-		natsNodes, seed, stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, summarize(stats.handoffs), summarize(stats.recoveries))
+	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses; hand-off gaps %v; recovery gaps %v",
+		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, summarize(stats.handoffs), summarize(stats.recoveries))
+	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d node_losses=%d handoff=%s recovery=%s\n",
+		natsNodes, seed, stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, summarize(stats.handoffs), summarize(stats.recoveries))
+}
+
+// loseNode destroys one server of the cluster for good while runs go on:
+// SIGKILL, its store deleted, then a fresh server with an empty store
+// under the same name, address and routes takes its place and catches up
+// from the others. R3 survives one fault at a time, so the cluster must be
+// healthy before (a restarted server still catching up is a fault too), and
+// the newcomer must have caught up before chaos may touch NATS again.
+func loseNode(t *testing.T, procs []*natsProc, p *natsProc) {
+	t.Helper()
+	waitHealthy(t, procs, "before losing "+p.name)
+	at := time.Now()
+	p.stop(syscall.SIGKILL)
+	if err := os.RemoveAll(p.dir); err != nil {
+		t.Fatalf("delete the store of %s: %v", p.name, err)
+	}
+	p.start()
+	waitHealthy(t, procs, "after replacing "+p.name)
+	t.Logf("NATS server %s lost with its store and replaced by an empty one; the cluster was healthy again after %v", p.name, time.Since(at).Round(time.Millisecond))
+}
+
+// clusterHealthTimeout bounds how long a three-server loopback cluster may
+// take to have every stream and consumer current on every server again.
+const clusterHealthTimeout = 90 * time.Second
+
+// waitHealthy waits until every server reports itself healthy: JetStream
+// enabled and every stream and consumer it hosts current.
+func waitHealthy(t *testing.T, procs []*natsProc, when string) {
+	t.Helper()
+	deadline := time.Now().Add(clusterHealthTimeout)
+	for {
+		var bad error
+		for _, p := range procs {
+			if err := p.healthz(); err != nil {
+				bad = fmt.Errorf("%s: %w", p.name, err)
+				break
+			}
+		}
+		if bad == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NATS cluster not healthy %s after %v: %v", when, clusterHealthTimeout, bad)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func summarize(ds []time.Duration) string {
@@ -257,43 +322,112 @@ func waitStream(t *testing.T, js jetstream.JetStream, name string) {
 // waitChain reads a run's chain from its start until its terminal status.
 func waitChain(t *testing.T, js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration) []jetstream.Msg {
 	t.Helper()
+	msgs, err := readChain(js, names, runID, timeout, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// readChain reads a run's chain from its start until its terminal status.
+// When none comes within timeout it returns what it read and an error
+// that tells how the reader spent its time. onConsumer, if not nil, learns
+// the server of each consumer it follows with.
+//
+// It follows the run with one ordered consumer (Messages, not Next: an
+// ordered consumer's Next creates a server-side consumer per message, and
+// nats-server 2.15 caps a stream at 1,000 consumers by default), and
+// bounds the consumer's resets, which nats.go otherwise retries forever.
+// nats.go (v1.55) arms the missing-heartbeat check per call of Next, so a
+// Next shorter than two heartbeats never notices a pull its server lost:
+// heartbeats come every chainHeartbeat and each Next waits three of them,
+// and a consumer silent for chainSilence while the run has no terminal
+// status is replaced too, each time by a new one after the last message
+// read.
+func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration, onConsumer func(server string)) ([]jetstream.Msg, error) {
 	deadline := time.Now().Add(timeout)
 	var msgs []jetstream.Msg
+	var trace []string
+	note := func(format string, args ...any) {
+		trace = append(trace, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+		if len(trace) > 40 {
+			trace = trace[len(trace)-40:]
+		}
+	}
+	var it jetstream.MessagesContext
 	var c jetstream.Consumer
+	var where string
+	var lastMsg time.Time
+	defer func() {
+		if it != nil {
+			it.Stop()
+		}
+	}()
 	for {
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s: no terminal status within %v (%d messages read)", runID, timeout, len(msgs))
+			return msgs, fmt.Errorf("run %s: no terminal status within %v (%d messages read); the reader's last steps:\n%s", runID, timeout, len(msgs), strings.Join(trace, "\n"))
 		}
-		if c == nil {
+		if it == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			var err error
-			opts := jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.RunFilter(runID)}}
+			opts := jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.RunFilter(runID)}, MaxResetAttempts: 5}
 			if len(msgs) > 0 {
 				md, _ := msgs[len(msgs)-1].Metadata()
 				opts.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 				opts.OptStartSeq = md.Sequence.Stream + 1
 			}
-			c, err = js.OrderedConsumer(ctx, names.EventsStream(), opts)
+			var err error
+			if c, err = js.OrderedConsumer(ctx, names.EventsStream(), opts); err == nil {
+				it, err = c.Messages(jetstream.PullHeartbeat(chainHeartbeat))
+			}
 			cancel()
 			if err != nil {
-				c = nil
+				note("ordered consumer from seq %d: %v", opts.OptStartSeq, err)
+				it = nil
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
+			lastMsg, where = time.Now(), ""
 		}
-		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if info := c.CachedInfo(); info != nil && info.Cluster != nil && info.Cluster.Leader != where {
+			where = info.Cluster.Leader
+			if onConsumer != nil {
+				onConsumer(where)
+			}
+		}
+		start := time.Now()
+		m, err := it.Next(jetstream.NextMaxWait(3 * chainHeartbeat))
 		if err != nil {
-			c = nil // the server may have restarted: resume after what we have
+			silent := time.Since(lastMsg)
+			if errors.Is(err, nats.ErrTimeout) && silent < chainSilence {
+				continue
+			}
+			note("next after %d messages: %v after %v, silent for %v (consumer on %q): a new consumer", len(msgs), err, time.Since(start).Round(time.Millisecond), silent.Round(time.Millisecond), where)
+			it.Stop()
+			it = nil
 			continue
+		}
+		lastMsg = time.Now()
+		if d := time.Since(start); d > 2*time.Second {
+			note("next after %d messages took %v", len(msgs), d.Round(time.Millisecond))
 		}
 		msgs = append(msgs, m)
 		if strings.HasSuffix(m.Subject(), ".status") {
 			if st, err := protocol.ParseStatus(m.Data()); err == nil && st.Status.Terminal() {
-				return msgs
+				return msgs, nil
 			}
 		}
 	}
 }
+
+// chainHeartbeat is the idle heartbeat readChain asks of its consumers
+// (each Next waits longer than two of them, so a lost pull is noticed);
+// chainSilence is how long it lets one deliver nothing before it replaces
+// it, which costs nothing when the run is merely quiet: the new consumer
+// resumes after the last message read.
+const (
+	chainHeartbeat = time.Second
+	chainSilence   = 10 * time.Second
+)
 
 // checkRun asserts the invariants on one run's chain and returns the number
 // of lines it checked.

@@ -59,6 +59,7 @@ type natsProc struct {
 	bin   string
 	name  string
 	port  int
+	mport int // monitoring port
 	args  []string
 	dir   string
 	cmd   *exec.Cmd
@@ -132,9 +133,10 @@ func startNATS(t *testing.T, n int) []*natsProc {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &natsProc{t: t, bin: bin, name: fmt.Sprintf("n%d", i), port: testenv.FreePort(t), dir: filepath.Join(base, fmt.Sprintf("store-%d", i)), log: logf}
+		p := &natsProc{t: t, bin: bin, name: fmt.Sprintf("n%d", i), port: testenv.FreePort(t), mport: testenv.FreePort(t), dir: filepath.Join(base, fmt.Sprintf("store-%d", i)), log: logf}
+		p.args = []string{"-m", fmt.Sprint(p.mport)}
 		if n > 1 {
-			p.args = []string{"--cluster_name", "C", "--cluster", fmt.Sprintf("nats://127.0.0.1:%d", cports[i]), "--routes", strings.Join(routes, ",")}
+			p.args = append(p.args, "--cluster_name", "C", "--cluster", fmt.Sprintf("nats://127.0.0.1:%d", cports[i]), "--routes", strings.Join(routes, ","))
 		}
 		procs = append(procs, p)
 	}

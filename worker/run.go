@@ -61,6 +61,53 @@ func (r *run) cancel() {
 // run's runner; another worker took the run over.
 var errSuperseded = errors.New("run taken over by another worker")
 
+// spawnMarkTimeout bounds one write or read of the spawning mark.
+const spawnMarkTimeout = 5 * time.Second
+
+// markSpawning sets the spawning mark on the record of a run that rec (at
+// revision rev) says is ours, by compare-and-set, and returns the record
+// and revision written. It fails with errSuperseded if another worker took
+// the run over meanwhile or the mark cannot be written.
+//
+// Its outcome must be known: a mark on the record tells the worker a job
+// is redelivered to that the runner is this node's (see start), and the
+// caller spawns nothing when this fails, removing the run directory, so a
+// mark written without a runner loses the run for good. So the writes
+// ignore the caller's cancellation (a stopping worker), and a write whose
+// reply was lost but which was applied is recognised as ours on re-read.
+func markSpawning(ctx context.Context, runs *kv.Store[kv.RunRecord], id string, rec kv.RunRecord, rev uint64) (kv.RunRecord, uint64, error) {
+	cur := rec
+	for attempt := 1; ; attempt++ {
+		cur.Spawning = true
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spawnMarkTimeout)
+		nrev, err := runs.Update(wctx, id, cur, rev)
+		cancel()
+		if err == nil {
+			return cur, nrev, nil
+		}
+		if attempt == 3 {
+			return kv.RunRecord{}, 0, fmt.Errorf("%w: %w", errSuperseded, err)
+		}
+		// Changed meanwhile (a cancel request, say, or our own write
+		// whose reply was lost): still ours unless another worker took
+		// the run over or spawned it.
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spawnMarkTimeout)
+		got, grev, gerr := runs.Get(gctx, id)
+		cancel()
+		if gerr != nil {
+			return kv.RunRecord{}, 0, fmt.Errorf("%w: %w", errSuperseded, gerr)
+		}
+		if got.Node != rec.Node || got.Worker != rec.Worker || got.State != kv.RunStarting {
+			return kv.RunRecord{}, 0, fmt.Errorf("%w: record now of node %s, worker %s, state %s", errSuperseded, got.Node, got.Worker, got.State)
+		}
+		if got.Spawning {
+			// Only this worker marks a record that names it.
+			return got, grev, nil
+		}
+		cur, rev = got, grev
+	}
+}
+
 func (w *Worker) dispatch(ctx context.Context, j consumer.Job) {
 	if r := w.start(ctx, j); r != nil {
 		w.hold(ctx, r)
@@ -206,28 +253,11 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	// The last word before the runner: mark the record spawning, by CAS,
 	// or learn that another worker took the run over meanwhile.
 	spawning := func() error {
-		cur, rev := rec, recRev
-		for attempt := 1; ; attempt++ {
-			cur.Spawning = true
-			nrev, err := w.runs.Update(ctx, r.id, cur, rev)
-			if err == nil {
-				r.rec, recRev = cur, nrev
-				return nil
-			}
-			if attempt == 3 {
-				return fmt.Errorf("%w: %w", errSuperseded, err)
-			}
-			// Changed meanwhile (a cancel request, say): still ours
-			// unless another worker took the run over or spawned it.
-			got, grev, gerr := w.runs.Get(ctx, r.id)
-			if gerr != nil {
-				return fmt.Errorf("%w: %w", errSuperseded, gerr)
-			}
-			if got.Node != rec.Node || got.Worker != rec.Worker || got.State != kv.RunStarting || got.Spawning {
-				return fmt.Errorf("%w: record now of node %s, worker %s, state %s", errSuperseded, got.Node, got.Worker, got.State)
-			}
-			cur, rev = got, grev
+		cur, rev, err := markSpawning(ctx, w.runs, r.id, rec, recRev)
+		if err == nil {
+			r.rec, recRev = cur, rev
 		}
+		return err
 	}
 	if _, err := sandbox.Start(ctx, spec, inv.Input, sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)); errors.Is(err, errSuperseded) {
 		r.log.Warn().Err(err).Msg("another worker took this run over before its runner started; leaving it")
