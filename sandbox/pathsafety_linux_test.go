@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox"
 )
@@ -36,9 +35,10 @@ func TestSetupErrorIsRecorded(t *testing.T) {
 	if err := os.Mkdir(priv, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// The spec's baton binary is the agent: bound into the sandbox.
 	baton := filepath.Join(priv, "baton")
-	copyFile(t, testenv.BatonBinary(t), baton, 0o755)
-	spec := newSpec(t, baton, "fake-agent", "--lines", "1")
+	copyFile(t, runnerBinary(t), baton, 0o755)
+	spec := newSpec(t, baton, "netprobe")
 	spec.Baton = baton
 	dir := start(t, spec, "")
 	_, s := waitEnd(t, dir, spec.Nonce, 20*time.Second)
