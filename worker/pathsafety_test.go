@@ -43,7 +43,7 @@ func (l *logBuffer) String() string {
 
 // withShell adds the profile "sh", whose job args are one shell script.
 func withShell(c *config.Config) {
-	c.Profiles["sh"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: true, Timeout: 2 * time.Minute}
+	c.Profiles["sh"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute}
 }
 
 // rootOnlyFiles makes a root-only directory with a secret file and a
