@@ -25,6 +25,9 @@ var (
 	ErrConflict = errors.New("kv: revision conflict")
 	// ErrDecode: a stored value is not a msgpack encoding of the record type.
 	ErrDecode = errors.New("kv: cannot decode value")
+	// ErrUnchanged, returned by a Modify function, leaves the value as it
+	// is: Modify writes nothing and returns the value read.
+	ErrUnchanged = errors.New("kv: value unchanged")
 )
 
 // Modify's retry bounds: conflicts come from concurrent writers or from a
@@ -117,8 +120,9 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 
 // Modify reads key, applies fn to its value and writes the result back with
 // a compare-and-set, retrying from the read when another writer won (a
-// bounded number of times). An error from fn aborts with that error. It
-// returns the value written and its revision.
+// bounded number of times). An error from fn aborts with that error, except
+// ErrUnchanged, which returns the value read without writing. It returns
+// the value written and its revision.
 func (s *Store[T]) Modify(ctx context.Context, key string, fn func(*T) error) (T, uint64, error) {
 	var zero T
 	var err error
@@ -138,7 +142,9 @@ func (s *Store[T]) Modify(ctx context.Context, key string, fn func(*T) error) (T
 		if err != nil {
 			return zero, 0, err
 		}
-		if err = fn(&v); err != nil {
+		if err = fn(&v); errors.Is(err, ErrUnchanged) {
+			return v, rev, nil
+		} else if err != nil {
 			return zero, 0, err
 		}
 		var n uint64

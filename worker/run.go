@@ -37,6 +37,7 @@ type run struct {
 	id     string
 	dir    journal.Dir
 	rec    kv.RunRecord
+	nonce  string // ends the journal; from the run directory, never from NATS
 	lease  *lease.Lease
 	chain  *publisher.Chain
 	offset int64 // just past the last line on the chain
@@ -90,9 +91,7 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 		w.mu.Unlock()
 	}()
 	// A cancel recorded before the run was registered is not missed.
-	if rec, _, err := w.runs.Get(ctx, r.id); err == nil && rec.CancelRequested {
-		r.cancel()
-	}
+	w.checkCancel(ctx, r)
 	w.follow(ctx, r)
 }
 
@@ -106,7 +105,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	restart := false
 	rec := kv.RunRecord{
 		RunID: job.RunID, State: kv.RunStarting, Node: w.node, Worker: w.id,
-		Profile: inv.Profile, Attempt: 1, Nonce: journal.NewNonce(),
+		Profile: inv.Profile, Attempt: 1,
 		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
 	}
 	if n, err := strconv.Atoi(job.Labels[protocol.LabelAttempt]); err == nil && n > 1 {
@@ -172,7 +171,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		return nil
 	}
 	l.Start(ctx)
-	r := &run{id: job.RunID, dir: w.runDir(job.RunID), rec: rec, lease: l,
+	r := &run{id: job.RunID, dir: w.runDir(job.RunID), rec: rec, lease: l, nonce: journal.NewNonce(),
 		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
 	if restart && !w.clearUnstarted(r) {
 		// The runner did start: release the lease so the node's recovery
@@ -192,7 +191,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 
 	spec := sandbox.Spec{
 		RunID: r.id, RunDir: string(r.dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files,
-		Nonce: rec.Nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
+		Nonce: r.nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
 		Network: inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
 		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID,
 		CgroupParent: w.cfg.CgroupParent,
@@ -342,6 +341,14 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		done()
 		return nil
 	}
+	// The nonce comes from the spec root wrote in the run directory: a
+	// record can be written by others, the spec cannot.
+	if r.nonce, err = sandbox.ReadNonce(r.dir); err != nil {
+		r.log.Error().Err(err).Msg("read the run's nonce")
+		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "cannot read the run's spec on node " + w.node + ": " + err.Error()})
+		done()
+		return nil
+	}
 	if rec.State == kv.RunStarting {
 		// Its first worker died before recording the start; the runner
 		// is up, so a redelivered job must not try to start it again.
@@ -464,7 +471,7 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 	}
 	// Up to a whole atomic batch of lines per call: a backlog goes out in
 	// the fewest fenced batches, each of which waits for its ack.
-	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.rec.Nonce, publish,
+	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish,
 		journal.WithCheck(checkEvery, check), journal.WithBatch(publisher.DefaultBatchMessages))
 	switch {
 	case res.Sentinel != nil:

@@ -187,11 +187,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Go(func() { w.recoverLoop(ctx) })
 	bg.Go(func() { w.reapLoop(ctx) })
 	bg.Go(func() { w.pruneLoop(ctx) })
-	bg.Go(func() {
-		if err := w.serve(ctx); err != nil {
-			w.log.Warn().Err(err).Msg("micro service")
-		}
-	})
+	// Up before Ready, so a ready worker answers requests.
+	if stop, err := w.serve(ctx); err != nil {
+		w.log.Warn().Err(err).Msg("micro service: this worker answers no status nor cancel requests")
+	} else {
+		defer func() { _ = stop() }()
+	}
 	defer bg.Wait()
 
 	w.log.Info().Str("state_dir", w.stateDir).Str("runner", w.runner).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
@@ -312,30 +313,6 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-	}
-}
-
-// watchCancels passes cancel requests recorded in run records to the runs
-// this worker holds.
-func (w *Worker) watchCancels(ctx context.Context) {
-	for ctx.Err() == nil {
-		ch, err := w.runs.Watch(ctx, "*")
-		if err != nil {
-			w.log.Warn().Err(err).Msg("watch run records")
-			sleep(ctx, time.Second)
-			continue
-		}
-		for e := range ch {
-			if e.Op != jetstream.KeyValuePut || !e.Value.CancelRequested {
-				continue
-			}
-			w.mu.Lock()
-			r := w.active[e.Key]
-			w.mu.Unlock()
-			if r != nil {
-				r.cancel()
-			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
@@ -635,20 +637,39 @@ func (h *harness) terminal(runID string) protocol.Status {
 	return st[len(st)-1]
 }
 
+// TestCancelIsDurableIntent: a cancel request, answered by a worker, stops
+// the run its holder follows; and one recorded while nobody holds the run
+// is honoured by the worker that attaches it later.
 func TestCancelIsDurableIntent(t *testing.T) {
 	h := newHarness(t)
-	id := newRunID(t)
-	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20"}})
-	h.waitStatus(id, protocol.StatusStarted)
-	ctx := context.Background()
-	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
-	if err != nil {
+	c := client.New(h.js, h.names)
+	ctx := t.Context()
+	held := newRunID(t)
+	h.submit(map[string]any{"runId": held, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20"}})
+	h.waitStatus(held, protocol.StatusStarted)
+	if rep, err := c.Cancel(ctx, held); err != nil || rep.Node != "n1" || rep.Worker != "w1" {
+		t.Fatalf("Cancel = %+v, %v", rep, err)
+	}
+	if st := h.terminal(held); st.Status != protocol.StatusCancelled {
+		t.Fatalf("terminal %+v", st)
+	}
+	// The record follows the terminal status; then a cancel is refused.
+	testenv.WaitFor(t, 10*time.Second, "a cancel of the ended run refused as terminal", func() bool {
+		_, err := c.Cancel(ctx, held)
+		return errors.Is(err, client.ErrTerminal)
+	})
+
+	later := newRunID(t)
+	h.submit(map[string]any{"runId": later, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20"}})
+	h.waitStatus(later, protocol.StatusStarted)
+	h.stopWorker("w1") // nobody of n1 is there to attach
+	// A worker of another node answers, and cannot hold the run.
+	h.addWorker("o1", worker.WithNode("n2"), worker.WithStateDir(testenv.StateDir(t)))
+	if _, err := c.Cancel(ctx, later); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runs.Modify(ctx, id, func(r *kv.RunRecord) error { r.CancelRequested = true; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if st := h.terminal(id); st.Status != protocol.StatusCancelled {
+	h.addWorker("w2")
+	if st := h.terminal(later); st.Status != protocol.StatusCancelled {
 		t.Fatalf("terminal %+v", st)
 	}
 }
@@ -939,7 +960,7 @@ func TestRunOfWorkerDeadBeforeSpawn(t *testing.T) {
 			}
 			now := time.Now().UTC()
 			if _, err := runs.Create(ctx, id, kv.RunRecord{RunID: id, State: kv.RunStarting, Node: "nA", Worker: "nA-dead",
-				Profile: "fake", Attempt: 1, Nonce: journal.NewNonce(), Deadline: now.Add(2 * time.Minute), CreatedAt: now,
+				Profile: "fake", Attempt: 1, Deadline: now.Add(2 * time.Minute), CreatedAt: now,
 				Spawning: tc.spawning}); err != nil {
 				t.Fatal(err)
 			}
