@@ -120,13 +120,11 @@ func (c *Client) Run(ctx context.Context, runID string) (kv.RunRecord, error) {
 // Records that cannot be decoded are left out and reported in an error
 // wrapping kv.ErrDecode, which comes with the other records.
 func (c *Client) Runs(ctx context.Context) ([]kv.RunRecord, error) {
-	runs, err := c.runStore(ctx)
-	if err != nil {
-		return nil, err
-	}
-	all, err := runs.List(ctx)
+	// Read with a filtered consumer, not a KV watch, so a client user
+	// needs no right to delete consumers (deploy/nats-auth.conf).
+	all, err := kv.ReadAll[kv.RunRecord](ctx, c.js, c.names.RunsBucket())
 	if all == nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return nil, fmt.Errorf("list runs: %w", hintNoStream(err, c.names.RunsBucket()))
 	}
 	out := make([]kv.RunRecord, 0, len(all))
 	for _, e := range all {
@@ -249,7 +247,7 @@ func (c *Client) DLQ(ctx context.Context, limit int) ([]DLQEntry, error) {
 		if end-first+1 > want {
 			start = end - want + 1
 		}
-		win, err := readRange(ctx, st, start, end)
+		win, err := readRange(ctx, st, c.names, start, end)
 		if err != nil {
 			return nil, fmt.Errorf("read dead-letter stream %s: %w", name, err)
 		}
@@ -262,10 +260,14 @@ func (c *Client) DLQ(ctx context.Context, limit int) ([]DLQEntry, error) {
 }
 
 // readRange reads the messages of st with sequences in [start, end].
-func readRange(ctx context.Context, st jetstream.Stream, start, end uint64) ([]DLQEntry, error) {
+func readRange(ctx context.Context, st jetstream.Stream, names protocol.Names, start, end uint64) ([]DLQEntry, error) {
+	// Filtered, so a client may create it with no more than the
+	// permission to read the DLQ's subjects (one filter: the filtered
+	// create API).
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   start,
+		FilterSubjects: names.DLQSubjects(),
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    start,
 	})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -321,4 +322,54 @@ func wrongLastSeq(err error) bool {
 	}
 	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// ReadAll returns every live value of bucket like List, through a filtered
+// pull consumer of the bucket's stream: what a NATS user that may only read
+// the bucket (no consumer deletes, no push consumers) can do. Values that
+// cannot be decoded are left out and reported together in the error, which
+// then comes with the rest of the map.
+func ReadAll[T any](ctx context.Context, js jetstream.JetStream, bucket string) (map[string]Entry[T], error) {
+	prefix := "$KV." + bucket + "."
+	cons, err := js.OrderedConsumer(ctx, "KV_"+bucket, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{prefix + ">"},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return nil, wrapErr(bucket, "list", "*", err)
+	}
+	out := map[string]Entry[T]{}
+	info := cons.CachedInfo()
+	if info == nil || info.NumPending == 0 {
+		return out, nil
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, wrapErr(bucket, "list", "*", err)
+	}
+	defer it.Stop()
+	var bad []error
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("kv: list %s: %w", bucket, err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("kv: list %s: %w", bucket, err)
+		}
+		key := strings.TrimPrefix(msg.Subject(), prefix)
+		if op := msg.Headers().Get("KV-Operation"); op == "" {
+			ent := Entry[T]{Key: key, Revision: md.Sequence.Stream, Op: jetstream.KeyValuePut, Created: md.Timestamp}
+			ent.Value, ent.Err = Decode[T](key, md.Sequence.Stream, msg.Data())
+			if ent.Err != nil {
+				bad = append(bad, ent.Err)
+			} else {
+				out[key] = ent
+			}
+		}
+		if md.NumPending == 0 {
+			return out, errors.Join(bad...)
+		}
+	}
 }
