@@ -125,6 +125,34 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 // ErrUnchanged, which returns the value read without writing. It returns
 // the value written and its revision.
 func (s *Store[T]) Modify(ctx context.Context, key string, fn func(*T) error) (T, uint64, error) {
+	return s.modify(ctx, key, fn, s.Update)
+}
+
+// ModifyTTL is Modify whose write expires after ttl (a per-message TTL,
+// published through js; the bucket must allow them, see LimitMarkerTTL). A
+// later write without a TTL makes the value permanent again.
+func (s *Store[T]) ModifyTTL(ctx context.Context, js jetstream.JetStream, key string, ttl time.Duration, fn func(*T) error) (T, uint64, error) {
+	return s.modify(ctx, key, fn, func(ctx context.Context, key string, v T, rev uint64) (uint64, error) {
+		return s.UpdateTTL(ctx, js, key, v, rev, ttl)
+	})
+}
+
+// UpdateTTL is Update whose write expires after ttl (see ModifyTTL).
+func (s *Store[T]) UpdateTTL(ctx context.Context, js jetstream.JetStream, key string, v T, rev uint64, ttl time.Duration) (uint64, error) {
+	b, err := encode(v)
+	if err != nil {
+		return 0, fmt.Errorf("kv: update %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	ack, err := js.Publish(ctx, "$KV."+s.kv.Bucket()+"."+key, b,
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	if err != nil {
+		return 0, wrapErr(s.kv.Bucket(), "update", key, err)
+	}
+	return ack.Sequence, nil
+}
+
+func (s *Store[T]) modify(ctx context.Context, key string, fn func(*T) error,
+	update func(ctx context.Context, key string, v T, rev uint64) (uint64, error)) (T, uint64, error) {
 	var zero T
 	var err error
 	for try := range modifyTries {
@@ -149,7 +177,7 @@ func (s *Store[T]) Modify(ctx context.Context, key string, fn func(*T) error) (T
 			return zero, 0, err
 		}
 		var n uint64
-		n, err = s.Update(ctx, key, v, rev)
+		n, err = update(ctx, key, v, rev)
 		if err == nil {
 			return v, n, nil
 		}

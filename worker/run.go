@@ -120,6 +120,14 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 			log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
 		}
 	}
+	// Indexed before the record exists, so no run of this node is ever
+	// unknown to the node-loss reaper (a stale entry costs nothing: the
+	// reaper checks the record).
+	if err := w.indexRun(ctx, w.node, job.RunID); err != nil {
+		log.Warn().Err(err).Msg("index run by node; job will be redelivered")
+		_ = msg.NakWithDelay(time.Second)
+		return nil
+	}
 	recRev, err := w.runs.Create(ctx, job.RunID, rec)
 	if err != nil {
 		if !errors.Is(err, kv.ErrExists) {
@@ -131,6 +139,9 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		if gerr != nil {
 			_ = msg.NakWithDelay(time.Second)
 			return nil
+		}
+		if existing.Node != w.node {
+			w.unindexRun(ctx, w.node, job.RunID) // another node's run, unless taken over below
 		}
 		md, _ := msg.Metadata()
 		if md == nil || md.NumDelivered == 1 {
@@ -153,12 +164,18 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		}
 		if existing.Node != w.node {
 			from := existing.Node
+			if err := w.indexRun(ctx, w.node, job.RunID); err != nil {
+				log.Warn().Err(err).Msg("index run by node; job will be redelivered")
+				_ = msg.NakWithDelay(time.Second)
+				return nil
+			}
 			existing.Node, existing.Worker = w.node, w.id
 			if rev, err = w.runs.Update(ctx, job.RunID, existing, rev); err != nil {
 				log.Warn().Err(err).Msg("take over a run whose worker died before spawning it; job will be redelivered")
 				_ = msg.NakWithDelay(time.Second)
 				return nil
 			}
+			w.unindexRun(ctx, from, job.RunID)
 			log.Info().Str("from_node", from).Msg("took over a run whose worker died before spawning it")
 		}
 		rec, recRev, restart = existing, rev, true
@@ -250,6 +267,9 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		return nil
 	}
 	if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
+		if rec.State.Terminal() {
+			return kv.ErrUnchanged // a write would drop the record's retention TTL
+		}
 		rec.State, rec.StartedAt, rec.Worker = kv.RunRunning, time.Now().UTC(), w.id
 		return nil
 	}); err != nil {
@@ -353,9 +373,10 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		// Its first worker died before recording the start; the runner
 		// is up, so a redelivered job must not try to start it again.
 		if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
-			if rec.State == kv.RunStarting {
-				rec.State = kv.RunRunning
+			if rec.State != kv.RunStarting {
+				return kv.ErrUnchanged
 			}
+			rec.State = kv.RunRunning
 			return nil
 		}); err != nil {
 			r.log.Warn().Err(err).Msg("mark run running")
@@ -575,11 +596,15 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 }
 
 // settle records a run whose terminal status is on its chain, marks its
-// directory finished and deletes its lease. Any holder may repeat it.
+// directory finished and deletes its lease and its node index entry. Any
+// holder may repeat it. The terminal record expires after the record
+// retention; nothing writes a record once it is terminal, since a write
+// without the TTL would keep it forever.
 func (w *Worker) settle(ctx context.Context, r *run, st protocol.Status) {
-	if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
+	node := r.rec.Node
+	if rec, _, err := w.runs.ModifyTTL(ctx, w.js, r.id, w.cfg.RecordTTL(), func(rec *kv.RunRecord) error {
 		if rec.State.Terminal() {
-			return nil
+			return kv.ErrUnchanged
 		}
 		rec.State = kv.RunState(st.Status)
 		rec.FinishedAt = time.Now().UTC()
@@ -591,7 +616,10 @@ func (w *Worker) settle(ctx context.Context, r *run, st protocol.Status) {
 		return nil
 	}); err != nil {
 		r.log.Warn().Err(err).Msg("record terminal state")
+	} else {
+		node = rec.Node
 	}
+	w.unindexRun(ctx, node, r.id)
 	w.markFinished(r.id)
 	if err := r.lease.Delete(ctx); err != nil {
 		r.log.Warn().Err(err).Msg("delete lease")

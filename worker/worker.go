@@ -57,6 +57,8 @@ type Worker struct {
 	runs   *kv.Runs
 	leases *kv.Leases
 	nodes  *kv.Nodes
+	// nodeRuns indexes the unfinished runs by node (see indexRun).
+	nodeRuns jetstream.KeyValue
 
 	mu     sync.Mutex
 	active map[string]*run
@@ -174,6 +176,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Replicas:     w.cfg.Replicas,
 		LeaseTTL:     w.cfg.LeaseTTL,
 		EventsMaxAge: w.cfg.EventsMaxAge,
+		RecordTTL:    w.cfg.RecordTTL(),
 	})
 	if err != nil {
 		return err
@@ -181,6 +184,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.runs = kv.NewStore[kv.RunRecord](res.Runs)
 	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)
 	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
+	w.nodeRuns = res.NodeRuns
 	w.intake = consumer.New(w.js, w.names, w.cfg,
 		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
 		consumer.WithAckWait(w.ackWait),

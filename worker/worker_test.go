@@ -987,3 +987,44 @@ func TestRunOfWorkerDeadBeforeSpawn(t *testing.T) {
 		})
 	}
 }
+
+// TestFinishedRecordsExpireLiveOnesStay: a finished run's record expires
+// after the record retention; a live run's record and its entry in the node
+// index stay, and a finished run leaves no index entry.
+func TestFinishedRecordsExpireLiveOnesStay(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) { c.RecordRetention = 2 * time.Second }))
+	ctx := t.Context()
+	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := h.js.KeyValue(ctx, h.names.NodeRunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, done := newRunID(t), newRunID(t)
+	h.submit(map[string]any{"runId": live, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "5"}})
+	h.submit(map[string]any{"runId": done, "profile": "fake", "args": []string{"--lines", "3"}})
+	if st := h.terminal(done); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("terminal %+v", st)
+	}
+	h.waitStatus(live, protocol.StatusStarted)
+	if _, err := index.Get(ctx, protocol.NodeRunKey("n1", live)); err != nil {
+		t.Fatalf("the live run is not in the node index: %v", err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the finished run's index entry to go", func() bool {
+		_, err := index.Get(ctx, protocol.NodeRunKey("n1", done))
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	testenv.WaitFor(t, 15*time.Second, "the finished run's record to expire", func() bool {
+		_, _, err := runs.Get(ctx, done)
+		return errors.Is(err, kv.ErrNotFound)
+	})
+	time.Sleep(2 * time.Second) // past the retention again
+	if rec, _, err := runs.Get(ctx, live); err != nil || rec.State != kv.RunRunning {
+		t.Fatalf("the live run's record: %+v, %v", rec, err)
+	}
+	if _, err := index.Get(ctx, protocol.NodeRunKey("n1", live)); err != nil {
+		t.Fatalf("the live run left the node index: %v", err)
+	}
+}
