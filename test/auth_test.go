@@ -320,6 +320,7 @@ func attacks(t *testing.T, c *conn, user string, deniedPublish func(*conn, strin
 		{"forge a cancel notice", names.CancelledSubject("auth-1"), ""},
 		{"write a lease", "$KV." + names.LeasesBucket() + ".auth-1", `{}`},
 		{"write a heartbeat", "$KV." + names.NodesBucket() + ".ghost.w", `{}`},
+		{"hide a run from the reaper", "$KV." + names.NodeRunsBucket() + ".auth.auth-long", ""},
 	} {
 		t.Logf("%s tries to %s", user, a.what)
 		deniedPublish(c, a.subject, []byte(a.body))

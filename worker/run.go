@@ -369,6 +369,12 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		done()
 		return nil
 	}
+	// Indexed again on every take-over: a run started by a worker from
+	// before the node index gets its entry when an upgraded worker attaches
+	// it (a rolling restart hands every run off).
+	if err := w.indexRun(ctx, w.node, r.id); err != nil {
+		r.log.Warn().Err(err).Msg("index run by node")
+	}
 	if rec.State == kv.RunStarting {
 		// Its first worker died before recording the start; the runner
 		// is up, so a redelivered job must not try to start it again.
