@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/consumer"
+	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
@@ -117,6 +120,7 @@ func TestNATSPermissions(t *testing.T) {
 
 	stateDir := testenv.StateDir(t)
 	workerLog := startWorker(t, bin, url("worker"), stateDir, "auth")
+	testenv.WaitFor(t, 30*time.Second, "the worker ready", func() bool { return strings.Contains(workerLog.String(), "worker ready") })
 	viewer := connect("viewer")
 	live := make(chan *nats.Msg, 1024)
 	if _, err := viewer.nc.ChanSubscribe(names.RunFilter("auth-1"), live); err != nil {
@@ -334,5 +338,93 @@ func attacks(t *testing.T, c *conn, user string, deniedPublish func(*conn, strin
 	} {
 		t.Logf("%s tries to subscribe to %s", user, subject)
 		deniedSubscribe(c, subject)
+	}
+}
+
+// TestTenantsAreIsolated loads deploy/nats-tenants.conf: each tenant's users
+// have exactly the permissions of deploy/nats-auth.conf, its account has its
+// JetStream limits, and one tenant's baton is invisible to another's
+// client.
+func TestTenantsAreIsolated(t *testing.T) {
+	for _, user := range []string{"WORKER", "CLIENT", "VIEWER"} {
+		t.Setenv("BATON_"+user+"_PASSWORD", "p")
+		t.Setenv("TENANT_A_"+user+"_PASSWORD", "p")
+		t.Setenv("TENANT_B_"+user+"_PASSWORD", "p")
+	}
+	dir := t.TempDir()
+	load := func(file string) *server.Options {
+		t.Helper()
+		b, err := os.ReadFile("../deploy/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		conf := filepath.Join(dir, file+".main")
+		main := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\ninclude ./%s\n", testenv.FreePort(t), filepath.Join(dir, "js-"+file), file)
+		if err := os.WriteFile(conf, []byte(main), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := server.ProcessConfigFile(conf)
+		if err != nil {
+			t.Fatalf("deploy/%s: %v", file, err)
+		}
+		return opts
+	}
+	perms := func(o *server.Options) map[string]*server.Permissions {
+		m := map[string]*server.Permissions{}
+		for _, u := range o.Users {
+			m[u.Username] = u.Permissions
+		}
+		return m
+	}
+	single, tenants := perms(load("nats-auth.conf")), load("nats-tenants.conf")
+	for user, p := range perms(tenants) {
+		role := user[strings.IndexByte(user, '-')+1:]
+		if !reflect.DeepEqual(p, single[role]) {
+			t.Errorf("%s's permissions differ from %s's in nats-auth.conf:\n%+v\n%+v", user, role, p, single[role])
+		}
+	}
+
+	tenants.NoLog, tenants.NoSigs = true, true
+	s, err := server.NewServer(tenants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	connect := func(user string, opts ...nats.Option) jetstream.JetStream {
+		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.UserInfo(user, "p"))...)
+		if err != nil {
+			t.Fatalf("connect as %s: %v", user, err)
+		}
+		t.Cleanup(nc.Close)
+		return mustJS(t, nc)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	aw := connect("a-worker", nats.CustomInboxPrefix(worker.InboxPrefix))
+	if _, err := provision.Ensure(ctx, aw, names, provision.Options{}); err != nil {
+		t.Fatalf("provision as tenant A's worker: %v", err)
+	}
+	info, err := aw.AccountInfo(ctx)
+	if err != nil || info.Limits.MaxStore != 20_000_000_000 || info.Streams == 0 {
+		t.Fatalf("tenant A's account: %+v, %v; want its 20G file limit and baton's streams", info, err)
+	}
+	a := client.New(connect("a-client"), names)
+	if err := a.Submit(ctx, protocol.Job{RunID: "a-1", Profile: "demo"}); err != nil {
+		t.Fatalf("submit as tenant A's client: %v", err)
+	}
+	b := client.New(connect("b-client"), names)
+	if err := b.Submit(ctx, protocol.Job{RunID: "b-1", Profile: "demo"}); err == nil {
+		t.Fatal("tenant B's client submitted into a stream it does not have")
+	}
+	if _, err := b.Run(ctx, "a-1"); err == nil || errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("tenant B's client reading runs: %v; want no bucket at all", err)
 	}
 }
