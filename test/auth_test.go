@@ -216,6 +216,27 @@ func TestNATSPermissions(t *testing.T) {
 
 	// Nothing the attacks aimed at changed.
 	wjs := mustJS(t, wconn.nc)
+	// A consumer a client may create, made a push consumer onto a run's
+	// ingest subject, feeds no chain: nobody may subscribe there, so the
+	// server delivers nothing (docs/security.md).
+	events, err := wjs.Stream(ctx, names.EventsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip, err := events.GetLastMsgForSubject(ctx, names.RunFilter("auth-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mustJS(t, client.nc).CreateOrUpdateConsumer(ctx, "KV_"+names.RunsBucket(), jetstream.ConsumerConfig{
+		Name: "evilpush", FilterSubject: "$KV." + names.RunsBucket() + ".>", AckPolicy: jetstream.AckNonePolicy,
+		DeliverSubject: names.IngestSubject("auth-1", protocol.KindStatus),
+	}); err != nil {
+		t.Logf("push consumer onto a run's chain: %v", err)
+	}
+	time.Sleep(time.Second)
+	if now, err := events.GetLastMsgForSubject(ctx, names.RunFilter("auth-1")); err != nil || now.Sequence != tip.Sequence {
+		t.Fatalf("auth-1's chain after a push consumer onto it: tip %d, was %d (%v)", now.Sequence, tip.Sequence, err)
+	}
 	for _, st := range []string{names.DLQStream(), names.JobsStream(), names.EventsStream(), "KV_" + names.RunsBucket()} {
 		info, err := mustStream(t, wjs, st)
 		if err != nil {
