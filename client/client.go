@@ -156,10 +156,13 @@ func (c *Client) Cancel(ctx context.Context, runID string) (protocol.CancelReply
 	if !protocol.ValidRunID(runID) {
 		return protocol.CancelReply{}, fmt.Errorf("%w: %q", protocol.ErrBadRunID, runID)
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, DefaultCancelTimeout)
 	defer cancel()
 	msg, err := c.js.Conn().RequestWithContext(ctx, c.names.CancelSubject(runID), nil)
 	switch {
+	case parent.Err() != nil: // the caller's end, not ours
+		return protocol.CancelReply{}, fmt.Errorf("cancel %s: %w", runID, parent.Err())
 	case errors.Is(err, nats.ErrNoResponders):
 		return protocol.CancelReply{}, fmt.Errorf("cancel %s: %w: nobody listens on %s (is a `baton worker` running?)",
 			runID, ErrNoWorker, c.names.CancelSubject(runID))
