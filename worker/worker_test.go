@@ -1028,3 +1028,50 @@ func TestFinishedRecordsExpireLiveOnesStay(t *testing.T) {
 		t.Fatalf("the live run left the node index: %v", err)
 	}
 }
+
+// TestReaperDropsStaleIndexEntries: entries of a vanished node whose runs
+// ended, moved to another node or have no record are dropped by the reaper
+// without touching the runs.
+func TestReaperDropsStaleIndexEntries(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := h.js.KeyValue(ctx, h.names.NodeRunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	recs := map[string]kv.RunRecord{
+		"stale-ended": {RunID: "stale-ended", State: kv.RunState(protocol.StatusSucceeded), Node: "ghost", ExitCode: &code},
+		"stale-moved": {RunID: "stale-moved", State: kv.RunStarting, Node: "n1"},
+	}
+	for id, rec := range recs {
+		if _, err := runs.Create(ctx, id, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"stale-ended", "stale-moved", "stale-norecord"} {
+		if _, err := index.Put(ctx, protocol.NodeRunKey("ghost", id), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitFor(t, 40*time.Second, "the reaper to drop the ghost node's stale entries", func() bool {
+		l, err := index.ListKeysFiltered(ctx, protocol.NodeRunKey("ghost", "*"))
+		if err != nil {
+			return false
+		}
+		n := 0
+		for range l.Keys() {
+			n++
+		}
+		return n == 0
+	})
+	for id, want := range recs {
+		if got, _, err := runs.Get(ctx, id); err != nil || got.State != want.State || got.Node != want.Node {
+			t.Fatalf("record %s after the reaper: %+v, %v; want it untouched", id, got, err)
+		}
+	}
+}
