@@ -3,6 +3,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
@@ -21,6 +24,8 @@ var (
 	ErrNotFound = errors.New("client: run not found")
 	// ErrTerminal means the run has already ended, so there is nothing to cancel.
 	ErrTerminal = errors.New("client: run already ended")
+	// ErrNoWorker means no worker answered a cancel request in time.
+	ErrNoWorker = errors.New("client: no worker answered")
 	// ErrDuplicate means the stream already held a job with this runId
 	// (within its duplicates window): the run was submitted before. Callers
 	// that retry a submission may treat it as success.
@@ -115,13 +120,11 @@ func (c *Client) Run(ctx context.Context, runID string) (kv.RunRecord, error) {
 // Records that cannot be decoded are left out and reported in an error
 // wrapping kv.ErrDecode, which comes with the other records.
 func (c *Client) Runs(ctx context.Context) ([]kv.RunRecord, error) {
-	runs, err := c.runStore(ctx)
-	if err != nil {
-		return nil, err
-	}
-	all, err := runs.List(ctx)
+	// Read with a filtered consumer, not a KV watch, so a client user
+	// needs no right to delete consumers (deploy/nats-auth.conf).
+	all, err := kv.ReadAll[kv.RunRecord](ctx, c.js, c.names.RunsBucket())
 	if all == nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return nil, fmt.Errorf("list runs: %w", hintNoStream(err, c.names.RunsBucket()))
 	}
 	out := make([]kv.RunRecord, 0, len(all))
 	for _, e := range all {
@@ -139,33 +142,50 @@ func (c *Client) Runs(ctx context.Context) ([]kv.RunRecord, error) {
 	return out, nil
 }
 
-// Cancel records the intent to cancel runID in its run record (a
-// compare-and-set, retried on conflict). Whichever worker holds the run, now
-// or later, stops the agent. It returns the updated record; an error wrapping
-// ErrNotFound if there is no such run, or ErrTerminal if it already ended.
-// Cancelling twice is harmless.
-func (c *Client) Cancel(ctx context.Context, runID string) (kv.RunRecord, error) {
+// DefaultCancelTimeout bounds a cancel request when ctx has no earlier
+// deadline.
+const DefaultCancelTimeout = 10 * time.Second
+
+// Cancel asks the workers to cancel runID: one of them checks the run and
+// records the intent in its record, and whichever worker holds the run, now
+// or later, stops the agent. It returns the worker's answer; an error
+// wrapping ErrNotFound if there is no such run, ErrTerminal if it already
+// ended, or ErrNoWorker if no worker answered within DefaultCancelTimeout
+// (or ctx). Cancelling twice is harmless.
+func (c *Client) Cancel(ctx context.Context, runID string) (protocol.CancelReply, error) {
 	if !protocol.ValidRunID(runID) {
-		return kv.RunRecord{}, fmt.Errorf("%w: %q", protocol.ErrBadRunID, runID)
+		return protocol.CancelReply{}, fmt.Errorf("%w: %q", protocol.ErrBadRunID, runID)
 	}
-	runs, err := c.runStore(ctx)
-	if err != nil {
-		return kv.RunRecord{}, err
-	}
-	rec, _, err := runs.Modify(ctx, runID, func(r *kv.RunRecord) error {
-		if r.State.Terminal() {
-			return fmt.Errorf("%w: %s is %s", ErrTerminal, runID, r.State)
-		}
-		r.CancelRequested = true
-		return nil
-	})
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, DefaultCancelTimeout)
+	defer cancel()
+	msg, err := c.js.Conn().RequestWithContext(ctx, c.names.CancelSubject(runID), nil)
 	switch {
-	case errors.Is(err, kv.ErrNotFound):
-		return kv.RunRecord{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
+	case parent.Err() != nil: // the caller's end, not ours
+		return protocol.CancelReply{}, fmt.Errorf("cancel %s: %w", runID, parent.Err())
+	case errors.Is(err, nats.ErrNoResponders):
+		return protocol.CancelReply{}, fmt.Errorf("cancel %s: %w: nobody listens on %s (is a `baton worker` running?)",
+			runID, ErrNoWorker, c.names.CancelSubject(runID))
+	case errors.Is(err, context.DeadlineExceeded):
+		return protocol.CancelReply{}, fmt.Errorf("cancel %s: %w within %v", runID, ErrNoWorker, DefaultCancelTimeout)
 	case err != nil:
-		return kv.RunRecord{}, fmt.Errorf("cancel %s: %w", runID, err)
+		return protocol.CancelReply{}, fmt.Errorf("cancel %s: %w", runID, err)
 	}
-	return rec, nil
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		desc := msg.Header.Get(micro.ErrorHeader)
+		switch code {
+		case protocol.CancelNotFound:
+			return protocol.CancelReply{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
+		case protocol.CancelTerminal:
+			return protocol.CancelReply{}, fmt.Errorf("%w: %s", ErrTerminal, desc)
+		}
+		return protocol.CancelReply{}, fmt.Errorf("cancel %s: refused (%s): %s", runID, code, desc)
+	}
+	var rep protocol.CancelReply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return protocol.CancelReply{}, fmt.Errorf("cancel %s: unreadable answer %q: %w", runID, msg.Data, err)
+	}
+	return rep, nil
 }
 
 func (c *Client) runStore(ctx context.Context) (*kv.Runs, error) {
@@ -230,7 +250,7 @@ func (c *Client) DLQ(ctx context.Context, limit int) ([]DLQEntry, error) {
 		if end-first+1 > want {
 			start = end - want + 1
 		}
-		win, err := readRange(ctx, st, start, end)
+		win, err := readRange(ctx, st, c.names, start, end)
 		if err != nil {
 			return nil, fmt.Errorf("read dead-letter stream %s: %w", name, err)
 		}
@@ -243,10 +263,14 @@ func (c *Client) DLQ(ctx context.Context, limit int) ([]DLQEntry, error) {
 }
 
 // readRange reads the messages of st with sequences in [start, end].
-func readRange(ctx context.Context, st jetstream.Stream, start, end uint64) ([]DLQEntry, error) {
+func readRange(ctx context.Context, st jetstream.Stream, names protocol.Names, start, end uint64) ([]DLQEntry, error) {
+	// Filtered, so a client may create it with no more than the
+	// permission to read the DLQ's subjects (one filter: the filtered
+	// create API).
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   start,
+		FilterSubjects: names.DLQSubjects(),
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    start,
 	})
 	if err != nil {
 		return nil, err

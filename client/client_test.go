@@ -13,10 +13,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
 )
 
 var names = protocol.MustNames("baton")
@@ -412,10 +414,15 @@ func TestRunsRunCancel(t *testing.T) {
 		t.Errorf("Run(nope): got %v, want ErrNotFound", err)
 	}
 
+	// Cancel is a request the workers answer: with none, it says so.
+	if _, err := e.c.Cancel(ctx, "new"); !errors.Is(err, client.ErrNoWorker) {
+		t.Fatalf("Cancel with no worker: got %v, want ErrNoWorker", err)
+	}
+	startWorker(t, e.js)
 	for range 2 { // cancelling twice is harmless
-		rec, err = e.c.Cancel(ctx, "new")
-		if err != nil || !rec.CancelRequested {
-			t.Fatalf("Cancel(new) = %+v, %v", rec, err)
+		rep, err := e.c.Cancel(ctx, "new")
+		if err != nil || rep.RunID != "new" || rep.Worker != "w1" || rep.Node != "n1" || rep.State != string(kv.RunRunning) {
+			t.Fatalf("Cancel(new) = %+v, %v", rep, err)
 		}
 	}
 	stored, _, err := runs.Get(ctx, "new")
@@ -538,5 +545,31 @@ func TestWatchEndsOnContextWhileItsConsumerCannotBeRemade(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Watch still running 30s after its context ended, its consumer being re-created")
+	}
+}
+
+// startWorker runs a real worker, which answers cancel requests, until the
+// test ends.
+func startWorker(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	w, err := worker.New(js.Conn(), config.Default(), worker.WithStateDir(t.TempDir()), worker.WithNode("cw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("worker stopped before ready: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker not ready after 20s")
 	}
 }

@@ -20,6 +20,10 @@ type Config struct {
 	// workspace) stays on its node before the worker removes it (default
 	// 7 days).
 	RunRetention time.Duration `yaml:"runRetention"`
+	// RecordRetention is how long a finished run's record stays in the
+	// runs bucket (default: EventsMaxAge). Records of live runs never
+	// expire.
+	RecordRetention time.Duration `yaml:"recordRetention"`
 	// MaxJobBytes bounds a job's encoded size (default 1 MiB).
 	MaxJobBytes int `yaml:"maxJobBytes"`
 	// SandboxUID is the host uid a root worker runs sandboxes as (default 65534).
@@ -77,4 +81,13 @@ type Network struct {
 	// Hosts pins allowed names to addresses, as /etc/hosts would, for
 	// names the resolver does not know (a test host, an internal service).
 	Hosts map[string]string `yaml:"hosts" json:"hosts,omitempty"`
+}
+
+// RecordTTL is how long a finished run's record is kept: RecordRetention,
+// or EventsMaxAge when that is not set.
+func (c *Config) RecordTTL() time.Duration {
+	if c.RecordRetention > 0 {
+		return c.RecordRetention
+	}
+	return c.EventsMaxAge
 }

@@ -183,7 +183,7 @@ func TestParseRejects(t *testing.T) {
 		want      []string // every one must be in the error
 	}{
 		{"unknown top key", "prefix: a\nprefx: b\n",
-			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, runRetention, maxJobBytes, sandboxUID, cgroupParent, profiles)`}},
+			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, profiles)`}},
 		{"unknown profile key", "profiles:\n  x:\n    command: [a]\n    comand: [b]\n",
 			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, timeout, network, mounts, limits, agentUID, agentGID)`}},
 		{"every problem", "concurrency: four\nfoo: 1\nprofiles:\n  x:\n    timeout: soon\n",

@@ -49,6 +49,9 @@ func (c *Config) Validate() error {
 	if c.RunRetention < minRetention {
 		bad("runRetention", "%s is too short; it must be at least %s", c.RunRetention, minRetention)
 	}
+	if c.RecordRetention != 0 && c.RecordRetention < minEventsAge {
+		bad("recordRetention", "%s is too short; it must be at least %s", c.RecordRetention, minEventsAge)
+	}
 	if c.MaxJobBytes < minJobBytes || c.MaxJobBytes > maxJobBytes {
 		bad("maxJobBytes", "%d is out of range %d..%d", c.MaxJobBytes, minJobBytes, maxJobBytes)
 	}

@@ -74,6 +74,13 @@ func TestDecodeValid(t *testing.T) {
 		gotRun.Labels["a"] != "b" || gotRun.Offset != run.Offset || gotRun.LastSeq != run.LastSeq {
 		t.Fatalf("round trip: got %+v, want %+v", gotRun, run)
 	}
+
+	// Records written before the nonce left them still decode; the field
+	// is ignored.
+	old, err := Decode[RunRecord]("r", 1, mustEncode(t, map[string]any{"runId": "r", "state": "running", "nonce": "n0nce"}))
+	if err != nil || old.RunID != "r" || old.State != RunRunning {
+		t.Fatalf("record with a nonce: %+v, %v", old, err)
+	}
 }
 
 func TestWrapMapsServerErrors(t *testing.T) {

@@ -18,7 +18,10 @@ const (
 // Terminal reports whether the run has ended.
 func (s RunState) Terminal() bool { return protocol.StatusType(s).Terminal() }
 
-// RunRecord is the value of a run's key in the runs bucket (msgpack).
+// RunRecord is the value of a run's key in the runs bucket (msgpack). It
+// holds no secret: clients read it. The journal's nonce is kept only in the
+// run directory's spec (a "nonce" field in records written by older
+// versions is ignored).
 type RunRecord struct {
 	RunID           string            `msgpack:"runId"`
 	State           RunState          `msgpack:"state"`
@@ -26,7 +29,6 @@ type RunRecord struct {
 	Worker          string            `msgpack:"worker,omitempty"`
 	Profile         string            `msgpack:"profile"`
 	Attempt         int               `msgpack:"attempt"`
-	Nonce           string            `msgpack:"nonce"`
 	Deadline        time.Time         `msgpack:"deadline,omitempty"`
 	CancelRequested bool              `msgpack:"cancelRequested,omitempty"`
 	CreatedAt       time.Time         `msgpack:"createdAt"`

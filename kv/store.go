@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,6 +26,9 @@ var (
 	ErrConflict = errors.New("kv: revision conflict")
 	// ErrDecode: a stored value is not a msgpack encoding of the record type.
 	ErrDecode = errors.New("kv: cannot decode value")
+	// ErrUnchanged, returned by a Modify function, leaves the value as it
+	// is: Modify writes nothing and returns the value read.
+	ErrUnchanged = errors.New("kv: value unchanged")
 )
 
 // Modify's retry bounds: conflicts come from concurrent writers or from a
@@ -117,9 +121,38 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 
 // Modify reads key, applies fn to its value and writes the result back with
 // a compare-and-set, retrying from the read when another writer won (a
-// bounded number of times). An error from fn aborts with that error. It
-// returns the value written and its revision.
+// bounded number of times). An error from fn aborts with that error, except
+// ErrUnchanged, which returns the value read without writing. It returns
+// the value written and its revision.
 func (s *Store[T]) Modify(ctx context.Context, key string, fn func(*T) error) (T, uint64, error) {
+	return s.modify(ctx, key, fn, s.Update)
+}
+
+// ModifyTTL is Modify whose write expires after ttl (a per-message TTL,
+// published through js; the bucket must allow them, see LimitMarkerTTL). A
+// later write without a TTL makes the value permanent again.
+func (s *Store[T]) ModifyTTL(ctx context.Context, js jetstream.JetStream, key string, ttl time.Duration, fn func(*T) error) (T, uint64, error) {
+	return s.modify(ctx, key, fn, func(ctx context.Context, key string, v T, rev uint64) (uint64, error) {
+		return s.UpdateTTL(ctx, js, key, v, rev, ttl)
+	})
+}
+
+// UpdateTTL is Update whose write expires after ttl (see ModifyTTL).
+func (s *Store[T]) UpdateTTL(ctx context.Context, js jetstream.JetStream, key string, v T, rev uint64, ttl time.Duration) (uint64, error) {
+	b, err := encode(v)
+	if err != nil {
+		return 0, fmt.Errorf("kv: update %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	ack, err := js.Publish(ctx, "$KV."+s.kv.Bucket()+"."+key, b,
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	if err != nil {
+		return 0, wrapErr(s.kv.Bucket(), "update", key, err)
+	}
+	return ack.Sequence, nil
+}
+
+func (s *Store[T]) modify(ctx context.Context, key string, fn func(*T) error,
+	update func(ctx context.Context, key string, v T, rev uint64) (uint64, error)) (T, uint64, error) {
 	var zero T
 	var err error
 	for try := range modifyTries {
@@ -138,11 +171,13 @@ func (s *Store[T]) Modify(ctx context.Context, key string, fn func(*T) error) (T
 		if err != nil {
 			return zero, 0, err
 		}
-		if err = fn(&v); err != nil {
+		if err = fn(&v); errors.Is(err, ErrUnchanged) {
+			return v, rev, nil
+		} else if err != nil {
 			return zero, 0, err
 		}
 		var n uint64
-		n, err = s.Update(ctx, key, v, rev)
+		n, err = update(ctx, key, v, rev)
 		if err == nil {
 			return v, n, nil
 		}
@@ -315,4 +350,54 @@ func wrongLastSeq(err error) bool {
 	}
 	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// ReadAll returns every live value of bucket like List, through a filtered
+// pull consumer of the bucket's stream: what a NATS user that may only read
+// the bucket (no consumer deletes, no push consumers) can do. Values that
+// cannot be decoded are left out and reported together in the error, which
+// then comes with the rest of the map.
+func ReadAll[T any](ctx context.Context, js jetstream.JetStream, bucket string) (map[string]Entry[T], error) {
+	prefix := "$KV." + bucket + "."
+	cons, err := js.OrderedConsumer(ctx, "KV_"+bucket, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{prefix + ">"},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return nil, wrapErr(bucket, "list", "*", err)
+	}
+	out := map[string]Entry[T]{}
+	info := cons.CachedInfo()
+	if info == nil || info.NumPending == 0 {
+		return out, nil
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, wrapErr(bucket, "list", "*", err)
+	}
+	defer it.Stop()
+	var bad []error
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("kv: list %s: %w", bucket, err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("kv: list %s: %w", bucket, err)
+		}
+		key := strings.TrimPrefix(msg.Subject(), prefix)
+		if op := msg.Headers().Get("KV-Operation"); op == "" {
+			ent := Entry[T]{Key: key, Revision: md.Sequence.Stream, Op: jetstream.KeyValuePut, Created: md.Timestamp}
+			ent.Value, ent.Err = Decode[T](key, md.Sequence.Stream, msg.Data())
+			if ent.Err != nil {
+				bad = append(bad, ent.Err)
+			} else {
+				out[key] = ent
+			}
+		}
+		if md.NumPending == 0 {
+			return out, errors.Join(bad...)
+		}
+	}
 }

@@ -51,7 +51,7 @@ func TestCRUD(t *testing.T) {
 	if _, _, err := runs.Get(ctx, "r1"); !errors.Is(err, kv.ErrNotFound) {
 		t.Fatalf("Get missing: %v, want ErrNotFound", err)
 	}
-	rec := kv.RunRecord{RunID: "r1", State: kv.RunStarting, Node: "n1", Profile: "p", Nonce: "x"}
+	rec := kv.RunRecord{RunID: "r1", State: kv.RunStarting, Node: "n1", Profile: "p"}
 	rev1, err := runs.Create(ctx, "r1", rec)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestCRUD(t *testing.T) {
 		t.Fatalf("second Create: %v, want ErrExists only", err)
 	}
 	got, rev, err := runs.Get(ctx, "r1")
-	if err != nil || rev != rev1 || got.RunID != "r1" || got.State != kv.RunStarting || got.Nonce != "x" {
+	if err != nil || rev != rev1 || got.RunID != "r1" || got.State != kv.RunStarting || got.Profile != "p" {
 		t.Fatalf("Get = %+v, %d, %v; want the created record at %d", got, rev, err, rev1)
 	}
 

@@ -53,6 +53,14 @@ func (n Names) RunsBucket() string { return n.upper + "_RUNS" }
 // LeasesBucket is the KV bucket of per-run leases.
 func (n Names) LeasesBucket() string { return n.upper + "_LEASES" }
 
+// NodeRunsBucket is the KV bucket indexing unfinished runs by node: a key
+// "<node>.<runId>" per run, from its start to its end, so the node-loss
+// reaper finds a node's runs without reading every record.
+func (n Names) NodeRunsBucket() string { return n.upper + "_NODE_RUNS" }
+
+// NodeRunKey is the key of runID in NodeRunsBucket.
+func NodeRunKey(node, runID string) string { return node + "." + runID }
+
 // NodesBucket is the KV bucket of node heartbeats.
 func (n Names) NodesBucket() string { return n.upper + "_NODES" }
 

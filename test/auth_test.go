@@ -3,10 +3,12 @@ package test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -14,16 +16,23 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/consumer"
 	"github.com/batonhq/baton/internal/bounded"
+	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
 )
 
 // TestNATSPermissions runs baton under deploy/nats-auth.conf as shipped: a
-// worker, a client and a viewer, each with its own user. A run goes end to
-// end, the viewer's live feed gets it, and nobody but the stream can put a
-// message on a run's subjects.
+// worker, a client and a viewer, each with its own user. Every command a
+// client has (submit, watch, runs, cancel, dlq) works with no permission
+// refused; the viewer's live feed gets a run; and every attack of issue 13
+// (docs/security.md), tried as client and as viewer, is refused and leaves
+// nothing changed.
 func TestNATSPermissions(t *testing.T) {
 	bin := testenv.BatonBinary(t)
 	pw := map[string]string{"worker": "w-secret", "client": "c-secret", "viewer": "v-secret"}
@@ -62,21 +71,15 @@ func TestNATSPermissions(t *testing.T) {
 	}
 	names := protocol.MustNames("")
 
-	// Each user's connection records the permission violations it is told of.
-	type conn struct {
-		nc     *nats.Conn
-		mu     sync.Mutex
-		denied []string
-	}
-	connect := func(user string) *conn {
+	connect := func(user string, opts ...nats.Option) *conn {
 		c := &conn{}
-		nc, err := nats.Connect(url(user), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		nc, err := nats.Connect(url(user), append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
 				c.mu.Lock()
 				c.denied = append(c.denied, err.Error())
 				c.mu.Unlock()
 			}
-		}))
+		}))...)
 		if err != nil {
 			t.Fatalf("connect as %s: %v", user, err)
 		}
@@ -84,24 +87,40 @@ func TestNATSPermissions(t *testing.T) {
 		c.nc = nc
 		return c
 	}
-	deniedPublish := func(c *conn, subject string) {
+	waitDenied := func(c *conn, what, subject string) {
 		t.Helper()
-		if err := c.nc.Publish(subject, []byte(`{"forged":true}`)); err != nil {
-			t.Fatal(err)
-		}
-		testenv.WaitFor(t, 5*time.Second, "a permissions violation for "+subject, func() bool {
+		testenv.WaitFor(t, 5*time.Second, "a permissions violation for "+what+" "+subject, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			for _, d := range c.denied {
-				if strings.Contains(d, subject) {
+				if strings.Contains(d, what) && strings.Contains(d, subject+`"`) {
 					return true
 				}
 			}
 			return false
 		})
 	}
+	deniedPublish := func(c *conn, subject string, body []byte) {
+		t.Helper()
+		// With a reply subject, as a JetStream API request is sent.
+		if err := c.nc.PublishRequest(subject, c.nc.NewRespInbox(), body); err != nil {
+			t.Fatal(err)
+		}
+		waitDenied(c, "Publish", subject)
+	}
+	deniedSubscribe := func(c *conn, subject string) {
+		t.Helper()
+		sub, err := c.nc.SubscribeSync(subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		waitDenied(c, "Subscription", subject)
+	}
 
-	workerLog := startWorker(t, bin, url("worker"), testenv.StateDir(t), "auth")
+	stateDir := testenv.StateDir(t)
+	workerLog := startWorker(t, bin, url("worker"), stateDir, "auth")
+	testenv.WaitFor(t, 30*time.Second, "the worker ready", func() bool { return strings.Contains(workerLog.String(), "worker ready") })
 	viewer := connect("viewer")
 	live := make(chan *nats.Msg, 1024)
 	if _, err := viewer.nc.ChanSubscribe(names.RunFilter("auth-1"), live); err != nil {
@@ -119,11 +138,44 @@ func TestNATSPermissions(t *testing.T) {
 	if err := submit.Run(); err != nil {
 		t.Fatalf("submit --watch as client: %v\n%s", err, out.String())
 	}
-	for _, args := range [][]string{{"runs", "get", "auth-1"}, {"dlq"}} {
+	if strings.Contains(out.String(), "Permissions Violation") {
+		t.Fatalf("submit --watch as client was refused something:\n%s", out.String())
+	}
+	// baton as client: each command works, and is refused nothing.
+	asClient := func(wantExit int, args ...string) string {
+		t.Helper()
 		cmd := bounded.Command(ctx, bin, append(args, "--nats", url("client"))...)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("baton %s as client: %v\n%s", strings.Join(args, " "), err, b)
+		b, err := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != wantExit || strings.Contains(string(b), "Permissions Violation") {
+			t.Fatalf("baton %s as client: exit %d (%v), want %d\n%s", strings.Join(args, " "), code, err, wantExit, b)
 		}
+		return string(b)
+	}
+	asClient(0, "runs", "get", "auth-1")
+	if o := asClient(0, "runs"); !strings.Contains(o, "auth-1") {
+		t.Fatalf("runs as client does not list auth-1:\n%s", o)
+	}
+	asClient(0, "watch", "auth-1")
+	asClient(0, "dlq")
+	// A bad job reaches the DLQ, which the client reads.
+	asClient(0, "submit", "--profile", "no-such-profile", "--run-id", "auth-bad")
+	testenv.WaitFor(t, 10*time.Second, "auth-bad in the DLQ", func() bool {
+		b, _ := bounded.Command(ctx, bin, "dlq", "--nats", url("client")).CombinedOutput()
+		return strings.Contains(string(b), "auth-bad")
+	})
+	asClient(0, "submit", "--profile", "demo", "--run-id", "auth-long", "--arg=--lines", "--arg=100000", "--arg=--rate", "--arg=5")
+	testenv.WaitFor(t, 20*time.Second, "auth-long running", func() bool {
+		b, _ := bounded.Command(ctx, bin, "runs", "get", "auth-long", "--nats", url("client")).CombinedOutput()
+		return strings.Contains(string(b), "running")
+	})
+	if o := asClient(0, "cancel", "auth-long"); !strings.Contains(o, "cancel requested") {
+		t.Fatalf("cancel as client:\n%s", o)
+	}
+	if o := asClient(1, "watch", "auth-long"); !strings.Contains(o, "cancelled") {
+		t.Fatalf("watch of the cancelled run:\n%s", o)
+	}
+	if o := asClient(1, "cancel", "auth-long"); !strings.Contains(o, "already ended") {
+		t.Fatalf("cancel of an ended run as client:\n%s", o)
 	}
 
 	// The viewer's live feed had the whole run, ending with its status.
@@ -151,17 +203,249 @@ func TestNATSPermissions(t *testing.T) {
 
 	// Nobody writes on a run's subjects but the stream, and only a worker
 	// feeds the chain.
-	deniedPublish(viewer, names.EventsSubject("auth-1"))
-	deniedPublish(viewer, names.IngestSubject("auth-1", protocol.KindEvents))
+	wconn := connect("worker", nats.CustomInboxPrefix(worker.InboxPrefix))
+	deniedPublish(wconn, names.EventsSubject("auth-1"), nil)
 	client := connect("client")
-	deniedPublish(client, names.IngestSubject("auth-1", protocol.KindEvents))
-	deniedPublish(client, names.StatusSubject("auth-1"))
-	deniedPublish(client, "$KV.BATON_LEASES.auth-1")
-	worker := connect("worker")
-	deniedPublish(worker, names.EventsSubject("auth-1"))
+	attacks(t, client, "client", deniedPublish, deniedSubscribe)
+	attacks(t, viewer, "viewer", deniedPublish, deniedSubscribe)
 	select {
 	case m := <-live:
 		t.Fatalf("the viewer got %s %q after the run ended", m.Subject, m.Data)
 	case <-time.After(200 * time.Millisecond):
+	}
+
+	// Nothing the attacks aimed at changed.
+	wjs := mustJS(t, wconn.nc)
+	// A consumer a client may create, made a push consumer onto a run's
+	// ingest subject, feeds no chain: nobody may subscribe there, so the
+	// server delivers nothing (docs/security.md).
+	events, err := wjs.Stream(ctx, names.EventsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip, err := events.GetLastMsgForSubject(ctx, names.RunFilter("auth-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mustJS(t, client.nc).CreateOrUpdateConsumer(ctx, "KV_"+names.RunsBucket(), jetstream.ConsumerConfig{
+		Name: "evilpush", FilterSubject: "$KV." + names.RunsBucket() + ".>", AckPolicy: jetstream.AckNonePolicy,
+		DeliverSubject: names.IngestSubject("auth-1", protocol.KindStatus),
+	}); err != nil {
+		t.Logf("push consumer onto a run's chain: %v", err)
+	}
+	time.Sleep(time.Second)
+	if now, err := events.GetLastMsgForSubject(ctx, names.RunFilter("auth-1")); err != nil || now.Sequence != tip.Sequence {
+		t.Fatalf("auth-1's chain after a push consumer onto it: tip %d, was %d (%v)", now.Sequence, tip.Sequence, err)
+	}
+	for _, st := range []string{names.DLQStream(), names.JobsStream(), names.EventsStream(), "KV_" + names.RunsBucket()} {
+		info, err := mustStream(t, wjs, st)
+		if err != nil {
+			t.Fatalf("stream %s after the attacks: %v", st, err)
+		}
+		if rp := info.Config.RePublish; rp != nil && rp.Destination != names.RunsSubjects() {
+			t.Fatalf("stream %s republishes to %s after the attacks", st, rp.Destination)
+		}
+	}
+	if _, err := mustStream(t, wjs, "EVIL"); err == nil {
+		t.Fatal("the attackers created stream EVIL")
+	}
+	if _, err := wjs.Consumer(ctx, names.JobsStream(), consumer.DurableName); err != nil {
+		t.Fatalf("the workers' job consumer after the attacks: %v", err)
+	}
+	// The nonce is nowhere a client reads: not in the run's record.
+	spec, err := os.ReadFile(filepath.Join(stateDir, "runs", "auth-1", "spec.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp struct{ Nonce string }
+	if err := json.Unmarshal(spec, &sp); err != nil || sp.Nonce == "" {
+		t.Fatalf("no nonce in the run's spec: %v", err)
+	}
+	raw, err := client.nc.Request("$JS.API.DIRECT.GET.KV_"+names.RunsBucket()+".$KV."+names.RunsBucket()+".auth-1", nil, 5*time.Second)
+	if err != nil || len(raw.Data) == 0 {
+		t.Fatalf("direct get of auth-1's record as client: %v", err)
+	}
+	if bytes.Contains(raw.Data, []byte(sp.Nonce)) {
+		t.Fatal("the run record a client reads holds the nonce")
+	}
+	client.mu.Lock()
+	defer client.mu.Unlock()
+	for _, d := range client.denied {
+		if strings.Contains(d, "DIRECT.GET.KV_"+names.RunsBucket()) {
+			t.Fatalf("the client's legitimate record read was refused: %s", d)
+		}
+	}
+}
+
+// conn is a user's connection, with the permission violations the server
+// told it of.
+type conn struct {
+	nc     *nats.Conn
+	mu     sync.Mutex
+	denied []string
+}
+
+func mustJS(t *testing.T, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func mustStream(t *testing.T, js jetstream.JetStream, name string) (*jetstream.StreamInfo, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return st.CachedInfo(), nil
+}
+
+// attacks tries, as user c, everything issue 13 found a client could do,
+// and requires each to be refused by the server.
+func attacks(t *testing.T, c *conn, user string, deniedPublish func(*conn, string, []byte), deniedSubscribe func(*conn, string)) {
+	t.Helper()
+	names := protocol.MustNames("")
+	runs, jobs := names.RunsBucket(), names.JobsStream()
+	for _, a := range []struct {
+		what, subject, body string
+	}{
+		{"add a stream republishing records onto a run's chain", "$JS.API.STREAM.CREATE.EVIL",
+			`{"name":"EVIL","subjects":["evil.>"],"republish":{"src":">","dest":"baton.ingest.auth-1.status"}}`},
+		{"add a republish to the records' stream", "$JS.API.STREAM.UPDATE.KV_" + runs,
+			`{"name":"KV_` + runs + `","subjects":["$KV.` + runs + `.>"],"republish":{"src":"$KV.` + runs + `.>","dest":"baton.ingest.auth-1.status"}}`},
+		{"change the events stream", "$JS.API.STREAM.UPDATE." + names.EventsStream(), `{"name":"` + names.EventsStream() + `"}`},
+		{"delete the workers' job consumer", "$JS.API.CONSUMER.DELETE." + jobs + "." + consumer.DurableName, ""},
+		{"create a job consumer", "$JS.API.CONSUMER.CREATE." + jobs + ".thief", `{"stream_name":"` + jobs + `","config":{"name":"thief"}}`},
+		{"create a filtered job consumer", "$JS.API.CONSUMER.CREATE." + jobs + ".thief." + names.RunJobSubject(), `{"stream_name":"` + jobs + `","config":{"name":"thief","filter_subject":"` + names.RunJobSubject() + `"}}`},
+		{"create a durable job consumer", "$JS.API.CONSUMER.DURABLE.CREATE." + jobs + ".thief", `{"stream_name":"` + jobs + `","config":{"durable_name":"thief"}}`},
+		{"create an ephemeral job consumer", "$JS.API.CONSUMER.CREATE." + jobs, `{"stream_name":"` + jobs + `","config":{}}`},
+		{"pull the workers' jobs", "$JS.API.CONSUMER.MSG.NEXT." + jobs + "." + consumer.DurableName, `{"batch":1}`},
+		{"delete the DLQ", "$JS.API.STREAM.DELETE." + names.DLQStream(), ""},
+		{"purge the DLQ", "$JS.API.STREAM.PURGE." + names.DLQStream(), ""},
+		{"delete a DLQ entry", "$JS.API.STREAM.MSG.DELETE." + names.DLQStream(), `{"seq":1}`},
+		{"read a pending job", "$JS.API.STREAM.MSG.GET." + jobs, `{"seq":1}`},
+		{"read a lease", "$JS.API.DIRECT.GET.KV_" + names.LeasesBucket() + ".$KV." + names.LeasesBucket() + ".auth-1", ""},
+		{"read the node heartbeats", "$JS.API.CONSUMER.CREATE.KV_" + names.NodesBucket() + ".x.$KV." + names.NodesBucket() + ".>", `{}`},
+		{"list streams", "$JS.API.STREAM.LIST", ""},
+		{"read the account", "$JS.API.INFO", ""},
+		{"read the events unfiltered", "$JS.API.CONSUMER.CREATE." + names.EventsStream() + ".x", `{}`},
+		{"write a run record", "$KV." + runs + ".auth-1", `{}`},
+		{"write a record whose key is a path", "$KV." + runs + ".auth-1/workspace", `{}`},
+		{"purge the run records", "$JS.API.STREAM.PURGE.KV_" + runs, ""},
+		{"delete a run record", "$JS.API.STREAM.MSG.DELETE.KV_" + runs, `{"seq":1}`},
+		{"forge a status on the ingest subject", names.IngestSubject("auth-1", protocol.KindStatus), `{"status":"succeeded"}`},
+		{"forge an event on the ingest subject", names.IngestSubject("auth-1", protocol.KindEvents), `{}`},
+		{"forge a status on the run's subject", names.StatusSubject("auth-1"), `{"status":"succeeded"}`},
+		{"forge an attach job", names.AttachJobSubject("auth"), `{"runId":"auth-1","reason":"recover"}`},
+		{"forge a cancel notice", names.CancelledSubject("auth-1"), ""},
+		{"write a lease", "$KV." + names.LeasesBucket() + ".auth-1", `{}`},
+		{"write a heartbeat", "$KV." + names.NodesBucket() + ".ghost.w", `{}`},
+		{"hide a run from the reaper", "$KV." + names.NodeRunsBucket() + ".auth.auth-long", ""},
+	} {
+		t.Logf("%s tries to %s", user, a.what)
+		deniedPublish(c, a.subject, []byte(a.body))
+	}
+	for _, subject := range []string{
+		worker.InboxPrefix + ".>",     // the worker's replies: fetched jobs, leases
+		names.Prefix() + ".jobs.>",    // jobs as they are submitted
+		names.Prefix() + ".control.>", // cancel requests and notices
+		names.Prefix() + ".ingest.>",  // chains before the stream fences them
+		"$KV." + runs + ".>",          // records as they are written
+	} {
+		t.Logf("%s tries to subscribe to %s", user, subject)
+		deniedSubscribe(c, subject)
+	}
+}
+
+// TestTenantsAreIsolated loads deploy/nats-tenants.conf: each tenant's users
+// have exactly the permissions of deploy/nats-auth.conf, its account has its
+// JetStream limits, and one tenant's baton is invisible to another's
+// client.
+func TestTenantsAreIsolated(t *testing.T) {
+	for _, user := range []string{"WORKER", "CLIENT", "VIEWER"} {
+		t.Setenv("BATON_"+user+"_PASSWORD", "p")
+		t.Setenv("TENANT_A_"+user+"_PASSWORD", "p")
+		t.Setenv("TENANT_B_"+user+"_PASSWORD", "p")
+	}
+	dir := t.TempDir()
+	load := func(file string) *server.Options {
+		t.Helper()
+		b, err := os.ReadFile("../deploy/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		conf := filepath.Join(dir, file+".main")
+		main := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\ninclude ./%s\n", testenv.FreePort(t), filepath.Join(dir, "js-"+file), file)
+		if err := os.WriteFile(conf, []byte(main), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := server.ProcessConfigFile(conf)
+		if err != nil {
+			t.Fatalf("deploy/%s: %v", file, err)
+		}
+		return opts
+	}
+	perms := func(o *server.Options) map[string]*server.Permissions {
+		m := map[string]*server.Permissions{}
+		for _, u := range o.Users {
+			m[u.Username] = u.Permissions
+		}
+		return m
+	}
+	single, tenants := perms(load("nats-auth.conf")), load("nats-tenants.conf")
+	for user, p := range perms(tenants) {
+		role := user[strings.IndexByte(user, '-')+1:]
+		if !reflect.DeepEqual(p, single[role]) {
+			t.Errorf("%s's permissions differ from %s's in nats-auth.conf:\n%+v\n%+v", user, role, p, single[role])
+		}
+	}
+
+	tenants.NoLog, tenants.NoSigs = true, true
+	s, err := server.NewServer(tenants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	connect := func(user string, opts ...nats.Option) jetstream.JetStream {
+		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.UserInfo(user, "p"))...)
+		if err != nil {
+			t.Fatalf("connect as %s: %v", user, err)
+		}
+		t.Cleanup(nc.Close)
+		return mustJS(t, nc)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	aw := connect("a-worker", nats.CustomInboxPrefix(worker.InboxPrefix))
+	if _, err := provision.Ensure(ctx, aw, names, provision.Options{}); err != nil {
+		t.Fatalf("provision as tenant A's worker: %v", err)
+	}
+	info, err := aw.AccountInfo(ctx)
+	if err != nil || info.Limits.MaxStore != 20_000_000_000 || info.Streams == 0 {
+		t.Fatalf("tenant A's account: %+v, %v; want its 20G file limit and baton's streams", info, err)
+	}
+	a := client.New(connect("a-client"), names)
+	if err := a.Submit(ctx, protocol.Job{RunID: "a-1", Profile: "demo"}); err != nil {
+		t.Fatalf("submit as tenant A's client: %v", err)
+	}
+	b := client.New(connect("b-client"), names)
+	if err := b.Submit(ctx, protocol.Job{RunID: "b-1", Profile: "demo"}); err == nil {
+		t.Fatal("tenant B's client submitted into a stream it does not have")
+	}
+	if _, err := b.Run(ctx, "a-1"); err == nil || errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("tenant B's client reading runs: %v; want no bucket at all", err)
 	}
 }

@@ -113,6 +113,14 @@ func TestReadmeProtocolWithNatsCLI(t *testing.T) {
 	if !bytes.HasPrefix(journal, events.Bytes()) || !isSentinelOnly(journal[events.Len():]) {
 		t.Fatalf("nats sub saw %d bytes of events; the journal has %d bytes before its sentinel:\n%s", events.Len(), len(journal), events.String())
 	}
+
+	// Cancelling, in the README's form: a worker answers, here that the
+	// run already ended.
+	req := exec.CommandContext(ctx, nats, "--server", s.ClientURL(), "req", "baton.control.cancel.run-42", "")
+	b, err := req.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "Nats-Service-Error-Code: 409") {
+		t.Fatalf("nats req baton.control.cancel.run-42: %v\n%s", err, b)
+	}
 }
 
 // asStatus reports whether a line is a status message of runID.

@@ -17,6 +17,7 @@ type metrics struct {
 	bytesOut      prometheus.Counter
 	rejected      *prometheus.CounterVec // jobs sent to the DLQ, by reason
 	active        prometheus.GaugeFunc
+	reapPasses    prometheus.Histogram // node-loss reaper passes that read the index
 }
 
 func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
@@ -41,10 +42,13 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_jobs_rejected_total", Help: "Jobs moved to the DLQ, by reason."}, []string{"reason"}),
 		active: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "baton_runs_active", Help: "Runs this worker holds now."}, func() float64 { return float64(w.activeCount()) }),
+		reapPasses: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "baton_reaper_pass_seconds", Help: "Node-loss reaper passes that read the node index, by duration.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.runsStarted, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
-			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active)
+			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active, m.reapPasses)
 	}
 	return m
 }

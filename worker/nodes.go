@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
@@ -25,9 +26,10 @@ func (w *Worker) nodeGrace() time.Duration { return 3 * w.cfg.LeaseTTL }
 
 // reapLoop marks `lost` the unfinished runs of nodes gone past the grace
 // period. Every worker runs it; the run's lease makes exactly one of them
-// publish the terminal status, and the record is changed only by CAS. Run
-// records are listed only when a node has vanished (and once at start, for
-// nodes that vanished before this worker came up).
+// publish the terminal status, and the record is changed only by CAS. It
+// finds runs in the node index (indexRun), never by listing records: the
+// whole index once at start, for nodes that vanished before this worker
+// came up, then the entries of absent nodes.
 func (w *Worker) reapLoop(ctx context.Context) {
 	rp := &reaper{w: w, absentSince: map[string]time.Time{}}
 	up := time.Now()
@@ -94,37 +96,94 @@ func (rp *reaper) reap(ctx context.Context) {
 	if rp.started && !due {
 		return
 	}
-	entries, err := w.runs.List(ctx)
-	if err != nil && len(entries) == 0 {
+	// The index holds only unfinished runs: at start every node's, then
+	// only those of absent nodes. So a pass costs what is live, whatever
+	// the number of records.
+	var filters []string
+	if rp.started {
+		for node := range rp.absentSince {
+			filters = append(filters, protocol.NodeRunKey(node, "*"))
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	keys, err = listKeys(lctx, w.nodeRuns, filters)
+	cancel()
+	if err != nil {
+		w.log.Warn().Err(err).Msg("list the node index")
 		return
 	}
 	pending := map[string]bool{}
-	for id, e := range entries {
-		rec := e.Value
-		if !protocol.ValidRunID(id) || rec.RunID != id {
-			w.log.Warn().Str("key", id).Str("record_run_id", rec.RunID).Msg("run record skipped: its key is an invalid run id or not its run's")
+	for _, k := range keys {
+		node, id, ok := strings.Cut(k, ".")
+		if !ok || !protocol.ValidRunID(id) {
+			w.log.Warn().Str("key", k).Msg("node index entry skipped: its key is not <node>.<valid run id>")
 			continue
 		}
-		if rec.State.Terminal() || live[rec.Node] {
+		if live[node] {
 			continue
 		}
-		since, seen := rp.absentSince[rec.Node]
+		since, seen := rp.absentSince[node]
 		if !seen {
-			rp.absentSince[rec.Node] = now // a node gone before we started
-			pending[rec.Node] = true
+			rp.absentSince[node] = now // a node gone before we started
+			pending[node] = true
 			continue
 		}
 		if now.Sub(since) < w.nodeGrace() {
-			pending[rec.Node] = true
+			pending[node] = true
+			continue
+		}
+		rec, _, err := w.runs.Get(ctx, id)
+		switch {
+		case err == nil && rec.RunID != id:
+			w.log.Warn().Str("key", id).Str("record_run_id", rec.RunID).Msg("run record skipped: not its key's run")
+			continue
+		case errors.Is(err, kv.ErrNotFound), err == nil && (rec.State.Terminal() || rec.Node != node):
+			w.unindexRun(ctx, node, id) // stale: the run ended, or moved
+			continue
+		case err != nil:
+			pending[node] = true
 			continue
 		}
 		w.markLost(ctx, id, rec)
 	}
 	rp.started = true
+	w.metrics.reapPasses.Observe(time.Since(now).Seconds())
 	// A node with no unfinished run left is no longer watched.
 	for node := range rp.absentSince {
 		if !pending[node] {
 			delete(rp.absentSince, node)
+		}
+	}
+}
+
+// listKeys lists the keys of the bucket matching filters (all keys when
+// there are none); an empty bucket gives none.
+func listKeys(ctx context.Context, b jetstream.KeyValue, filters []string) ([]string, error) {
+	opts := []jetstream.WatchOpt{jetstream.MetaOnly(), jetstream.IgnoreDeletes()}
+	var kw jetstream.KeyWatcher
+	var err error
+	if len(filters) == 0 {
+		kw, err = b.WatchAll(ctx, opts...)
+	} else {
+		kw, err = b.WatchFiltered(ctx, filters, opts...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer kw.Stop()
+	var keys []string
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-kw.Updates():
+			if !ok {
+				return nil, errors.New("watcher stopped")
+			}
+			if e == nil { // end of the current keys
+				return keys, nil
+			}
+			keys = append(keys, e.Key())
 		}
 	}
 }
@@ -178,9 +237,7 @@ func (w *Worker) retry(ctx context.Context, rec kv.RunRecord) (string, error) {
 	if rec.Retries == 0 || rec.Attempt > rec.Retries || len(rec.Job) == 0 {
 		return "", nil
 	}
-	lim := w.cfg.Limits()
-	lim.ReservedLabels = true // the kept job of a retry carries them
-	job, err := protocol.DecodeJob(rec.Job, protocol.ContentTypeJSON, lim)
+	job, err := protocol.DecodeJob(rec.Job, protocol.ContentTypeJSON, w.cfg.Limits())
 	if err != nil {
 		return "", fmt.Errorf("kept job of run %s: %w", rec.RunID, err)
 	}
@@ -198,11 +255,11 @@ func (w *Worker) retry(ctx context.Context, rec kv.RunRecord) (string, error) {
 	}
 	job.Labels[protocol.LabelRetryOf] = first
 	job.Labels[protocol.LabelAttempt] = strconv.Itoa(rec.Attempt + 1)
-	b, err := protocol.EncodeWorkerJob(job)
+	b, err := protocol.EncodeJob(job)
 	if err != nil {
 		return "", err
 	}
-	msg := nats.NewMsg(w.names.RetryJobSubject())
+	msg := nats.NewMsg(w.names.RunJobSubject())
 	msg.Data = b
 	msg.Header.Set(nats.MsgIdHdr, job.RunID)
 	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
@@ -221,5 +278,19 @@ func (w *Worker) stopLostRunner(runID string) {
 	}
 	if err := sandbox.Cancel(dir); err == nil {
 		w.log.Warn().Str("run_id", runID).Msg("stopped the agent of a run declared lost while this node was away")
+	}
+}
+
+// indexRun records that runID is an unfinished run of node, for the reaper.
+func (w *Worker) indexRun(ctx context.Context, node, runID string) error {
+	_, err := w.nodeRuns.Put(ctx, protocol.NodeRunKey(node, runID), nil)
+	return err
+}
+
+// unindexRun removes runID from node's unfinished runs. A failure leaves a
+// stale entry, which the reaper drops when it finds the run ended.
+func (w *Worker) unindexRun(ctx context.Context, node, runID string) {
+	if err := w.nodeRuns.Purge(ctx, protocol.NodeRunKey(node, runID), jetstream.PurgeTTL(time.Minute)); err != nil && ctx.Err() == nil {
+		w.log.Warn().Err(err).Str("run_id", runID).Str("run_node", node).Msg("remove run from the node index")
 	}
 }

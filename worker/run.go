@@ -37,6 +37,7 @@ type run struct {
 	id     string
 	dir    journal.Dir
 	rec    kv.RunRecord
+	nonce  string // ends the journal; from the run directory, never from NATS
 	lease  *lease.Lease
 	chain  *publisher.Chain
 	offset int64 // just past the last line on the chain
@@ -137,9 +138,7 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 		w.mu.Unlock()
 	}()
 	// A cancel recorded before the run was registered is not missed.
-	if rec, _, err := w.runs.Get(ctx, r.id); err == nil && rec.CancelRequested {
-		r.cancel()
-	}
+	w.checkCancel(ctx, r)
 	w.follow(ctx, r)
 }
 
@@ -159,7 +158,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	restart := false
 	rec := kv.RunRecord{
 		RunID: job.RunID, State: kv.RunStarting, Node: w.node, Worker: w.id,
-		Profile: inv.Profile, Attempt: 1, Nonce: journal.NewNonce(),
+		Profile: inv.Profile, Attempt: 1,
 		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
 	}
 	if n, err := strconv.Atoi(job.Labels[protocol.LabelAttempt]); err == nil && n > 1 {
@@ -174,6 +173,14 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 			log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
 		}
 	}
+	// Indexed before the record exists, so no run of this node is ever
+	// unknown to the node-loss reaper (a stale entry costs nothing: the
+	// reaper checks the record).
+	if err := w.indexRun(ctx, w.node, job.RunID); err != nil {
+		log.Warn().Err(err).Msg("index run by node; job will be redelivered")
+		_ = msg.NakWithDelay(time.Second)
+		return nil
+	}
 	recRev, err := w.runs.Create(ctx, job.RunID, rec)
 	if err != nil {
 		if !errors.Is(err, kv.ErrExists) {
@@ -185,6 +192,9 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		if gerr != nil {
 			_ = msg.NakWithDelay(time.Second)
 			return nil
+		}
+		if existing.Node != w.node {
+			w.unindexRun(ctx, w.node, job.RunID) // another node's run, unless taken over below
 		}
 		md, _ := msg.Metadata()
 		if md == nil || md.NumDelivered == 1 {
@@ -207,12 +217,18 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		}
 		if existing.Node != w.node {
 			from := existing.Node
+			if err := w.indexRun(ctx, w.node, job.RunID); err != nil {
+				log.Warn().Err(err).Msg("index run by node; job will be redelivered")
+				_ = msg.NakWithDelay(time.Second)
+				return nil
+			}
 			existing.Node, existing.Worker = w.node, w.id
 			if rev, err = w.runs.Update(ctx, job.RunID, existing, rev); err != nil {
 				log.Warn().Err(err).Msg("take over a run whose worker died before spawning it; job will be redelivered")
 				_ = msg.NakWithDelay(time.Second)
 				return nil
 			}
+			w.unindexRun(ctx, from, job.RunID)
 			log.Info().Str("from_node", from).Msg("took over a run whose worker died before spawning it")
 		}
 		rec, recRev, restart = existing, rev, true
@@ -225,7 +241,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		return nil
 	}
 	l.Start(ctx)
-	r := &run{id: job.RunID, dir: dir, rec: rec, lease: l,
+	r := &run{id: job.RunID, dir: dir, rec: rec, lease: l, nonce: journal.NewNonce(),
 		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
 	if restart && !w.clearUnstarted(r) {
 		// The runner did start: release the lease so the node's recovery
@@ -245,7 +261,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 
 	spec := sandbox.Spec{
 		RunID: r.id, RunDir: string(r.dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files,
-		Nonce: rec.Nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
+		Nonce: r.nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
 		Network: inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
 		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID,
 		CgroupParent: w.cfg.CgroupParent,
@@ -287,6 +303,9 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		return nil
 	}
 	if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
+		if rec.State.Terminal() {
+			return kv.ErrUnchanged // a write would drop the record's retention TTL
+		}
 		rec.State, rec.StartedAt, rec.Worker = kv.RunRunning, time.Now().UTC(), w.id
 		return nil
 	}); err != nil {
@@ -388,13 +407,28 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		done()
 		return nil
 	}
+	// The nonce comes from the spec root wrote in the run directory: a
+	// record can be written by others, the spec cannot.
+	if r.nonce, err = sandbox.ReadNonce(r.dir); err != nil {
+		r.log.Error().Err(err).Msg("read the run's nonce")
+		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "cannot read the run's spec on node " + w.node + ": " + err.Error()})
+		done()
+		return nil
+	}
+	// Indexed again on every take-over: a run started by a worker from
+	// before the node index gets its entry when an upgraded worker attaches
+	// it (a rolling restart hands every run off).
+	if err := w.indexRun(ctx, w.node, r.id); err != nil {
+		r.log.Warn().Err(err).Msg("index run by node")
+	}
 	if rec.State == kv.RunStarting {
 		// Its first worker died before recording the start; the runner
 		// is up, so a redelivered job must not try to start it again.
 		if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
-			if rec.State == kv.RunStarting {
-				rec.State = kv.RunRunning
+			if rec.State != kv.RunStarting {
+				return kv.ErrUnchanged
 			}
+			rec.State = kv.RunRunning
 			return nil
 		}); err != nil {
 			r.log.Warn().Err(err).Msg("mark run running")
@@ -510,7 +544,7 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 	}
 	// Up to a whole atomic batch of lines per call: a backlog goes out in
 	// the fewest fenced batches, each of which waits for its ack.
-	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.rec.Nonce, publish,
+	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish,
 		journal.WithCheck(checkEvery, check), journal.WithBatch(publisher.DefaultBatchMessages))
 	switch {
 	case res.Sentinel != nil:
@@ -614,11 +648,15 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 }
 
 // settle records a run whose terminal status is on its chain, marks its
-// directory finished and deletes its lease. Any holder may repeat it.
+// directory finished and deletes its lease and its node index entry. Any
+// holder may repeat it. The terminal record expires after the record
+// retention; nothing writes a record once it is terminal, since a write
+// without the TTL would keep it forever.
 func (w *Worker) settle(ctx context.Context, r *run, st protocol.Status) {
-	if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
+	node := r.rec.Node
+	if rec, _, err := w.runs.ModifyTTL(ctx, w.js, r.id, w.cfg.RecordTTL(), func(rec *kv.RunRecord) error {
 		if rec.State.Terminal() {
-			return nil
+			return kv.ErrUnchanged
 		}
 		rec.State = kv.RunState(st.Status)
 		rec.FinishedAt = time.Now().UTC()
@@ -630,7 +668,10 @@ func (w *Worker) settle(ctx context.Context, r *run, st protocol.Status) {
 		return nil
 	}); err != nil {
 		r.log.Warn().Err(err).Msg("record terminal state")
+	} else {
+		node = rec.Node
 	}
+	w.unindexRun(ctx, node, r.id)
 	w.markFinished(r.id)
 	if err := r.lease.Delete(ctx); err != nil {
 		r.log.Warn().Err(err).Msg("delete lease")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 )
@@ -28,9 +29,10 @@ type StatusInfo struct {
 	Runs        []RunInfo `json:"runs"`
 }
 
-// serve registers the micro service until ctx ends. Its "status" endpoint,
-// on <prefix>.worker.<id>.status, answers with StatusInfo.
-func (w *Worker) serve(ctx context.Context) error {
+// serve registers the micro service, which stops when ctx ends. Its "status" endpoint,
+// on <prefix>.worker.<id>.status, answers with StatusInfo; its "cancel"
+// endpoint, on <prefix>.control.cancel.<runId>, records cancel intents.
+func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 	svc, err := micro.AddService(w.nc, micro.Config{
 		Name:        ServiceName,
 		Version:     serviceVersion(),
@@ -38,7 +40,7 @@ func (w *Worker) serve(ctx context.Context) error {
 		Metadata:    map[string]string{"node": w.node, "worker": w.id},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	g := svc.AddGroup(w.names.Prefix() + ".worker." + w.id)
 	if err := g.AddEndpoint("status", micro.HandlerFunc(func(req micro.Request) {
@@ -46,10 +48,22 @@ func (w *Worker) serve(ctx context.Context) error {
 		_ = req.Respond(b)
 	})); err != nil {
 		_ = svc.Stop()
-		return err
+		return nil, err
 	}
-	<-ctx.Done()
-	return svc.Stop()
+	// Every worker answers cancel requests, one of them each (micro's
+	// queue group): see handleCancel.
+	if err := svc.AddEndpoint("cancel", micro.ContextHandler(ctx, w.handleCancel),
+		micro.WithEndpointSubject(w.names.CancelRequests())); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	// Ready means answering: the server has the subscriptions once the
+	// flush returns.
+	if err := w.nc.FlushTimeout(5 * time.Second); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	return svc.Stop, nil
 }
 
 func (w *Worker) statusInfo() StatusInfo {

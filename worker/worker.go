@@ -27,6 +27,11 @@ import (
 	"github.com/batonhq/baton/protocol"
 )
 
+// InboxPrefix is the inbox prefix of a worker's connection: replies to the
+// worker (JetStream API, jobs fetched, KV watches) come there, and a
+// deployment lets only workers subscribe to it.
+const InboxPrefix = "_INBOX_baton_worker"
+
 // Version is reported in node heartbeats; the build sets it.
 var Version = "dev"
 
@@ -52,6 +57,8 @@ type Worker struct {
 	runs   *kv.Runs
 	leases *kv.Leases
 	nodes  *kv.Nodes
+	// nodeRuns indexes the unfinished runs by node (see indexRun).
+	nodeRuns jetstream.KeyValue
 
 	mu     sync.Mutex
 	active map[string]*run
@@ -169,6 +176,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Replicas:     w.cfg.Replicas,
 		LeaseTTL:     w.cfg.LeaseTTL,
 		EventsMaxAge: w.cfg.EventsMaxAge,
+		RecordTTL:    w.cfg.RecordTTL(),
 	})
 	if err != nil {
 		return err
@@ -176,6 +184,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.runs = kv.NewStore[kv.RunRecord](res.Runs)
 	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)
 	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
+	w.nodeRuns = res.NodeRuns
 	w.intake = consumer.New(w.js, w.names, w.cfg,
 		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
 		consumer.WithAckWait(w.ackWait),
@@ -194,11 +203,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Go(func() { w.recoverLoop(ctx) })
 	bg.Go(func() { w.reapLoop(ctx) })
 	bg.Go(func() { w.pruneLoop(ctx) })
-	bg.Go(func() {
-		if err := w.serve(ctx); err != nil {
-			w.log.Warn().Err(err).Msg("micro service")
-		}
-	})
+	// Up before Ready, so a ready worker answers requests.
+	if stop, err := w.serve(ctx); err != nil {
+		w.log.Warn().Err(err).Msg("micro service: this worker answers no status nor cancel requests")
+	} else {
+		defer func() { _ = stop() }()
+	}
 
 	w.log.Info().Str("state_dir", w.stateDir).Str("runner", w.runner).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
 	close(w.ready)
@@ -331,30 +341,6 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-	}
-}
-
-// watchCancels passes cancel requests recorded in run records to the runs
-// this worker holds.
-func (w *Worker) watchCancels(ctx context.Context) {
-	for ctx.Err() == nil {
-		ch, err := w.runs.Watch(ctx, "*")
-		if err != nil {
-			w.log.Warn().Err(err).Msg("watch run records")
-			sleep(ctx, time.Second)
-			continue
-		}
-		for e := range ch {
-			if e.Op != jetstream.KeyValuePut || !e.Value.CancelRequested {
-				continue
-			}
-			w.mu.Lock()
-			r := w.active[e.Key]
-			w.mu.Unlock()
-			if r != nil {
-				r.cancel()
-			}
 		}
 	}
 }

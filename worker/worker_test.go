@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/consumer"
 	"github.com/batonhq/baton/internal/testenv"
@@ -637,20 +638,39 @@ func (h *harness) terminal(runID string) protocol.Status {
 	return st[len(st)-1]
 }
 
+// TestCancelIsDurableIntent: a cancel request, answered by a worker, stops
+// the run its holder follows; and one recorded while nobody holds the run
+// is honoured by the worker that attaches it later.
 func TestCancelIsDurableIntent(t *testing.T) {
 	h := newHarness(t)
-	id := newRunID(t)
-	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20"}})
-	h.waitStatus(id, protocol.StatusStarted)
-	ctx := context.Background()
-	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
-	if err != nil {
+	c := client.New(h.js, h.names)
+	ctx := t.Context()
+	held := newRunID(t)
+	h.submit(map[string]any{"runId": held, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20"}})
+	h.waitStatus(held, protocol.StatusStarted)
+	if rep, err := c.Cancel(ctx, held); err != nil || rep.Node != "n1" || rep.Worker != "w1" {
+		t.Fatalf("Cancel = %+v, %v", rep, err)
+	}
+	if st := h.terminal(held); st.Status != protocol.StatusCancelled {
+		t.Fatalf("terminal %+v", st)
+	}
+	// The record follows the terminal status; then a cancel is refused.
+	testenv.WaitFor(t, 10*time.Second, "a cancel of the ended run refused as terminal", func() bool {
+		_, err := c.Cancel(ctx, held)
+		return errors.Is(err, client.ErrTerminal)
+	})
+
+	later := newRunID(t)
+	h.submit(map[string]any{"runId": later, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20"}})
+	h.waitStatus(later, protocol.StatusStarted)
+	h.stopWorker("w1") // nobody of n1 is there to attach
+	// A worker of another node answers, and cannot hold the run.
+	h.addWorker("o1", worker.WithNode("n2"), worker.WithStateDir(testenv.StateDir(t)))
+	if _, err := c.Cancel(ctx, later); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runs.Modify(ctx, id, func(r *kv.RunRecord) error { r.CancelRequested = true; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if st := h.terminal(id); st.Status != protocol.StatusCancelled {
+	h.addWorker("w2")
+	if st := h.terminal(later); st.Status != protocol.StatusCancelled {
 		t.Fatalf("terminal %+v", st)
 	}
 }
@@ -941,7 +961,7 @@ func TestRunOfWorkerDeadBeforeSpawn(t *testing.T) {
 			}
 			now := time.Now().UTC()
 			if _, err := runs.Create(ctx, id, kv.RunRecord{RunID: id, State: kv.RunStarting, Node: "nA", Worker: "nA-dead",
-				Profile: "fake", Attempt: 1, Nonce: journal.NewNonce(), Deadline: now.Add(2 * time.Minute), CreatedAt: now,
+				Profile: "fake", Attempt: 1, Deadline: now.Add(2 * time.Minute), CreatedAt: now,
 				Spawning: tc.spawning}); err != nil {
 				t.Fatal(err)
 			}
@@ -1015,4 +1035,92 @@ func TestWorkerStopsWhenItCannotConsume(t *testing.T) {
 	}
 	stopped(done)
 	stopped(start())
+}
+
+// TestFinishedRecordsExpireLiveOnesStay: a finished run's record expires
+// after the record retention; a live run's record and its entry in the node
+// index stay, and a finished run leaves no index entry.
+func TestFinishedRecordsExpireLiveOnesStay(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) { c.RecordRetention = 2 * time.Second }))
+	ctx := t.Context()
+	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := h.js.KeyValue(ctx, h.names.NodeRunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, done := newRunID(t), newRunID(t)
+	h.submit(map[string]any{"runId": live, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "5"}})
+	h.submit(map[string]any{"runId": done, "profile": "fake", "args": []string{"--lines", "3"}})
+	if st := h.terminal(done); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("terminal %+v", st)
+	}
+	h.waitStatus(live, protocol.StatusStarted)
+	if _, err := index.Get(ctx, protocol.NodeRunKey("n1", live)); err != nil {
+		t.Fatalf("the live run is not in the node index: %v", err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the finished run's index entry to go", func() bool {
+		_, err := index.Get(ctx, protocol.NodeRunKey("n1", done))
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	testenv.WaitFor(t, 15*time.Second, "the finished run's record to expire", func() bool {
+		_, _, err := runs.Get(ctx, done)
+		return errors.Is(err, kv.ErrNotFound)
+	})
+	time.Sleep(2 * time.Second) // past the retention again
+	if rec, _, err := runs.Get(ctx, live); err != nil || rec.State != kv.RunRunning {
+		t.Fatalf("the live run's record: %+v, %v", rec, err)
+	}
+	if _, err := index.Get(ctx, protocol.NodeRunKey("n1", live)); err != nil {
+		t.Fatalf("the live run left the node index: %v", err)
+	}
+}
+
+// TestReaperDropsStaleIndexEntries: entries of a vanished node whose runs
+// ended, moved to another node or have no record are dropped by the reaper
+// without touching the runs.
+func TestReaperDropsStaleIndexEntries(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := h.js.KeyValue(ctx, h.names.NodeRunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	recs := map[string]kv.RunRecord{
+		"stale-ended": {RunID: "stale-ended", State: kv.RunState(protocol.StatusSucceeded), Node: "ghost", ExitCode: &code},
+		"stale-moved": {RunID: "stale-moved", State: kv.RunStarting, Node: "n1"},
+	}
+	for id, rec := range recs {
+		if _, err := runs.Create(ctx, id, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"stale-ended", "stale-moved", "stale-norecord"} {
+		if _, err := index.Put(ctx, protocol.NodeRunKey("ghost", id), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitFor(t, 40*time.Second, "the reaper to drop the ghost node's stale entries", func() bool {
+		l, err := index.ListKeysFiltered(ctx, protocol.NodeRunKey("ghost", "*"))
+		if err != nil {
+			return false
+		}
+		n := 0
+		for range l.Keys() {
+			n++
+		}
+		return n == 0
+	})
+	for id, want := range recs {
+		if got, _, err := runs.Get(ctx, id); err != nil || got.State != want.State || got.Node != want.Node {
+			t.Fatalf("record %s after the reaper: %+v, %v; want it untouched", id, got, err)
+		}
+	}
 }

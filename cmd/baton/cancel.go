@@ -13,10 +13,12 @@ func newCancelCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel RUNID",
 		Short: "Ask for a run to be cancelled",
-		Long: `cancel records the intent to cancel in the run's record. The worker that
-holds the run, now or after a hand-off, stops the agent (SIGTERM, a grace
-period, then SIGKILL) and publishes the 'cancelled' status. Cancelling a run
-twice is harmless; cancelling one that already ended is an error.`,
+		Long: `cancel asks the workers (on <prefix>.control.cancel.<runId>) to cancel a run.
+One of them records the intent in the run's record; the worker that holds
+the run, now or after a hand-off, stops the agent (SIGTERM, a grace period,
+then SIGKILL) and publishes the 'cancelled' status. Cancelling a run twice is
+harmless; cancelling one that already ended is an error, and so is no worker
+answering within 10s.`,
 		Example: `  baton cancel run-5kq2m8x3c1v7b0n4d6fa
 
   # Cancel, then wait for the run to stop

@@ -13,10 +13,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
 )
 
 // cliEnv runs the client subcommands in-process against an embedded server.
@@ -201,9 +203,9 @@ func TestCLIRunsCancelDLQ(t *testing.T) {
 	t0 := time.Now().Add(-time.Hour)
 	code := 1
 	for _, r := range []kv.RunRecord{
-		{RunID: "r-old", State: "failed", Profile: "demo", Node: "n1", Attempt: 1, CreatedAt: t0, ExitCode: &code, Nonce: "secret-nonce"},
+		{RunID: "r-old", State: "failed", Profile: "demo", Node: "n1", Attempt: 1, CreatedAt: t0, ExitCode: &code},
 		{RunID: "r-new", State: kv.RunRunning, Profile: "demo", Node: "n2", Worker: "w2", Attempt: 2, CreatedAt: t0.Add(time.Minute),
-			Labels: map[string]string{"pr": "9"}, Nonce: "secret-nonce"},
+			Labels: map[string]string{"pr": "9"}},
 	} {
 		if _, err := runs.Create(t.Context(), r.RunID, r); err != nil {
 			t.Fatal(err)
@@ -228,13 +230,14 @@ func TestCLIRunsCancelDLQ(t *testing.T) {
 	if err != nil || !strings.Contains(out, "Worker:") || !strings.Contains(out, "w2") || !strings.Contains(out, "Label pr:") {
 		t.Errorf("runs get: %v\n%s", err, out)
 	}
-	if strings.Contains(out, "secret-nonce") {
-		t.Errorf("runs get shows the nonce:\n%s", out)
-	}
 	if _, _, err := e.run("", "runs", "get", "missing"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("runs get missing: %v", err)
 	}
 
+	if _, _, err := e.run("", "cancel", "r-new"); err == nil || !strings.Contains(err.Error(), "no worker answered") {
+		t.Errorf("cancel with no worker: %v", err)
+	}
+	startWorker(t, e.js)
 	out, _, err = e.run("", "cancel", "r-new")
 	if err != nil || !strings.Contains(out, "cancel requested for run r-new") || !strings.Contains(out, "worker w2") {
 		t.Errorf("cancel: %v, %q", err, out)
@@ -283,5 +286,31 @@ func TestClientCommandsHaveExamples(t *testing.T) {
 		if c.Example == "" {
 			t.Errorf("%s has no example", c.CommandPath())
 		}
+	}
+}
+
+// startWorker runs a real worker, which answers cancel requests, until the
+// test ends.
+func startWorker(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	w, err := worker.New(js.Conn(), config.Default(), worker.WithStateDir(t.TempDir()), worker.WithNode("cw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("worker stopped before ready: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker not ready after 20s")
 	}
 }

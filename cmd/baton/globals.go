@@ -81,7 +81,11 @@ func (g *globals) names() (protocol.Names, error) {
 
 // connect dials NATS for a short-lived client command.
 func (g *globals) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(g.natsURL, nats.Name("baton-cli"), nats.Timeout(5*time.Second))
+	nc, err := nats.Connect(g.natsURL, nats.Name("baton-cli"), nats.Timeout(5*time.Second),
+		// A refused publish or subscribe is otherwise silent: say so.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			fmt.Fprintf(os.Stderr, "baton: NATS: %v\n", err)
+		}))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", g.natsURL, err)
 	}

@@ -105,6 +105,12 @@ func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url,
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
 		nats.RetryOnFailedConnect(true),
+		// Replies to the worker come on a prefix clients may not
+		// subscribe to (deploy/nats-auth.conf).
+		nats.CustomInboxPrefix(worker.InboxPrefix),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Error().Err(err).Msg("NATS")
+		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn().Err(err).Msg("NATS disconnected")
 		}),

@@ -191,7 +191,7 @@ func (e *env) scale(ctx context.Context, sz sizes) []Result {
 		if st.Status != protocol.StatusCancelled && st.Status != protocol.StatusSucceeded {
 			return fail(fmt.Errorf("run %s ended %s: %s", id, st.Status, st.Reason))
 		}
-		lines, err := e.journalLines(id, mustNonce(ctx, e, id))
+		lines, err := e.journalLines(id)
 		if err != nil {
 			return fail(err)
 		}
@@ -211,14 +211,4 @@ func (e *env) scale(ctx context.Context, sz sizes) []Result {
 			ms(quantile(lat, 0.99)), ms(quantile(lat, 1)), allUp.Round(100*time.Millisecond), split),
 		Pass: verdict(fell == 0),
 	}}
-}
-
-// mustNonce is the run's nonce from its record, "" if unreadable (the
-// journal check then fails, saying so).
-func mustNonce(ctx context.Context, e *env, runID string) string {
-	rec, err := e.client.Run(ctx, runID)
-	if err != nil {
-		return ""
-	}
-	return rec.Nonce
 }

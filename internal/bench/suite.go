@@ -23,10 +23,11 @@ const (
 	RowStart    = "start"
 	RowHandoff  = "handoff" // also gives the crash row
 	RowScale    = "scale"
+	RowHistory  = "history"
 )
 
 // AllRows lists every row.
-var AllRows = []string{RowPipeline, RowLatency, RowStart, RowHandoff, RowScale}
+var AllRows = []string{RowPipeline, RowLatency, RowStart, RowHandoff, RowScale, RowHistory}
 
 // ErrConfig: a Config the suite cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
@@ -92,18 +93,22 @@ type sizes struct {
 	scaleWindow      time.Duration
 	scaleAgentTime   time.Duration // long enough to outlast the window; the runs are cancelled after it
 	scaleStartWithin time.Duration
+	historyRecords   int // finished records the history row writes
+	historyReps      int // worker starts per side of the history row
 }
 
 var fullSizes = sizes{
 	pipelineLines: 200_000, latencyRate: 1000, latencyFor: 5 * time.Second,
 	starts: 11, handoffs: 5, crashes: 5,
 	scaleRuns: 200, scaleRate: 50, scaleWindow: 10 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 2 * time.Minute,
+	historyRecords: 100_000, historyReps: 5,
 }
 
 var quickSizes = sizes{
 	pipelineLines: 5_000, latencyRate: 1000, latencyFor: time.Second,
 	starts: 3, handoffs: 1, crashes: 1,
 	scaleRuns: 10, scaleRate: 50, scaleWindow: 2 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 30 * time.Second,
+	historyRecords: 5_000, historyReps: 1,
 }
 
 // Run runs the suite and returns its table. A row that fails to run
@@ -165,6 +170,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			res = e.handoff(ctx, sz)
 		case RowScale:
 			res = e.scale(ctx, sz)
+		case RowHistory:
+			res = e.history(ctx, sz)
 		}
 		rep.Results = append(rep.Results, res...)
 		e.stopWorkers()

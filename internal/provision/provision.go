@@ -18,7 +18,11 @@ type Options struct {
 	Replicas     int           // default 1
 	LeaseTTL     time.Duration // default 15s
 	EventsMaxAge time.Duration // default 7 days
-	NodeTTL      time.Duration // default 3 × LeaseTTL
+	// RecordTTL is how long a finished run's record is kept (default
+	// EventsMaxAge): the terminal write carries it as a per-message TTL,
+	// so the runs bucket allows those.
+	RecordTTL time.Duration
+	NodeTTL   time.Duration // default 3 × LeaseTTL
 	// MaxJobBytes bounds one job; the jobs stream refuses larger ones, so the
 	// bound is stated once, by the server.
 	MaxJobBytes int32
@@ -34,6 +38,9 @@ func (o *Options) defaults() {
 	if o.EventsMaxAge <= 0 {
 		o.EventsMaxAge = 7 * 24 * time.Hour
 	}
+	if o.RecordTTL <= 0 {
+		o.RecordTTL = o.EventsMaxAge
+	}
 	if o.NodeTTL <= 0 {
 		o.NodeTTL = 3 * o.LeaseTTL
 	}
@@ -44,6 +51,7 @@ type Resources struct {
 	Jobs, Events, DLQ jetstream.Stream
 	Runs, Leases      jetstream.KeyValue
 	Nodes             jetstream.KeyValue
+	NodeRuns          jetstream.KeyValue
 }
 
 // Ensure creates or updates every stream and bucket named by n.
@@ -100,10 +108,13 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 	}
 	if r.Runs, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      n.RunsBucket(),
-		Description: "baton run records (msgpack)",
+		Description: "baton run records (msgpack); a finished run's expires after the record retention",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
+		// Turns on per-message TTLs, which the terminal write uses; the
+		// marker an expiry leaves is short-lived.
+		LimitMarkerTTL: time.Minute,
 	}); err != nil {
 		return nil, err
 	}
@@ -115,6 +126,18 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		LimitMarkerTTL: max(time.Minute, o.LeaseTTL),
 		Storage:        jetstream.FileStorage,
 		Replicas:       o.Replicas,
+	}); err != nil {
+		return nil, err
+	}
+	if r.NodeRuns, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      n.NodeRunsBucket(),
+		Description: "baton unfinished runs by node: <node>.<runId>, from start to end",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		// An entry is removed with a purge whose marker expires, so the
+		// bucket holds only live runs, not a marker per run ever.
+		LimitMarkerTTL: time.Minute,
 	}); err != nil {
 		return nil, err
 	}

@@ -87,3 +87,38 @@ func TestEnsureMigratesEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestEnsureMigratesRuns: a runs bucket made before record retention gets
+// per-message TTLs in place, keeping its records, and the node index
+// appears.
+func TestEnsureMigratesRuns(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := protocol.MustNames("")
+	old, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.RunsBucket(), History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Put(ctx, "r1", []byte{0x80}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := provision.Ensure(ctx, js, n, provision.Options{})
+	if err != nil {
+		t.Fatalf("ensure over an old runs bucket: %v", err)
+	}
+	st, err := js.Stream(ctx, "KV_"+n.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := st.CachedInfo().Config; !cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL <= 0 {
+		t.Fatalf("runs bucket after ensure: AllowMsgTTL %v, marker TTL %v", cfg.AllowMsgTTL, cfg.SubjectDeleteMarkerTTL)
+	}
+	if _, err := r.Runs.Get(ctx, "r1"); err != nil {
+		t.Fatalf("record after the migration: %v", err)
+	}
+	if r.NodeRuns == nil {
+		t.Fatal("no node index bucket")
+	}
+}
