@@ -1005,14 +1005,15 @@ func TestWorkerStopsWhenItCannotConsume(t *testing.T) {
 		_, err := h.js.Consumer(t.Context(), h.names.JobsStream(), consumer.DurableName)
 		return err == nil
 	})
-	if err := h.js.DeleteConsumer(t.Context(), h.names.JobsStream(), consumer.DurableName); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.js.CreateConsumer(t.Context(), h.names.JobsStream(), jetstream.ConsumerConfig{
-		Durable: "thief", FilterSubject: h.names.RunJobSubject(), AckPolicy: jetstream.AckExplicitPolicy,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	// The worker may recreate its consumer between the two calls: then
+	// delete it again.
+	testenv.WaitFor(t, 10*time.Second, "another consumer to take the jobs", func() bool {
+		_ = h.js.DeleteConsumer(t.Context(), h.names.JobsStream(), consumer.DurableName)
+		_, err := h.js.CreateConsumer(t.Context(), h.names.JobsStream(), jetstream.ConsumerConfig{
+			Durable: "thief", FilterSubject: h.names.RunJobSubject(), AckPolicy: jetstream.AckExplicitPolicy,
+		})
+		return err == nil
+	})
 	stopped(done)
 	stopped(start())
 }
