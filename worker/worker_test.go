@@ -1017,3 +1017,25 @@ func TestWorkerStopsWhenItCannotConsume(t *testing.T) {
 	stopped(done)
 	stopped(start())
 }
+
+// TestDiskLimitRun: a run that writes past its profile's limits.disk fails
+// with a reason naming the limit, while a run beside it on the same node
+// succeeds (a root worker; the sandbox's TestDiskLimit covers the rest).
+func TestDiskLimitRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the disk bound is a filesystem per run, which only a root worker mounts: run as root")
+	}
+	h := newHarness(t, func(_ *server.Options, c *config.Config) {
+		c.Profiles["fill"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs,
+			Timeout: time.Minute, Limits: config.Limits{Disk: 32 << 20}}
+	})
+	hog, ok := newRunID(t), newRunID(t)
+	h.submit(map[string]any{"runId": hog, "profile": "fill", "args": []string{"for i in 1 2 3 4; do dd if=/dev/zero of=f$i bs=1M count=12 || exit 1; done"}})
+	h.submit(map[string]any{"runId": ok, "profile": "fill", "args": []string{"for i in 1 2 3 4; do dd if=/dev/zero of=f$i bs=1M count=4 || exit 1; sleep 0.2; done; echo '{\"done\":true}'"}})
+	if st := h.terminal(hog); st.Status != protocol.StatusFailed || !strings.Contains(st.Reason, "limits.disk") {
+		t.Fatalf("the hog ended %s: %q; want failed naming limits.disk", st.Status, st.Reason)
+	}
+	if st := h.terminal(ok); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("the neighbour ended %s: %q", st.Status, st.Reason)
+	}
+}
