@@ -90,6 +90,21 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	}
 	argv := p.AllowArgs.place(command, job.Args) // verbatim: a job cannot name the baton binary
 
+	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits)}
+	if job.Disk > 0 {
+		disk := ByteSize(DefaultDiskBytes)
+		if limits.Disk > 0 {
+			disk = limits.Disk
+		}
+		switch {
+		case job.Disk > int64(disk):
+			return Invocation{}, reject(protocol.ErrNotAllowed, "disk %d exceeds profile %q limit of %d bytes", job.Disk, job.Profile, disk)
+		case job.Disk < minDisk:
+			return Invocation{}, reject(protocol.ErrNotAllowed, "disk %d is below the smallest workspace, %d bytes", job.Disk, minDisk)
+		}
+		limits.Disk = ByteSize(job.Disk)
+	}
+
 	env := maps.Clone(baseEnv)
 	maps.Copy(env, p.Env)
 	maps.Copy(env, job.Env)
@@ -107,7 +122,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Timeout:  timeout,
 		Network:  Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
 		Mounts:   slices.Clone(p.Mounts),
-		Limits:   Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits)},
+		Limits:   limits,
 		AgentUID: p.AgentUID,
 		AgentGID: p.AgentGID,
 	}, nil

@@ -130,6 +130,10 @@ func TestResolveRejects(t *testing.T) {
 			`env key "PATH" not allowed`},
 		{"timeout", protocol.Job{RunID: "r", Profile: "locked", Timeout: protocol.Duration(2 * time.Hour)}, protocol.ErrNotAllowed,
 			`timeout 2h0m0s exceeds profile "locked" limit of 30m0s`},
+		{"disk above the profile's", protocol.Job{RunID: "r", Profile: "locked", Disk: 4<<30 + 1}, protocol.ErrNotAllowed,
+			`disk 4294967297 exceeds profile "locked" limit of 4294967296 bytes`},
+		{"disk too small", protocol.Job{RunID: "r", Profile: "locked", Disk: 1 << 20}, protocol.ErrNotAllowed,
+			`disk 1048576 is below the smallest workspace`},
 		{"timeout by a nanosecond", protocol.Job{RunID: "r", Profile: "agent", Timeout: protocol.Duration(time.Hour + 1)}, protocol.ErrNotAllowed,
 			`timeout 1h0m0.000000001s exceeds profile "agent" limit of 1h0m0s`},
 	}
@@ -153,5 +157,35 @@ func TestResolveNeedsSelf(t *testing.T) {
 	_, err := config.Default().Resolve(protocol.Job{RunID: "r", Profile: "demo"}, "")
 	if err == nil || !strings.Contains(err.Error(), "{baton}") {
 		t.Fatalf("err = %v; a {baton} command without the binary's path must fail", err)
+	}
+}
+
+// TestResolveDisk: a job may lower the profile's limits.disk, never raise it.
+func TestResolveDisk(t *testing.T) {
+	c, err := config.Parse([]byte("profiles:\n  small:\n    command: [a]\n    limits: {disk: 64MiB}\n  dflt:\n    command: [a]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		profile string
+		job     int64
+		want    config.ByteSize
+		ok      bool
+	}{
+		{"small", 0, 64 << 20, true},
+		{"small", 32 << 20, 32 << 20, true},
+		{"small", 64 << 20, 64 << 20, true},
+		{"small", 64<<20 + 1, 0, false},
+		{"dflt", 0, 0, true}, // the sandbox's default, 4GiB
+		{"dflt", 1 << 30, 1 << 30, true},
+		{"dflt", config.DefaultDiskBytes + 1, 0, false},
+	} {
+		inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: tc.profile, Disk: tc.job}, "/b")
+		switch {
+		case tc.ok && (err != nil || inv.Limits.Disk != tc.want):
+			t.Errorf("%s, job disk %d: %d, %v; want %d", tc.profile, tc.job, inv.Limits.Disk, err, tc.want)
+		case !tc.ok && !errors.Is(err, protocol.ErrNotAllowed):
+			t.Errorf("%s, job disk %d: %v, want ErrNotAllowed", tc.profile, tc.job, err)
+		}
 	}
 }

@@ -222,6 +222,8 @@ const (
 	minTmp  = 1 << 20
 	minDisk = 16 << 20 // the smallest useful ext4
 	maxDisk = 16 << 40 // ext4 with 4KiB blocks
+	// DefaultDiskBytes is limits.disk when a profile does not set it.
+	DefaultDiskBytes = 4 << 30
 )
 
 // Validate reports every problem of the limits, each starting with its key.

@@ -212,12 +212,13 @@ func TestCannotConsume(t *testing.T) {
 	})
 
 	t.Run("deleted and taken", func(t *testing.T) {
-		if err := js.DeleteConsumer(ctx, names.JobsStream(), consumer.DurableName); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := js.CreateConsumer(ctx, names.JobsStream(), thief); err != nil {
-			t.Fatal(err)
-		}
+		// The Intake may recreate its consumer between the two calls:
+		// then delete it again.
+		testenv.WaitFor(t, 10*time.Second, "another consumer to take the jobs", func() bool {
+			_ = js.DeleteConsumer(ctx, names.JobsStream(), consumer.DurableName)
+			_, err := js.CreateConsumer(ctx, names.JobsStream(), thief)
+			return err == nil
+		})
 		select {
 		case err := <-done:
 			if !errors.Is(err, consumer.ErrCannotConsume) || !strings.Contains(err.Error(), "10100") {

@@ -11,7 +11,7 @@ type Job struct {
 	Profile string `json:"profile" msgpack:"profile"`
 	// Input is written to the agent's stdin, then stdin is closed.
 	Input string `json:"input,omitempty" msgpack:"input,omitempty"`
-	// Args are appended to the profile's command when the profile allows.
+	// Args go into the profile's command where its allowArgs allows.
 	Args []string `json:"args,omitempty" msgpack:"args,omitempty"`
 	// Env sets variables the profile lists in allowEnv.
 	Env map[string]string `json:"env,omitempty" msgpack:"env,omitempty"`
@@ -25,6 +25,9 @@ type Job struct {
 	// Retries is how many times a run lost with its node is started again,
 	// as a new run named "<runId>-a<attempt>" (at most MaxRetries).
 	Retries int `json:"retries,omitempty" msgpack:"retries,omitempty"`
+	// Disk lowers the profile's limits.disk for this run, in bytes (0: the
+	// profile's).
+	Disk int64 `json:"disk,omitempty" msgpack:"disk,omitempty"`
 }
 
 // Retry limits and the labels a retried run carries.

@@ -80,7 +80,7 @@ func ValidEnvKey(k string) bool {
 func ValidProfileName(name string) bool { return validChars(name, 64, "_.-") }
 
 // jobFields are the job's field names, in the order errors list them.
-var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries"}
+var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries", "disk"}
 
 // DecodeJob decodes and validates a job. It is msgpack when contentType (a
 // Content-Type header value; parameters are ignored) is application/msgpack
@@ -171,6 +171,9 @@ func (j Job) Validate(lim Limits) error {
 		return jobErr(ErrBadRunID, "runId %s must match [A-Za-z0-9_-]{1,128}", q(j.RunID))
 	}
 
+	if j.Disk < 0 {
+		return jobErr(ErrInvalidJob, "field \"disk\" is %d; it must be a number of bytes, or 0 for the profile's", j.Disk)
+	}
 	if j.Retries < 0 || j.Retries > MaxRetries {
 		return jobErr(ErrInvalidJob, "field \"retries\" is %d; it must be between 0 and %d", j.Retries, MaxRetries)
 	}
@@ -394,6 +397,8 @@ func decodeField(r fieldReader, key string, seen map[string]bool, j *Job) error 
 			err = jobErr(ErrInvalidJob, "field \"retries\" is %d; it must be between 0 and %d", n, MaxRetries)
 		}
 		j.Retries = int(n)
+	case "disk":
+		j.Disk, err = r.integer(key)
 	}
 	return err
 }

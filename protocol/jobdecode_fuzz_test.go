@@ -38,6 +38,8 @@ func FuzzDecodeJob(f *testing.F) {
 		`{"runId":"r","profile":"p"} {}`,
 		`{"runId":"r","profile":"p","labels":{"k":"v"},"input":"\u0000"}`,
 		`{"runId":"r","profile":"p","labels":{"baton.attempt":"2","baton.retryOf":"q"}}`,
+		`{"runId":"r","profile":"p","disk":-1}`,
+		`{"runId":"r","profile":"p","disk":16777216}`,
 	} {
 		f.Add([]byte(s), false)
 	}

@@ -145,6 +145,9 @@ func TestDecodeJobRejects(t *testing.T) {
 		{"profile space", kv{"runId", "r1", "profile", "a b"}, big, protocol.ErrInvalidJob, `profile "a b" must match`},
 		{"profile bool", kv{"runId", "r1", "profile", true}, big, protocol.ErrMalformedJob, `field "profile" must be a string, not a boolean`},
 		{"unknown field", ok("prompt", "hi"), big, protocol.ErrUnknownField, `field "prompt" is not part of a job`},
+		{"disk negative", ok("disk", -1), big, protocol.ErrInvalidJob, `field "disk" is -1; it must be a number of bytes`},
+		{"disk string", ok("disk", "1GiB"), big, protocol.ErrMalformedJob, `field "disk" must be a whole number`},
+		{"disk fraction", ok("disk", 1.5), big, protocol.ErrMalformedJob, `field "disk" must be a whole number`},
 		{"retries negative", ok("retries", -1), big, protocol.ErrInvalidJob, `field "retries" is -1; it must be between 0 and 10`},
 		{"retries too many", ok("retries", 11), big, protocol.ErrInvalidJob, `field "retries" is 11`},
 		{"retries string", ok("retries", "2"), big, protocol.ErrMalformedJob, `field "retries" must be a whole number`},
@@ -318,6 +321,7 @@ func fullJob() protocol.Job {
 		Timeout: protocol.Duration(90 * time.Second),
 		Files:   map[string]string{"README.md": "# hi\n", "src/a/b.go": "package b\n", "empty": ""},
 		Labels:  map[string]string{"team": "infra", "ticket": "T-1"},
+		Disk:    1 << 30,
 	}
 }
 

@@ -113,7 +113,7 @@ const (
 	DefaultPids     = 1024
 	DefaultTmpBytes = 1 << 30
 	// DefaultDiskBytes bounds a root worker's workspace (limits.disk).
-	DefaultDiskBytes = 4 << 30
+	DefaultDiskBytes = config.DefaultDiskBytes
 	maxShmBytes      = 64 << 20
 )
 

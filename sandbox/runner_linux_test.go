@@ -537,7 +537,8 @@ func TestDeadlineStopsAgentAndChildren(t *testing.T) {
 	t.Parallel()
 	m := marker(t)
 	spec := newSpec(t, sh(fmt.Sprintf("echo started; sleep %s & sleep %s", m, m))...)
-	spec.Deadline = time.Now().Add(time.Second)
+	// Room for a start on a loaded machine (see TestDeadlineEscalatesToKill).
+	spec.Deadline = time.Now().Add(2 * time.Second)
 	dir := start(t, spec, "")
 	waitPIDs(t, 2, "sleep", m)
 	stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)

@@ -218,7 +218,9 @@ func TestStateDirUnderPrivateDir(t *testing.T) {
 	rootOnlyFiles(t)
 	h := newHarness(t)
 	h.stopWorker("w1")
-	h.stateDir = filepath.Join(t.TempDir(), "state") // t.TempDir is 0700
+	priv := t.TempDir() // 0700
+	testenv.ReleaseMountsUnder(t, priv)
+	h.stateDir = filepath.Join(priv, "state")
 	h.addWorker("w2")
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "1"}})

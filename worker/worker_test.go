@@ -1025,14 +1025,15 @@ func TestWorkerStopsWhenItCannotConsume(t *testing.T) {
 		_, err := h.js.Consumer(t.Context(), h.names.JobsStream(), consumer.DurableName)
 		return err == nil
 	})
-	if err := h.js.DeleteConsumer(t.Context(), h.names.JobsStream(), consumer.DurableName); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.js.CreateConsumer(t.Context(), h.names.JobsStream(), jetstream.ConsumerConfig{
-		Durable: "thief", FilterSubject: h.names.RunJobSubject(), AckPolicy: jetstream.AckExplicitPolicy,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	// The worker may recreate its consumer between the two calls: then
+	// delete it again.
+	testenv.WaitFor(t, 10*time.Second, "another consumer to take the jobs", func() bool {
+		_ = h.js.DeleteConsumer(t.Context(), h.names.JobsStream(), consumer.DurableName)
+		_, err := h.js.CreateConsumer(t.Context(), h.names.JobsStream(), jetstream.ConsumerConfig{
+			Durable: "thief", FilterSubject: h.names.RunJobSubject(), AckPolicy: jetstream.AckExplicitPolicy,
+		})
+		return err == nil
+	})
 	stopped(done)
 	stopped(start())
 }
@@ -1122,5 +1123,27 @@ func TestReaperDropsStaleIndexEntries(t *testing.T) {
 		if got, _, err := runs.Get(ctx, id); err != nil || got.State != want.State || got.Node != want.Node {
 			t.Fatalf("record %s after the reaper: %+v, %v; want it untouched", id, got, err)
 		}
+	}
+}
+
+// TestDiskLimitRun: a run that writes past its profile's limits.disk fails
+// with a reason naming the limit, while a run beside it on the same node
+// succeeds (a root worker; the sandbox's TestDiskLimit covers the rest).
+func TestDiskLimitRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the disk bound is a filesystem per run, which only a root worker mounts: run as root")
+	}
+	h := newHarness(t, func(_ *server.Options, c *config.Config) {
+		c.Profiles["fill"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs,
+			Timeout: time.Minute, Limits: config.Limits{Disk: 32 << 20}}
+	})
+	hog, ok := newRunID(t), newRunID(t)
+	h.submit(map[string]any{"runId": hog, "profile": "fill", "args": []string{"for i in 1 2 3 4; do dd if=/dev/zero of=f$i bs=1M count=12 || exit 1; done"}})
+	h.submit(map[string]any{"runId": ok, "profile": "fill", "args": []string{"for i in 1 2 3 4; do dd if=/dev/zero of=f$i bs=1M count=4 || exit 1; sleep 0.2; done; echo '{\"done\":true}'"}})
+	if st := h.terminal(hog); st.Status != protocol.StatusFailed || !strings.Contains(st.Reason, "limits.disk") {
+		t.Fatalf("the hog ended %s: %q; want failed naming limits.disk", st.Status, st.Reason)
+	}
+	if st := h.terminal(ok); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("the neighbour ended %s: %q", st.Status, st.Reason)
 	}
 }
