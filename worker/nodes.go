@@ -237,7 +237,9 @@ func (w *Worker) retry(ctx context.Context, rec kv.RunRecord) (string, error) {
 	if rec.Retries == 0 || rec.Attempt > rec.Retries || len(rec.Job) == 0 {
 		return "", nil
 	}
-	job, err := protocol.DecodeJob(rec.Job, protocol.ContentTypeJSON, w.cfg.Limits())
+	lim := w.cfg.Limits()
+	lim.ReservedLabels = true // the kept job of a retry carries them
+	job, err := protocol.DecodeJob(rec.Job, protocol.ContentTypeJSON, lim)
 	if err != nil {
 		return "", fmt.Errorf("kept job of run %s: %w", rec.RunID, err)
 	}
@@ -255,11 +257,11 @@ func (w *Worker) retry(ctx context.Context, rec kv.RunRecord) (string, error) {
 	}
 	job.Labels[protocol.LabelRetryOf] = first
 	job.Labels[protocol.LabelAttempt] = strconv.Itoa(rec.Attempt + 1)
-	b, err := protocol.EncodeJob(job)
+	b, err := protocol.EncodeWorkerJob(job)
 	if err != nil {
 		return "", err
 	}
-	msg := nats.NewMsg(w.names.RunJobSubject())
+	msg := nats.NewMsg(w.names.RetryJobSubject())
 	msg.Data = b
 	msg.Header.Set(nats.MsgIdHdr, job.RunID)
 	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
