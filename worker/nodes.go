@@ -116,7 +116,7 @@ func (rp *reaper) reap(ctx context.Context) {
 	for _, k := range keys {
 		node, id, ok := strings.Cut(k, ".")
 		if !ok || !protocol.ValidRunID(id) {
-			w.log.Warn().Str("key", k).Msg("node index entry skipped: its key is not <node>.<valid run id>")
+			w.log.Warn().Str("key", k).Msg("node index entry skipped: not <node>.<run id>, or an invalid run id")
 			continue
 		}
 		if live[node] {

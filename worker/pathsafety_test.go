@@ -101,10 +101,18 @@ func TestPlantedLinksInRecordKey(t *testing.T) {
 	runs, _ := runsStore(t, h)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	index, err := h.js.KeyValue(ctx, h.names.NodeRunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
 	bad, witness := id+"/workspace", newRunID(t)
 	for _, key := range []string{bad, witness} {
 		if _, err := runs.Create(ctx, key, kv.RunRecord{RunID: strings.TrimSuffix(key, "/workspace"), State: kv.RunRunning, Node: "ghost", CreatedAt: time.Now()}); err != nil {
 			t.Fatalf("client writes record %q: %v", key, err)
+		}
+		// The reaper finds a node's runs through the node index.
+		if _, err := index.Put(ctx, protocol.NodeRunKey("ghost", key), nil); err != nil {
+			t.Fatalf("write index entry of %q: %v", key, err)
 		}
 	}
 	h.stopWorker("w1")
