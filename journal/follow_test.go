@@ -649,3 +649,23 @@ func TestFinishClipsDetail(t *testing.T) {
 		t.Fatalf("detail of %d bytes, want the first 1365 characters", len(d))
 	}
 }
+
+// TestOpenWriterOnPartialLine: a writer opened on a journal that ends in
+// a partial line knows it, and Finish ends that line before the sentinel
+// (the journal was write-only, so the check read nothing and glued the
+// sentinel to the line).
+func TestOpenWriterOnPartialLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.ndjson")
+	if err := os.WriteFile(path, []byte("done\nno newline"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	w := openWriter(t, path)
+	s := Sentinel{Nonce: NewNonce(), Reason: ReasonExit}
+	if err := w.Finish(s); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if want := "done\nno newline\n" + string(s.Line()); err != nil || string(b) != want {
+		t.Fatalf("journal %q (%v), want %q", b, err, want)
+	}
+}

@@ -19,7 +19,8 @@ type Writer struct {
 // OpenWriter opens (creating) path for append. The mode keeps the journal
 // readable by the worker only.
 func OpenWriter(path string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	// Read as well as write: a journal that exists is read for how it ends.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("journal: open writer: %w", err)
 	}

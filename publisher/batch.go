@@ -118,7 +118,7 @@ func (c *Chain) PublishLines(ctx context.Context, lines []journal.Line) error {
 		var err error
 		if n < c.o.minBatch {
 			for _, l := range lines[:n] {
-				if err = c.publishLineLocked(ctx, l.Data, l.End, 1, c.chunks(len(l.Data))); err != nil {
+				if err = c.publishLineLocked(ctx, memLine(l.Data), l.End, 1, c.chunks(int64(len(l.Data)))); err != nil {
 					break
 				}
 			}
@@ -296,7 +296,7 @@ func overloaded(code jetstream.ErrorCode, apiErr *jetstream.APIError) bool {
 // publishEach publishes lines one message at a time.
 func (c *Chain) publishEach(ctx context.Context, lines []journal.Line) error {
 	for _, l := range lines {
-		if err := c.publishLineLocked(ctx, l.Data, l.End, 1, 1); err != nil {
+		if err := c.publishLineLocked(ctx, memLine(l.Data), l.End, 1, 1); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"sync"
@@ -154,7 +155,7 @@ func (c *Chain) PublishLine(ctx context.Context, line []byte, end int64) error {
 // firstChunk: chunks 1..firstChunk-1 are already on the chain (Align
 // reported chunk firstChunk-1 as the last message).
 func (c *Chain) PublishLineFrom(ctx context.Context, line []byte, end int64, firstChunk int) error {
-	return c.publishLine(ctx, line, end, firstChunk, c.chunks(len(line)))
+	return c.publishLine(ctx, memLine(line), end, firstChunk, c.chunks(int64(len(line))))
 }
 
 // ResumeLine finishes the chunked line that pos, the chain's last message,
@@ -162,20 +163,52 @@ func (c *Chain) PublishLineFrom(ctx context.Context, line []byte, end int64, fir
 // the line exactly as its first publisher did, whatever this chain's chunk
 // size.
 func (c *Chain) ResumeLine(ctx context.Context, line []byte, pos Position) error {
+	if err := resumable(pos); err != nil {
+		return err
+	}
+	return c.publishLine(ctx, memLine(line), pos.Offset, pos.Chunk+1, pos.Chunks)
+}
+
+// PublishLineAt publishes, like PublishLine, the line held by r (a journal)
+// from byte start up to its newline, which ends at end. It reads the line
+// a chunk at a time, twice (first to tell JSON from raw), and never holds
+// more of it than one chunk: a line of any length costs the chunk size in
+// memory.
+func (c *Chain) PublishLineAt(ctx context.Context, r io.ReaderAt, start, end int64) error {
+	if start < 0 || end <= start {
+		return fmt.Errorf("publisher: run %s: no line from %d to %d", c.runID, start, end)
+	}
+	return c.publishLine(ctx, &fileLine{r: r, start: start, length: end - 1 - start}, end, 1, c.chunks(end-1-start))
+}
+
+// ResumeLineAt is ResumeLine for a line held by r from byte start, read a
+// chunk at a time like PublishLineAt.
+func (c *Chain) ResumeLineAt(ctx context.Context, r io.ReaderAt, start int64, pos Position) error {
+	if err := resumable(pos); err != nil {
+		return err
+	}
+	if start < 0 || pos.Offset <= start {
+		return fmt.Errorf("publisher: run %s: no line from %d to %d", c.runID, start, pos.Offset)
+	}
+	return c.publishLine(ctx, &fileLine{r: r, start: start, length: pos.Offset - 1 - start}, pos.Offset, pos.Chunk+1, pos.Chunks)
+}
+
+// resumable says why pos is not a chunk of a line to finish, if it is not.
+func resumable(pos Position) error {
 	if pos.Chunks < 2 || pos.Chunk < 1 || pos.Chunk > pos.Chunks {
 		return fmt.Errorf("publisher: resume line: position %d is not a chunk (%d/%d)", pos.Seq, pos.Chunk, pos.Chunks)
 	}
-	return c.publishLine(ctx, line, pos.Offset, pos.Chunk+1, pos.Chunks)
+	return nil
 }
 
-func (c *Chain) chunks(size int) int {
-	if size <= c.chunkSize {
+func (c *Chain) chunks(size int64) int {
+	if size <= int64(c.chunkSize) {
 		return 1
 	}
-	return (size + c.chunkSize - 1) / c.chunkSize
+	return int((size + int64(c.chunkSize) - 1) / int64(c.chunkSize))
 }
 
-func (c *Chain) publishLine(ctx context.Context, line []byte, end int64, first, n int) error {
+func (c *Chain) publishLine(ctx context.Context, line lineBody, end int64, first, n int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fenced != nil {
@@ -185,12 +218,23 @@ func (c *Chain) publishLine(ctx context.Context, line []byte, end int64, first, 
 }
 
 // publishLineLocked is publishLine with c.mu held.
-func (c *Chain) publishLineLocked(ctx context.Context, line []byte, end int64, first, n int) error {
+func (c *Chain) publishLineLocked(ctx context.Context, line lineBody, end int64, first, n int) error {
 	if first < 1 || first > n+1 {
 		return fmt.Errorf("publisher: line ending at %d: chunk %d of %d", end, first, n)
 	}
+	if n > 1 {
+		// A piece the server could never have taken means n is not how
+		// this line was cut: refuse it before sizing a buffer for it.
+		if most := (line.size() + int64(n) - 1) / int64(n); most > c.js.Conn().MaxPayload() {
+			return fmt.Errorf("publisher: run %s: line ending at %d cut in %d chunks of %d bytes, more than the server's max payload", c.runID, end, n, most)
+		}
+	}
+	json, err := line.isJSON()
+	if err != nil {
+		return fmt.Errorf("publisher: run %s: read line ending at %d: %w", c.runID, end, err)
+	}
 	subject := c.rawSubj
-	if validJSON(line) { // empty and blank lines are not JSON
+	if json { // empty and blank lines are not JSON
 		subject = c.eventsSubj
 	}
 	off := strconv.FormatInt(end, 10)
@@ -202,19 +246,79 @@ func (c *Chain) publishLineLocked(ctx context.Context, line []byte, end int64, f
 			h.Set(protocol.HeaderChunk, chunk)
 			id += ":" + chunk
 		}
-		if err := c.publish(ctx, subject, piece(line, i, n), id, h); err != nil {
+		data, err := line.piece(i, n)
+		if err != nil {
+			return fmt.Errorf("publisher: run %s: read chunk %d/%d of line ending at %d: %w", c.runID, i, n, end, err)
+		}
+		if err := c.publish(ctx, subject, data, id, h); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// piece is chunk i (1-based) of line cut in n nearly equal parts. The cut
-// depends only on the line's length and n, so a successor reproduces it
-// from the "i/n" header alone.
-func piece(line []byte, i, n int) []byte {
-	l := int64(len(line))
-	return line[int64(i-1)*l/int64(n) : int64(i)*l/int64(n)]
+// pieceBounds are the offsets, within a line of size bytes, of chunk i
+// (1-based) of n nearly equal parts. The cut depends only on the line's
+// length and n, so a successor reproduces it from the "i/n" header alone.
+func pieceBounds(size int64, i, n int) (from, to int64) {
+	return int64(i-1) * size / int64(n), int64(i) * size / int64(n)
+}
+
+// lineBody is a line being published: whole in memory, or in the journal.
+type lineBody interface {
+	size() int64
+	isJSON() (bool, error)
+	piece(i, n int) ([]byte, error) // valid until the next call
+}
+
+type memLine []byte
+
+func (l memLine) size() int64           { return int64(len(l)) }
+func (l memLine) isJSON() (bool, error) { return validJSON(l), nil }
+func (l memLine) piece(i, n int) ([]byte, error) {
+	from, to := pieceBounds(int64(len(l)), i, n)
+	return l[from:to], nil
+}
+
+// fileLine is a line read from r a chunk at a time into one buffer.
+type fileLine struct {
+	r             io.ReaderAt
+	start, length int64
+	buf           []byte
+}
+
+// scanBlock is how much of a long line isJSON reads at a time.
+const scanBlock = 256 << 10
+
+func (l *fileLine) size() int64 { return l.length }
+
+func (l *fileLine) read(from, to int64) ([]byte, error) {
+	if n := int(to - from); cap(l.buf) < n {
+		l.buf = make([]byte, n)
+	}
+	b := l.buf[:to-from]
+	if _, err := l.r.ReadAt(b, l.start+from); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (l *fileLine) isJSON() (bool, error) {
+	var s jsonStream
+	for from := int64(0); from < l.length; from += scanBlock {
+		b, err := l.read(from, min(from+scanBlock, l.length))
+		if err != nil {
+			return false, err
+		}
+		if !s.write(b) {
+			return false, nil
+		}
+	}
+	return s.valid(), nil
+}
+
+func (l *fileLine) piece(i, n int) ([]byte, error) {
+	return l.read(pieceBounds(l.length, i, n))
 }
 
 // PublishStatus publishes st as JSON on the run's status subject, with
