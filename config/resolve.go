@@ -77,6 +77,16 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		timeout = jt
 	}
 
+	output := p.Limits.Output
+	if output == 0 {
+		output = DefaultOutputLimit
+	}
+	if jo := ByteSize(job.OutputLimit()); jo > output {
+		return Invocation{}, reject(protocol.ErrNotAllowed, "output limit %d bytes exceeds profile %q limit of %d bytes", jo, job.Profile, output)
+	} else if jo > 0 {
+		output = jo
+	}
+
 	argv := make([]string, 0, len(p.Command)+len(job.Args))
 	for _, a := range p.Command {
 		if strings.Contains(a, BatonToken) {
@@ -106,7 +116,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Timeout:  timeout,
 		Network:  Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
 		Mounts:   slices.Clone(p.Mounts),
-		Limits:   Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Rlimits: maps.Clone(p.Limits.Rlimits)},
+		Limits:   Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Rlimits: maps.Clone(p.Limits.Rlimits), Output: output},
 		AgentUID: p.AgentUID,
 		AgentGID: p.AgentGID,
 	}, nil

@@ -57,6 +57,7 @@ func TestResolve(t *testing.T) {
 		Files:   map[string]string{"a.txt": "A"},
 		Timeout: 10 * time.Minute,
 		Network: config.Network{Allow: []string{"api.example.com"}},
+		Limits:  config.Limits{Output: config.DefaultOutputLimit},
 	}
 	if !reflect.DeepEqual(inv, want) {
 		t.Fatalf("got  %+v\nwant %+v", inv, want)
@@ -107,6 +108,36 @@ func TestResolveTimeout(t *testing.T) {
 		if err != nil || inv.Timeout != tc.want {
 			t.Errorf("job timeout %s: got %s, %v; want %s", tc.job, inv.Timeout, err, tc.want)
 		}
+	}
+}
+
+// TestResolveOutputLimit: a profile's output limit, 1 GiB by default,
+// which a job may lower but not raise.
+func TestResolveOutputLimit(t *testing.T) {
+	c := testConfig(t)
+	c.Profiles["small"] = config.Profile{Command: []string{"x"}, Limits: config.Limits{Output: 1 << 20}}
+	for _, tc := range []struct {
+		profile, job string
+		want         config.ByteSize
+	}{
+		{"agent", "", config.DefaultOutputLimit},
+		{"agent", "64KiB", 64 << 10},
+		{"small", "", 1 << 20},
+		{"small", "1MiB", 1 << 20},
+		{"small", "4096", 4096},
+	} {
+		job := protocol.Job{RunID: "r", Profile: tc.profile}
+		if tc.job != "" {
+			job.Limits = map[string]string{protocol.JobLimitOutput: tc.job}
+		}
+		inv, err := c.Resolve(job, "/b")
+		if err != nil || inv.Limits.Output != tc.want {
+			t.Errorf("profile %s, job output %q: got %d, %v; want %d", tc.profile, tc.job, inv.Limits.Output, err, tc.want)
+		}
+	}
+	_, err := c.Resolve(protocol.Job{RunID: "r", Profile: "small", Limits: map[string]string{"output": "2MiB"}}, "/b")
+	if !errors.Is(err, protocol.ErrNotAllowed) || !strings.Contains(err.Error(), `output limit 2097152 bytes exceeds profile "small" limit of 1048576 bytes`) {
+		t.Fatalf("a job raising the output limit: %v", err)
 	}
 }
 

@@ -25,6 +25,19 @@ type Job struct {
 	// Retries is how many times a run lost with its node is started again,
 	// as a new run named "<runId>-a<attempt>" (at most MaxRetries).
 	Retries int `json:"retries,omitempty" msgpack:"retries,omitempty"`
+	// Limits lower the profile's limits for this run, never raise them:
+	// "output" (a size like "1MiB") caps what the agent prints on stdout.
+	Limits map[string]string `json:"limits,omitempty" msgpack:"limits,omitempty"`
+}
+
+// JobLimitOutput is the job limit on the agent's stdout, in bytes.
+const JobLimitOutput = "output"
+
+// OutputLimit is the job's output limit in bytes, 0 when it sets none. A
+// validated job's is well-formed.
+func (j Job) OutputLimit() uint64 {
+	n, _ := ParseByteSize(j.Limits[JobLimitOutput])
+	return n
 }
 
 // Retry limits and the labels a retried run carries.

@@ -77,7 +77,7 @@ func ValidEnvKey(k string) bool {
 func ValidProfileName(name string) bool { return validChars(name, 64, "_.-") }
 
 // jobFields are the job's field names, in the order errors list them.
-var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries"}
+var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries", "limits"}
 
 // DecodeJob decodes and validates a job. It is msgpack when contentType (a
 // Content-Type header value; parameters are ignored) is application/msgpack
@@ -264,6 +264,14 @@ func (j Job) Validate(lim Limits) error {
 			return jobErr(ErrInvalidJob, "labels[%s] %s", q(k), err)
 		}
 	}
+	for _, k := range sortedKeys(j.Limits) {
+		if k != JobLimitOutput {
+			return jobErr(ErrInvalidJob, "limits key %s is not a limit a job may set (limits: %s)", q(k), JobLimitOutput)
+		}
+		if n, err := ParseByteSize(j.Limits[k]); err != nil || n == 0 {
+			return jobErr(ErrInvalidJob, "limits[%s] %s is not a size like \"1MiB\" above zero", q(k), q(j.Limits[k]))
+		}
+	}
 	return nil
 }
 
@@ -376,6 +384,8 @@ func decodeField(r fieldReader, key string, seen map[string]bool, j *Job) error 
 		j.Files, err = r.strMap(key)
 	case "labels":
 		j.Labels, err = r.strMap(key)
+	case "limits":
+		j.Limits, err = r.strMap(key)
 	case "retries":
 		var n int64
 		n, err = r.integer(key)
@@ -401,6 +411,9 @@ func normalize(j *Job) {
 	}
 	if len(j.Labels) == 0 {
 		j.Labels = nil
+	}
+	if len(j.Limits) == 0 {
+		j.Limits = nil
 	}
 }
 
