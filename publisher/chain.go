@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,7 @@ type options struct {
 	batchMessages  int
 	batchBytes     int
 	minBatch       int
+	onFull         func(full bool)
 }
 
 // WithEpoch stamps every message with the publisher's lease epoch
@@ -71,6 +73,12 @@ func WithRetryWait(d time.Duration) Option { return func(o *options) { o.retryWa
 // whose attempt times out is retried until its context ends, with twice
 // the timeout each time (up to 16 s) until the server answers again.
 func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.attemptTimeout = d } }
+
+// WithOnStorageFull calls f(true) when the chain starts waiting because
+// JetStream has no room for its messages, and f(false) when it stops
+// waiting (the message was stored, or the publish's context ended): a
+// worker counts its stalled runs with it.
+func WithOnStorageFull(f func(full bool)) Option { return func(o *options) { o.onFull = f } }
 
 // Chain publishes one run's messages on its fenced chain. Its methods may be
 // called from several goroutines; they are serialised, one publish in
@@ -107,6 +115,9 @@ type Chain struct {
 	noBatch       bool
 	serverVersion string
 	serverBatches bool
+	// fullSince is when the server said it had no room for the chain's
+	// next message; zero while it has room.
+	fullSince time.Time
 }
 
 // NewChain returns the chain of runID whose last message is at stream
@@ -363,6 +374,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 	wait := c.o.retryWait
 	for {
 		if err := ctx.Err(); err != nil {
+			c.setFull(false, err)
 			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
 		}
 		h[protocol.HeaderMsgID] = []string{id}
@@ -416,6 +428,12 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 			default:
 				return c.fence(id, expected, last)
 			}
+		case storageFull(apiErr):
+			// Refused, so not stored: the same message goes again once
+			// there is room, however long that takes.
+			c.setFull(true, err)
+			sleepCtx(ctx, wait)
+			wait = min(2*wait, maxRetryWait)
 		case retryable(err, apiErr):
 			c.o.log.Debug().Err(err).Str("msg_id", id).Dur("wait", wait).Msg("publish outcome unknown; retrying")
 			select {
@@ -424,6 +442,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 			}
 			wait = min(2*wait, maxRetryWait)
 		default:
+			c.setFull(false, err)
 			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
 		}
 	}
@@ -433,6 +452,57 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 func (c *Chain) known(seq uint64) {
 	c.lastSeq.Store(seq)
 	c.doubts = c.doubts[:0]
+	c.setFull(false, nil)
+}
+
+// JetStream's answers when it has no room for a message.
+const (
+	errCodeInsufficientResources jetstream.ErrorCode = 10023 // the server's store is full (max_file_store, max_memory_store)
+	errCodeStorageExceeded       jetstream.ErrorCode = 10047 // the account's storage limit
+	errCodeStoreFailed           jetstream.ErrorCode = 10077 // the store refused the message; the description says why
+)
+
+// storageFull tells the answers of a server with no room for a message:
+// its store or the account's storage is full, or the stream is at its
+// MaxBytes or MaxMsgs and discards new messages. Nothing of the message
+// was stored, and room may come back (old messages age out, an operator
+// purges), so the publisher waits for it rather than lose the message.
+func storageFull(apiErr *jetstream.APIError) bool {
+	if apiErr == nil {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case errCodeInsufficientResources, errCodeStorageExceeded:
+		return true
+	case errCodeStoreFailed:
+		return strings.Contains(apiErr.Description, "maximum bytes exceeded") || strings.Contains(apiErr.Description, "maximum messages exceeded")
+	}
+	return false
+}
+
+// setFull records whether the chain waits for room in JetStream, saying
+// so once per stall, in the log and to the WithOnStorageFull hook; why is
+// the server's answer when the wait begins, and when it ends without the
+// message stored, why it ended.
+func (c *Chain) setFull(full bool, why error) {
+	if full == !c.fullSince.IsZero() {
+		return
+	}
+	if full {
+		c.fullSince = time.Now()
+		c.o.log.Warn().Err(why).Msg("JetStream has no room for the run's messages; publishing waits for space and loses nothing")
+	} else {
+		ev := c.o.log.Info()
+		msg := "JetStream has room again; publishing resumes"
+		if why != nil {
+			ev, msg = c.o.log.Warn().Err(why), "stopped waiting for room in JetStream; the run's publishing will resume from the journal"
+		}
+		ev.Dur("waited", time.Since(c.fullSince)).Msg(msg)
+		c.fullSince = time.Time{}
+	}
+	if c.o.onFull != nil {
+		c.o.onFull(full)
+	}
 }
 
 // doubt records id as a publish whose outcome is unknown: if it landed,
@@ -489,6 +559,7 @@ func (c *Chain) fence(id string, expected uint64, m *jetstream.RawStreamMsg) err
 	c.fenced = fmt.Errorf("%w: run %s: publish %s expected last sequence %d on %s; sequence %d is %q of epoch %q",
 		ErrFenced, c.runID, id, expected, c.filter, m.Sequence, m.Header.Get(protocol.HeaderMsgID), m.Header.Get(protocol.HeaderEpoch))
 	c.o.log.Warn().Err(c.fenced).Msg("chain fenced")
+	c.setFull(false, c.fenced)
 	return c.fenced
 }
 

@@ -17,6 +17,9 @@ type metrics struct {
 	bytesOut      prometheus.Counter
 	rejected      *prometheus.CounterVec // jobs sent to the DLQ, by reason
 	active        prometheus.GaugeFunc
+	// Runs whose publishing waits for room in JetStream, and such stalls.
+	storageWaiting prometheus.Gauge
+	storageStalls  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
@@ -41,10 +44,14 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_jobs_rejected_total", Help: "Jobs moved to the DLQ, by reason."}, []string{"reason"}),
 		active: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "baton_runs_active", Help: "Runs this worker holds now."}, func() float64 { return float64(w.activeCount()) }),
+		storageWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "baton_runs_waiting_for_storage", Help: "Runs whose publishing waits for room in JetStream (store or events stream full); nothing is lost, it resumes when space returns."}),
+		storageStalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_storage_stalls_total", Help: "Times a run's publishing began waiting for room in JetStream."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.runsStarted, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
-			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active)
+			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active, m.storageWaiting, m.storageStalls)
 	}
 	return m
 }

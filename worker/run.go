@@ -412,7 +412,15 @@ func (w *Worker) align(ctx context.Context, r *run) (finished bool, err error) {
 }
 
 func (w *Worker) newChain(r *run, lastSeq uint64) *publisher.Chain {
-	return publisher.NewChain(w.js, w.names, r.id, lastSeq, publisher.WithEpoch(r.lease.Epoch()), publisher.WithLogger(r.log))
+	return publisher.NewChain(w.js, w.names, r.id, lastSeq, publisher.WithEpoch(r.lease.Epoch()), publisher.WithLogger(r.log),
+		publisher.WithOnStorageFull(func(full bool) {
+			if full {
+				w.metrics.storageWaiting.Inc()
+				w.metrics.storageStalls.Inc()
+			} else {
+				w.metrics.storageWaiting.Dec()
+			}
+		}))
 }
 
 // follow publishes the journal's lines until the sentinel, then finishes the
