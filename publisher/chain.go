@@ -236,7 +236,7 @@ func (c *Chain) publishLineLocked(ctx context.Context, line lineBody, end int64,
 	if n > 1 {
 		// A piece the server could never have taken means n is not how
 		// this line was cut: refuse it before sizing a buffer for it.
-		if most := (line.size() + int64(n) - 1) / int64(n); most > c.js.Conn().MaxPayload() {
+		if most, limit := (line.size()+int64(n)-1)/int64(n), c.js.Conn().MaxPayload(); limit > 0 && most > limit {
 			return fmt.Errorf("publisher: run %s: line ending at %d cut in %d chunks of %d bytes, more than the server's max payload", c.runID, end, n, most)
 		}
 	}
