@@ -32,6 +32,21 @@ type Config struct {
 	// gets a cgroup of its own for the profiles' memory, pids and cpu
 	// limits (default: none, so profiles that set memory or cpus cannot run).
 	CgroupParent string `yaml:"cgroupParent"`
+	// EventsMaxBytes bounds the events stream's size (0: no bound but
+	// the server's store). A full stream refuses new events: publishing
+	// waits for room (old runs' events aging out, or an operator freeing
+	// space) and loses nothing, and older runs stay replayable.
+	EventsMaxBytes ByteSize `yaml:"eventsMaxBytes"`
+	// JobsMaxBytes and JobsMaxMsgs bound the jobs stream (default 1 GiB
+	// and 100,000 jobs; 0: no bound): a full queue refuses new jobs, and
+	// their publishers get the error.
+	JobsMaxBytes ByteSize `yaml:"jobsMaxBytes"`
+	JobsMaxMsgs  int64    `yaml:"jobsMaxMsgs"`
+	// DLQMaxBytes and DLQMaxMsgs bound the dead-letter stream (default
+	// 1 GiB and 100,000 entries; 0: no bound); a full DLQ drops its oldest
+	// entries.
+	DLQMaxBytes ByteSize `yaml:"dlqMaxBytes"`
+	DLQMaxMsgs  int64    `yaml:"dlqMaxMsgs"`
 	// Profiles by name; the built-in "demo" profile is always present unless
 	// the file defines its own.
 	Profiles map[string]Profile `yaml:"profiles"`

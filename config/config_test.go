@@ -28,6 +28,7 @@ func TestDefault(t *testing.T) {
 		RunRetention: 168 * time.Hour,
 		MaxJobBytes:  1 << 20,
 		SandboxUID:   65534,
+		JobsMaxBytes: 1 << 30, JobsMaxMsgs: 100_000, DLQMaxBytes: 1 << 30, DLQMaxMsgs: 100_000,
 		Profiles: map[string]config.Profile{"demo": {
 			Command:   []string{"{baton}", "fake-agent", "--lines", "40", "--rate", "20", "--echo-input"},
 			AllowArgs: config.AnyArgs,
@@ -64,6 +65,11 @@ eventsMaxAge: 24h
 runRetention: 72h
 maxJobBytes: 4194304
 sandboxUID: 1500
+eventsMaxBytes: 10GiB
+jobsMaxBytes: 0
+jobsMaxMsgs: 5000
+dlqMaxBytes: 64MiB
+dlqMaxMsgs: 0
 profiles:
   claude:
     command: [claude, -p]
@@ -83,6 +89,7 @@ profiles:
 	want := &config.Config{
 		Prefix: "team-a", LeaseTTL: 30 * time.Second, Concurrency: 16, Replicas: 3,
 		EventsMaxAge: 24 * time.Hour, RunRetention: 72 * time.Hour, MaxJobBytes: 4 << 20, SandboxUID: 1500,
+		EventsMaxBytes: 10 << 30, JobsMaxMsgs: 5000, DLQMaxBytes: 64 << 20,
 		Profiles: map[string]config.Profile{
 			"claude": {
 				Command:   []string{"claude", "-p"},
@@ -183,7 +190,7 @@ func TestParseRejects(t *testing.T) {
 		want      []string // every one must be in the error
 	}{
 		{"unknown top key", "prefix: a\nprefx: b\n",
-			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, profiles)`}},
+			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, profiles)`}},
 		{"unknown profile key", "profiles:\n  x:\n    command: [a]\n    comand: [b]\n",
 			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, timeout, network, mounts, limits, agentUID, agentGID)`}},
 		{"every problem", "concurrency: four\nfoo: 1\nprofiles:\n  x:\n    timeout: soon\n",
@@ -238,6 +245,8 @@ func TestParseRejects(t *testing.T) {
 		{"replicas", "replicas: 7\n", []string{`replicas: 7 is out of range 1..5`}},
 		{"lease TTL", "leaseTTL: 500ms\n", []string{`leaseTTL: 500ms is too short; it must be at least 1s`}},
 		{"events age", "eventsMaxAge: 30s\n", []string{`eventsMaxAge: 30s is too short; it must be at least 1m0s`}},
+		{"jobs count", "jobsMaxMsgs: -5\n", []string{`jobsMaxMsgs: -5 is out of range (0 for no bound)`}},
+		{"events bytes", "eventsMaxBytes: 10GB\n", []string{`"10GB" is not a size`}},
 		{"run retention", "runRetention: 59s\n", []string{`runRetention: 59s is too short; it must be at least 1m0s`}},
 		{"max job bytes", "maxJobBytes: 10\n", []string{`maxJobBytes: 10 is out of range 1024..67108864`}},
 		{"root sandbox", "sandboxUID: 0\n", []string{`sandboxUID: 0 would run agents as root`}},

@@ -28,6 +28,8 @@ const (
 	DefaultMaxJobBytes    = protocol.DefaultMaxJobBytes
 	DefaultSandboxUID     = 65534 // nobody
 	DefaultProfileTimeout = time.Hour
+	DefaultStreamMaxBytes = 1 << 30 // jobs and DLQ streams
+	DefaultStreamMaxMsgs  = 100_000 // jobs and DLQ streams
 )
 
 // DemoProfile names the built-in profile that runs baton's fake agent.
@@ -56,6 +58,10 @@ func defaults() *Config {
 		RunRetention: DefaultRunRetention,
 		MaxJobBytes:  DefaultMaxJobBytes,
 		SandboxUID:   DefaultSandboxUID,
+		JobsMaxBytes: DefaultStreamMaxBytes,
+		JobsMaxMsgs:  DefaultStreamMaxMsgs,
+		DLQMaxBytes:  DefaultStreamMaxBytes,
+		DLQMaxMsgs:   DefaultStreamMaxMsgs,
 	}
 }
 

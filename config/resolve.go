@@ -78,6 +78,16 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		timeout = jt
 	}
 
+	output := p.Limits.Output
+	if output == 0 {
+		output = DefaultOutputLimit
+	}
+	if jo := ByteSize(job.OutputLimit()); jo > output {
+		return Invocation{}, reject(protocol.ErrNotAllowed, "output limit %d bytes exceeds profile %q limit of %d bytes", jo, job.Profile, output)
+	} else if jo > 0 {
+		output = jo
+	}
+
 	command := make([]string, 0, len(p.Command))
 	for _, a := range p.Command {
 		if strings.Contains(a, BatonToken) {
@@ -90,19 +100,19 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	}
 	argv := p.AllowArgs.place(command, job.Args) // verbatim: a job cannot name the baton binary
 
-	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits)}
-	if job.Disk > 0 {
+	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits), Output: output}
+	if jd := int64(job.DiskLimit()); jd > 0 {
 		disk := ByteSize(DefaultDiskBytes)
 		if limits.Disk > 0 {
 			disk = limits.Disk
 		}
 		switch {
-		case job.Disk > int64(disk):
-			return Invocation{}, reject(protocol.ErrNotAllowed, "disk %d exceeds profile %q limit of %d bytes", job.Disk, job.Profile, disk)
-		case job.Disk < minDisk:
-			return Invocation{}, reject(protocol.ErrNotAllowed, "disk %d is below the smallest workspace, %d bytes", job.Disk, minDisk)
+		case jd > int64(disk):
+			return Invocation{}, reject(protocol.ErrNotAllowed, "disk %d exceeds profile %q limit of %d bytes", jd, job.Profile, disk)
+		case jd < minDisk:
+			return Invocation{}, reject(protocol.ErrNotAllowed, "disk %d is below the smallest workspace, %d bytes", jd, minDisk)
 		}
-		limits.Disk = ByteSize(job.Disk)
+		limits.Disk = ByteSize(jd)
 	}
 
 	env := maps.Clone(baseEnv)

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -57,6 +58,7 @@ func TestResolve(t *testing.T) {
 		Files:   map[string]string{"a.txt": "A"},
 		Timeout: 10 * time.Minute,
 		Network: config.Network{Allow: []string{"api.example.com"}},
+		Limits:  config.Limits{Output: config.DefaultOutputLimit},
 	}
 	if !reflect.DeepEqual(inv, want) {
 		t.Fatalf("got  %+v\nwant %+v", inv, want)
@@ -110,6 +112,36 @@ func TestResolveTimeout(t *testing.T) {
 	}
 }
 
+// TestResolveOutputLimit: a profile's output limit, 1 GiB by default,
+// which a job may lower but not raise.
+func TestResolveOutputLimit(t *testing.T) {
+	c := testConfig(t)
+	c.Profiles["small"] = config.Profile{Command: []string{"x"}, Limits: config.Limits{Output: 1 << 20}}
+	for _, tc := range []struct {
+		profile, job string
+		want         config.ByteSize
+	}{
+		{"agent", "", config.DefaultOutputLimit},
+		{"agent", "64KiB", 64 << 10},
+		{"small", "", 1 << 20},
+		{"small", "1MiB", 1 << 20},
+		{"small", "4096", 4096},
+	} {
+		job := protocol.Job{RunID: "r", Profile: tc.profile}
+		if tc.job != "" {
+			job.Limits = map[string]string{protocol.JobLimitOutput: tc.job}
+		}
+		inv, err := c.Resolve(job, "/b")
+		if err != nil || inv.Limits.Output != tc.want {
+			t.Errorf("profile %s, job output %q: got %d, %v; want %d", tc.profile, tc.job, inv.Limits.Output, err, tc.want)
+		}
+	}
+	_, err := c.Resolve(protocol.Job{RunID: "r", Profile: "small", Limits: map[string]string{"output": "2MiB"}}, "/b")
+	if !errors.Is(err, protocol.ErrNotAllowed) || !strings.Contains(err.Error(), `output limit 2097152 bytes exceeds profile "small" limit of 1048576 bytes`) {
+		t.Fatalf("a job raising the output limit: %v", err)
+	}
+}
+
 func TestResolveRejects(t *testing.T) {
 	c := testConfig(t)
 	cases := []struct {
@@ -130,9 +162,9 @@ func TestResolveRejects(t *testing.T) {
 			`env key "PATH" not allowed`},
 		{"timeout", protocol.Job{RunID: "r", Profile: "locked", Timeout: protocol.Duration(2 * time.Hour)}, protocol.ErrNotAllowed,
 			`timeout 2h0m0s exceeds profile "locked" limit of 30m0s`},
-		{"disk above the profile's", protocol.Job{RunID: "r", Profile: "locked", Disk: 4<<30 + 1}, protocol.ErrNotAllowed,
+		{"disk above the profile's", protocol.Job{RunID: "r", Profile: "locked", Limits: map[string]string{"disk": "4294967297B"}}, protocol.ErrNotAllowed,
 			`disk 4294967297 exceeds profile "locked" limit of 4294967296 bytes`},
-		{"disk too small", protocol.Job{RunID: "r", Profile: "locked", Disk: 1 << 20}, protocol.ErrNotAllowed,
+		{"disk too small", protocol.Job{RunID: "r", Profile: "locked", Limits: map[string]string{"disk": "1MiB"}}, protocol.ErrNotAllowed,
 			`disk 1048576 is below the smallest workspace`},
 		{"timeout by a nanosecond", protocol.Job{RunID: "r", Profile: "agent", Timeout: protocol.Duration(time.Hour + 1)}, protocol.ErrNotAllowed,
 			`timeout 1h0m0.000000001s exceeds profile "agent" limit of 1h0m0s`},
@@ -180,7 +212,7 @@ func TestResolveDisk(t *testing.T) {
 		{"dflt", 1 << 30, 1 << 30, true},
 		{"dflt", config.DefaultDiskBytes + 1, 0, false},
 	} {
-		inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: tc.profile, Disk: tc.job}, "/b")
+		inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: tc.profile, Limits: diskLimit(tc.job)}, "/b")
 		switch {
 		case tc.ok && (err != nil || inv.Limits.Disk != tc.want):
 			t.Errorf("%s, job disk %d: %d, %v; want %d", tc.profile, tc.job, inv.Limits.Disk, err, tc.want)
@@ -188,4 +220,12 @@ func TestResolveDisk(t *testing.T) {
 			t.Errorf("%s, job disk %d: %v, want ErrNotAllowed", tc.profile, tc.job, err)
 		}
 	}
+}
+
+// diskLimit is a job's limits with disk n bytes (none for 0).
+func diskLimit(n int64) map[string]string {
+	if n == 0 {
+		return nil
+	}
+	return map[string]string{protocol.JobLimitDisk: fmt.Sprint(n)}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/batonhq/baton/protocol"
 )
 
 // Mount binds a host path into the sandbox. In YAML it is a path (bound
@@ -104,29 +106,11 @@ func checkMount(m Mount) string {
 // binary unit: "512KiB", "64MiB", "2GiB", "1TiB".
 type ByteSize uint64
 
-var byteUnits = []struct {
-	suffix string
-	shift  uint
-}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
-
 // ParseByteSize parses an integer number of bytes, optionally with a
 // binary unit (KiB, MiB, GiB, TiB, B).
 func ParseByteSize(s string) (ByteSize, error) {
-	num, shift := strings.TrimSpace(s), uint(0)
-	for _, u := range byteUnits {
-		if n, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, shift = strings.TrimSpace(n), u.shift
-			break
-		}
-	}
-	v, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || num == "" || num[0] == '+' {
-		return 0, fmt.Errorf("%q is not a size like 512MiB or 2GiB", s)
-	}
-	if v > math.MaxUint64>>shift {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	return ByteSize(v << shift), nil
+	v, err := protocol.ParseByteSize(s)
+	return ByteSize(v), err
 }
 
 // UnmarshalYAML accepts an integer or a size string.
@@ -214,7 +198,13 @@ type Limits struct {
 	Disk ByteSize `yaml:"disk" json:"disk,omitempty"`
 	// Rlimits are per-process limits.
 	Rlimits Rlimits `yaml:"rlimits" json:"rlimits,omitempty"`
+	// Output caps the bytes the agent may print on stdout (default
+	// DefaultOutputLimit); past it the agent is killed and the run fails.
+	Output ByteSize `yaml:"output" json:"output,omitempty"`
 }
+
+// DefaultOutputLimit is a profile's output limit when it sets none.
+const DefaultOutputLimit ByteSize = 1 << 30
 
 // Bounds of Limits.
 const (
@@ -224,6 +214,8 @@ const (
 	maxDisk = 16 << 40 // ext4 with 4KiB blocks
 	// DefaultDiskBytes is limits.disk when a profile does not set it.
 	DefaultDiskBytes = 4 << 30
+	// minOutput leaves room for an agent's first lines.
+	minOutput = 4 << 10
 )
 
 // Validate reports every problem of the limits, each starting with its key.
@@ -239,6 +231,9 @@ func (l Limits) Validate() error {
 	}
 	if l.Memory != 0 && l.Memory < minTmp {
 		errs = append(errs, fmt.Errorf("memory: %d bytes is below 1MiB", l.Memory))
+	}
+	if l.Output != 0 && l.Output < minOutput {
+		errs = append(errs, fmt.Errorf("output: %d bytes is below 4KiB", l.Output))
 	}
 	if l.Tmp != 0 && l.Tmp < minTmp {
 		errs = append(errs, fmt.Errorf("tmp: %d bytes is below 1MiB", l.Tmp))

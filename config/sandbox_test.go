@@ -30,6 +30,7 @@ profiles:
       cpus: 1.5
       tmp: 64MiB
       rlimits: {nofile: 256, fsize: 1GiB, as: unlimited, core: 0}
+      output: 1MiB
     agentUID: 1500
     agentGID: 1600
 `))
@@ -52,7 +53,7 @@ profiles:
 		t.Errorf("mounts = %+v", p.Mounts)
 	}
 	wantLimits := config.Limits{Pids: 64, Memory: 512 << 20, CPUs: 1.5, Tmp: 64 << 20,
-		Rlimits: config.Rlimits{"nofile": 256, "fsize": 1 << 30, "as": config.Unlimited, "core": 0}}
+		Rlimits: config.Rlimits{"nofile": 256, "fsize": 1 << 30, "as": config.Unlimited, "core": 0}, Output: 1 << 20}
 	if !reflect.DeepEqual(p.Limits, wantLimits) {
 		t.Errorf("limits = %+v, want %+v", p.Limits, wantLimits)
 	}
@@ -116,13 +117,14 @@ func TestParseRejectsSandboxKeys(t *testing.T) {
 		{"mount writable string", profile("    mounts: [{source: /x, writable: yes please}]\n"), `mount writable must be true or false`},
 		{"mount list", profile("    mounts: /opt\n"), `want a list of mounts`},
 		{"mount number", profile("    mounts: [1]\n"), `a mount is a path or {source`},
-		{"limits unknown", profile("    limits: {procs: 3}\n"), `unknown key "procs" in limits (known keys: pids, memory, cpus, tmp, disk, rlimits)`},
+		{"limits unknown", profile("    limits: {procs: 3}\n"), `unknown key "procs" in limits (known keys: pids, memory, cpus, tmp, disk, rlimits`},
 		{"limits negative pids", profile("    limits: {pids: -1}\n"), `profiles.x.limits.pids: -1 is out of range`},
 		{"limits fractional pids", profile("    limits: {pids: 1.5}\n"), `want an integer, got 1.5`},
 		{"limits bad size", profile("    limits: {memory: 2GB}\n"), `"2GB" is not a size like 512MiB`},
 		{"limits tiny tmp", profile("    limits: {tmp: 1000}\n"), `limits.tmp: 1000 bytes is below 1MiB`},
 		{"limits tiny disk", profile("    limits: {disk: 1MiB}\n"), `limits.disk: 1048576 bytes is out of range 16MiB..16TiB`},
 		{"limits huge disk", profile("    limits: {disk: 17TiB}\n"), `limits.disk: 18691697672192 bytes is out of range`},
+		{"limits tiny output", profile("    limits: {output: 100}\n"), `limits.output: 100 bytes is below 4KiB`},
 		{"limits cpus", profile("    limits: {cpus: -2}\n"), `limits.cpus: -2 is not a number of cores`},
 		{"limits cpus word", profile("    limits: {cpus: many}\n"), `want a number`},
 		{"rlimit unknown", profile("    limits: {rlimits: {files: 3}}\n"), `limits.rlimits: unknown limit "files"`},

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,6 +46,15 @@ func (c *Config) Validate() error {
 	}
 	if c.EventsMaxAge < minEventsAge {
 		bad("eventsMaxAge", "%s is too short; it must be at least %s", c.EventsMaxAge, minEventsAge)
+	}
+	for _, l := range []struct {
+		key string
+		n   uint64
+	}{{"eventsMaxBytes", uint64(c.EventsMaxBytes)}, {"jobsMaxBytes", uint64(c.JobsMaxBytes)}, {"dlqMaxBytes", uint64(c.DLQMaxBytes)},
+		{"jobsMaxMsgs", uint64(c.JobsMaxMsgs)}, {"dlqMaxMsgs", uint64(c.DLQMaxMsgs)}} {
+		if l.n > math.MaxInt64 { // a negative count too
+			bad(l.key, "%d is out of range (0 for no bound)", int64(l.n))
+		}
 	}
 	if c.RunRetention < minRetention {
 		bad("runRetention", "%s is too short; it must be at least %s", c.RunRetention, minRetention)

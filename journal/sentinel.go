@@ -16,6 +16,9 @@ const (
 	ReasonTimeout = "timeout" // the runner ended it at the deadline
 	ReasonCancel  = "cancel"  // the runner ended it on a cancel request
 	ReasonError   = "error"   // the sandbox failed to start or run it
+	// ReasonOutputLimit: the agent printed more than its run's output
+	// limit, and the runner killed it.
+	ReasonOutputLimit = "output-limit"
 )
 
 // Sentinel is the journal's last line. Its nonce is random per run and never

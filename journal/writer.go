@@ -1,11 +1,16 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"unicode/utf8"
 )
+
+// ErrOutputLimit: the agent printed more than the journal's limit (see
+// Writer.SetLimit).
+var ErrOutputLimit = errors.New("journal: output limit reached")
 
 // Writer appends the agent's stdout to a journal. It writes bytes as they
 // arrive, unchanged, and remembers whether the last one ended a line, so
@@ -14,13 +19,22 @@ type Writer struct {
 	f        *os.File
 	lastByte byte
 	n        int64
+	limit    int64 // 0: none
 }
+
+// SetLimit makes ReadFrom stop at n bytes of journal (the agent's stdout,
+// the sentinel aside): it appends what it read up to the n-th byte
+// exactly, even in the middle of a line, and returns ErrOutputLimit. A
+// line cut there is ended by Finish, like any partial last line. n <= 0
+// means no limit.
+func (w *Writer) SetLimit(n int64) { w.limit = max(n, 0) }
 
 // OpenWriter opens (creating) path for append, never through a symbolic
 // link (see OpenNoLinks). The mode keeps the journal readable by the
 // worker only.
 func OpenWriter(path string) (*Writer, error) {
-	f, err := OpenNoLinks(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	// Read as well as write: a journal that exists is read for how it ends.
+	f, err := OpenNoLinks(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("journal: open writer: %w", err)
 	}
@@ -57,6 +71,14 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	var total int64
 	for {
 		n, err := r.Read(buf)
+		if w.limit > 0 && int64(n) > w.limit-w.n {
+			// Up to the limit, exactly; nothing past it.
+			keep := max(w.limit-w.n, 0)
+			if _, werr := w.Write(buf[:keep]); werr != nil {
+				return total, fmt.Errorf("journal: append: %w", werr)
+			}
+			return total + keep, fmt.Errorf("%w: more than %d bytes", ErrOutputLimit, w.limit)
+		}
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return total, fmt.Errorf("journal: append: %w", werr)

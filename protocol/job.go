@@ -25,9 +25,30 @@ type Job struct {
 	// Retries is how many times a run lost with its node is started again,
 	// as a new run named "<runId>-a<attempt>" (at most MaxRetries).
 	Retries int `json:"retries,omitempty" msgpack:"retries,omitempty"`
-	// Disk lowers the profile's limits.disk for this run, in bytes (0: the
-	// profile's).
-	Disk int64 `json:"disk,omitempty" msgpack:"disk,omitempty"`
+	// Limits lower the profile's limits for this run, never raise them:
+	// "output" (a size like "1MiB") caps what the agent prints on stdout,
+	// "disk" the size of its workspace.
+	Limits map[string]string `json:"limits,omitempty" msgpack:"limits,omitempty"`
+}
+
+// JobLimitOutput is the job limit on the agent's stdout, in bytes.
+const JobLimitOutput = "output"
+
+// JobLimitDisk is the job limit on the run's workspace, in bytes.
+const JobLimitDisk = "disk"
+
+// DiskLimit is the job's disk limit in bytes, 0 when it sets none. A
+// validated job's is well-formed.
+func (j Job) DiskLimit() uint64 {
+	n, _ := ParseByteSize(j.Limits[JobLimitDisk])
+	return n
+}
+
+// OutputLimit is the job's output limit in bytes, 0 when it sets none. A
+// validated job's is well-formed.
+func (j Job) OutputLimit() uint64 {
+	n, _ := ParseByteSize(j.Limits[JobLimitOutput])
+	return n
 }
 
 // Retry limits and the labels a retried run carries.

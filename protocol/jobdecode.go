@@ -80,7 +80,7 @@ func ValidEnvKey(k string) bool {
 func ValidProfileName(name string) bool { return validChars(name, 64, "_.-") }
 
 // jobFields are the job's field names, in the order errors list them.
-var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries", "disk"}
+var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries", "limits"}
 
 // DecodeJob decodes and validates a job. It is msgpack when contentType (a
 // Content-Type header value; parameters are ignored) is application/msgpack
@@ -171,9 +171,6 @@ func (j Job) Validate(lim Limits) error {
 		return jobErr(ErrBadRunID, "runId %s must match [A-Za-z0-9_-]{1,128}", q(j.RunID))
 	}
 
-	if j.Disk < 0 {
-		return jobErr(ErrInvalidJob, "field \"disk\" is %d; it must be a number of bytes, or 0 for the profile's", j.Disk)
-	}
 	if j.Retries < 0 || j.Retries > MaxRetries {
 		return jobErr(ErrInvalidJob, "field \"retries\" is %d; it must be between 0 and %d", j.Retries, MaxRetries)
 	}
@@ -276,6 +273,14 @@ func (j Job) Validate(lim Limits) error {
 		}
 		if err := text(v); err != "" {
 			return jobErr(ErrInvalidJob, "labels[%s] %s", q(k), err)
+		}
+	}
+	for _, k := range sortedKeys(j.Limits) {
+		if k != JobLimitOutput && k != JobLimitDisk {
+			return jobErr(ErrInvalidJob, "limits key %s is not a limit a job may set (limits: %s, %s)", q(k), JobLimitDisk, JobLimitOutput)
+		}
+		if n, err := ParseByteSize(j.Limits[k]); err != nil || n == 0 {
+			return jobErr(ErrInvalidJob, "limits[%s] %s is not a size like \"1MiB\" above zero", q(k), q(j.Limits[k]))
 		}
 	}
 	return nil
@@ -390,6 +395,8 @@ func decodeField(r fieldReader, key string, seen map[string]bool, j *Job) error 
 		j.Files, err = r.strMap(key)
 	case "labels":
 		j.Labels, err = r.strMap(key)
+	case "limits":
+		j.Limits, err = r.strMap(key)
 	case "retries":
 		var n int64
 		n, err = r.integer(key)
@@ -397,8 +404,6 @@ func decodeField(r fieldReader, key string, seen map[string]bool, j *Job) error 
 			err = jobErr(ErrInvalidJob, "field \"retries\" is %d; it must be between 0 and %d", n, MaxRetries)
 		}
 		j.Retries = int(n)
-	case "disk":
-		j.Disk, err = r.integer(key)
 	}
 	return err
 }
@@ -417,6 +422,9 @@ func normalize(j *Job) {
 	}
 	if len(j.Labels) == 0 {
 		j.Labels = nil
+	}
+	if len(j.Limits) == 0 {
+		j.Limits = nil
 	}
 }
 

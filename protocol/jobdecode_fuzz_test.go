@@ -38,8 +38,8 @@ func FuzzDecodeJob(f *testing.F) {
 		`{"runId":"r","profile":"p"} {}`,
 		`{"runId":"r","profile":"p","labels":{"k":"v"},"input":"\u0000"}`,
 		`{"runId":"r","profile":"p","labels":{"baton.attempt":"2","baton.retryOf":"q"}}`,
-		`{"runId":"r","profile":"p","disk":-1}`,
-		`{"runId":"r","profile":"p","disk":16777216}`,
+		`{"runId":"r","profile":"p","limits":{"disk":"-1"}}`,
+		`{"runId":"r","profile":"p","limits":{"disk":"16MiB","output":"4KiB"}}`,
 	} {
 		f.Add([]byte(s), false)
 	}

@@ -118,7 +118,7 @@ func (c *Chain) PublishLines(ctx context.Context, lines []journal.Line) error {
 		var err error
 		if n < c.o.minBatch {
 			for _, l := range lines[:n] {
-				if err = c.publishLineLocked(ctx, l.Data, l.End, 1, c.chunks(len(l.Data))); err != nil {
+				if err = c.publishLineLocked(ctx, memLine(l.Data), l.End, 1, c.chunks(int64(len(l.Data)))); err != nil {
 					break
 				}
 			}
@@ -193,6 +193,7 @@ func (c *Chain) publishBatch(ctx context.Context, all []journal.Line) (int, erro
 	fallBack := func() (int, error) { return len(lines), c.publishEach(ctx, lines) }
 	for {
 		if err := ctx.Err(); err != nil {
+			c.setFull(false, err)
 			return 0, fmt.Errorf("publisher: run %s: publish batch up to %s: %w", c.runID, lastID(), err)
 		}
 		seq, err := c.sendBatch(ctx, lines, expected)
@@ -249,6 +250,11 @@ func (c *Chain) publishBatch(ctx context.Context, all []journal.Line) (int, erro
 			c.noBatch = true
 			c.o.log.Warn().Msg("the events stream does not allow atomic publish; publishing one line at a time")
 			return fallBack()
+		case storageFull(apiErr):
+			// Nothing of it is stored: send it again once there is room.
+			c.setFull(true, err)
+			sleepCtx(ctx, wait)
+			wait = min(2*wait, maxRetryWait)
 		case overloaded(code, apiErr):
 			// The server dropped the batch (nothing of it is stored):
 			// send half as much, after a pause, down to the fewest lines
@@ -268,6 +274,7 @@ func (c *Chain) publishBatch(ctx context.Context, all []journal.Line) (int, erro
 			sleepCtx(ctx, wait)
 			wait = min(2*wait, maxRetryWait)
 		default:
+			c.setFull(false, err)
 			return 0, fmt.Errorf("publisher: run %s: publish batch up to %s: %w", c.runID, lastID(), err)
 		}
 	}
@@ -296,7 +303,7 @@ func overloaded(code jetstream.ErrorCode, apiErr *jetstream.APIError) bool {
 // publishEach publishes lines one message at a time.
 func (c *Chain) publishEach(ctx context.Context, lines []journal.Line) error {
 	for _, l := range lines {
-		if err := c.publishLineLocked(ctx, l.Data, l.End, 1, 1); err != nil {
+		if err := c.publishLineLocked(ctx, memLine(l.Data), l.End, 1, 1); err != nil {
 			return err
 		}
 	}

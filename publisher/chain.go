@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,7 @@ type options struct {
 	batchMessages  int
 	batchBytes     int
 	minBatch       int
+	onFull         func(full bool)
 }
 
 // WithEpoch stamps every message with the publisher's lease epoch
@@ -70,6 +73,12 @@ func WithRetryWait(d time.Duration) Option { return func(o *options) { o.retryWa
 // whose attempt times out is retried until its context ends, with twice
 // the timeout each time (up to 16 s) until the server answers again.
 func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.attemptTimeout = d } }
+
+// WithOnStorageFull calls f(true) when the chain starts waiting because
+// JetStream has no room for its messages, and f(false) when it stops
+// waiting (the message was stored, or the publish's context ended): a
+// worker counts its stalled runs with it.
+func WithOnStorageFull(f func(full bool)) Option { return func(o *options) { o.onFull = f } }
 
 // Chain publishes one run's messages on its fenced chain. Its methods may be
 // called from several goroutines; they are serialised, one publish in
@@ -106,6 +115,9 @@ type Chain struct {
 	noBatch       bool
 	serverVersion string
 	serverBatches bool
+	// fullSince is when the server said it had no room for the chain's
+	// next message; zero while it has room.
+	fullSince time.Time
 }
 
 // NewChain returns the chain of runID whose last message is at stream
@@ -154,7 +166,7 @@ func (c *Chain) PublishLine(ctx context.Context, line []byte, end int64) error {
 // firstChunk: chunks 1..firstChunk-1 are already on the chain (Align
 // reported chunk firstChunk-1 as the last message).
 func (c *Chain) PublishLineFrom(ctx context.Context, line []byte, end int64, firstChunk int) error {
-	return c.publishLine(ctx, line, end, firstChunk, c.chunks(len(line)))
+	return c.publishLine(ctx, memLine(line), end, firstChunk, c.chunks(int64(len(line))))
 }
 
 // ResumeLine finishes the chunked line that pos, the chain's last message,
@@ -162,20 +174,52 @@ func (c *Chain) PublishLineFrom(ctx context.Context, line []byte, end int64, fir
 // the line exactly as its first publisher did, whatever this chain's chunk
 // size.
 func (c *Chain) ResumeLine(ctx context.Context, line []byte, pos Position) error {
+	if err := resumable(pos); err != nil {
+		return err
+	}
+	return c.publishLine(ctx, memLine(line), pos.Offset, pos.Chunk+1, pos.Chunks)
+}
+
+// PublishLineAt publishes, like PublishLine, the line held by r (a journal)
+// from byte start up to its newline, which ends at end. It reads the line
+// a chunk at a time, twice (first to tell JSON from raw), and never holds
+// more of it than one chunk: a line of any length costs the chunk size in
+// memory.
+func (c *Chain) PublishLineAt(ctx context.Context, r io.ReaderAt, start, end int64) error {
+	if start < 0 || end <= start {
+		return fmt.Errorf("publisher: run %s: no line from %d to %d", c.runID, start, end)
+	}
+	return c.publishLine(ctx, &fileLine{r: r, start: start, length: end - 1 - start}, end, 1, c.chunks(end-1-start))
+}
+
+// ResumeLineAt is ResumeLine for a line held by r from byte start, read a
+// chunk at a time like PublishLineAt.
+func (c *Chain) ResumeLineAt(ctx context.Context, r io.ReaderAt, start int64, pos Position) error {
+	if err := resumable(pos); err != nil {
+		return err
+	}
+	if start < 0 || pos.Offset <= start {
+		return fmt.Errorf("publisher: run %s: no line from %d to %d", c.runID, start, pos.Offset)
+	}
+	return c.publishLine(ctx, &fileLine{r: r, start: start, length: pos.Offset - 1 - start}, pos.Offset, pos.Chunk+1, pos.Chunks)
+}
+
+// resumable says why pos is not a chunk of a line to finish, if it is not.
+func resumable(pos Position) error {
 	if pos.Chunks < 2 || pos.Chunk < 1 || pos.Chunk > pos.Chunks {
 		return fmt.Errorf("publisher: resume line: position %d is not a chunk (%d/%d)", pos.Seq, pos.Chunk, pos.Chunks)
 	}
-	return c.publishLine(ctx, line, pos.Offset, pos.Chunk+1, pos.Chunks)
+	return nil
 }
 
-func (c *Chain) chunks(size int) int {
-	if size <= c.chunkSize {
+func (c *Chain) chunks(size int64) int {
+	if size <= int64(c.chunkSize) {
 		return 1
 	}
-	return (size + c.chunkSize - 1) / c.chunkSize
+	return int((size + int64(c.chunkSize) - 1) / int64(c.chunkSize))
 }
 
-func (c *Chain) publishLine(ctx context.Context, line []byte, end int64, first, n int) error {
+func (c *Chain) publishLine(ctx context.Context, line lineBody, end int64, first, n int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fenced != nil {
@@ -185,12 +229,23 @@ func (c *Chain) publishLine(ctx context.Context, line []byte, end int64, first, 
 }
 
 // publishLineLocked is publishLine with c.mu held.
-func (c *Chain) publishLineLocked(ctx context.Context, line []byte, end int64, first, n int) error {
+func (c *Chain) publishLineLocked(ctx context.Context, line lineBody, end int64, first, n int) error {
 	if first < 1 || first > n+1 {
 		return fmt.Errorf("publisher: line ending at %d: chunk %d of %d", end, first, n)
 	}
+	if n > 1 {
+		// A piece the server could never have taken means n is not how
+		// this line was cut: refuse it before sizing a buffer for it.
+		if most, limit := (line.size()+int64(n)-1)/int64(n), c.js.Conn().MaxPayload(); limit > 0 && most > limit {
+			return fmt.Errorf("publisher: run %s: line ending at %d cut in %d chunks of %d bytes, more than the server's max payload", c.runID, end, n, most)
+		}
+	}
+	json, err := line.isJSON()
+	if err != nil {
+		return fmt.Errorf("publisher: run %s: read line ending at %d: %w", c.runID, end, err)
+	}
 	subject := c.rawSubj
-	if validJSON(line) { // empty and blank lines are not JSON
+	if json { // empty and blank lines are not JSON
 		subject = c.eventsSubj
 	}
 	off := strconv.FormatInt(end, 10)
@@ -202,19 +257,79 @@ func (c *Chain) publishLineLocked(ctx context.Context, line []byte, end int64, f
 			h.Set(protocol.HeaderChunk, chunk)
 			id += ":" + chunk
 		}
-		if err := c.publish(ctx, subject, piece(line, i, n), id, h); err != nil {
+		data, err := line.piece(i, n)
+		if err != nil {
+			return fmt.Errorf("publisher: run %s: read chunk %d/%d of line ending at %d: %w", c.runID, i, n, end, err)
+		}
+		if err := c.publish(ctx, subject, data, id, h); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// piece is chunk i (1-based) of line cut in n nearly equal parts. The cut
-// depends only on the line's length and n, so a successor reproduces it
-// from the "i/n" header alone.
-func piece(line []byte, i, n int) []byte {
-	l := int64(len(line))
-	return line[int64(i-1)*l/int64(n) : int64(i)*l/int64(n)]
+// pieceBounds are the offsets, within a line of size bytes, of chunk i
+// (1-based) of n nearly equal parts. The cut depends only on the line's
+// length and n, so a successor reproduces it from the "i/n" header alone.
+func pieceBounds(size int64, i, n int) (from, to int64) {
+	return int64(i-1) * size / int64(n), int64(i) * size / int64(n)
+}
+
+// lineBody is a line being published: whole in memory, or in the journal.
+type lineBody interface {
+	size() int64
+	isJSON() (bool, error)
+	piece(i, n int) ([]byte, error) // valid until the next call
+}
+
+type memLine []byte
+
+func (l memLine) size() int64           { return int64(len(l)) }
+func (l memLine) isJSON() (bool, error) { return validJSON(l), nil }
+func (l memLine) piece(i, n int) ([]byte, error) {
+	from, to := pieceBounds(int64(len(l)), i, n)
+	return l[from:to], nil
+}
+
+// fileLine is a line read from r a chunk at a time into one buffer.
+type fileLine struct {
+	r             io.ReaderAt
+	start, length int64
+	buf           []byte
+}
+
+// scanBlock is how much of a long line isJSON reads at a time.
+const scanBlock = 256 << 10
+
+func (l *fileLine) size() int64 { return l.length }
+
+func (l *fileLine) read(from, to int64) ([]byte, error) {
+	if n := int(to - from); cap(l.buf) < n {
+		l.buf = make([]byte, n)
+	}
+	b := l.buf[:to-from]
+	if _, err := l.r.ReadAt(b, l.start+from); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (l *fileLine) isJSON() (bool, error) {
+	var s jsonStream
+	for from := int64(0); from < l.length; from += scanBlock {
+		b, err := l.read(from, min(from+scanBlock, l.length))
+		if err != nil {
+			return false, err
+		}
+		if !s.write(b) {
+			return false, nil
+		}
+	}
+	return s.valid(), nil
+}
+
+func (l *fileLine) piece(i, n int) ([]byte, error) {
+	return l.read(pieceBounds(l.length, i, n))
 }
 
 // PublishStatus publishes st as JSON on the run's status subject, with
@@ -259,6 +374,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 	wait := c.o.retryWait
 	for {
 		if err := ctx.Err(); err != nil {
+			c.setFull(false, err)
 			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
 		}
 		h[protocol.HeaderMsgID] = []string{id}
@@ -312,6 +428,12 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 			default:
 				return c.fence(id, expected, last)
 			}
+		case storageFull(apiErr):
+			// Refused, so not stored: the same message goes again once
+			// there is room, however long that takes.
+			c.setFull(true, err)
+			sleepCtx(ctx, wait)
+			wait = min(2*wait, maxRetryWait)
 		case retryable(err, apiErr):
 			c.o.log.Debug().Err(err).Str("msg_id", id).Dur("wait", wait).Msg("publish outcome unknown; retrying")
 			select {
@@ -320,6 +442,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 			}
 			wait = min(2*wait, maxRetryWait)
 		default:
+			c.setFull(false, err)
 			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
 		}
 	}
@@ -329,6 +452,57 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 func (c *Chain) known(seq uint64) {
 	c.lastSeq.Store(seq)
 	c.doubts = c.doubts[:0]
+	c.setFull(false, nil)
+}
+
+// JetStream's answers when it has no room for a message.
+const (
+	errCodeInsufficientResources jetstream.ErrorCode = 10023 // the server's store is full (max_file_store, max_memory_store)
+	errCodeStorageExceeded       jetstream.ErrorCode = 10047 // the account's storage limit
+	errCodeStoreFailed           jetstream.ErrorCode = 10077 // the store refused the message; the description says why
+)
+
+// storageFull tells the answers of a server with no room for a message:
+// its store or the account's storage is full, or the stream is at its
+// MaxBytes or MaxMsgs and discards new messages. Nothing of the message
+// was stored, and room may come back (old messages age out, an operator
+// purges), so the publisher waits for it rather than lose the message.
+func storageFull(apiErr *jetstream.APIError) bool {
+	if apiErr == nil {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case errCodeInsufficientResources, errCodeStorageExceeded:
+		return true
+	case errCodeStoreFailed:
+		return strings.Contains(apiErr.Description, "maximum bytes exceeded") || strings.Contains(apiErr.Description, "maximum messages exceeded")
+	}
+	return false
+}
+
+// setFull records whether the chain waits for room in JetStream, saying
+// so once per stall, in the log and to the WithOnStorageFull hook; why is
+// the server's answer when the wait begins, and when it ends without the
+// message stored, why it ended.
+func (c *Chain) setFull(full bool, why error) {
+	if full == !c.fullSince.IsZero() {
+		return
+	}
+	if full {
+		c.fullSince = time.Now()
+		c.o.log.Warn().Err(why).Msg("JetStream has no room for the run's messages; publishing waits for space and loses nothing")
+	} else {
+		ev := c.o.log.Info()
+		msg := "JetStream has room again; publishing resumes"
+		if why != nil {
+			ev, msg = c.o.log.Warn().Err(why), "stopped waiting for room in JetStream; the run's publishing will resume from the journal"
+		}
+		ev.Dur("waited", time.Since(c.fullSince)).Msg(msg)
+		c.fullSince = time.Time{}
+	}
+	if c.o.onFull != nil {
+		c.o.onFull(full)
+	}
 }
 
 // doubt records id as a publish whose outcome is unknown: if it landed,
@@ -385,6 +559,7 @@ func (c *Chain) fence(id string, expected uint64, m *jetstream.RawStreamMsg) err
 	c.fenced = fmt.Errorf("%w: run %s: publish %s expected last sequence %d on %s; sequence %d is %q of epoch %q",
 		ErrFenced, c.runID, id, expected, c.filter, m.Sequence, m.Header.Get(protocol.HeaderMsgID), m.Header.Get(protocol.HeaderEpoch))
 	c.o.log.Warn().Err(c.fenced).Msg("chain fenced")
+	c.setFull(false, c.fenced)
 	return c.fenced
 }
 

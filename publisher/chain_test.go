@@ -376,6 +376,25 @@ func testChunked(t *testing.T, b *backend) {
 	if err := c.PublishLine(ctx, []byte("after"), end+6); err != nil {
 		t.Fatalf("publish after chunks: %v", err)
 	}
+
+	// The same line read from a journal a chunk at a time goes out alike.
+	journal := bytes.NewReader(append(append([]byte("earlier\n"), line...), '\n'))
+	at := publisher.NewChain(b.js, names, "bigat", 0, publisher.WithEpoch(3))
+	if err := at.PublishLineAt(ctx, journal, 8, end+8); err != nil {
+		t.Fatal(err)
+	}
+	atMs := chain(t, b, "bigat")
+	if len(atMs) != n {
+		t.Fatalf("read from the journal: %d chunks, want %d", len(atMs), n)
+	}
+	for i, m := range atMs {
+		if m.subject != names.EventsSubject("bigat") || !bytes.Equal(m.data, ms[i].data) || m.get(protocol.HeaderChunk) != ms[i].get(protocol.HeaderChunk) {
+			t.Fatalf("chunk %d read from the journal differs: %s %v", i+1, m.subject, m.header)
+		}
+	}
+	if err := at.PublishLineAt(ctx, journal, 8, 8); err == nil {
+		t.Fatal("PublishLineAt took an empty range")
+	}
 }
 
 // testResumeChunks: a holder died after publishing some chunks of a line;
@@ -452,6 +471,22 @@ func testResumeChunks(t *testing.T, b *backend) {
 		t.Fatal(err)
 	}
 	check("resume2")
+
+	// And ResumeLineAt, reading the line from its journal.
+	deadHolder("resume3", 3)
+	if pos, err = publisher.Align(ctx, b.js, names, "resume3"); err != nil {
+		t.Fatal(err)
+	}
+	c3 := publisher.NewChain(b.js, names, "resume3", pos.Seq, publisher.WithMaxPayload(1000))
+	start := int64(end - 1 - len(line)) // the line ends at end in its journal
+	journal := bytes.NewReader(append([]byte(strings.Repeat("x", int(start)-1)+"\n"+string(line)), '\n'))
+	if err := c3.ResumeLineAt(ctx, journal, start, publisher.Position{Seq: pos.Seq}); err == nil {
+		t.Fatal("ResumeLineAt accepted a position that is not a chunk")
+	}
+	if err := c3.ResumeLineAt(ctx, journal, start, pos); err != nil {
+		t.Fatal(err)
+	}
+	check("resume3")
 }
 
 // testInterruptedChunks: a chunked line whose publish is cut short is

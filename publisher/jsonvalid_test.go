@@ -64,3 +64,45 @@ func BenchmarkValidJSON(b *testing.B) {
 		}
 	})
 }
+
+// streamValid feeds b to a jsonStream cut at the given points.
+func streamValid(b []byte, cuts ...int) bool {
+	var s jsonStream
+	prev := 0
+	for _, c := range cuts {
+		c = min(max(c, prev), len(b))
+		s.write(b[prev:c])
+		prev = c
+	}
+	s.write(b[prev:])
+	return s.valid()
+}
+
+func TestJSONStream(t *testing.T) {
+	for _, c := range jsonCases {
+		want := json.Valid([]byte(c))
+		if got := streamValid([]byte(c)); got != want {
+			t.Errorf("jsonStream(%.40q) = %v, json.Valid says %v", c, got, want)
+		}
+		for i := range min(len(c), 40) { // every cut near the start, and byte by byte
+			if got := streamValid([]byte(c), i, i+1, i+2); got != want {
+				t.Errorf("jsonStream(%.40q) cut at %d = %v, json.Valid says %v", c, i, got, want)
+			}
+		}
+	}
+}
+
+// FuzzJSONStream: jsonStream, wherever its input is cut, agrees with
+// json.Valid.
+func FuzzJSONStream(f *testing.F) {
+	for _, c := range jsonCases {
+		if len(c) < 200 {
+			f.Add([]byte(c), uint8(1), uint8(3))
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte, cut1, cut2 uint8) {
+		if got, want := streamValid(b, int(cut1), int(cut1)+int(cut2)), json.Valid(b); got != want {
+			t.Fatalf("jsonStream(%q) cut at %d, %d = %v, json.Valid says %v", b, cut1, int(cut1)+int(cut2), got, want)
+		}
+	})
+}

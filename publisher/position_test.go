@@ -77,8 +77,12 @@ func TestPiece(t *testing.T) {
 	for n := 1; n <= len(line); n++ {
 		var joined []byte
 		lo, hi := len(line), 0
+		file := &fileLine{r: bytes.NewReader(append([]byte("prefix"), line...)), start: 6, length: int64(len(line))}
 		for i := 1; i <= n; i++ {
-			p := piece(line, i, n)
+			p, _ := memLine(line).piece(i, n)
+			if fp, err := file.piece(i, n); err != nil || !bytes.Equal(fp, p) {
+				t.Fatalf("n=%d: piece %d read from a file is %q (%v), in memory %q", n, i, fp, err, p)
+			}
 			lo, hi = min(lo, len(p)), max(hi, len(p))
 			joined = append(joined, p...)
 		}
@@ -87,12 +91,15 @@ func TestPiece(t *testing.T) {
 		}
 	}
 	c := &Chain{chunkSize: 10}
-	for size, want := range map[int]int{0: 1, 10: 1, 11: 2, 37: 4, 40: 4, 41: 5} {
+	for size, want := range map[int64]int{0: 1, 10: 1, 11: 2, 37: 4, 40: 4, 41: 5, 3 << 30: 322122548} {
 		if got := c.chunks(size); got != want {
 			t.Errorf("chunks(%d) = %d, want %d", size, got, want)
 		}
-		if n := c.chunks(size); n > 1 && len(piece(make([]byte, size), 1, n)) > 10 {
-			t.Errorf("size %d: first of %d pieces exceeds the chunk size", size, n)
+		n := c.chunks(size)
+		for _, i := range []int{1, n} {
+			if from, to := pieceBounds(size, i, n); to-from > 10 {
+				t.Errorf("size %d: piece %d of %d exceeds the chunk size", size, i, n)
+			}
 		}
 	}
 }

@@ -122,6 +122,7 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		o.st.fail("journal", err)
 		return nil, o.abandon(fmt.Errorf("runner-outer: %w", err))
 	}
+	o.jw.SetLimit(int64(o.spec.Limits.Output))
 	o.st.ok("journal", "")
 	if o.stderr, err = o.dir.Open(journal.StderrName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640); err != nil {
 		return nil, o.startFailed("stderr", fmt.Errorf("open %s: %w", o.dir.Stderr(), err))
@@ -366,7 +367,16 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 			}
 		case err := <-copied:
 			copying = false
-			if err != nil {
+			if errors.Is(err, journal.ErrOutputLimit) {
+				// Past the limit the agent is killed at once: a grace
+				// period would only let it print more for nobody.
+				out.outputLimit = int64(o.spec.Limits.Output)
+				o.st.fail("journal-copy", err)
+				o.stdout.Close()
+				if running {
+					_ = inner.cmd.Process.Kill()
+				}
+			} else if err != nil {
 				// The journal cannot take the agent's output: end the run
 				// rather than let the agent block on a full pipe.
 				out.journalErr = err

@@ -962,3 +962,39 @@ func TestBeforeSpawnVeto(t *testing.T) {
 		t.Fatalf("journal %q", stdout)
 	}
 }
+
+// TestOutputLimit: an agent printing past its output limit is killed; the
+// journal holds exactly the first limit bytes it printed (a line cut
+// there ended by a newline), then the sentinel with reason output-limit.
+// Printing exactly the limit is no offence.
+func TestOutputLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 64 << 10
+	line := "0123456789abcdefghi\n"
+	t.Run("forever", func(t *testing.T) {
+		t.Parallel()
+		spec := newSpec(t, sh("yes 0123456789abcdefghi")...)
+		spec.Limits.Output = limit
+		dir := start(t, spec, "")
+		stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+		if want := strings.Repeat(line, limit/len(line)+1)[:limit] + "\n"; stdout != want {
+			t.Errorf("journal before the sentinel: %d bytes ending %q; want the first %d bytes printed and a newline",
+				len(stdout), stdout[max(0, len(stdout)-30):], limit)
+		}
+		wantSentinel(t, s, 137, journal.ReasonOutputLimit, "KILL")
+		if !strings.Contains(s.Detail, "output limit") || !strings.Contains(s.Detail, "65536 bytes") {
+			t.Errorf("detail %q does not name the output limit", s.Detail)
+		}
+	})
+	t.Run("exactly the limit", func(t *testing.T) {
+		t.Parallel()
+		spec := newSpec(t, sh(fmt.Sprintf("yes 0123456789abcdefghi | head -c %d", limit))...)
+		spec.Limits.Output = limit
+		dir := start(t, spec, "")
+		stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+		if len(stdout) != limit+1 { // the cut line ended by Finish
+			t.Errorf("journal holds %d bytes before the sentinel, want %d", len(stdout), limit+1)
+		}
+		wantSentinel(t, s, 0, journal.ReasonExit, "")
+	})
+}

@@ -125,6 +125,9 @@ type outcome struct {
 	grace      time.Duration
 	journalErr error
 	diskFull   bool // the workspace had no room left when the agent ended
+	// outputLimit is the limit the agent's stdout went past (it was
+	// killed for it); 0 when it did not.
+	outputLimit int64
 }
 
 // sentinel decides the journal's last line. A stop the runner asked for
@@ -159,6 +162,12 @@ func (o outcome) sentinel(nonce string) journal.Sentinel {
 	case o.journalErr != nil:
 		s.Reason = journal.ReasonError
 		s.Detail = "journal: " + o.journalErr.Error()
+	case o.outputLimit > 0:
+		if o.status == nil {
+			s.Exit, s.Signal = 128+int(unix.SIGKILL), "KILL"
+		}
+		s.Reason = journal.ReasonOutputLimit
+		s.Detail = fmt.Sprintf("output limit: the agent printed more than %d bytes on stdout and was killed", o.outputLimit)
 	case o.failure != "" && o.status == nil:
 		s.Reason = journal.ReasonError
 	case o.stop.reason != "":

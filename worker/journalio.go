@@ -3,51 +3,31 @@ package worker
 import (
 	"bytes"
 	"fmt"
-	"os"
-
-	"github.com/batonhq/baton/journal"
+	"io"
 )
 
-// readRange reads bytes [from, to) of a journal, never through a link.
-func readRange(path string, from, to int64) ([]byte, error) {
-	f, err := journal.OpenNoLinks(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, to-from)
-	_, err = f.ReadAt(b, from)
-	return b, err
-}
-
-// lineEndingAt returns the journal line whose newline ends just before end,
-// without the newline, scanning back from end for the previous newline.
-func lineEndingAt(path string, end int64) ([]byte, error) {
+// lineStart returns where the journal line whose newline ends just before
+// end starts, scanning back from end a block at a time for the previous
+// newline: a line of any length costs one block.
+func lineStart(r io.ReaderAt, end int64) (int64, error) {
 	if end < 1 {
-		return nil, fmt.Errorf("no line ends at offset %d", end)
+		return 0, fmt.Errorf("no line ends at offset %d", end)
 	}
-	f, err := journal.OpenNoLinks(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	var nl [1]byte
-	if _, err := f.ReadAt(nl[:], end-1); err != nil || nl[0] != '\n' {
-		return nil, fmt.Errorf("journal has no line ending at offset %d", end)
+	if _, err := r.ReadAt(nl[:], end-1); err != nil || nl[0] != '\n' {
+		return 0, fmt.Errorf("journal has no line ending at offset %d", end)
 	}
 	const block = 64 << 10
-	start := int64(0)
+	b := make([]byte, block)
 	for pos := end - 1; pos > 0; {
 		from := max(0, pos-block)
-		b := make([]byte, pos-from)
-		if _, err := f.ReadAt(b, from); err != nil {
-			return nil, err
+		if _, err := r.ReadAt(b[:pos-from], from); err != nil {
+			return 0, err
 		}
-		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-			start = from + int64(i) + 1
-			break
+		if i := bytes.LastIndexByte(b[:pos-from], '\n'); i >= 0 {
+			return from + int64(i) + 1, nil
 		}
 		pos = from
 	}
-	return readRange(path, start, end-1)
+	return 0, nil
 }

@@ -18,6 +18,9 @@ type metrics struct {
 	rejected      *prometheus.CounterVec // jobs sent to the DLQ, by reason
 	active        prometheus.GaugeFunc
 	reapPasses    prometheus.Histogram // node-loss reaper passes that read the index
+	// Runs whose publishing waits for room in JetStream, and such stalls.
+	storageWaiting prometheus.Gauge
+	storageStalls  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
@@ -45,10 +48,14 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 		reapPasses: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "baton_reaper_pass_seconds", Help: "Node-loss reaper passes that read the node index, by duration.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		storageWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "baton_runs_waiting_for_storage", Help: "Runs whose publishing waits for room in JetStream (store or events stream full); nothing is lost, it resumes when space returns."}),
+		storageStalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_storage_stalls_total", Help: "Times a run's publishing began waiting for room in JetStream."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.runsStarted, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
-			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active, m.reapPasses)
+			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active, m.reapPasses, m.storageWaiting, m.storageStalls)
 	}
 	return m
 }

@@ -467,10 +467,7 @@ func (w *Worker) align(ctx context.Context, r *run) (finished bool, err error) {
 		}
 		r.chain, r.offset = w.newChain(r, pos.Seq), pos.Offset
 		if pos.Partial() {
-			line, err := lineEndingAt(r.dir.Journal(), pos.Offset)
-			if err == nil {
-				err = r.chain.ResumeLine(ctx, line, pos)
-			}
+			err := r.resumeLine(ctx, pos)
 			if errors.Is(err, publisher.ErrFenced) && attempt < 5 {
 				continue
 			}
@@ -495,7 +492,15 @@ func (w *Worker) align(ctx context.Context, r *run) (finished bool, err error) {
 }
 
 func (w *Worker) newChain(r *run, lastSeq uint64) *publisher.Chain {
-	return publisher.NewChain(w.js, w.names, r.id, lastSeq, publisher.WithEpoch(r.lease.Epoch()), publisher.WithLogger(r.log))
+	return publisher.NewChain(w.js, w.names, r.id, lastSeq, publisher.WithEpoch(r.lease.Epoch()), publisher.WithLogger(r.log),
+		publisher.WithOnStorageFull(func(full bool) {
+			if full {
+				w.metrics.storageWaiting.Inc()
+				w.metrics.storageStalls.Inc()
+			} else {
+				w.metrics.storageWaiting.Dec()
+			}
+		}))
 }
 
 // follow publishes the journal's lines until the sentinel, then finishes the
@@ -577,18 +582,37 @@ func (r *run) publish(ctx context.Context, lines []journal.Line) error {
 			r.offset, lines = lines[n-1].End, lines[n:]
 			continue
 		}
+		// Longer than the follower's max line: read from the journal a
+		// chunk at a time, never whole.
 		l := lines[0]
-		data, err := readRange(r.dir.Journal(), l.Start, l.End-1)
+		f, err := r.dir.Open(journal.JournalName, os.O_RDONLY, 0)
 		if err != nil {
 			return fmt.Errorf("read long line at %d: %w", l.Start, err)
 		}
-		if err := r.chain.PublishLine(ctx, data, l.End); err != nil {
+		err = r.chain.PublishLineAt(ctx, f, l.Start, l.End)
+		f.Close()
+		if err != nil {
 			return err
 		}
 		r.offset, lines = l.End, lines[1:]
 	}
 	r.lease.Progress(r.offset, r.chain.LastSeq())
 	return nil
+}
+
+// resumeLine finishes the chunked line the chain's last message, pos, is
+// a chunk of, reading it from the journal a chunk at a time.
+func (r *run) resumeLine(ctx context.Context, pos publisher.Position) error {
+	f, err := r.dir.Open(journal.JournalName, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	start, err := lineStart(f, pos.Offset)
+	if err != nil {
+		return err
+	}
+	return r.chain.ResumeLineAt(ctx, f, start, pos)
 }
 
 // handoff gives a run up while the worker stops: it publishes "handoff",

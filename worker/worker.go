@@ -177,6 +177,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		LeaseTTL:     w.cfg.LeaseTTL,
 		EventsMaxAge: w.cfg.EventsMaxAge,
 		RecordTTL:    w.cfg.RecordTTL(),
+		// Validated to fit.
+		EventsMaxBytes: int64(w.cfg.EventsMaxBytes),
+		JobsMaxBytes:   int64(w.cfg.JobsMaxBytes), JobsMaxMsgs: w.cfg.JobsMaxMsgs,
+		DLQMaxBytes: int64(w.cfg.DLQMaxBytes), DLQMaxMsgs: w.cfg.DLQMaxMsgs,
 	})
 	if err != nil {
 		return err

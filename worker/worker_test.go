@@ -686,6 +686,28 @@ func TestRunnerEnforcesTimeout(t *testing.T) {
 	}
 }
 
+// TestOutputLimitFailsRun: an agent printing forever is killed at its
+// output limit (here a job's, lower than its profile's 1 GiB default); the
+// run ends failed, saying so, and everything printed up to the limit is
+// on the chain exactly.
+func TestOutputLimitFailsRun(t *testing.T) {
+	h := newHarness(t)
+	id := newRunID(t)
+	const limit = 256 << 10
+	h.submit(map[string]any{"runId": id, "profile": "fake", "limits": map[string]string{"output": "256KiB"},
+		"args": []string{"--duration", "10m", "--line-size", "1000", "--raw-every", "9"}})
+	msgs := h.chain(id, 60*time.Second)
+	st := statuses(t, msgs)
+	last := st[len(st)-1]
+	if last.Status != protocol.StatusFailed || !strings.Contains(last.Reason, "output limit") || last.Signal != "KILL" {
+		t.Fatalf("terminal status %+v, want failed for the output limit", last)
+	}
+	h.assertChainMatchesJournal(id, msgs)
+	if last.Offset != limit && last.Offset != limit+1 { // +1: the cut line ended by the runner
+		t.Fatalf("the run ended at offset %d; the limit is %d bytes", last.Offset, limit)
+	}
+}
+
 // TestRunnerDeathFailsRun kills the runner (and so the sandbox) of a live
 // run: with no sentinel and no runner, the run ends failed.
 func TestRunnerDeathFailsRun(t *testing.T) {

@@ -27,6 +27,7 @@ type submitFlags struct {
 	files   []string
 	labels  []string
 	timeout time.Duration
+	output  string
 	watch   bool
 	json    bool
 }
@@ -96,6 +97,7 @@ status follows the run's: 0 if it succeeded, 1 if not, 2 if watching failed.`,
 	fl.StringArrayVar(&f.args, "arg", nil, "argument appended to the profile's command, if it allows (repeatable)")
 	fl.StringArrayVar(&f.env, "env", nil, "KEY=VALUE environment variable the profile allows (repeatable)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "limit on the run's duration, e.g. 10m (only shortens the profile's)")
+	fl.StringVar(&f.output, "output-limit", "", "cap on what the agent prints on stdout, e.g. 1MiB (only lowers the profile's)")
 	fl.StringArrayVar(&f.files, "file", nil, "PATH=LOCALFILE: seed the workspace's PATH with a local text file (repeatable)")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label copied to the run record (repeatable)")
 	fl.BoolVar(&f.watch, "watch", false, "follow the run until it ends, like 'baton watch'")
@@ -119,6 +121,9 @@ func (f *submitFlags) job(stdin io.Reader, readFile func(string) ([]byte, error)
 		job.Input = string(b)
 	}
 	job.Timeout = protocol.Duration(f.timeout)
+	if f.output != "" {
+		job.Limits = map[string]string{protocol.JobLimitOutput: f.output}
+	}
 	var err error
 	if job.Env, err = parseAssignments("--env", f.env); err != nil {
 		return protocol.Job{}, err

@@ -77,6 +77,7 @@ func TestSubmitFlagsJob(t *testing.T) {
 	f := submitFlags{
 		profile: "demo", input: "-", args: []string{"--fast", "a,b"}, env: []string{"MODE=x"},
 		files: []string{"in/seed.txt=/tmp/seed"}, labels: []string{"pr=12"}, timeout: 90 * time.Second,
+		output: "1MiB",
 	}
 	job, err := f.job(strings.NewReader("from stdin"), readFile)
 	if err != nil {
@@ -87,7 +88,7 @@ func TestSubmitFlagsJob(t *testing.T) {
 	}
 	if job.Input != "from stdin" || job.Profile != "demo" || len(job.Args) != 2 || job.Args[1] != "a,b" ||
 		job.Env["MODE"] != "x" || job.Files["in/seed.txt"] != "content of /tmp/seed" || job.Labels["pr"] != "12" ||
-		job.Timeout != protocol.Duration(90*time.Second) {
+		job.Timeout != protocol.Duration(90*time.Second) || job.OutputLimit() != 1<<20 {
 		t.Errorf("job %+v", job)
 	}
 	if other, _ := f.job(strings.NewReader(""), readFile); other.RunID == job.RunID {
@@ -104,6 +105,7 @@ func TestSubmitFlagsJob(t *testing.T) {
 		{submitFlags{profile: "demo", files: []string{"../escape=x"}}, protocol.ErrInvalidJob},
 		{submitFlags{profile: "demo", files: []string{"/abs=x"}}, protocol.ErrInvalidJob},
 		{submitFlags{profile: "demo", timeout: -time.Second}, protocol.ErrInvalidJob},
+		{submitFlags{profile: "demo", output: "1GB"}, protocol.ErrInvalidJob},
 	} {
 		if _, err := tc.f.job(strings.NewReader(""), readFile); !errors.Is(err, tc.want) {
 			t.Errorf("job(%+v): got %v, want %v", tc.f, err, tc.want)

@@ -26,6 +26,20 @@ type Options struct {
 	// MaxJobBytes bounds one job; the jobs stream refuses larger ones, so the
 	// bound is stated once, by the server.
 	MaxJobBytes int32
+	// Stream bounds; 0 is none. The events and jobs streams refuse what
+	// would exceed theirs (publishers wait, or get the error); the DLQ
+	// drops its oldest entries.
+	EventsMaxBytes            int64
+	JobsMaxBytes, JobsMaxMsgs int64
+	DLQMaxBytes, DLQMaxMsgs   int64
+}
+
+// limit is n as a JetStream stream limit, where -1 is none.
+func limit(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 func (o *Options) defaults() {
@@ -67,6 +81,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 		Duplicates:  2 * time.Minute,
+		MaxBytes:    limit(o.JobsMaxBytes),
+		MaxMsgs:     limit(o.JobsMaxMsgs),
+		Discard:     jetstream.DiscardNew,
 	}); err != nil {
 		return nil, err
 	}
@@ -81,12 +98,17 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 			Source:      n.IngestSubjects()[0],
 			Destination: n.Prefix() + ".runs.{{wildcard(1)}}.{{wildcard(2)}}",
 		},
-		RePublish:  &jetstream.RePublish{Source: n.RunsSubjects(), Destination: n.RunsSubjects()},
-		Retention:  jetstream.LimitsPolicy,
-		Storage:    jetstream.FileStorage,
-		Replicas:   o.Replicas,
-		MaxAge:     o.EventsMaxAge,
-		Discard:    jetstream.DiscardOld,
+		RePublish: &jetstream.RePublish{Source: n.RunsSubjects(), Destination: n.RunsSubjects()},
+		Retention: jetstream.LimitsPolicy,
+		Storage:   jetstream.FileStorage,
+		Replicas:  o.Replicas,
+		MaxAge:    o.EventsMaxAge,
+		MaxBytes:  limit(o.EventsMaxBytes),
+		// Full, it refuses new events rather than evict the oldest: a
+		// live run's chain is never cut from under it (its next publish
+		// would be fenced), publishing waits for room and loses nothing,
+		// and finished runs stay replayable until they age out.
+		Discard:    jetstream.DiscardNew,
 		Duplicates: 2 * time.Minute,
 		// A successor aligns from the last message of a chain; direct gets
 		// may be answered by a lagging replica, so reads go to the leader.
@@ -103,6 +125,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 		MaxAge:      30 * 24 * time.Hour,
+		MaxBytes:    limit(o.DLQMaxBytes),
+		MaxMsgs:     limit(o.DLQMaxMsgs),
+		Discard:     jetstream.DiscardOld,
 	}); err != nil {
 		return nil, err
 	}

@@ -122,3 +122,43 @@ func TestEnsureMigratesRuns(t *testing.T) {
 		t.Fatal("no node index bucket")
 	}
 }
+
+// TestEnsureStreamBounds: the streams get their bounds and discard
+// policies, none by default, and a second Ensure changes them in place.
+func TestEnsureStreamBounds(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := protocol.MustNames("")
+	type bounds struct {
+		bytes, msgs int64
+		discard     jetstream.DiscardPolicy
+	}
+	check := func(r *provision.Resources, events, jobs, dlq bounds) {
+		t.Helper()
+		for name, c := range map[string]struct {
+			s    jetstream.Stream
+			want bounds
+		}{"events": {r.Events, events}, "jobs": {r.Jobs, jobs}, "dlq": {r.DLQ, dlq}} {
+			info, err := c.s.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := (bounds{info.Config.MaxBytes, info.Config.MaxMsgs, info.Config.Discard}); got != c.want {
+				t.Errorf("%s stream: bounds %+v, want %+v", name, got, c.want)
+			}
+		}
+	}
+	r, err := provision.Ensure(ctx, js, n, provision.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(r, bounds{-1, -1, jetstream.DiscardNew}, bounds{-1, -1, jetstream.DiscardNew}, bounds{-1, -1, jetstream.DiscardOld})
+	r, err = provision.Ensure(ctx, js, n, provision.Options{EventsMaxBytes: 10 << 20,
+		JobsMaxBytes: 1 << 20, JobsMaxMsgs: 50, DLQMaxBytes: 2 << 20, DLQMaxMsgs: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(r, bounds{10 << 20, -1, jetstream.DiscardNew}, bounds{1 << 20, 50, jetstream.DiscardNew}, bounds{2 << 20, 60, jetstream.DiscardOld})
+}
