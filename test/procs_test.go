@@ -59,6 +59,7 @@ type natsProc struct {
 	name  string
 	port  int
 	mport int // monitoring port
+	noJS  bool
 	args  []string
 	dir   string
 	cmd   *exec.Cmd
@@ -73,7 +74,11 @@ func (p *natsProc) start() {
 	p.t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	args := append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(p.port), "-js", "-sd", p.dir, "-n", p.name}, p.args...)
+	args := []string{"-a", "127.0.0.1", "-p", fmt.Sprint(p.port), "-n", p.name}
+	if !p.noJS {
+		args = append(args, "-js", "-sd", p.dir)
+	}
+	args = append(args, p.args...)
 	p.cmd = exec.Command(p.bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
