@@ -220,8 +220,14 @@ func runChaos(t *testing.T, natsNodes int) {
 			failedRuns = failedRuns[:len(failedRuns)-1]
 		}
 	}
-	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses; hand-off gaps %v; recovery gaps %v",
-		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, summarize(stats.handoffs), summarize(stats.recoveries))
+	selfExits := 0
+	for _, w := range workers {
+		w.mu.Lock()
+		selfExits += w.selfExits
+		w.mu.Unlock()
+	}
+	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses, %d worker exits restarted by the supervisor; hand-off gaps %v; recovery gaps %v",
+		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, selfExits, summarize(stats.handoffs), summarize(stats.recoveries))
 	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d node_losses=%d handoff=%s recovery=%s\n",
 		natsNodes, seed, stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, summarize(stats.handoffs), summarize(stats.recoveries))
 }

@@ -60,6 +60,7 @@ type natsProc struct {
 	name  string
 	port  int
 	mport int // monitoring port
+	noJS  bool
 	args  []string
 	dir   string
 	cmd   *exec.Cmd
@@ -74,7 +75,11 @@ func (p *natsProc) start() {
 	p.t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	args := append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(p.port), "-js", "-sd", p.dir, "-n", p.name}, p.args...)
+	args := []string{"-a", "127.0.0.1", "-p", fmt.Sprint(p.port), "-n", p.name}
+	if !p.noJS {
+		args = append(args, "-js", "-sd", p.dir)
+	}
+	args = append(args, p.args...)
 	p.cmd = exec.Command(p.bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.WaitDelay = bounded.WaitDelay
@@ -190,37 +195,70 @@ func clientOf(t *testing.T, procs []*natsProc) (*nats.Conn, jetstream.JetStream)
 }
 
 // workerProc is a `baton worker` process of one node that the chaos suite
-// kills and restarts; each incarnation logs to its own file.
+// kills and restarts; each incarnation logs to its own file. Like systemd
+// with deploy/baton-worker.service (Restart=always, RestartSec=1s), it
+// starts a worker again a second after it exits by itself (a worker exits
+// when it cannot provision, as while NATS elects a leader).
 type workerProc struct {
-	t        *testing.T
-	name     string
-	args     []string
-	bin      string
-	logDir   string
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{}
-	restarts int
+	t         *testing.T
+	name      string
+	args      []string
+	bin       string
+	logDir    string
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	done      chan struct{}
+	restarts  int
+	stopped   bool // by stop, until start
+	selfExits int
 }
 
 func (w *workerProc) start() {
 	w.t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.stopped = false
+	if err := w.spawnLocked(); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *workerProc) spawnLocked() error {
 	w.restarts++
 	logf, err := os.Create(filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.name, w.restarts)))
 	if err != nil {
-		w.t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(w.bin, w.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.WaitDelay = bounded.WaitDelay
 	if err := cmd.Start(); err != nil {
-		w.t.Fatal(err)
+		logf.Close()
+		return err
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.cmd != cmd || w.stopped {
+			return
+		}
+		w.selfExits++
+		time.AfterFunc(time.Second, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.cmd == cmd && !w.stopped {
+				if err := w.spawnLocked(); err != nil {
+					w.t.Errorf("restart worker %s: %v", w.name, err)
+				}
+			}
+		})
+	}()
 	w.cmd, w.done = cmd, done
+	return nil
 }
 
 func (w *workerProc) pid() int {
@@ -233,6 +271,7 @@ func (w *workerProc) pid() int {
 func (w *workerProc) stop(sig syscall.Signal) time.Duration {
 	w.mu.Lock()
 	cmd, done := w.cmd, w.done
+	w.stopped = true
 	w.mu.Unlock()
 	if cmd == nil {
 		return 0
