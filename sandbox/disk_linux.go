@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/journal"
 )
 
@@ -45,18 +46,13 @@ func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid 
 	if err != nil {
 		return fmt.Errorf("%w: mkfs.ext4 not found (install e2fsprogs): %w", ErrDiskSetup, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, mkfsTimeout)
-	defer cancel()
 	// No journal and no reserved blocks: the workspace is one run's
 	// scratch space, and the agent gets every byte of its limit. Lazy
 	// inode tables (never zeroed, see noinit_itable) keep the image sparse.
-	cmd := exec.CommandContext(ctx, mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal",
+	cmd := exec.Command(mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal",
 		"-E", fmt.Sprintf("root_owner=%d:%d,lazy_itable_init=1,nodiscard", max(uid, 0), max(gid, 0)), img)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("gave up after %v: %w", mkfsTimeout, err)
-		}
-		return fmt.Errorf("%w: mkfs.ext4: %w: %s", ErrDiskSetup, err, strings.TrimSpace(string(out)))
+	if out, err := bounded.Output(ctx, mkfsTimeout, cmd); err != nil {
+		return fmt.Errorf("%w: %w: %s", ErrDiskSetup, err, strings.TrimSpace(string(out)))
 	}
 	loop, err := attachLoop(f)
 	if err != nil {
@@ -68,6 +64,16 @@ func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid 
 	}
 	// mkfs leaves lost+found, which the agent has no use for.
 	_ = os.Remove(filepath.Join(dir.Workspace(), "lost+found"))
+	// The filesystem's root is 0755: make it the agent's alone, as an
+	// unbounded workspace is.
+	ws, err := os.OpenFile(dir.Workspace(), os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%w: open the workspace: %w", ErrDiskSetup, err)
+	}
+	defer ws.Close()
+	if err := ws.Chmod(0o700); err != nil {
+		return fmt.Errorf("%w: chmod the workspace: %w", ErrDiskSetup, err)
+	}
 	return nil
 }
 
