@@ -338,6 +338,18 @@ func (w *Worker) clearUnstarted(r *run) bool {
 	return true
 }
 
+// notStartedYet reports whether dir is a run still being prepared: no
+// runner holds or has journaled it, and it changed less than a job's
+// redelivery ago. Past that, the job's redelivery has started it afresh
+// (clearUnstarted) or nothing will, and a take-over settles it.
+func (w *Worker) notStartedYet(dir journal.Dir) bool {
+	if alive, err := sandbox.Alive(dir); err != nil || alive || exists(dir.Journal()) {
+		return false
+	}
+	st, err := os.Lstat(string(dir))
+	return err == nil && time.Since(st.ModTime()) < w.ackWait+w.cfg.LeaseTTL
+}
+
 // takeOver takes the lease of a run whose runner lives on this node, aligns
 // to the last message of its chain, and writes "attached", which fences any
 // previous holder. It settles the attach job and returns the run to follow,
@@ -371,6 +383,16 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		return nil
 	}
 	if w.isActive(aj.RunID) {
+		done()
+		return nil
+	}
+	if rec.State == kv.RunStarting && w.notStartedYet(dir) {
+		// Its starting worker may have lost its lease while preparing
+		// the sandbox (a slow disk, NATS away) and still spawn the runner;
+		// a take-over now would find no runner and fail a run that is
+		// about to start. The scan offers it again; past the job's
+		// redelivery it is judged as any other.
+		log.Debug().Msg("run being prepared, its runner not started yet; attach job dropped")
 		done()
 		return nil
 	}

@@ -1169,3 +1169,39 @@ func TestDiskLimitRun(t *testing.T) {
 		t.Fatalf("the neighbour ended %s: %q", st.Status, st.Reason)
 	}
 }
+
+// TestRecoveryLeavesARunBeingPrepared: a run whose starting worker lost
+// its lease while preparing the sandbox (record starting, a run directory,
+// no runner yet) is not taken over and failed by the node's recovery while
+// that worker may still spawn its runner (found by the cluster chaos
+// soak); past a job's redelivery it is settled as any other.
+func TestRecoveryLeavesARunBeingPrepared(t *testing.T) {
+	h := newHarness(t)
+	h.stopWorker("w1")
+	id := newRunID(t)
+	runs, _ := runsStore(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now := time.Now().UTC()
+	if _, err := runs.Create(ctx, id, kv.RunRecord{RunID: id, State: kv.RunStarting, Node: "n1", Worker: "n1-slow",
+		Profile: "fake", Attempt: 1, Deadline: now.Add(time.Minute), CreatedAt: now, Spawning: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(h.stateDir, "runs", id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const ackWait = 4 * time.Second
+	prepared := time.Now()
+	h.addWorker("w2", worker.WithAckWait(ackWait))
+	time.Sleep(3 * time.Second) // scans every half lease TTL
+	if rec := h.record(id); rec.State != kv.RunStarting {
+		t.Fatalf("a run being prepared was taken over: record %+v", rec)
+	}
+	st := statuses(t, h.chain(id, 30*time.Second))
+	if last := st[len(st)-1]; last.Status != protocol.StatusFailed {
+		t.Fatalf("terminal %+v, want failed once no runner started", last)
+	}
+	if took := time.Since(prepared); took < ackWait {
+		t.Fatalf("settled after %v, before a job's redelivery (%v)", took, ackWait)
+	}
+}
