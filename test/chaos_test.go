@@ -401,7 +401,12 @@ func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeo
 			}
 		}
 		start := time.Now()
+		// nats.go v1.55 re-creates a lost ordered consumer inside Next, blind
+		// to NextMaxWait (up to MaxResetAttempts JetStream API timeouts):
+		// stopping the iterator bounds the call.
+		bound := time.AfterFunc(3*chainHeartbeat+2*time.Second, it.Stop)
 		m, err := it.Next(jetstream.NextMaxWait(3 * chainHeartbeat))
+		bound.Stop()
 		if err != nil {
 			silent := time.Since(lastMsg)
 			if errors.Is(err, nats.ErrTimeout) && silent < chainSilence {
