@@ -268,16 +268,31 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	}
 	// The last word before the runner: mark the record spawning, by CAS,
 	// or learn that another worker took the run over meanwhile.
+	marked := false // the runner is spawned only once the mark is written
 	spawning := func() error {
 		cur, rev, err := markSpawning(ctx, w.runs, r.id, rec, recRev)
 		if err == nil {
-			r.rec, recRev = cur, rev
+			r.rec, recRev, marked = cur, rev, true
 		}
 		return err
 	}
 	if _, err := sandbox.Start(ctx, spec, inv.Input, sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)); errors.Is(err, errSuperseded) {
 		r.log.Warn().Err(err).Msg("another worker took this run over before its runner started; leaving it")
 		_ = l.Release(ctx, 0, 0)
+		return nil
+	} else if (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && !marked {
+		// Stopping while preparing the sandbox: no runner was spawned and
+		// the run directory is gone. The job's redelivery starts the run
+		// afresh (clearUnstarted), on this node or another.
+		r.log.Warn().Err(err).Msg("stopped while preparing the sandbox; the job will be redelivered")
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = l.Release(rctx, 0, 0)
+		// Delayed past this worker's own pull requests (a fetch waits 2 s),
+		// which would take the redelivery into the void until AckWait.
+		if err := msg.NakWithDelay(3 * time.Second); err != nil {
+			r.log.Warn().Err(err).Msg("nak job")
+		}
 		return nil
 	} else if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		// Stopping while the runner was spawned but not yet ready: it

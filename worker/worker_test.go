@@ -1205,3 +1205,35 @@ func TestRecoveryLeavesARunBeingPrepared(t *testing.T) {
 		t.Fatalf("settled after %v, before a job's redelivery (%v)", took, ackWait)
 	}
 }
+
+// TestStopWhilePreparingRedeliversTheJob: a worker stopped while it
+// prepares a run's sandbox (here a mkfs.ext4 that hangs) has spawned no
+// runner, and its run directory is gone: the job goes back to the stream
+// and another worker runs it. (The cluster chaos once saw such a job
+// acknowledged as if the runner were starting: the run never started.)
+func TestStopWhilePreparingRedeliversTheJob(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("a bounded workspace is made by a root worker only: run as root")
+	}
+	h := newHarness(t)
+	h.stopWorker("w1")
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "mkfs.ext4"), []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := os.Getenv("PATH")
+	t.Setenv("PATH", bin+":"+path)
+	_, stop := h.addWorker("slow")
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "5"}})
+	testenv.WaitFor(t, 20*time.Second, "the worker to be making the run's workspace", func() bool {
+		_, err := os.Stat(filepath.Join(h.stateDir, "runs", id, "workspace.img"))
+		return err == nil
+	})
+	stop()
+	os.Setenv("PATH", path)
+	h.addWorker("w2")
+	if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("terminal %+v, want succeeded by the next worker", st)
+	}
+}
