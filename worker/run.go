@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -257,6 +258,14 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		_ = msg.NakWithDelay(time.Second)
 		return nil
 	}
+	if pos.Status != nil && pos.Status.Status.Terminal() {
+		// The run ended before (a take-over settled it while its record
+		// still said starting): it never starts again.
+		r.log.Warn().Str("status", string(pos.Status.Status)).Msg("redelivered job of a run whose chain has ended; not started again")
+		w.settle(ctx, r, *pos.Status)
+		_ = msg.DoubleAck(ctx)
+		return nil
+	}
 	r.chain = w.newChain(r, pos.Seq)
 
 	spec := sandbox.Spec{
@@ -362,6 +371,11 @@ func (w *Worker) notStartedYet(dir journal.Dir) bool {
 		return false
 	}
 	st, err := os.Lstat(string(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		// Removed since it was offered: a start that failed or is being
+		// retried, which the job's redelivery settles.
+		return true
+	}
 	return err == nil && time.Since(st.ModTime()) < w.ackWait+w.cfg.LeaseTTL
 }
 

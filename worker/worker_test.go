@@ -28,6 +28,7 @@ import (
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/publisher"
 	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
 )
@@ -1235,5 +1236,64 @@ func TestStopWhilePreparingRedeliversTheJob(t *testing.T) {
 	h.addWorker("w2")
 	if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
 		t.Fatalf("terminal %+v, want succeeded by the next worker", st)
+	}
+}
+
+// TestRedeliveredJobOfEndedRunStartsNothing: a job redelivered for a run
+// whose record still says starting but whose chain already ended (a
+// take-over settled it and its record write was lost) starts no agent and
+// adds nothing after the terminal status (I3, I5; the single-server chaos
+// soak saw a run started again after its "failed").
+func TestRedeliveredJobOfEndedRunStartsNothing(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var cons jetstream.Consumer
+	testenv.WaitFor(t, 10*time.Second, "the jobs consumer", func() bool {
+		var err error
+		cons, err = h.js.Consumer(ctx, h.names.JobsStream(), "workers")
+		return err == nil
+	})
+	h.stopWorker("w1")
+	time.Sleep(2500 * time.Millisecond) // past the pull requests w1 left waiting
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "20"}})
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job jetstream.Msg
+	for m := range batch.Messages() {
+		job = m
+	}
+	if job == nil {
+		t.Fatalf("no job fetched: %v", batch.Error())
+	}
+	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := runs.Create(ctx, id, kv.RunRecord{RunID: id, State: kv.RunStarting, Node: "n1", Worker: "n1-dead",
+		Profile: "fake", Attempt: 1, Deadline: now.Add(2 * time.Minute), CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	ended := publisher.NewChain(h.js, h.names, id, 0, publisher.WithEpoch(1))
+	if err := ended.PublishStatus(ctx, protocol.Status{Status: protocol.StatusFailed, RunID: id, Reason: "settled by a take-over"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Nak(); err != nil { // redelivered at once
+		t.Fatal(err)
+	}
+	h.addWorker("w2")
+	testenv.WaitFor(t, 15*time.Second, "the record to take the chain's end", func() bool {
+		return h.record(id).State == kv.RunState(protocol.StatusFailed)
+	})
+	time.Sleep(time.Second)
+	if msgs := h.chain(id, 5*time.Second); len(msgs) != 1 {
+		t.Fatalf("the chain holds %d messages after its terminal status, want it alone", len(msgs))
+	}
+	if _, err := os.Stat(filepath.Join(h.stateDir, "runs", id, "journal.ndjson")); !os.IsNotExist(err) {
+		t.Fatalf("an agent was started for an ended run: %v", err)
 	}
 }
