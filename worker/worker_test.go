@@ -955,29 +955,9 @@ func TestRunOfWorkerDeadBeforeSpawn(t *testing.T) {
 			h := newHarness(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			var cons jetstream.Consumer
-			testenv.WaitFor(t, 10*time.Second, "the jobs consumer", func() bool {
-				var err error
-				cons, err = h.js.Consumer(ctx, h.names.JobsStream(), "workers")
-				return err == nil
-			})
-			h.stopWorker("w1")
-			// Past the pull requests w1 left waiting (its fetch wait is 2 s).
-			time.Sleep(2500 * time.Millisecond)
 			id := newRunID(t)
-			h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "20"}})
 			// The dead worker: it took the job and created the record.
-			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var job jetstream.Msg
-			for m := range batch.Messages() {
-				job = m
-			}
-			if job == nil {
-				t.Fatalf("no job fetched: %v", batch.Error())
-			}
+			job := h.takeJobThenStop(ctx, id)
 			runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
 			if err != nil {
 				t.Fatal(err)
@@ -1248,27 +1228,8 @@ func TestRedeliveredJobOfEndedRunStartsNothing(t *testing.T) {
 	h := newHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var cons jetstream.Consumer
-	testenv.WaitFor(t, 10*time.Second, "the jobs consumer", func() bool {
-		var err error
-		cons, err = h.js.Consumer(ctx, h.names.JobsStream(), "workers")
-		return err == nil
-	})
-	h.stopWorker("w1")
-	time.Sleep(2500 * time.Millisecond) // past the pull requests w1 left waiting
 	id := newRunID(t)
-	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "20"}})
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var job jetstream.Msg
-	for m := range batch.Messages() {
-		job = m
-	}
-	if job == nil {
-		t.Fatalf("no job fetched: %v", batch.Error())
-	}
+	job := h.takeJobThenStop(ctx, id)
 	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
 	if err != nil {
 		t.Fatal(err)
@@ -1296,4 +1257,34 @@ func TestRedeliveredJobOfEndedRunStartsNothing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.stateDir, "runs", id, "journal.ndjson")); !os.IsNotExist(err) {
 		t.Fatalf("an agent was started for an ended run: %v", err)
 	}
+}
+
+// takeJobThenStop stops the harness's worker, submits a job for runID and
+// fetches it as a worker that then dies would: the job is delivered and
+// unacknowledged, and no worker runs.
+func (h *harness) takeJobThenStop(ctx context.Context, runID string) jetstream.Msg {
+	t := h.t
+	t.Helper()
+	var cons jetstream.Consumer
+	testenv.WaitFor(t, 10*time.Second, "the jobs consumer", func() bool {
+		var err error
+		cons, err = h.js.Consumer(ctx, h.names.JobsStream(), "workers")
+		return err == nil
+	})
+	h.stopWorker("w1")
+	// Past the pull requests w1 left waiting (its fetch wait is 2 s).
+	time.Sleep(2500 * time.Millisecond)
+	h.submit(map[string]any{"runId": runID, "profile": "fake", "args": []string{"--lines", "20"}})
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job jetstream.Msg
+	for m := range batch.Messages() {
+		job = m
+	}
+	if job == nil {
+		t.Fatalf("no job fetched: %v", batch.Error())
+	}
+	return job
 }
