@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/batonhq/baton/journal"
 )
@@ -43,6 +44,21 @@ type startOptions struct {
 	beforeSpawn func() error
 }
 
+func newStartOptions(opts []StartOption) (startOptions, error) {
+	o := startOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return o, fmt.Errorf("sandbox: find the baton binary: %w", err)
+		}
+		o.binary = exe
+	}
+	return o, nil
+}
+
 // WithBeforeSpawn has Start call fn once the run directory is laid out and
 // before the runner is spawned. If fn fails, Start removes the directory,
 // spawns nothing and returns fn's error: the caller's last word on whether
@@ -72,28 +88,22 @@ func WithBinary(path string) StartOption {
 // spawned, the directory stays for diagnosis. ctx bounds only the wait
 // for readiness: a runner that was spawned may still start after ctx ends.
 func Start(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*Runner, error) {
-	o := startOptions{}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: find the baton binary: %w", err)
-		}
-		o.binary = exe
+	o, err := newStartOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	dir := journal.Dir(spec.RunDir)
-	if err := prepareRunDir(ctx, dir, spec, input, os.Geteuid(), os.Getegid()); err != nil {
+	made, err := prepareRunDir(ctx, dir, spec, input, os.Geteuid(), os.Getegid())
+	if err != nil {
 		return nil, err
 	}
+	defer made.Close()
 	if o.beforeSpawn != nil {
 		if err := o.beforeSpawn(); err != nil {
-			_ = ReleaseWorkspace(dir)
-			_ = os.RemoveAll(string(dir))
+			removeRunDir(dir, made)
 			return nil, err
 		}
 	}
@@ -104,21 +114,48 @@ func Start(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*
 	return &Runner{PID: pid}, nil
 }
 
-// prepareRunDir lays out a new run directory, removing it if any step fails.
-func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte, euid, egid int) (err error) {
+// Respawn spawns the runner of a run directory that Start laid out but
+// whose runner never journaled: its starter died, or was stopped, between
+// marking the run spawning and the runner taking the run. It waits for
+// readiness as Start does. Two runners of one directory cannot both run:
+// the run's lock admits one, and a runner refuses a directory that has a
+// journal, so a respawn never starts a second agent.
+func Respawn(ctx context.Context, dir journal.Dir, opts ...StartOption) (*Runner, error) {
+	o, err := newStartOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(dir.Journal()); !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s has a journal: its runner ran", ErrStartFailed, dir)
+	}
+	pid, err := spawnRunner(ctx, o.binary, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{PID: pid}, nil
+}
+
+// prepareRunDir lays out a new run directory, removing it if any step
+// fails. It returns the directory open, for removeRunDir; the caller
+// closes it.
+func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte, euid, egid int) (_ *os.File, err error) {
 	if err := os.MkdirAll(filepath.Dir(string(dir)), 0o700); err != nil {
-		return fmt.Errorf("sandbox: create the runs directory: %w", err)
+		return nil, fmt.Errorf("sandbox: create the runs directory: %w", err)
 	}
 	if err := os.Mkdir(string(dir), 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%w: %s", ErrRunExists, dir)
+			return nil, fmt.Errorf("%w: %s", ErrRunExists, dir)
 		}
-		return fmt.Errorf("sandbox: create the run directory: %w", err)
+		return nil, fmt.Errorf("sandbox: create the run directory: %w", err)
+	}
+	made, err := os.OpenFile(string(dir), os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: create the run directory: %w", err)
 	}
 	defer func() {
 		if err != nil {
-			_ = ReleaseWorkspace(dir)
-			_ = os.RemoveAll(string(dir))
+			removeRunDir(dir, made)
+			made.Close()
 		}
 	}()
 	// A root runner's agent is the sandbox uid on the host: its workspace
@@ -130,28 +167,44 @@ func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte
 	}
 	ws := dir.Workspace()
 	if err := os.Mkdir(ws, 0o700); err != nil {
-		return fmt.Errorf("sandbox: create the workspace: %w", err)
+		return nil, fmt.Errorf("sandbox: create the workspace: %w", err)
 	}
 	if euid == 0 {
 		// limits.disk bounds everything the agent writes in its
 		// workspace: it is a filesystem of that size.
 		if err := mountWorkspace(ctx, dir, diskBytes(spec.Limits), uid, gid); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := os.Lchown(ws, uid, gid); err != nil {
-		return fmt.Errorf("sandbox: give the workspace to the sandbox uid: %w", err)
+		return nil, fmt.Errorf("sandbox: give the workspace to the sandbox uid: %w", err)
 	}
 	if err := writeSeeds(ws, spec.Files, uid, gid); err != nil {
-		return err
+		return nil, err
 	}
 	if err := writeNew(dir.Spec(), mustJSON(spec)); err != nil {
-		return fmt.Errorf("sandbox: write the spec: %w", err)
+		return nil, fmt.Errorf("sandbox: write the spec: %w", err)
 	}
 	if err := writeNew(dir.Input(), input); err != nil {
-		return fmt.Errorf("sandbox: write the input: %w", err)
+		return nil, fmt.Errorf("sandbox: write the input: %w", err)
 	}
-	return nil
+	return made, nil
+}
+
+// removeRunDir removes a run directory this start created, made, unless
+// the path is no longer that directory: a worker that took the run over
+// (its first worker, this one, having lost it) clears and lays it out
+// anew. made is held open, so its inode cannot be reused meanwhile.
+func removeRunDir(dir journal.Dir, made *os.File) {
+	mine, err := made.Stat()
+	if err != nil {
+		return
+	}
+	if cur, err := os.Lstat(string(dir)); err != nil || !os.SameFile(cur, mine) {
+		return
+	}
+	_ = ReleaseWorkspace(dir)
+	_ = os.RemoveAll(string(dir))
 }
 
 // writeSeeds writes the seed files under ws through an os.Root, so no

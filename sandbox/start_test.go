@@ -16,9 +16,11 @@ func TestPrepareRunDir(t *testing.T) {
 	spec.Files = map[string]string{"a.txt": "A", "dir/sub/b.txt": "B"}
 	dir := journal.Dir(spec.RunDir)
 	// As an unprivileged worker: no chown.
-	if err := prepareRunDir(t.Context(), dir, spec, []byte("input"), 1000, 1000); err != nil {
+	made, err := prepareRunDir(t.Context(), dir, spec, []byte("input"), 1000, 1000)
+	if err != nil {
 		t.Fatal(err)
 	}
+	made.Close()
 	modes := map[string]os.FileMode{
 		string(dir):                             0o700 | os.ModeDir,
 		dir.Workspace():                         0o700 | os.ModeDir,
@@ -48,7 +50,7 @@ func TestPrepareRunDir(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || back.Nonce != spec.Nonce || back.RunDir != spec.RunDir {
 		t.Errorf("spec file %s: %v", b, err)
 	}
-	if err := prepareRunDir(t.Context(), dir, spec, nil, 1000, 1000); !errors.Is(err, ErrRunExists) {
+	if _, err := prepareRunDir(t.Context(), dir, spec, nil, 1000, 1000); !errors.Is(err, ErrRunExists) {
 		t.Errorf("second prepareRunDir = %v, want ErrRunExists", err)
 	}
 }
@@ -58,11 +60,42 @@ func TestPrepareRunDirCleansUpOnFailure(t *testing.T) {
 	spec.RunDir = filepath.Join(t.TempDir(), "runs", "run-1")
 	// "a" is a file, so "a/b" cannot be written.
 	spec.Files = map[string]string{"a": "file", "a/b": "under a file"}
-	err := prepareRunDir(t.Context(), journal.Dir(spec.RunDir), spec, nil, 1000, 1000)
+	_, err := prepareRunDir(t.Context(), journal.Dir(spec.RunDir), spec, nil, 1000, 1000)
 	if err == nil {
 		t.Fatal("prepareRunDir with conflicting seed files succeeded")
 	}
 	if _, serr := os.Stat(spec.RunDir); !errors.Is(serr, os.ErrNotExist) {
 		t.Errorf("failed prepareRunDir (%v) left the run directory: %v", err, serr)
+	}
+}
+
+// TestRemoveRunDirLeavesAnotherStartsDirectory: a start that failed late
+// (its worker lost the run while preparing) removes its directory only if
+// it is still the one it made, not the one a worker that took the run over
+// laid out anew at the same path.
+func TestRemoveRunDirLeavesAnotherStartsDirectory(t *testing.T) {
+	spec := validSpec()
+	spec.RunDir = filepath.Join(t.TempDir(), "runs", "run-1")
+	dir := journal.Dir(spec.RunDir)
+	first, err := prepareRunDir(t.Context(), dir, spec, nil, 1000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(spec.RunDir); err != nil {
+		t.Fatal(err)
+	}
+	second, err := prepareRunDir(t.Context(), dir, spec, []byte("second"), 1000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	defer second.Close()
+	removeRunDir(dir, first)
+	if _, err := os.Stat(dir.Spec()); err != nil {
+		t.Fatalf("the first start removed the second's directory: %v", err)
+	}
+	removeRunDir(dir, second)
+	if _, err := os.Lstat(spec.RunDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the second start did not remove its own directory: %v", err)
 	}
 }

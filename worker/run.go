@@ -205,30 +205,37 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 				protocol.ErrDuplicateRun, job.RunID, existing.State, existing.Node))
 			return nil
 		}
-		// A redelivery of our own job: the worker that took it died. A
-		// run past starting, or one whose runner was being spawned on
-		// another node, is that node's recovery's to re-attach (its run
-		// directory is there). One that never got that far is ours to
-		// start, here: taken by compare-and-set, so only one worker does.
-		if existing.State != kv.RunStarting || (existing.Node != w.node && existing.Spawning) {
-			log.Info().Str("state", string(existing.State)).Str("run_node", existing.Node).
+		// A redelivery of our own job: the worker that took it died or
+		// was stopped. A run past starting, or one whose runner was
+		// spawned or is being spawned (the spawning mark), is its node's
+		// recovery's to re-attach, or to respawn if the runner never
+		// took the run (takeOver). One that never got that far is ours to
+		// start afresh, here. The record is taken by compare-and-set
+		// first: only one worker restarts the run, and its first worker,
+		// should it still be preparing, can no longer mark it spawning
+		// (markSpawning), so no runner of its starts in the directory
+		// cleared here.
+		if existing.State != kv.RunStarting || existing.Spawning {
+			log.Info().Str("state", string(existing.State)).Str("run_node", existing.Node).Bool("spawning", existing.Spawning).
 				Msg("redelivered job of an existing run; its node has it")
 			_ = msg.DoubleAck(ctx)
 			return nil
 		}
-		if existing.Node != w.node {
-			from := existing.Node
+		from := existing.Node
+		if from != w.node {
 			if err := w.indexRun(ctx, w.node, job.RunID); err != nil {
 				log.Warn().Err(err).Msg("index run by node; job will be redelivered")
 				_ = msg.NakWithDelay(time.Second)
 				return nil
 			}
-			existing.Node, existing.Worker = w.node, w.id
-			if rev, err = w.runs.Update(ctx, job.RunID, existing, rev); err != nil {
-				log.Warn().Err(err).Msg("take over a run whose worker died before spawning it; job will be redelivered")
-				_ = msg.NakWithDelay(time.Second)
-				return nil
-			}
+		}
+		existing.Node, existing.Worker = w.node, w.id
+		if rev, err = w.runs.Update(ctx, job.RunID, existing, rev); err != nil {
+			log.Warn().Err(err).Msg("take over a run whose worker died before spawning it; job will be redelivered")
+			_ = msg.NakWithDelay(time.Second)
+			return nil
+		}
+		if from != w.node {
 			w.unindexRun(ctx, from, job.RunID)
 			log.Info().Str("from_node", from).Msg("took over a run whose worker died before spawning it")
 		}
@@ -285,14 +292,27 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		}
 		return err
 	}
-	if _, err := sandbox.Start(ctx, spec, inv.Input, sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)); errors.Is(err, errSuperseded) {
+	// A lease lost while preparing (NATS away longer than its TTL) stops
+	// the start as the worker stopping does: the run may be another
+	// worker's by now.
+	startCtx, cancelStart := context.WithCancel(ctx)
+	defer cancelStart()
+	go func() {
+		select {
+		case <-l.Lost():
+			cancelStart()
+		case <-startCtx.Done():
+		}
+	}()
+	if _, err := sandbox.Start(startCtx, spec, inv.Input, sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)); errors.Is(err, errSuperseded) {
 		r.log.Warn().Err(err).Msg("another worker took this run over before its runner started; leaving it")
 		_ = l.Release(ctx, 0, 0)
 		return nil
-	} else if (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && !marked {
-		// Stopping while preparing the sandbox: no runner was spawned and
-		// the run directory is gone. The job's redelivery starts the run
-		// afresh (clearUnstarted), on this node or another.
+	} else if err != nil && startCtx.Err() != nil && !marked {
+		// Stopping (or the lease lost) while preparing the sandbox,
+		// whatever step it cut short: no runner was spawned and the run
+		// directory is gone. The job's redelivery starts the run afresh
+		// (clearUnstarted), on this node or another.
 		r.log.Warn().Err(err).Msg("stopped while preparing the sandbox; the job will be redelivered")
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
@@ -303,9 +323,10 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 			r.log.Warn().Err(err).Msg("nak job")
 		}
 		return nil
-	} else if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		// Stopping while the runner was spawned but not yet ready: it
-		// may well start, and is the node's recovery's from here.
+	} else if err != nil && startCtx.Err() != nil {
+		// Stopping (or the lease lost) while the runner was spawned but
+		// not yet ready: it may well start, and is the node's recovery's
+		// from here (takeOver respawns it if it never takes the run).
 		r.log.Warn().Err(err).Msg("stopped while the runner started; the node's recovery takes the run over")
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
@@ -362,18 +383,19 @@ func (w *Worker) clearUnstarted(r *run) bool {
 	return true
 }
 
-// notStartedYet reports whether dir is a run still being prepared: no
-// runner holds or has journaled it, and it changed less than a job's
-// redelivery ago. Past that, the job's redelivery has started it afresh
-// (clearUnstarted) or nothing will, and a take-over settles it.
-func (w *Worker) notStartedYet(dir journal.Dir) bool {
-	if alive, err := sandbox.Alive(dir); err != nil || alive || exists(dir.Journal()) {
-		return false
-	}
+// runnerTookRun reports whether a runner holds dir's run or ever
+// journaled it; an error probing the lock counts as yes, so the run is
+// judged as any other.
+func runnerTookRun(dir journal.Dir) bool {
+	alive, err := sandbox.Alive(dir)
+	return err != nil || alive || exists(dir.Journal())
+}
+
+// preparedLately reports whether dir changed less than a job's redelivery
+// ago, or is gone: its starter may still be about to spawn its runner.
+func (w *Worker) preparedLately(dir journal.Dir) bool {
 	st, err := os.Lstat(string(dir))
 	if errors.Is(err, fs.ErrNotExist) {
-		// Removed since it was offered: a start that failed or is being
-		// retried, which the job's redelivery settles.
 		return true
 	}
 	return err == nil && time.Since(st.ModTime()) < w.ackWait+w.cfg.LeaseTTL
@@ -415,15 +437,21 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		done()
 		return nil
 	}
-	if rec.State == kv.RunStarting && w.notStartedYet(dir) {
-		// Its starting worker may have lost its lease while preparing
-		// the sandbox (a slow disk, NATS away) and still spawn the runner;
-		// a take-over now would find no runner and fail a run that is
-		// about to start. The scan offers it again; past the job's
-		// redelivery it is judged as any other.
-		log.Debug().Msg("run being prepared, its runner not started yet; attach job dropped")
-		done()
-		return nil
+	// A starting run whose runner never took it. Before the spawning
+	// mark it is its job's: a job is acknowledged only once the run's
+	// runner was spawned or the run settled, and its redelivery starts
+	// the run afresh (start). After the mark, its starter died or was
+	// stopped before the runner took the run, and the job may be gone:
+	// the runner is respawned here, once its starter has had the time to
+	// spawn it itself (a worker that lost its lease while preparing).
+	respawn := false
+	if rec.State == kv.RunStarting && !runnerTookRun(dir) {
+		if !rec.Spawning || w.preparedLately(dir) {
+			log.Debug().Bool("spawning", rec.Spawning).Msg("run being prepared, its runner not started yet; attach job dropped")
+			done()
+			return nil
+		}
+		respawn = true
 	}
 	l, err := lease.Acquire(ctx, w.leases, aj.RunID, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
 		lease.WithLogger(log))
@@ -465,6 +493,24 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "cannot read the run's spec on node " + w.node + ": " + err.Error()})
 		done()
 		return nil
+	}
+	if respawn {
+		if _, err := sandbox.Respawn(ctx, r.dir, sandbox.WithBinary(w.runner)); errors.Is(err, sandbox.ErrStartFailed) {
+			r.log.Error().Err(err).Msg("respawn the runner")
+			w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "sandbox did not start: " + err.Error()})
+			done()
+			return nil
+		} else if err != nil {
+			// Stopping: the runner may start yet; the lease's release
+			// brings the run back to the node's recovery.
+			r.log.Warn().Err(err).Msg("stopped while respawning the runner")
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			_ = l.Release(rctx, r.offset, r.chain.LastSeq())
+			done()
+			return nil
+		}
+		r.log.Warn().Msg("respawned the runner of a run whose starter never saw it take the run")
 	}
 	// Indexed again on every take-over: a run started by a worker from
 	// before the node index gets its entry when an upgraded worker attaches

@@ -1288,3 +1288,78 @@ func (h *harness) takeJobThenStop(ctx context.Context, runID string) jetstream.M
 	}
 	return job
 }
+
+// TestRecoveryLeavesAHalfPreparedRunToItsJob: a run whose worker died
+// while preparing its directory, before the spawning mark (record
+// starting, a directory without its spec, old enough to be judged), is its
+// job's: the node's recovery does not fail it, and the job's redelivery
+// starts it afresh. (The single-server chaos soak saw such runs failed
+// with "cannot read the run's spec" by a recovery that came first.)
+func TestRecoveryLeavesAHalfPreparedRunToItsJob(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id := newRunID(t)
+	job := h.takeJobThenStop(ctx, id)
+	runs, _ := runsStore(t, h)
+	now := time.Now().UTC()
+	if _, err := runs.Create(ctx, id, kv.RunRecord{RunID: id, State: kv.RunStarting, Node: "n1", Worker: "n1-dead",
+		Profile: "fake", Attempt: 1, Deadline: now.Add(2 * time.Minute), CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(h.stateDir, "runs", id)
+	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	// The recovery scans at once; the job comes back a little later.
+	if err := job.NakWithDelay(4 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.addWorker("w2")
+	if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("terminal %+v, want succeeded, started afresh by the job's redelivery", st)
+	}
+}
+
+// TestRecoveryRespawnsARunnerThatNeverTookTheRun: a run marked spawning
+// whose runner never took it (its worker stopped while the runner started,
+// and the runner died before taking the run) is not lost: its job is
+// acknowledged, so the node's recovery spawns the runner again and the run
+// is published whole.
+func TestRecoveryRespawnsARunnerThatNeverTookTheRun(t *testing.T) {
+	h := newHarness(t)
+	h.stopWorker("w1")
+	bin := filepath.Join(t.TempDir(), "dying-runner")
+	// Spawned as a runner, it reports nothing and exits.
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nsleep 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, stop := h.addWorker("doomed", worker.WithRunner(bin))
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "30"}})
+	runs, _ := runsStore(t, h)
+	testenv.WaitFor(t, 20*time.Second, "the run to be marked spawning", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		rec, _, err := runs.Get(ctx, id)
+		return err == nil && rec.Spawning
+	})
+	stop()
+	if rec := h.record(id); rec.State != kv.RunStarting {
+		t.Fatalf("record %+v after its worker stopped, want starting", rec)
+	}
+	h.addWorker("w2", worker.WithAckWait(time.Second))
+	msgs := h.chain(id, 40*time.Second)
+	st := statuses(t, msgs)
+	if last := st[len(st)-1]; last.Status != protocol.StatusSucceeded {
+		t.Fatalf("terminal %+v, want succeeded after the runner was respawned", last)
+	}
+	lines := len(msgs) - len(st)
+	if lines < 30 {
+		t.Fatalf("the chain holds %d lines, want the agent's 30", lines)
+	}
+}
