@@ -208,3 +208,38 @@ func replyData(m *nats.Msg) string {
 	}
 	return string(m.Data)
 }
+
+// TestDemoCommand runs the README's first command as a new user does: it
+// streams a run to its end, exits 0, and leaves nothing behind, neither
+// its state directory nor, for a root worker, the run's mounted workspace
+// (and with it its loop device).
+func TestDemoCommand(t *testing.T) {
+	bin := testenv.BatonBinary(t)
+	out, err := testenv.Output(exec.Command(bin, "demo"))
+	if err != nil {
+		t.Fatalf("baton demo: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("succeeded")) {
+		t.Fatalf("baton demo did not report the run succeeded:\n%s", out)
+	}
+	var state string
+	for _, f := range strings.Fields(string(out)) {
+		if strings.Contains(f, "baton-demo-") {
+			state = strings.TrimRight(f, ",")
+			break
+		}
+	}
+	if state == "" {
+		t.Fatalf("baton demo did not name its state directory:\n%s", out)
+	}
+	if _, err := os.Lstat(state); !os.IsNotExist(err) {
+		t.Errorf("baton demo left its state directory %s: %v", state, err)
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(mounts, []byte(state)) {
+		t.Errorf("baton demo left a mount under %s", state)
+	}
+}

@@ -43,7 +43,7 @@ beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
 				}
 				dir = d
 				if !keep {
-					defer os.RemoveAll(dir)
+					defer removeDemoState(dir)
 				}
 			}
 			// The sandbox user of a root worker must reach its workspace.
@@ -124,4 +124,21 @@ What next:
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo's state directory (journal, NATS data)")
 	cmd.Flags().StringVar(&input, "input", "Explain what baton does, then list the files here.", "the demo agent's input")
 	return cmd
+}
+
+// removeDemoState removes the demo's state directory once its runners have
+// let their runs go (briefly waited for), releasing each run's workspace
+// first: a root worker's is a mounted filesystem, whose loop device would
+// otherwise outlive the demo.
+func removeDemoState(dir string) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, _ = worker.Prune(context.Background(), dir, time.Nanosecond)
+		left, _ := os.ReadDir(filepath.Join(dir, "runs"))
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = os.RemoveAll(dir)
 }
