@@ -205,11 +205,16 @@ func runChaos(t *testing.T, natsNodes int) {
 
 	for _, r := range runs {
 		failedRuns = append(failedRuns, r.id) // until it checks out
-		dir := dirs["A"]
-		if !exists(filepath.Join(dir, "runs", r.id)) {
-			dir = dirs["B"]
-		}
 		msgs, err := readChain(js, names, r.id, 3*time.Minute, nil)
+		// The run's journal is on the node that ended it: a start may
+		// have left a directory on the other node before the run moved.
+		dir := dirs[endNode(msgs)]
+		if dir == "" {
+			dir = dirs["A"]
+			if !exists(filepath.Join(dir, "runs", r.id, "journal.ndjson")) {
+				dir = dirs["B"]
+			}
+		}
 		if err != nil {
 			dumpStall(t, procs, js, names, r.id, len(msgs), filepath.Join(dir, "runs", r.id, "journal.ndjson"))
 			t.Fatal(err)
@@ -442,6 +447,18 @@ const (
 
 // checkRun asserts the invariants on one run's chain and returns the number
 // of lines it checked.
+// endNode is the node named by the last status of a chain, "" if none.
+func endNode(msgs []jetstream.Msg) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if strings.HasSuffix(msgs[i].Subject(), ".status") {
+			if st, err := protocol.ParseStatus(msgs[i].Data()); err == nil {
+				return st.Node
+			}
+		}
+	}
+	return ""
+}
+
 func checkRun(t *testing.T, r chaosRun, msgs []jetstream.Msg, journalPath string, stats *chaosStats) int {
 	t.Helper()
 	journal, err := os.ReadFile(journalPath)

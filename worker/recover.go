@@ -10,8 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
 )
 
 // recoverLoop brings runs of this node that nobody publishes back to a
@@ -97,7 +99,11 @@ func (w *Worker) offer(ctx context.Context, runID, msgID string) {
 		return
 	}
 	rec, _, err := w.runs.Get(ctx, runID)
-	if err != nil || rec.Node != w.node {
+	if err != nil {
+		return
+	}
+	if rec.Node != w.node {
+		w.removeAbandonedStart(runID, dir)
 		return
 	}
 	if rec.State.Terminal() {
@@ -114,4 +120,25 @@ func (w *Worker) offer(ctx context.Context, runID, msgID string) {
 	if err := w.requestAttach(ctx, runID, reason, msgID); err != nil && ctx.Err() == nil {
 		w.log.Warn().Err(err).Str("run_id", runID).Msg("publish attach job")
 	}
+}
+
+// removeAbandonedStart removes the directory of a run that a worker of
+// this node began to start and another node's worker then took over and
+// started there (start): no runner of this node ever took it, so nothing
+// will use it, and a root worker's mounted workspace would otherwise stay
+// for good. A directory changed lately may be a start still being
+// prepared, whose spawning mark then fails: left to that start.
+func (w *Worker) removeAbandonedStart(runID string, dir journal.Dir) {
+	if runnerTookRun(dir) || w.preparedLately(dir) {
+		return
+	}
+	if err := sandbox.ReleaseWorkspace(dir); err != nil {
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("release the workspace of a start moved to another node")
+		return
+	}
+	if err := removeTree(string(dir)); err != nil {
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("remove the directory of a start moved to another node")
+		return
+	}
+	w.log.Info().Str("run_id", runID).Msg("removed the directory of a start moved to another node")
 }

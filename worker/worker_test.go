@@ -1363,3 +1363,40 @@ func TestRecoveryRespawnsARunnerThatNeverTookTheRun(t *testing.T) {
 		t.Fatalf("the chain holds %d lines, want the agent's 30", lines)
 	}
 }
+
+// TestStartMovedToAnotherNodeIsCleaned: the directory a worker of this
+// node left while starting a run that another node's worker then took over
+// and ran is removed by the node's recovery scan (nothing else would: it
+// never gets a finished marker), while a run of this node being prepared
+// the same way is left alone.
+func TestStartMovedToAnotherNodeIsCleaned(t *testing.T) {
+	h := newHarness(t)
+	h.stopWorker("w1")
+	runs, _ := runsStore(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now := time.Now().UTC()
+	moved, ours := newRunID(t), newRunID(t)
+	for id, node := range map[string]string{moved: "n2", ours: "n1"} {
+		if _, err := runs.Create(ctx, id, kv.RunRecord{RunID: id, State: kv.RunStarting, Node: node, Worker: node + "-w",
+			Profile: "fake", Attempt: 1, Deadline: now.Add(time.Minute), CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(h.stateDir, "runs", id)
+		if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-time.Hour)
+		if err := os.Chtimes(dir, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.addWorker("w2")
+	testenv.WaitFor(t, 15*time.Second, "the moved start's directory to be removed", func() bool {
+		_, err := os.Lstat(filepath.Join(h.stateDir, "runs", moved))
+		return os.IsNotExist(err)
+	})
+	if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", ours)); err != nil {
+		t.Fatalf("the directory of this node's starting run was removed: %v", err)
+	}
+}
