@@ -43,8 +43,12 @@ func (w *Worker) reapLoop(ctx context.Context) {
 		}
 		// After an outage every heartbeat has expired, ours included: judge
 		// other nodes only once we have been heartbeating for a full grace.
-		if !w.nc.IsConnected() {
+		// An outage is also a connected one: a NATS cluster without a
+		// quorum (a server lost) refuses every node's heartbeat alike, so
+		// an absence seen while ours failed is no evidence either.
+		if !w.nc.IsConnected() || time.Unix(0, w.beatFailed.Load()).After(up) {
 			up = time.Now()
+			rp.forget()
 			continue
 		}
 		if time.Since(up) < w.nodeGrace() {
@@ -59,6 +63,12 @@ type reaper struct {
 	started     bool
 	prevLive    map[string]bool
 	absentSince map[string]time.Time
+}
+
+// forget drops what the reaper saw of other nodes' absences.
+func (rp *reaper) forget() {
+	clear(rp.absentSince)
+	rp.prevLive = nil
 }
 
 func (rp *reaper) reap(ctx context.Context) {

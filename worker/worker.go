@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,6 +60,10 @@ type Worker struct {
 	nodes  *kv.Nodes
 	// nodeRuns indexes the unfinished runs by node (see indexRun).
 	nodeRuns jetstream.KeyValue
+
+	// beatFailed is when this worker's node heartbeat last failed (unix
+	// nanoseconds): the reaper trusts no absence it saw around then.
+	beatFailed atomic.Int64
 
 	mu     sync.Mutex
 	active map[string]*run
@@ -338,6 +343,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		rec := kv.NodeRecord{ID: w.node, Workers: 1, Capacity: w.cfg.Concurrency - n, Version: Version, Heartbeat: time.Now()}
 		if b, err := msgpack.Marshal(rec); err == nil {
 			if _, err := w.nodes.KV().Put(ctx, key, b); err != nil && ctx.Err() == nil {
+				w.beatFailed.Store(time.Now().UnixNano())
 				w.log.Warn().Err(err).Msg("node heartbeat")
 			}
 		}
