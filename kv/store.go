@@ -3,12 +3,14 @@ package kv
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -89,6 +91,60 @@ func (s *Store[T]) Get(ctx context.Context, key string) (T, uint64, error) {
 		return zero, e.Revision(), err
 	}
 	return v, e.Revision(), nil
+}
+
+// GetFromLeader is Get answered by the leader of the bucket's stream,
+// through js's connection. KV reads are direct gets, which a lagging
+// replica of a replicated bucket may answer with an older revision; a
+// writer that must know whether its own write landed reads here.
+func (s *Store[T]) GetFromLeader(ctx context.Context, js jetstream.JetStream, key string) (T, uint64, error) {
+	var zero T
+	subject := "$KV." + s.kv.Bucket() + "." + key
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	if err != nil {
+		return zero, 0, err
+	}
+	reply, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+s.kv.Bucket(), req)
+	if err != nil {
+		return zero, 0, wrapErr(s.kv.Bucket(), "get", key, err)
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Seq    uint64 `json:"seq"`
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return zero, 0, fmt.Errorf("kv: get %s/%s from the leader: %w", s.kv.Bucket(), key, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
+		return zero, 0, fmt.Errorf("kv: get %s/%s: %w", s.kv.Bucket(), key, ErrNotFound)
+	case resp.Error != nil:
+		return zero, 0, fmt.Errorf("kv: get %s/%s from the leader: %s (%d)", s.kv.Bucket(), key, resp.Error.Description, resp.Error.ErrCode)
+	case resp.Message == nil:
+		return zero, 0, fmt.Errorf("kv: get %s/%s from the leader: an answer without a message", s.kv.Bucket(), key)
+	}
+	if len(resp.Message.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
+		if err != nil {
+			return zero, 0, fmt.Errorf("kv: get %s/%s from the leader: %w", s.kv.Bucket(), key, err)
+		}
+		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			return zero, resp.Message.Seq, fmt.Errorf("kv: get %s/%s: %w", s.kv.Bucket(), key, ErrNotFound)
+		}
+	}
+	v, err := Decode[T](key, resp.Message.Seq, resp.Message.Data)
+	if err != nil {
+		return zero, resp.Message.Seq, err
+	}
+	return v, resp.Message.Seq, nil
 }
 
 // Create writes v under key only if the key has no live value, and returns

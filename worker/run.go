@@ -77,7 +77,7 @@ const spawnMarkTimeout = 5 * time.Second
 // mark written without a runner loses the run for good. So the writes
 // ignore the caller's cancellation (a stopping worker), and a write whose
 // reply was lost but which was applied is recognised as ours on re-read.
-func markSpawning(ctx context.Context, runs *kv.Store[kv.RunRecord], id string, rec kv.RunRecord, rev uint64) (kv.RunRecord, uint64, error) {
+func markSpawning(ctx context.Context, js jetstream.JetStream, runs *kv.Store[kv.RunRecord], id string, rec kv.RunRecord, rev uint64) (kv.RunRecord, uint64, error) {
 	cur := rec
 	for attempt := 1; ; attempt++ {
 		cur.Spawning = true
@@ -87,17 +87,15 @@ func markSpawning(ctx context.Context, runs *kv.Store[kv.RunRecord], id string, 
 		if err == nil {
 			return cur, nrev, nil
 		}
-		if attempt == 3 {
-			return kv.RunRecord{}, 0, fmt.Errorf("%w: %w", errSuperseded, err)
-		}
 		// Changed meanwhile (a cancel request, say, or our own write
 		// whose reply was lost): still ours unless another worker took
-		// the run over or spawned it.
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spawnMarkTimeout)
-		got, grev, gerr := runs.Get(gctx, id)
-		cancel()
+		// the run over or spawned it. Read from the bucket's leader: a
+		// lagging replica's older revision would hide our own write
+		// (the cluster chaos soak saw a mark that landed taken for
+		// another worker's, and the run was lost).
+		got, grev, gerr := readMark(ctx, js, runs, id)
 		if gerr != nil {
-			return kv.RunRecord{}, 0, fmt.Errorf("%w: %w", errSuperseded, gerr)
+			return kv.RunRecord{}, 0, fmt.Errorf("%w: %w (after %w)", errSuperseded, gerr, err)
 		}
 		if got.Node != rec.Node || got.Worker != rec.Worker || got.State != kv.RunStarting {
 			return kv.RunRecord{}, 0, fmt.Errorf("%w: record now of node %s, worker %s, state %s", errSuperseded, got.Node, got.Worker, got.State)
@@ -106,7 +104,25 @@ func markSpawning(ctx context.Context, runs *kv.Store[kv.RunRecord], id string, 
 			// Only this worker marks a record that names it.
 			return got, grev, nil
 		}
+		if attempt == 3 {
+			return kv.RunRecord{}, 0, fmt.Errorf("%w: %w", errSuperseded, err)
+		}
 		cur, rev = got, grev
+	}
+}
+
+// readMark reads a run's record from its bucket's leader for markSpawning,
+// trying again while NATS does not answer, within three spawnMarkTimeouts.
+func readMark(ctx context.Context, js jetstream.JetStream, runs *kv.Store[kv.RunRecord], id string) (kv.RunRecord, uint64, error) {
+	end := time.Now().Add(3 * spawnMarkTimeout)
+	for {
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spawnMarkTimeout)
+		got, rev, err := runs.GetFromLeader(gctx, js, id)
+		cancel()
+		if err == nil || errors.Is(err, kv.ErrNotFound) || time.Now().After(end) {
+			return got, rev, err
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
@@ -286,7 +302,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	// or learn that another worker took the run over meanwhile.
 	marked := false // the runner is spawned only once the mark is written
 	spawning := func() error {
-		cur, rev, err := markSpawning(ctx, w.runs, r.id, rec, recRev)
+		cur, rev, err := markSpawning(ctx, w.js, w.runs, r.id, rec, recRev)
 		if err == nil {
 			r.rec, recRev, marked = cur, rev, true
 		}

@@ -41,7 +41,7 @@ func TestMarkSpawningOutcomeIsKnown(t *testing.T) {
 		rev := create("stopping", ours)
 		stopped, stop := context.WithCancel(ctx)
 		stop()
-		got, _, err := markSpawning(stopped, runs, "stopping", ours, rev)
+		got, _, err := markSpawning(stopped, js, runs, "stopping", ours, rev)
 		if err != nil || !got.Spawning {
 			t.Fatalf("mark of a stopping worker: %+v, %v; want it written and known", got, err)
 		}
@@ -54,7 +54,7 @@ func TestMarkSpawningOutcomeIsKnown(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The caller still holds rev: its write was applied, its reply lost.
-		got, nrev, err := markSpawning(ctx, runs, "lost", ours, rev)
+		got, nrev, err := markSpawning(ctx, js, runs, "lost", ours, rev)
 		if err != nil || !got.Spawning || nrev != rev+1 {
 			t.Fatalf("mark whose first write was applied: %+v rev %d, %v; want ours at rev %d", got, nrev, err, rev+1)
 		}
@@ -66,7 +66,7 @@ func TestMarkSpawningOutcomeIsKnown(t *testing.T) {
 		if _, err := runs.Update(ctx, "cancelled", changed, rev); err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := markSpawning(ctx, runs, "cancelled", ours, rev)
+		got, _, err := markSpawning(ctx, js, runs, "cancelled", ours, rev)
 		if err != nil || !got.Spawning || !got.CancelRequested {
 			t.Fatalf("mark after a cancel request: %+v, %v; want the mark on top of the request", got, err)
 		}
@@ -78,7 +78,7 @@ func TestMarkSpawningOutcomeIsKnown(t *testing.T) {
 		if _, err := runs.Update(ctx, "taken", other, rev); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := markSpawning(ctx, runs, "taken", ours, rev); !errors.Is(err, errSuperseded) {
+		if _, _, err := markSpawning(ctx, js, runs, "taken", ours, rev); !errors.Is(err, errSuperseded) {
 			t.Fatalf("mark of a run taken over: %v, want errSuperseded", err)
 		}
 	})
