@@ -68,3 +68,35 @@ func TestNilStateIsSilent(t *testing.T) {
 		t.Error("stateOn(nil) is not nil")
 	}
 }
+
+// TestEgressNotes: refusals get a status of their own, and past the limit
+// one note says the rest go unrecorded.
+func TestEgressNotes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "state.ndjson")
+	st := openState(p, "outer")
+	logf := egressNotes(st, 3)
+	for _, name := range []string{"a.example", "b.example", "c.example", "d.example"} {
+		logf("dns: refused %q", name)
+	}
+	st.close()
+	b, _ := os.ReadFile(p)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	want := []stateRecord{
+		{Stage: "outer", Phase: "egress", Status: "refused", Detail: `dns: refused "a.example"`},
+		{Stage: "outer", Phase: "egress", Status: "refused", Detail: `dns: refused "b.example"`},
+		{Stage: "outer", Phase: "egress", Status: "ok", Detail: "further refusals are not recorded"},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("state file has %d lines, want %d:\n%s", len(lines), len(want), b)
+	}
+	for i, line := range lines {
+		var r stateRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		r.Time = ""
+		if r != want[i] {
+			t.Errorf("record %d = %+v, want %+v", i, r, want[i])
+		}
+	}
+}
