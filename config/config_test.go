@@ -141,7 +141,7 @@ func TestExampleConfigParses(t *testing.T) {
 		}
 	}
 	claude := c.Profiles["claude"]
-	if claude.Timeout != 30*time.Minute || !reflect.DeepEqual(claude.Network.Allow, []string{"api.anthropic.com", ".anthropic.com"}) {
+	if claude.Timeout != 30*time.Minute || !reflect.DeepEqual(claude.Network.Allow, []string{"api.anthropic.com"}) {
 		t.Errorf("claude profile = %+v", claude)
 	}
 	// Every key of the configuration is documented in the example.
