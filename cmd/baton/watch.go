@@ -306,6 +306,10 @@ func (p *eventPrinter) agentLine(data []byte) {
 	case m.Type == "result":
 		p.result(m)
 		return
+	case m.Type == "system":
+		if p.systemLine(line) {
+			return
+		}
 	}
 	p.line(compactJSON(line))
 }
