@@ -392,7 +392,7 @@ func (p *eventPrinter) result(m agentMsg) {
 func toolSummary(input json.RawMessage) string {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(input, &fields) == nil {
-		for _, k := range []string{"command", "file_path", "path", "pattern", "url", "query", "description", "prompt"} {
+		for _, k := range []string{"command", "file_path", "pattern", "path", "url", "query", "description", "prompt"} {
 			var s string
 			if json.Unmarshal(fields[k], &s) == nil && s != "" {
 				return cut(sanitize([]byte(s), false), 200)

@@ -93,7 +93,7 @@ func (p *eventPrinter) systemLine(line []byte) bool {
 		var tools []json.RawMessage
 		_ = json.Unmarshal(f["tools"], &tools)
 		rest = pairs(f, [2]string{"model", "model"}, [2]string{"permissionMode", "permissions"},
-			[2]string{"cwd", "cwd"}, [2]string{"claude_code_version", "version"})
+			[2]string{"cwd", "cwd"}, [2]string{"claude_code_version", "version"}, [2]string{"prompt", "prompt"})
 		if len(tools) > 0 {
 			rest += fmt.Sprintf(" tools=%d", len(tools))
 		}
