@@ -44,7 +44,7 @@ func TestRealAgents(t *testing.T) {
 	if os.Getenv("BATON_REAL_AGENTS") != "1" {
 		t.Skip("real agent CLIs from npm: set BATON_REAL_AGENTS=1 to run (root, npm, the npm registry; README \"Real agents\")")
 	}
-	escapeNeeds(t)
+	escapeNeeds(t, "real agents test")
 	prefix := realInstall(t)
 	api := &mockAPI{}
 	host := testenv.NewTestHost(t, api)
