@@ -310,6 +310,10 @@ func (p *eventPrinter) agentLine(data []byte) {
 		if p.systemLine(line) {
 			return
 		}
+	case strings.HasPrefix(m.Type, "thread.") || strings.HasPrefix(m.Type, "turn.") || strings.HasPrefix(m.Type, "item.") || m.Type == "error":
+		if p.codexEvent(line) { // codex exec --json
+			return
+		}
 	}
 	p.line(compactJSON(line))
 }

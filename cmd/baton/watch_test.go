@@ -163,6 +163,8 @@ func FuzzHumanFormat(f *testing.F) {
 		`{"type":"result","subtype":"\u0007","is_error":true,"num_turns":-1}`,
 		`{"type":"system","subtype":"task_\u009bstarted","description":"\u001b]0;x","usage":{"duration_ms":"x"}}`,
 		`{"type":"system","subtype":"api_retry","attempt":1e400,"error":{"a":1}}`,
+		`{"type":"item.completed","item":{"type":"agent_message","text":"\u001b[2J\u0085"}}`,
+		`{"type":"item.completed","item":{"type":"file_change","changes":[{"path":"\u0007","kind":"\u009b"}]}}`,
 		"{\"type\":\"x\",\"s\":\"\xff\"}", "plain \x1b[31m", "\xff\xfe", "",
 	} {
 		f.Add(s, false)
