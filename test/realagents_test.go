@@ -36,7 +36,7 @@ const (
 // its tool inside the sandbox (proof.txt written in the workspace and its
 // output sent back to the API) and the run must succeed.
 //
-// It downloads about 300 MB from the npm registry, so it runs only with
+// It installs about 650 MB from the npm registry, so it runs only with
 // BATON_REAL_AGENTS=1 (as root, with npm): BATON_REAL_AGENTS=1 go test
 // ./test -run TestRealAgents -v. BATON_REAL_AGENTS_DIR=DIR keeps the npm
 // install in DIR across runs.
@@ -148,11 +148,18 @@ func TestRealAgents(t *testing.T) {
 			// What the allowlist refused (Codex calls home) is recorded as
 			// refused, never as ok.
 			state, _ := os.ReadFile(filepath.Join(run, "state.ndjson"))
+			refused := 0
 			for line := range bytes.Lines(state) {
 				var r struct{ Phase, Status, Detail string }
-				if json.Unmarshal(line, &r) == nil && strings.Contains(r.Detail, "not on the allowlist") && r.Status != "refused" {
+				if json.Unmarshal(line, &r) != nil || !strings.Contains(r.Detail, "not on the allowlist") {
+					continue
+				}
+				if refused++; r.Status != "refused" {
 					t.Errorf("state.ndjson records a refusal as %q: %s", r.Status, line)
 				}
+			}
+			if tc.profile == "codex" && refused == 0 {
+				t.Errorf("Codex 0.171 calls chatgpt.com and github.com, yet state.ndjson records no refusal:\n%s", state)
 			}
 		})
 	}
