@@ -38,10 +38,11 @@ const DemoProfile = "demo"
 // BatonToken in a profile's command stands for the running baton binary.
 const BatonToken = "{baton}"
 
-// demoProfile runs the fake agent: 40 lines at 20 a second, then the input.
+// demoProfile runs the fake agent: its session told once, 25 lines a
+// second, the input echoed in its init event.
 func demoProfile() Profile {
 	return Profile{
-		Command:   []string{BatonToken, "fake-agent", "--lines", "40", "--rate", "20", "--echo-input"},
+		Command:   []string{BatonToken, "fake-agent", "--story", "--rate", "25", "--echo-input"},
 		AllowArgs: AnyArgs,
 		Timeout:   10 * time.Minute,
 	}

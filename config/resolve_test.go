@@ -77,7 +77,7 @@ func TestResolveDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"/b", "fake-agent", "--lines", "40", "--rate", "20", "--echo-input"}; !reflect.DeepEqual(inv.Argv, want) {
+	if want := []string{"/b", "fake-agent", "--story", "--rate", "25", "--echo-input"}; !reflect.DeepEqual(inv.Argv, want) {
 		t.Errorf("argv = %q, want %q", inv.Argv, want)
 	}
 	if want := []string{"LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin"}; !reflect.DeepEqual(inv.Env, want) {

@@ -24,15 +24,25 @@ const (
 	deltaFrame  = len(deltaPrefix) + len(deltaSuffix) + 1 // + newline
 )
 
-// narration is what the fake assistant says, streamed as text deltas in order.
-var narration = []string{
-	"I'll start by reading the upload handler to see how request errors are reported.",
-	"The decoder error is returned as a 500, but a malformed body is the client's fault, so it should be a 400.",
-	"Before changing it, let me check whether anything else depends on that status code.",
-	"Only the handler and its test mention it, so the change is contained to the server package.",
-	"Now the handler answers 400 for bad JSON, and the test expects exactly that.",
-	"I'll run the whole suite again to make sure nothing else broke.",
-	"The store tests still pass; the `TestHandleUpload` failure is gone.",
+// One session, told in order: each step is what the assistant says, then
+// the tool call it announced (none for the closing message). A stream
+// longer than the story tells it again from the start.
+type storyStep struct {
+	text   string // what the assistant says, streamed as text deltas
+	name   string // the tool it calls; "" for a closing message
+	input  any    // the tool's input, encoded as a JSON object
+	result string // the tool's result
+	isErr  bool   // the tool failed
+}
+
+// step is a story step, JSON-encoded ahead of time.
+type step struct {
+	tokens  []token // the text, a word (with its leading space) per token
+	text    string  // the whole text, encoded
+	name    string
+	input   string // JSON object
+	result  string // encoded string content
+	isError bool
 }
 
 // token is one piece of narration, JSON-encoded without quotes.
@@ -41,44 +51,18 @@ type token struct {
 	plain bool // ASCII without escapes: any prefix is valid string content
 }
 
-// call is one tool call with its result, JSON-encoded ahead of time.
-type call struct {
-	name    string
-	text    string // what the assistant says before calling, encoded
-	input   string // JSON object
-	result  string // encoded string content
-	isError bool
-}
-
 var (
-	tokens    []token
-	sentences []int // indexes in tokens where a sentence starts
-	calls     []call
+	steps  []step
+	tokens []token // every step's text in order, for fixed-size deltas
 )
 
-func init() {
-	for i, s := range narration {
-		if i > 0 {
-			tokens = append(tokens, token{s: `\n\n`})
-		}
-		sentences = append(sentences, len(tokens))
-		for j, w := range strings.Fields(s) {
-			if j > 0 {
-				w = " " + w
-			}
-			e := string(appendJSONString(nil, w))
-			plain := e == w && strings.IndexFunc(w, func(r rune) bool { return r >= utf8.RuneSelf }) < 0
-			tokens = append(tokens, token{s: e, plain: plain})
-		}
-	}
+func story() []storyStep {
 	type bash struct {
 		Command     string `json:"command"`
 		Description string `json:"description"`
 	}
 	type read struct {
 		FilePath string `json:"file_path"`
-		Offset   int    `json:"offset,omitempty"`
-		Limit    int    `json:"limit,omitempty"`
 	}
 	type edit struct {
 		FilePath  string `json:"file_path"`
@@ -89,54 +73,56 @@ func init() {
 		Pattern    string `json:"pattern"`
 		Path       string `json:"path"`
 		OutputMode string `json:"output_mode"`
-		LineNumber bool   `json:"-n,omitempty"`
 	}
 	handler := workspace + "/internal/server/handler.go"
-	add := func(name, text string, input any, result string, isError bool) {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(input); err != nil {
-			panic(err) // plain structs always encode
-		}
-		calls = append(calls, call{
-			name:    name,
-			text:    string(appendJSONString(nil, text)),
-			input:   strings.TrimSuffix(b.String(), "\n"),
-			result:  string(appendJSONString(nil, result)),
-			isError: isError,
-		})
+	return []storyStep{
+		{"I'll start by reading the upload handler, to see how it answers a request whose body is not valid JSON.",
+			"Read", read{handler},
+			"     1→package server\n     2→\n     3→import (\n     4→\t\"encoding/json\"\n     5→\t\"net/http\"\n     6→)\n     7→\n     8→func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {\n     9→\tvar req uploadRequest\n    10→\tif err := json.NewDecoder(r.Body).Decode(&req); err != nil {\n    11→\t\thttp.Error(w, err.Error(), http.StatusInternalServerError)\n    12→\t\treturn\n    13→\t}\n", false},
+		{"The decoder's error is answered with a 500, but a malformed body is the client's fault. Let me run the failing test to see what it expects.",
+			"Bash", bash{"go test ./internal/server/ -run TestHandleUpload", "Run the failing test"},
+			"--- FAIL: TestHandleUpload (0.01s)\n    handler_test.go:44: status = 500, want 400\nFAIL\nFAIL\tgithub.com/acme/shop/internal/server\t0.214s\nFAIL", true},
+		{"The test expects a 400, as I thought. Before changing it, I'll check whether anything else in the code answers a 500 for bad input.",
+			"Grep", grep{"StatusInternalServerError", workspace + "/internal", "files_with_matches"},
+			"Found 1 file\n" + handler, false},
+		{"Only the upload handler does, so the change stays in one place. I'll make it answer 400 Bad Request for a malformed body.",
+			"Edit", edit{handler, "http.Error(w, err.Error(), http.StatusInternalServerError)", "http.Error(w, err.Error(), http.StatusBadRequest)"},
+			"The file " + handler + " has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n    10→\tif err := json.NewDecoder(r.Body).Decode(&req); err != nil {\n    11→\t\thttp.Error(w, err.Error(), http.StatusBadRequest)\n    12→\t\treturn", false},
+		{"Now I'll run the whole suite, to make sure that nothing else depended on the old status code.",
+			"Bash", bash{"go test ./...", "Run the test suite"},
+			"ok  \tgithub.com/acme/shop/internal/server\t0.198s\nok  \tgithub.com/acme/shop/internal/store\t0.102s", false},
+		{"Every test passes: the `TestHandleUpload` failure is gone, and a malformed upload now gets a 400 instead of a 500.",
+			"", nil, "", false},
 	}
-	add("Bash", "Let me run the test suite first to see what is failing.",
-		bash{"go test ./...", "Run the test suite"},
-		"--- FAIL: TestHandleUpload (0.01s)\n    handler_test.go:48: status = 500, want 400\nFAIL\nFAIL\tgithub.com/acme/shop/internal/server\t0.214s\nok  \tgithub.com/acme/shop/internal/store\t0.102s\nFAIL", true)
-	add("Bash", "Checking which files I have touched so far.",
-		bash{"git status --short", "Show changed files"},
-		" M internal/server/handler.go\n M internal/server/handler_test.go", false)
-	add("Bash", "Running vet and gofmt before I finish.",
-		bash{"go vet ./... && gofmt -l .", "Vet and check formatting"},
-		"", false)
-	add("Bash", "Re-running just the failing test.",
-		bash{"go test ./internal/server/ -run 'TestHandleUpload' -v", "Re-run the failing test"},
-		"=== RUN   TestHandleUpload\n--- PASS: TestHandleUpload (0.01s)\nPASS\nok  \tgithub.com/acme/shop/internal/server\t0.198s", false)
-	add("Read", "I'll read the handler.",
-		read{FilePath: handler},
-		"     1→package server\n     2→\n     3→import (\n     4→\t\"encoding/json\"\n     5→\t\"net/http\"\n     6→)\n     7→\n     8→func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {\n     9→\tvar req uploadRequest\n    10→\tif err := json.NewDecoder(r.Body).Decode(&req); err != nil {\n    11→\t\thttp.Error(w, err.Error(), http.StatusInternalServerError)\n    12→\t\treturn\n    13→\t}\n", false)
-	add("Read", "And the test that fails.",
-		read{FilePath: workspace + "/internal/server/handler_test.go", Offset: 40, Limit: 10},
-		"    40→\treq := httptest.NewRequest(\"POST\", \"/upload\", strings.NewReader(\"{not json\"))\n    41→\trec := httptest.NewRecorder()\n    42→\tsrv.ServeHTTP(rec, req)\n    43→\tif rec.Code != http.StatusBadRequest {\n    44→\t\tt.Fatalf(\"status = %d, want %d\", rec.Code, http.StatusBadRequest)\n    45→\t}\n", false)
-	add("Edit", "A malformed body is a client error; fixing the status code.",
-		edit{handler, "http.Error(w, err.Error(), http.StatusInternalServerError)", "http.Error(w, err.Error(), http.StatusBadRequest)"},
-		"The file "+handler+" has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n    10→\tif err := json.NewDecoder(r.Body).Decode(&req); err != nil {\n    11→\t\thttp.Error(w, err.Error(), http.StatusBadRequest)\n    12→\t\treturn", false)
-	add("Edit", "Updating the stale comment too.",
-		edit{handler, "// handleUpload stores the body.", "// handleUpload stores the body; a malformed one is a 400."},
-		"<tool_use_error>String to replace not found in file.\nString: // handleUpload stores the body.</tool_use_error>", true)
-	add("Grep", "Looking for other places that answer 500 on bad input.",
-		grep{Pattern: "StatusInternalServerError", Path: workspace, OutputMode: "files_with_matches"},
-		"Found 2 files\n"+handler+"\n"+workspace+"/internal/server/errors.go", false)
-	add("Grep", "Where is upload implemented?",
-		grep{Pattern: "func .*Upload", Path: workspace + "/internal", OutputMode: "content", LineNumber: true},
-		handler+":8:func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {\n"+workspace+"/internal/store/blob.go:31:func (b *Blob) Upload(ctx context.Context, key string, r io.Reader) error {", false)
+}
+
+func init() {
+	for _, st := range story() {
+		s := step{name: st.name, text: string(appendJSONString(nil, st.text)), isError: st.isErr,
+			result: string(appendJSONString(nil, st.result))}
+		for j, w := range strings.Fields(st.text) {
+			if j > 0 {
+				w = " " + w
+			}
+			e := string(appendJSONString(nil, w))
+			plain := e == w && strings.IndexFunc(w, func(r rune) bool { return r >= utf8.RuneSelf }) < 0
+			s.tokens = append(s.tokens, token{s: e, plain: plain})
+		}
+		if st.input != nil {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(st.input); err != nil {
+				panic(err) // plain structs always encode
+			}
+			s.input = strings.TrimSuffix(b.String(), "\n")
+		}
+		if len(tokens) > 0 {
+			tokens = append(tokens, token{s: ` `, plain: true})
+		}
+		tokens = append(tokens, s.tokens...)
+		steps = append(steps, s)
+	}
 }
 
 // Phases of one assistant turn, in stream order.
@@ -161,11 +147,13 @@ type generator struct {
 	model    string
 
 	phase      int
-	deltasLeft int
-	cursor     int // next narration token
+	deltasLeft int // fixed-size deltas left in this message (LineSize)
+	cursor     int // next token of tokens (LineSize)
+	next       int // the story step of the next message
+	word       int // next token of the step's text
 	msgID      []byte
 	toolID     []byte
-	call       *call
+	step       *step
 	turns      int
 	msgOutput  int
 
@@ -181,7 +169,6 @@ func newGenerator(seed int64, lineSize int) *generator {
 	}
 	g.session = g.appendUUID(nil)
 	g.model = models[g.intn(len(models))]
-	g.cursor = sentences[g.intn(len(sentences))]
 	return g
 }
 
@@ -243,28 +230,35 @@ func (g *generator) event() []byte {
 		g.phase = phaseBlockStart
 	case phaseBlockStart:
 		b = append(b, `{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}}`...)
+		g.step = &steps[g.next%len(steps)]
+		g.next++
+		g.word = 0
 		g.deltasLeft = 8 + g.intn(17)
 		g.msgOutput = 0
 		g.phase = phaseDelta
 	case phaseDelta:
 		b = append(b, deltaPrefix...)
 		if g.lineSize > 0 {
+			// Sized lines (benchmarks) carry the story's words cut to size.
 			b = g.appendText(b, max(g.lineSize-deltaFrame, 1))
+			g.deltasLeft--
 		} else {
-			b = g.appendTokens(b, 1+g.intn(6))
+			// A few words at a time, so the deltas join into the step's text.
+			for n := 1 + g.intn(3); n > 0 && g.word < len(g.step.tokens); n-- {
+				b = append(b, g.step.tokens[g.word].s...)
+				g.word++
+			}
 		}
 		b = append(b, deltaSuffix...)
 		g.msgOutput += 2
 		g.output += 2
-		if g.deltasLeft--; g.deltasLeft == 0 {
+		if g.deltasLeft == 0 || (g.lineSize == 0 && g.word == len(g.step.tokens)) {
 			g.phase = phaseBlockStop
 		}
 	case phaseBlockStop:
 		b = append(b, `{"type":"stream_event","event":{"type":"content_block_stop","index":0}}`...)
 		g.phase = phaseAssistant
 	case phaseAssistant:
-		g.call = &calls[g.intn(len(calls))]
-		g.toolID = g.appendID(g.toolID[:0], "toolu_01")
 		g.msgOutput += 30
 		g.output += 30
 		b = append(b, `{"type":"assistant","message":{"id":"`...)
@@ -272,14 +266,21 @@ func (g *generator) event() []byte {
 		b = append(b, `","type":"message","role":"assistant","model":"`...)
 		b = append(b, g.model...)
 		b = append(b, `","content":[{"type":"text","text":"`...)
-		b = append(b, g.call.text...)
-		b = append(b, `"},{"type":"tool_use","id":"`...)
-		b = append(b, g.toolID...)
-		b = append(b, `","name":"`...)
-		b = append(b, g.call.name...)
-		b = append(b, `","input":`...)
-		b = append(b, g.call.input...)
-		b = append(b, `}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":`...)
+		b = append(b, g.step.text...)
+		b = append(b, '"', '}')
+		if g.step.name != "" {
+			g.toolID = g.appendID(g.toolID[:0], "toolu_01")
+			b = append(b, `,{"type":"tool_use","id":"`...)
+			b = append(b, g.toolID...)
+			b = append(b, `","name":"`...)
+			b = append(b, g.step.name...)
+			b = append(b, `","input":`...)
+			b = append(b, g.step.input...)
+			b = append(b, '}')
+		}
+		b = append(b, `],"stop_reason":"`...)
+		b = append(b, g.stopReason()...)
+		b = append(b, `","stop_sequence":null,"usage":{"input_tokens":`...)
 		b = strconv.AppendInt(b, int64(g.input), 10)
 		b = append(b, `,"cache_creation_input_tokens":`...)
 		b = strconv.AppendInt(b, int64(g.cacheCreation), 10)
@@ -291,20 +292,25 @@ func (g *generator) event() []byte {
 		b = g.appendTail(b)
 		g.phase = phaseMessageDelta
 	case phaseMessageDelta:
-		b = append(b, `{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":`...)
+		b = append(b, `{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"`...)
+		b = append(b, g.stopReason()...)
+		b = append(b, `","stop_sequence":null},"usage":{"output_tokens":`...)
 		b = strconv.AppendInt(b, int64(g.msgOutput), 10)
 		b = append(b, `}}}`...)
 		g.phase = phaseMessageStop
 	case phaseMessageStop:
 		b = append(b, `{"type":"stream_event","event":{"type":"message_stop"}}`...)
 		g.phase = phaseToolResult
+		if g.step.name == "" {
+			g.phase = phaseMessageStart
+		}
 	case phaseToolResult:
 		b = append(b, `{"type":"user","message":{"role":"user","content":[{"tool_use_id":"`...)
 		b = append(b, g.toolID...)
 		b = append(b, `","type":"tool_result","content":"`...)
-		b = append(b, g.call.result...)
+		b = append(b, g.step.result...)
 		b = append(b, `","is_error":`...)
-		b = strconv.AppendBool(b, g.call.isError)
+		b = strconv.AppendBool(b, g.step.isError)
 		b = append(b, `}]},"parent_tool_use_id":null,"session_id":"`...)
 		b = g.appendTail(b)
 		g.phase = phaseMessageStart
@@ -321,13 +327,18 @@ func (g *generator) appendTail(b []byte) []byte {
 	return append(b, `"}`...)
 }
 
-// appendTokens appends the next n narration tokens.
-func (g *generator) appendTokens(b []byte, n int) []byte {
-	for range n {
-		b = append(b, tokens[g.cursor].s...)
-		g.cursor = (g.cursor + 1) % len(tokens)
+// stopReason is why the current message ends: a tool call, or the turn's end.
+func (g *generator) stopReason() string {
+	if g.step.name == "" {
+		return "end_turn"
 	}
-	return b
+	return "tool_use"
+}
+
+// told reports whether the story has been told once, to its closing
+// message: the stream may end there.
+func (g *generator) told() bool {
+	return g.next >= len(steps) && g.phase == phaseMessageStart
 }
 
 // appendText appends exactly n bytes of encoded narration.

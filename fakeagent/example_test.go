@@ -53,14 +53,15 @@ func ExampleRun() {
 	// system init
 	// stream_event message_start
 	// stream_event content_block_start
-	//   text deltas: 14
+	//   text deltas: 9
 	// stream_event content_block_stop
-	// assistant text tool_use:Bash
+	// assistant text tool_use:Read
 	// stream_event message_delta
 	// stream_event message_stop
 	// user tool_result
 	// stream_event message_start
 	// stream_event content_block_start
+	//   text deltas: 5
 	// result success
 }
 

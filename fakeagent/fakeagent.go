@@ -59,6 +59,11 @@ type Options struct {
 	// Duration, if > 0, makes the agent write lines at Rate until this long
 	// has passed since it started, then the result; Lines is ignored.
 	Duration time.Duration
+	// Story tells the fake session once, in order (read the handler, run
+	// the failing test, search, edit, run the suite, a closing message),
+	// then writes the result; Lines is ignored. Without it the stream
+	// retells the story for as many lines as asked.
+	Story bool
 }
 
 // RegisterFlags binds the fields of o to the flags of `baton fake-agent`.
@@ -75,6 +80,7 @@ func (o *Options) RegisterFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.EchoInput, "echo-input", false, "read stdin first and put it (up to 4 KiB) in the init event's prompt")
 	fs.BoolVar(&o.ForgeSentinel, "forge-sentinel", false, "also write a line that looks like baton's exit sentinel, with a made-up nonce")
 	fs.DurationVar(&o.Duration, "duration", 0, "write lines at --rate until this long has passed (--lines is then ignored)")
+	fs.BoolVar(&o.Story, "story", false, "tell the session once, from the first message to the result (an explicit --lines or --duration wins)")
 }
 
 // ExitError is how Run says the agent should end other than with status 0:
@@ -142,7 +148,7 @@ func Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o Optio
 		}
 		var line []byte
 		switch {
-		case o.Duration == 0 && n == last:
+		case o.Story && n > 1 && g.told(), !o.Story && o.Duration == 0 && n == last:
 			return finish(g, n, o, write, stderr)
 		case n == 1:
 			line = g.initLine(prompt, o.EchoInput)
@@ -203,6 +209,8 @@ func (o Options) validate() (string, error) {
 		return bad("exit code %d not in 0..255", o.ExitCode)
 	case o.Duration < 0:
 		return bad("duration %v < 0", o.Duration)
+	case o.Story && o.Duration > 0:
+		return bad("story and duration both set")
 	}
 	if o.Signal == "" {
 		return "", nil

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -84,6 +85,7 @@ type event struct {
 			Type      string          `json:"type"`
 			ID        string          `json:"id"`
 			Name      string          `json:"name"`
+			Text      string          `json:"text"`
 			Input     json.RawMessage `json:"input"`
 			ToolUseID string          `json:"tool_use_id"`
 			Content   *string         `json:"content"`
@@ -689,5 +691,54 @@ func BenchmarkRun(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "lines/s")
 		})
+	}
+}
+
+// TestStory: the story is told once, in order, and each message's text
+// deltas join into exactly the text its assistant line carries, a whole
+// sentence or more: read, run the failing test, search, edit, run the
+// suite, a closing message without a tool, the result.
+func TestStory(t *testing.T) {
+	lines := splitLines(run(t, Options{Story: true, Lines: 3, Seed: 9}))
+	var (
+		text  strings.Builder
+		tools []string
+		texts []string
+	)
+	for i, l := range lines {
+		e := decode(t, l)
+		switch {
+		case i == 0 && e.Subtype != "init", i == len(lines)-1 && e.Type != "result":
+			t.Fatalf("line %d: %s", i+1, l)
+		case e.Type == "stream_event" && e.Event.Type == "content_block_delta":
+			text.WriteString(e.Event.Delta.Text)
+		case e.Type == "assistant":
+			var said string
+			for _, b := range e.Message.Content {
+				switch b.Type {
+				case "text":
+					said = b.Text
+				case "tool_use":
+					tools = append(tools, b.Name)
+				}
+			}
+			if said != text.String() {
+				t.Errorf("line %d: deltas say %q, the message %q", i+1, text.String(), said)
+			}
+			if !strings.HasSuffix(said, ".") {
+				t.Errorf("line %d: the message ends mid-sentence: %q", i+1, said)
+			}
+			texts = append(texts, said)
+			text.Reset()
+		}
+	}
+	if want := []string{"Read", "Bash", "Grep", "Edit", "Bash"}; !slices.Equal(tools, want) {
+		t.Errorf("tools %v, want %v", tools, want)
+	}
+	if len(texts) != 6 || !strings.HasPrefix(texts[0], "I'll start by reading") || !strings.Contains(texts[5], "failure is gone") {
+		t.Errorf("the story is not told in order: %q", texts)
+	}
+	if _, err := (Options{Story: true, Duration: time.Second}).validate(); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("story with a duration: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -362,6 +363,10 @@ echo "resolve=$(getent hosts th.test | awk '{print $1}')"
 		if !strings.Contains(state, phase) {
 			t.Errorf("state.ndjson lacks %s", phase)
 		}
+	}
+	// The proxy's refusal of the host's address is recorded as a refusal.
+	if !regexp.MustCompile(`"phase":"egress","status":"refused","detail":"proxy: GET http://` + regexp.QuoteMeta(host.HostSide.String())).MatchString(state) {
+		t.Errorf("state.ndjson records no refusal of the host's address:\n%s", state)
 	}
 }
 

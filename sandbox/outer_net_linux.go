@@ -90,17 +90,7 @@ func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 		dnsPC.Close()
 		return err
 	}
-	var notes int
-	var mu sync.Mutex
-	logf := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if notes++; notes < maxEgressNotes {
-			o.st.ok("egress", fmt.Sprintf(format, args...))
-		} else if notes == maxEgressNotes {
-			o.st.ok("egress", "further refusals are not recorded")
-		}
-	}
+	logf := egressNotes(o.st, maxEgressNotes)
 	netCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	proxy, dns := egress.NewProxy(o.plan.policy, logf), egress.NewDNS(o.plan.policy, logf)

@@ -24,7 +24,7 @@ type stateRecord struct {
 	Time   string `json:"time"`
 	Stage  string `json:"stage"`
 	Phase  string `json:"phase"`
-	Status string `json:"status"` // "ok" or "error"
+	Status string `json:"status"` // stateOK, stateError or stateRefused
 	Detail string `json:"detail,omitempty"`
 }
 
@@ -46,9 +46,9 @@ func stateOn(f *os.File, stage string) *state {
 	return &state{f: f, stage: stage}
 }
 
-func (s *state) ok(phase, detail string) { s.record(phase, "ok", detail) }
+func (s *state) ok(phase, detail string) { s.record(phase, stateOK, detail) }
 
-func (s *state) fail(phase string, err error) { s.record(phase, "error", err.Error()) }
+func (s *state) fail(phase string, err error) { s.record(phase, stateError, err.Error()) }
 
 func (s *state) record(phase, status, detail string) {
 	if s == nil {

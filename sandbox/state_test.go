@@ -31,13 +31,18 @@ func TestStateRecords(t *testing.T) {
 	if info.Mode().Perm() != 0o600 {
 		t.Errorf("state file mode %v, want 0600", info.Mode().Perm())
 	}
+	wantRecords(t, p,
+		stateRecord{Stage: "outer", Phase: "lock", Status: "ok"},
+		stateRecord{Stage: "outer", Phase: "journal", Status: "error", Detail: "disk full"},
+		stateRecord{Stage: "inner", Phase: "clone-child", Status: "ok", Detail: "pid 7"})
+}
+
+// wantRecords checks that the state file at p holds want, in order, each
+// with a time.
+func wantRecords(t *testing.T, p string, want ...stateRecord) {
+	t.Helper()
 	b, _ := os.ReadFile(p)
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	want := []stateRecord{
-		{Stage: "outer", Phase: "lock", Status: "ok"},
-		{Stage: "outer", Phase: "journal", Status: "error", Detail: "disk full"},
-		{Stage: "inner", Phase: "clone-child", Status: "ok", Detail: "pid 7"},
-	}
 	if len(lines) != len(want) {
 		t.Fatalf("state file has %d lines, want %d:\n%s", len(lines), len(want), b)
 	}
@@ -67,4 +72,20 @@ func TestNilStateIsSilent(t *testing.T) {
 	if stateOn(nil, "inner") != nil {
 		t.Error("stateOn(nil) is not nil")
 	}
+}
+
+// TestEgressNotes: refusals get a status of their own, and past the limit
+// one note says the rest go unrecorded.
+func TestEgressNotes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "state.ndjson")
+	st := openState(p, "outer")
+	logf := egressNotes(st, 3)
+	for _, name := range []string{"a.example", "b.example", "c.example", "d.example"} {
+		logf("dns: refused %q", name)
+	}
+	st.close()
+	wantRecords(t, p,
+		stateRecord{Stage: "outer", Phase: "egress", Status: "refused", Detail: `dns: refused "a.example"`},
+		stateRecord{Stage: "outer", Phase: "egress", Status: "refused", Detail: `dns: refused "b.example"`},
+		stateRecord{Stage: "outer", Phase: "egress", Status: "ok", Detail: "further refusals are not recorded"})
 }

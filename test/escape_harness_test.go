@@ -65,11 +65,12 @@ func (h *escapeHits) get(path string) int {
 }
 
 // escapeNeeds fails the test, saying what to install, when this machine
-// lacks what the suite's sandbox needs: the suite never skips.
-func escapeNeeds(t *testing.T) {
+// lacks what the suite's sandbox needs: the suite never skips. suite names
+// the suite in the message.
+func escapeNeeds(t *testing.T, suite string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Fatal("the escape suite needs root: it runs a root worker (whose agents run as nobody) and a test host in a network namespace")
+		t.Fatalf("the %s needs root: it runs a root worker (whose agents run as nobody) and a test host in a network namespace", suite)
 	}
 	for tool, pkg := range map[string]string{"pasta": "passt", "nft": "nftables", "ip": "iproute2"} {
 		found := false
@@ -79,7 +80,7 @@ func escapeNeeds(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Fatalf("the escape suite needs %s: apt-get install %s", tool, pkg)
+			t.Fatalf("the %s needs %s: apt-get install %s", suite, tool, pkg)
 		}
 	}
 	// pasta opens /dev/net/tun as the sandbox uid (`baton doctor` says so).
@@ -96,7 +97,7 @@ func escapeNeeds(t *testing.T) {
 
 func newEscapeWorld(t *testing.T) *escapeWorld {
 	t.Helper()
-	escapeNeeds(t)
+	escapeNeeds(t, "escape suite")
 	w := &escapeWorld{t: t, hits: &escapeHits{n: map[string]int{}}}
 	w.agent = escapeBuildAgent(t)
 	w.host = testenv.NewTestHost(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

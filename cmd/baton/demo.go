@@ -16,6 +16,10 @@ import (
 	"github.com/batonhq/baton/worker"
 )
 
+// demoInput is the demo run's default input: the task the fake agent's
+// session carries out.
+const demoInput = "TestHandleUpload fails: an upload with a malformed body should get a 400, not a 500. Please fix it."
+
 func newDemoCmd(g *globals) *cobra.Command {
 	var (
 		keep  bool
@@ -122,7 +126,7 @@ What next:
 	cmd.Flags().Lookup("log-level").DefValue = "warn"
 	_ = cmd.Flags().Set("log-level", "warn")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo's state directory (journal, NATS data)")
-	cmd.Flags().StringVar(&input, "input", "Explain what baton does, then list the files here.", "the demo agent's input")
+	cmd.Flags().StringVar(&input, "input", demoInput, "the demo agent's input")
 	return cmd
 }
 

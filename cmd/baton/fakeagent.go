@@ -24,7 +24,10 @@ The same --seed gives the same bytes. Each line is written in one write.
 
 On SIGINT, SIGTERM or SIGHUP it stops after its last whole line and dies by
 that signal.`,
-		Example: `  # five lines, two a second
+		Example: `  # the demo's session, told once, 25 lines a second
+  baton fake-agent --story --rate 25
+
+  # five lines, two a second
   baton fake-agent --lines 5 --rate 2
 
   # 200,000 lines of 200 bytes, as fast as the reader takes them
@@ -42,7 +45,14 @@ that signal.`,
   # echo stdin into the init event; mix in non-JSON lines and a forged sentinel
   echo "fix the bug" | baton fake-agent --echo-input --raw-every 5 --forge-sentinel`,
 		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return runFakeAgent(o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A job's --lines or --duration after a profile's --story
+			// (the demo's) asks for a stream of that size: it wins.
+			if cmd.Flags().Changed("lines") || cmd.Flags().Changed("duration") {
+				o.Story = false
+			}
+			return runFakeAgent(o)
+		},
 	}
 	o.RegisterFlags(cmd.Flags())
 	return cmd

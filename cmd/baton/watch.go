@@ -306,6 +306,14 @@ func (p *eventPrinter) agentLine(data []byte) {
 	case m.Type == "result":
 		p.result(m)
 		return
+	case m.Type == "system":
+		if p.systemLine(line) {
+			return
+		}
+	case strings.HasPrefix(m.Type, "thread.") || strings.HasPrefix(m.Type, "turn.") || strings.HasPrefix(m.Type, "item.") || m.Type == "error":
+		if p.codexEvent(line) { // codex exec --json
+			return
+		}
 	}
 	p.line(compactJSON(line))
 }
@@ -388,7 +396,7 @@ func (p *eventPrinter) result(m agentMsg) {
 func toolSummary(input json.RawMessage) string {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(input, &fields) == nil {
-		for _, k := range []string{"command", "file_path", "path", "pattern", "url", "query", "description", "prompt"} {
+		for _, k := range []string{"command", "file_path", "pattern", "path", "url", "query", "description", "prompt"} {
 			var s string
 			if json.Unmarshal(fields[k], &s) == nil && s != "" {
 				return cut(sanitize([]byte(s), false), 200)

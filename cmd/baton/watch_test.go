@@ -161,6 +161,10 @@ func FuzzHumanFormat(f *testing.F) {
 		`{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"\u009b"}}}`,
 		`{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"x"}]}]}}`,
 		`{"type":"result","subtype":"\u0007","is_error":true,"num_turns":-1}`,
+		`{"type":"system","subtype":"task_\u009bstarted","description":"\u001b]0;x","usage":{"duration_ms":"x"}}`,
+		`{"type":"system","subtype":"api_retry","attempt":1e400,"error":{"a":1}}`,
+		`{"type":"item.completed","item":{"type":"agent_message","text":"\u001b[2J\u0085"}}`,
+		`{"type":"item.completed","item":{"type":"file_change","changes":[{"path":"\u0007","kind":"\u009b"}]}}`,
 		"{\"type\":\"x\",\"s\":\"\xff\"}", "plain \x1b[31m", "\xff\xfe", "",
 	} {
 		f.Add(s, false)

@@ -1,0 +1,204 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// mockAPI is a minimal model API for the real agent CLIs: Anthropic's
+// Messages API and OpenAI's Responses API, both streaming (SSE). Each
+// conversation is one tool-use turn: the first request gets a tool call
+// that runs `echo written by <agent> > proof.txt && cat proof.txt`, the
+// request that carries the tool's result gets a closing text. It keeps
+// every tool result it was sent, so a test sees what the agent's tool
+// really did.
+type mockAPI struct {
+	mu      sync.Mutex
+	results []string // tool results, as the CLIs sent them back
+	paths   []string // every request, "METHOD /path"
+}
+
+// mockDone is the closing text of every conversation.
+const mockDone = "Done: proof.txt is written."
+
+func mockCommand(agent string) string {
+	return "echo written by " + agent + " > proof.txt && cat proof.txt"
+}
+
+func (m *mockAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	m.mu.Lock()
+	m.paths = append(m.paths, r.Method+" "+r.URL.Path)
+	m.mu.Unlock()
+	switch {
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
+		m.messages(w, body)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
+		m.responses(w, body)
+	default:
+		// Codex tries a WebSocket first (GET /v1/responses) and falls back
+		// to HTTP; other probes get nothing either.
+		http.NotFound(w, r)
+	}
+}
+
+func (m *mockAPI) toolResults() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.results...)
+}
+
+func (m *mockAPI) requests() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.paths...)
+}
+
+func sse(w http.ResponseWriter, event string, data map[string]any) {
+	b, _ := json.Marshal(data)
+	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// messages serves Anthropic's POST /v1/messages with stream: true.
+func (m *mockAPI) messages(w http.ResponseWriter, body []byte) {
+	var req struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 {
+		http.Error(w, `{"type":"error","error":{"type":"invalid_request_error","message":"bad request"}}`, http.StatusBadRequest)
+		return
+	}
+	var blocks []struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+	}
+	_ = json.Unmarshal(req.Messages[len(req.Messages)-1].Content, &blocks) // a plain string has no blocks
+	answered := false
+	for _, b := range blocks {
+		if b.Type == "tool_result" {
+			answered = true
+			m.mu.Lock()
+			m.results = append(m.results, string(b.Content))
+			m.mu.Unlock()
+		}
+	}
+	bash := false
+	for _, t := range req.Tools {
+		bash = bash || t.Name == "Bash"
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": "msg_mock", "type": "message", "role": "assistant", "model": "claude-mock", "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}}})
+	block := func(start, delta map[string]any) {
+		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": start})
+		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": delta})
+		sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	}
+	stop := "end_turn"
+	if bash && !answered {
+		input, _ := json.Marshal(map[string]string{"command": mockCommand("claude"), "description": "Write proof.txt"})
+		block(map[string]any{"type": "tool_use", "id": "toolu_mock", "name": "Bash", "input": map[string]any{}},
+			map[string]any{"type": "input_json_delta", "partial_json": string(input)})
+		stop = "tool_use"
+	} else {
+		block(map[string]any{"type": "text", "text": ""}, map[string]any{"type": "text_delta", "text": mockDone})
+	}
+	sse(w, "message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 20}})
+	sse(w, "message_stop", map[string]any{"type": "message_stop"})
+}
+
+// responseTool is a tool of a Responses API request; namespaces nest them.
+type responseTool struct {
+	Type  string         `json:"type"`
+	Name  string         `json:"name"`
+	Tools []responseTool `json:"tools"`
+}
+
+// responses serves OpenAI's POST /v1/responses with stream: true. Codex
+// offers its shell in one of three shapes, depending on its version and
+// model: code mode (a custom tool "exec" running JavaScript that calls
+// tools.exec_command), exec_command, or shell; the mock calls the one
+// offered.
+func (m *mockAPI) responses(w http.ResponseWriter, body []byte) {
+	var req struct {
+		Tools []responseTool `json:"tools"`
+		Input []struct {
+			Type   string          `json:"type"`
+			Output json.RawMessage `json:"output"`
+			Tools  []responseTool  `json:"tools"`
+		} `json:"input"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+		return
+	}
+	offered := map[string]bool{}
+	var walk func([]responseTool)
+	walk = func(ts []responseTool) {
+		for _, t := range ts {
+			offered[t.Type+":"+t.Name] = true
+			walk(t.Tools)
+		}
+	}
+	walk(req.Tools)
+	answered := false
+	for _, in := range req.Input {
+		walk(in.Tools) // additional_tools items
+		if in.Type == "function_call_output" || in.Type == "custom_tool_call_output" {
+			answered = true
+			m.mu.Lock()
+			m.results = append(m.results, string(in.Output))
+			m.mu.Unlock()
+		}
+	}
+	cmd := mockCommand("codex")
+	var call map[string]any
+	switch {
+	case answered:
+	case offered["custom:exec"]:
+		js, _ := json.Marshal(map[string]string{"cmd": cmd})
+		call = map[string]any{"type": "custom_tool_call", "id": "ctc_mock", "call_id": "call_mock", "name": "exec",
+			"input": "const r = await tools.exec_command(" + string(js) + ");\ntext(r);\n"}
+	case offered["function:exec_command"]:
+		args, _ := json.Marshal(map[string]string{"cmd": cmd})
+		call = map[string]any{"type": "function_call", "id": "fc_mock", "call_id": "call_mock", "name": "exec_command", "arguments": string(args)}
+	default:
+		args, _ := json.Marshal(map[string]any{"command": []string{"bash", "-lc", cmd}})
+		call = map[string]any{"type": "function_call", "id": "fc_mock", "call_id": "call_mock", "name": "shell", "arguments": string(args)}
+	}
+	if call == nil {
+		call = map[string]any{"type": "message", "role": "assistant", "id": "msg_mock",
+			"content": []any{map[string]any{"type": "output_text", "text": mockDone}}}
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_mock"}})
+	sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "item": call})
+	sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_mock",
+		"usage": map[string]any{"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}}})
+}
+
+// hasResult reports whether one of results holds want.
+func hasResult(results []string, want string) bool {
+	for _, r := range results {
+		if strings.Contains(r, want) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,196 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/batonhq/baton/internal/bounded"
+	"github.com/batonhq/baton/internal/testenv"
+)
+
+// The CLI versions the mock API was written against; the mock follows
+// their requests (Codex's code mode, Claude's Bash tool).
+const (
+	realClaude = "@anthropic-ai/claude-code@2.1.197"
+	realCodex  = "@openai/codex@0.171.0"
+	// realMount is where the npm prefix is bound inside the sandbox.
+	realMount = "/opt/npm"
+	mockName  = "api.mock.test"
+)
+
+// TestRealAgents runs the real Claude Code and Codex CLIs, installed from
+// npm as a new user would, through the claude and codex profiles of
+// deploy/baton.example.yaml as written, in baton's sandbox, against a mock
+// model API on a test host (a network namespace of its own: the worker's
+// own host is unreachable from the sandbox by design). Each CLI must run
+// its tool inside the sandbox (proof.txt written in the workspace and its
+// output sent back to the API) and the run must succeed.
+//
+// It installs about 650 MB from the npm registry, so it runs only with
+// BATON_REAL_AGENTS=1 (as root, with npm): BATON_REAL_AGENTS=1 go test
+// ./test -run TestRealAgents -v. BATON_REAL_AGENTS_DIR=DIR keeps the npm
+// install in DIR across runs.
+func TestRealAgents(t *testing.T) {
+	if os.Getenv("BATON_REAL_AGENTS") != "1" {
+		t.Skip("real agent CLIs from npm: set BATON_REAL_AGENTS=1 to run (root, npm, the npm registry; README \"Real agents\")")
+	}
+	escapeNeeds(t, "real agents test")
+	prefix := realInstall(t)
+	api := &mockAPI{}
+	host := testenv.NewTestHost(t, api)
+	base := fmt.Sprintf("http://%s:%d", mockName, host.Port)
+
+	// The example's profiles, changed only where this machine differs
+	// from a user's: the CLIs sit under the npm prefix mounted at
+	// /opt/npm instead of /usr, and the API is the mock.
+	raw, err := os.ReadFile(filepath.Join("..", "deploy", "baton.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example struct {
+		Profiles map[string]map[string]any `yaml:"profiles"`
+	}
+	if err := yaml.Unmarshal(raw, &example); err != nil {
+		t.Fatal(err)
+	}
+	profiles := map[string]any{}
+	for name, extra := range map[string]map[string]string{
+		"claude": {"ANTHROPIC_API_KEY": "sk-mock", "ANTHROPIC_BASE_URL": base},
+		"codex":  {"CODEX_API_KEY": "sk-mock"},
+	} {
+		p := example.Profiles[name]
+		if p == nil {
+			t.Fatalf("deploy/baton.example.yaml has no %s profile", name)
+		}
+		env := map[string]any{"PATH": realMount + "/bin:/usr/local/bin:/usr/bin:/bin"}
+		for k, v := range p["env"].(map[string]any) {
+			env[k] = v
+		}
+		for k, v := range extra {
+			env[k] = v
+		}
+		p["env"] = env
+		p["mounts"] = []any{map[string]any{"source": prefix, "target": realMount}}
+		p["network"] = map[string]any{"allow": []any{mockName, host.Prefix.String()}, "hosts": map[string]any{mockName: host.Addr.String()}}
+		p["timeout"] = "2m"
+		profiles[name] = p
+	}
+	cfgBytes, err := yaml.Marshal(map[string]any{"profiles": profiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, cfgBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Codex reads its provider from $CODEX_HOME/config.toml, and HOME is
+	// the workspace: the job seeds it, as a user pointing Codex at a
+	// gateway would. A provider of its own also spares Codex's WebSocket
+	// attempts, which the built-in one makes first.
+	codexConfig := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(codexConfig, fmt.Appendf(nil, "model_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = %q\nenv_key = \"CODEX_API_KEY\"\n", base+"/v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	bin := testenv.BatonBinary(t)
+	s := testenv.RunServer(t)
+	stateDir := testenv.StateDir(t)
+	startWorker(t, bin, s.ClientURL(), stateDir, "real", "--config", cfg)
+
+	for _, tc := range []struct {
+		profile string
+		args    []string
+		want    []string // in what `baton submit --watch` prints
+	}{
+		{"claude", nil, []string{"→ Bash: " + mockCommand("claude"), mockDone, "● succeeded"}},
+		{"codex", []string{"--file", ".codex/config.toml=" + codexConfig}, []string{`"command_execution"`, mockDone, "● succeeded"}},
+	} {
+		t.Run(tc.profile, func(t *testing.T) {
+			runID := "real-" + tc.profile
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			args := append([]string{"submit", "--nats", s.ClientURL(), "--profile", tc.profile, "--run-id", runID,
+				"--input", "Write proof.txt.", "--watch"}, tc.args...)
+			var out bytes.Buffer
+			submit := bounded.Command(ctx, bin, args...)
+			submit.Stdout, submit.Stderr = &out, &out
+			err := submit.Run()
+			run := filepath.Join(stateDir, "runs", runID)
+			if err != nil {
+				stderr, _ := os.ReadFile(filepath.Join(run, "stderr.log"))
+				state, _ := os.ReadFile(filepath.Join(run, "state.ndjson"))
+				t.Fatalf("submit --watch: %v\n%s\nstderr.log:\n%s\nstate.ndjson:\n%s\nmock saw %q", err, out.String(), stderr, state, api.requests())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("submit --watch printed no %q:\n%s", w, out.String())
+				}
+			}
+			// The tool ran inside the sandbox, as the agent: it wrote the
+			// workspace and its output went back to the API.
+			proof, err := os.ReadFile(filepath.Join(run, "workspace", "proof.txt"))
+			if want := "written by " + tc.profile + "\n"; err != nil || string(proof) != want {
+				t.Errorf("workspace/proof.txt = %q, %v; want %q", proof, err, want)
+			}
+			if !hasResult(api.toolResults(), "written by "+tc.profile) {
+				t.Errorf("the API got no tool result with the command's output: %q", api.toolResults())
+			}
+			// What the allowlist refused (Codex calls home) is recorded as
+			// refused, never as ok.
+			state, _ := os.ReadFile(filepath.Join(run, "state.ndjson"))
+			refused := 0
+			for line := range bytes.Lines(state) {
+				var r struct{ Phase, Status, Detail string }
+				if json.Unmarshal(line, &r) != nil || !strings.Contains(r.Detail, "not on the allowlist") {
+					continue
+				}
+				if refused++; r.Status != "refused" {
+					t.Errorf("state.ndjson records a refusal as %q: %s", r.Status, line)
+				}
+			}
+			if tc.profile == "codex" && refused == 0 {
+				t.Errorf("Codex 0.171 calls chatgpt.com and github.com, yet state.ndjson records no refusal:\n%s", state)
+			}
+		})
+	}
+}
+
+// realInstall installs the CLIs with `npm install -g` under a prefix the
+// sandbox uid can read (BATON_REAL_AGENTS_DIR, or a temporary one) and
+// returns it; an install already there is reused.
+func realInstall(t *testing.T) string {
+	t.Helper()
+	prefix := os.Getenv("BATON_REAL_AGENTS_DIR")
+	if prefix == "" {
+		prefix = escapeTempDir(t, "baton-real-agents-", 0o755)
+	} else if err := os.MkdirAll(prefix, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, errClaude := os.Stat(filepath.Join(prefix, "bin", "claude"))
+	_, errCodex := os.Stat(filepath.Join(prefix, "bin", "codex"))
+	if errClaude == nil && errCodex == nil {
+		return prefix
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Fatal("the real agents test installs the CLIs with npm: apt-get install npm (or Node.js 18+ with npm)")
+	}
+	start := time.Now()
+	cmd := exec.Command(npm, "install", "-g", "--prefix", prefix, "--no-audit", "--no-fund", realClaude, realCodex)
+	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
+	if out, err := testenv.Output(cmd); err != nil {
+		t.Fatalf("npm install: %v\n%s", err, out)
+	}
+	t.Logf("npm install -g %s %s: %v", realClaude, realCodex, time.Since(start).Round(time.Second))
+	return prefix
+}
