@@ -1,0 +1,191 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/console"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// chromium returns the headless browser the console's tests drive, or fails
+// the test saying what to install.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: the console's browser tests need it (apt-get install chromium; test/run.sh installs it)")
+	return ""
+}
+
+// TestConsoleInBrowser opens the console in headless Chromium against a
+// real worker: a run appears in the list, its transcript streams live, a
+// hand-off (SIGTERM of its worker, a second worker of the node takes it)
+// is marked on the timeline, and a second run is cancelled with the
+// button. BATON_SCREENSHOTS=dir saves the list and run pages there.
+func TestConsoleInBrowser(t *testing.T) {
+	browser := chromium(t)
+	bin := testenv.BatonBinary(t)
+	s := testenv.RunServer(t)
+	dir := testenv.StateDir(t)
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startProc := func(name string) (*testenv.Proc, *syncBuffer) {
+		logs := &syncBuffer{}
+		cmd := exec.Command(bin, "worker", "--nats", s.ClientURL(), "--state-dir", dir, "--node", "console", "--config", cfg, "--log-format", "json", "--grace", "20s")
+		cmd.Stdout, cmd.Stderr = logs, logs
+		p := testenv.Start(t, cmd)
+		t.Cleanup(func() {
+			p.Stop(os.Interrupt, 15*time.Second)
+			if t.Failed() {
+				t.Logf("%s logs:\n%s", name, logs.String())
+			}
+		})
+		return p, logs
+	}
+	w1, logs1 := startProc("worker 1")
+	testenv.WaitFor(t, 60*time.Second, "worker 1 ready", func() bool { return strings.Contains(logs1.String(), "worker ready") })
+
+	_, js := testenv.Connect(t, s)
+	names := protocol.MustNames("")
+	c := client.New(js, names)
+	con, err := console.New(t.Context(), js, names, console.WithToken("browser-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(con)
+	t.Cleanup(srv.Close)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	// The cancel button asks for confirmation: accept it. The browser
+	// starts with the first action, so open a blank page first.
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium (%s): %v", browser, err)
+	}
+	dialogs := chromedp.Events(bctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	step := func(what string, within time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(bctx, within)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			if shot, _ := chromedp.Run(bctx, chromedp.CaptureScreenshot()); len(shot) > 0 {
+				p := filepath.Join(t.TempDir(), "failure.png")
+				_ = os.WriteFile(p, shot, 0o644)
+				t.Logf("screenshot: %s", p)
+			}
+			t.Fatalf("browser: %s: %v", what, err)
+		}
+	}
+	count := func() int {
+		t.Helper()
+		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#transcript .entry').length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Logged in once with ?token=, then by the cookie.
+	step("open the runs list", 60*time.Second, chromedp.Navigate(srv.URL+"/?token=browser-token"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+
+	submit := func(id string, args ...string) {
+		t.Helper()
+		if err := c.Submit(ctx, protocol.Job{RunID: id, Profile: "fake", Args: args, Labels: map[string]string{"suite": "console"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Long enough to be handed off while it runs.
+	submit("console-live", "--rate", "40", "--duration", "60s", "--seed", "7")
+	step("the run appears in the list", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-live"]`)))
+	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
+		submit("console-short", "--lines", "30", "--rate", "200")
+		step("the second run listed", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-short"]`)))
+		screenshot(t, bctx, filepath.Join(dir, "console-runs.png"))
+	}
+	step("open the run page", 30*time.Second, chromedp.Click(chromedp.CSS(`tr[data-run="console-live"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript .entry.assistant .text`)))
+
+	// Live: the transcript keeps growing while the run goes on.
+	before := count()
+	step("more entries", 30*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelectorAll('#transcript .entry').length > %d`, before),
+			chromedp.WithPollingInterval(200*time.Millisecond))(ctx, tg)
+		return err
+	}))
+	t.Logf("transcript grew live from %d to %d entries", before, count())
+
+	// Hand-off: worker 2 of the same node starts, worker 1 is told to stop.
+	_, logs2 := startProc("worker 2")
+	testenv.WaitFor(t, 60*time.Second, "worker 2 ready", func() bool { return strings.Contains(logs2.String(), "worker ready") })
+	if !w1.Stop(os.Interrupt, 30*time.Second) {
+		t.Fatal("worker 1 did not stop within 30s of SIGINT")
+	}
+	step("the hand-off on the timeline", 60*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="handoff"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="attached"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript .marker.handoff`)))
+	timeline, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#timeline`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(timeline, "epoch") || !strings.Contains(timeline, "worker") {
+		t.Fatalf("timeline should name workers and epochs:\n%s", timeline)
+	}
+	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
+		screenshot(t, bctx, filepath.Join(dir, "console-run.png"))
+	}
+
+	// Cancel with the button; the run ends cancelled.
+	step("cancel the run", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#cancel`)), chromedp.Click(chromedp.CSS(`#cancel`)))
+	step("the run ends cancelled", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="cancelled"]`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#cancel`)))
+	rec, err := c.Run(ctx, "console-live")
+	if err != nil || rec.State != "cancelled" {
+		t.Fatalf("record after the cancel button: %+v %v", rec, err)
+	}
+
+	// Back in the list, live updates show the end state.
+	step("the list shows it cancelled", 30*time.Second, chromedp.Navigate(srv.URL+"/#/?q=console-live"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-live"] .st-cancelled`)))
+}
+
+func screenshot(t *testing.T, ctx context.Context, path string) {
+	t.Helper()
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
