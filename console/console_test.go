@@ -532,3 +532,120 @@ func TestEventsResume(t *testing.T) {
 		t.Fatalf("after=x: %d", r2.StatusCode)
 	}
 }
+
+func post(t *testing.T, u, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", u, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestInput sends the input box's text to the run's input subject, where
+// a stream acknowledges it; an empty or oversized input is refused.
+func TestInput(t *testing.T) {
+	e := setup(t)
+	if code, body := post(t, e.srv.URL+"/api/runs/r1/input", "hello"); code != 503 {
+		t.Fatalf("input with no input stream: %d %s", code, body)
+	}
+	st, err := e.js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: "INPUT_TEST", Subjects: []string{names.InputSubject("*")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := post(t, e.srv.URL+"/api/runs/r1/input", "hello"); code != 200 {
+		t.Fatalf("input: %d %s", code, body)
+	}
+	m, err := st.GetLastMsgForSubject(ctxT(t), names.InputSubject("r1"))
+	if err != nil || string(m.Data) != "hello" {
+		t.Fatalf("stored input: %v %v", m, err)
+	}
+	if code, _ := post(t, e.srv.URL+"/api/runs/r1/input", ""); code != 400 {
+		t.Fatalf("empty input: %d", code)
+	}
+	if code, _ := post(t, e.srv.URL+"/api/runs/r1/input", strings.Repeat("x", 64<<10+1)); code != 400 {
+		t.Fatalf("oversized input: %d", code)
+	}
+}
+
+func TestTokenEndpoint(t *testing.T) {
+	issued := map[string]bool{}
+	issue := func(runID string, ttl time.Duration, input bool) (string, error) {
+		issued[fmt.Sprintf("%s/%v/%v", runID, ttl, input)] = true
+		return "jwt-for-" + runID, nil
+	}
+	e := setup(t, console.WithTokenIssuer(issue))
+	ro := setup(t, console.WithTokenIssuer(issue), console.WithReadOnly())
+	none := setup(t)
+	var out struct{ JWT string }
+	get(t, e.srv.URL+"/api/runs/r1/token?input=1&ttl=5m", &out)
+	if out.JWT != "jwt-for-r1" || !issued["r1/5m0s/true"] {
+		t.Fatalf("token %q, issued %v", out.JWT, issued)
+	}
+	get(t, ro.srv.URL+"/api/runs/r1/token", &out)
+	if !issued["r1/15m0s/false"] {
+		t.Fatalf("read-only read token: issued %v", issued)
+	}
+	for _, tc := range []struct {
+		srv  *httptest.Server
+		path string
+		want int
+	}{
+		{ro.srv, "/api/runs/r1/token?input=1", 403},
+		{none.srv, "/api/runs/r1/token", 404},
+		{e.srv, "/api/runs/r1/token?ttl=25h", 400},
+		{e.srv, "/api/runs/r1/token?ttl=-1s", 400},
+		{e.srv, "/api/runs/r1/token?ttl=soon", 400},
+	} {
+		req, _ := http.NewRequest("GET", tc.srv.URL+tc.path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", tc.path, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// TestOutputDownload serves an output a run's terminal status lists from
+// the outputs object store.
+func TestOutputDownload(t *testing.T) {
+	e := setup(t)
+	obs, err := e.js.CreateObjectStore(ctxT(t), jetstream.ObjectStoreConfig{Bucket: names.OutputsBucket()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutString(ctxT(t), "r1/diff.patch", "--- a\n+++ b\n"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", e.srv.URL+"/api/runs/r1/outputs/diff.patch", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "--- a\n+++ b\n" || !strings.Contains(resp.Header.Get("Content-Disposition"), `filename="diff.patch"`) {
+		t.Fatalf("download: %d %q %v", resp.StatusCode, b, resp.Header)
+	}
+	for path, want := range map[string]int{"/api/runs/r1/outputs/missing": 404, "/api/runs/r2/outputs/diff.patch": 404, "/api/runs/r1/outputs/../r2/x": 400} {
+		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want && !(want == 400 && resp.StatusCode >= 300) {
+			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}

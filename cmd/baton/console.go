@@ -15,11 +15,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/console"
+	"github.com/batonhq/baton/runtoken"
 )
 
 func newConsoleCmd(g *globals) *cobra.Command {
 	var (
 		listen, tokenFile, tlsCert, tlsKey string
+		signingKey                         string
 		readOnly, insecure                 bool
 	)
 	cmd := &cobra.Command{
@@ -34,7 +36,10 @@ Every request needs the console's token: $BATON_CONSOLE_TOKEN, the content
 of --token-file, or else a token generated now and printed in the URL to
 open. Opened once with ?token=, the browser keeps an HttpOnly cookie;
 scripts send Authorization: Bearer. It listens beyond loopback only with
-TLS (--tls-cert, --tls-key) or --insecure.`,
+TLS (--tls-cert, --tls-key) or --insecure.
+
+With --signing-key it also hands out run tokens (see 'baton token') on
+each run's page, and answers the NATS server's auth callout for them.`,
 		Example: `  baton console
   BATON_CONSOLE_TOKEN=s3cret baton console --listen 127.0.0.1:8233 --read-only
   baton console --listen :8443 --tls-cert cert.pem --tls-key key.pem --token-file /etc/baton/console-token`,
@@ -75,6 +80,18 @@ TLS (--tls-cert, --tls-key) or --insecure.`,
 			}
 			if useTLS {
 				opts = append(opts, console.WithSecureCookie())
+			}
+			if signingKey != "" {
+				iss, err := runtoken.LoadIssuer(signingKey, names)
+				if err != nil {
+					return err
+				}
+				// The console answers the server's auth callout for the
+				// tokens it and 'baton token' hand out.
+				if err := iss.Serve(ctx, nc); err != nil {
+					return fmt.Errorf("auth callout on %s: %w", runtoken.AuthSubject, err)
+				}
+				opts = append(opts, console.WithTokenIssuer(iss.Issue))
 			}
 			c, err := console.New(ctx, js, names, opts...)
 			if err != nil {
@@ -121,6 +138,7 @@ TLS (--tls-cert, --tls-key) or --insecure.`,
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "TLS certificate (PEM) to serve HTTPS")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "TLS private key (PEM)")
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "hide cancel and input, and refuse them")
+	cmd.Flags().StringVar(&signingKey, "signing-key", os.Getenv("BATON_SIGNING_KEY_FILE"), "account signing key (seed file): hand out run tokens and answer the server's auth callout for them (deploy/nats-browser.conf)")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback listen address without TLS (the token crosses the network in clear)")
 	return cmd
 }
