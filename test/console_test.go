@@ -177,6 +177,32 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Back in the list, live updates show the end state.
 	step("the list shows it cancelled", 30*time.Second, chromedp.Navigate(srv.URL+"/#/?q=console-live"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-live"] .st-cancelled`)))
+
+	// 1,000 lines/s, every other one a raw line (an entry each): the
+	// page keeps up, and its DOM stays bounded.
+	submit("console-fast", "--rate", "1000", "--lines", "6000", "--raw-every", "2")
+	step("open the fast run", 60*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-fast"),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript .entry.raw`)))
+	step("the fast run's result shown", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`#transcript [data-result]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="succeeded"]`)))
+	entries := count()
+	note, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#transcript .hidden-note`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#count`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fast run: %d entries in the DOM, %q, %s", entries, note, shown)
+	if entries > 1000 || !strings.Contains(note, "earlier entries not shown") {
+		t.Fatalf("the transcript's DOM is not bounded: %d entries, note %q", entries, note)
+	}
+	// Every message of the chain went through the page: 6,001 lines and
+	// the started and succeeded statuses.
+	if shown != "6,003 messages" {
+		t.Fatalf("the page handled %s, want 6,003", shown)
+	}
 }
 
 func screenshot(t *testing.T, ctx context.Context, path string) {
