@@ -241,6 +241,19 @@ function runPage(runId) {
       st.reason && st.reason].filter(Boolean);
     timeline.append(h('li', { class: cls, 'data-status': st.status }, badge(st.status), ' ', h('span', { text: bits.join(' · ') }),
       h('div', { class: 'when', text: fmtTime(st.time) })));
+    const run = state.info && state.info.run;
+    if (run) { // the header follows the chain, which is ahead of the record
+      if (st.status === 'started' || st.status === 'attached') {
+        run.state = 'running';
+        run.worker = st.worker || run.worker;
+        run.startedAt = run.startedAt || st.time;
+      } else if (st.status === 'waiting') {
+        run.state = 'waiting';
+      } else if (terminal.has(st.status)) {
+        run.state = st.status;
+        run.finishedAt = st.time;
+      }
+    }
     if (st.status === 'waiting') state.waiting = true;
     if (st.status === 'started' || st.status === 'attached') state.waiting = false;
     if (terminal.has(st.status)) {
