@@ -185,12 +185,14 @@ func (c *Console) serveRuns(w http.ResponseWriter, r *http.Request) {
 // of the index after each change (at most ten times a second), so it
 // reloads the page it shows.
 func (c *Console) serveRunsLive(w http.ResponseWriter, r *http.Request) {
+	// Subscribed before the response starts, so no change made after the
+	// client sees the stream open is missed.
+	ch, cancel := c.index.subscribe()
+	defer cancel()
 	sse, ok := newSSE(w)
 	if !ok {
 		return
 	}
-	ch, cancel := c.index.subscribe()
-	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	ping := time.NewTicker(15 * time.Second)

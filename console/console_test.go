@@ -275,7 +275,9 @@ type page struct {
 // filters and searches them; a new record shows up in the list.
 func TestRunsList(t *testing.T) {
 	e := setup(t)
-	ctx := ctxT(t)
+	// 10,000 writes take about 2 s, 15 under -race on a busy machine.
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
 	const n = 10000
 	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	states := []kv.RunState{kv.RunRunning, kv.RunState("succeeded"), kv.RunState("failed"), kv.RunStarting}
@@ -360,10 +362,12 @@ func TestRunsList(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if sc.Text() == "event: changed" {
-			break
-		}
+	changed := false
+	for !changed && sc.Scan() {
+		changed = sc.Text() == "event: changed"
+	}
+	if !changed {
+		t.Fatalf("no change event on the list's stream: %v", sc.Err())
 	}
 	get(t, e.srv.URL+"/api/runs", &p)
 	if p.Runs[0].RunID != "run-new" || p.All != n+1 {
@@ -379,9 +383,13 @@ func TestRunsList(t *testing.T) {
 	})
 }
 
+// openStream opens an event stream that the test's reads may wait on for
+// at most 30 s.
 func openStream(t *testing.T, u, lastID string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", u, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)

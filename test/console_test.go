@@ -203,6 +203,27 @@ func TestConsoleInBrowser(t *testing.T) {
 	if shown != "6,003 messages" {
 		t.Fatalf("the page handled %s, want 6,003", shown)
 	}
+
+	// Workers: worker 2 (from the micro service) and its node.
+	step("the workers page", 30*time.Second, chromedp.Navigate(srv.URL+"/#/workers"),
+		chromedp.WaitVisible(chromedp.CSS(`#workers tbody tr`)), chromedp.WaitVisible(chromedp.CSS(`#nodes tbody tr`)))
+	workers, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#workers tbody`)))
+	if err != nil || !strings.Contains(workers, "console") {
+		t.Fatalf("workers page: %q %v", workers, err)
+	}
+	// Dead letters: a job for a profile no worker has.
+	if err := c.Submit(ctx, protocol.Job{RunID: "console-bad", Profile: "no-such-profile"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the bad job in the DLQ", func() bool {
+		d, err := c.DLQ(ctx, 10)
+		return err == nil && len(d) > 0
+	})
+	step("the dead letters page", 30*time.Second, chromedp.Navigate(srv.URL+"/#/dlq"), chromedp.WaitVisible(chromedp.CSS(`#dlq tbody tr`)))
+	dlq, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#dlq tbody`)))
+	if err != nil || !strings.Contains(dlq, "no-such-profile") {
+		t.Fatalf("dead letters page: %q %v", dlq, err)
+	}
 }
 
 func screenshot(t *testing.T, ctx context.Context, path string) {
