@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -38,37 +37,25 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 		t.Setenv("BATON_"+strings.ToUpper(user)+"_PASSWORD", p)
 	}
 	t.Setenv("BATON_CALLOUT_ISSUER", pub)
-	dir := t.TempDir()
-	shipped, err := os.ReadFile("../deploy/nats-browser.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
 	wsPort := testenv.FreePort(t)
-	conf := strings.Replace(string(shipped), `listen: "127.0.0.1:9222"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, wsPort), 1)
-	if conf == string(shipped) {
-		t.Fatal("deploy/nats-browser.conf no longer has the websocket listen line this test substitutes")
+	opts := shippedConfig(t, t.TempDir(), "nats-browser.conf", func(conf string) string {
+		edited := strings.Replace(conf, `listen: "127.0.0.1:9222"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, wsPort), 1)
+		if edited == conf {
+			t.Fatal("deploy/nats-browser.conf no longer has the websocket listen line this test substitutes")
+		}
+		return edited
+	})
+	// Its worker, client and viewer are nats-auth.conf's, unchanged.
+	single := map[string]*server.Permissions{}
+	for _, u := range shippedConfig(t, t.TempDir(), "nats-auth.conf", nil).Users {
+		single[u.Username] = u.Permissions
 	}
-	if err := os.WriteFile(filepath.Join(dir, "nats-browser.conf"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
+	for _, u := range opts.Users {
+		if p, ok := single[u.Username]; ok && !reflect.DeepEqual(p, u.Permissions) {
+			t.Errorf("%s's permissions differ from nats-auth.conf's:\n%+v\n%+v", u.Username, u.Permissions, p)
+		}
 	}
-	main := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\ninclude ./nats-browser.conf\n", testenv.FreePort(t), filepath.Join(dir, "js"))
-	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(main), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
-	if err != nil {
-		t.Fatalf("deploy/nats-browser.conf: %v", err)
-	}
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
+	s := runShipped(t, opts)
 	tcpURL := func(user string) string {
 		return fmt.Sprintf("nats://%s:%s@%s", user, pw[user], strings.TrimPrefix(s.ClientURL(), "nats://"))
 	}
