@@ -94,7 +94,8 @@ func (a auth) wrap(next http.Handler) http.Handler {
 			a.setCookie(w)
 			q := r.URL.Query()
 			q.Del("token")
-			u := url.URL{Path: a.base + strings.TrimPrefix(r.URL.Path, "/"), RawQuery: q.Encode()}
+			// Never "//host": a path-relative redirect stays on the console.
+			u := url.URL{Path: a.base + strings.TrimLeft(r.URL.Path, "/"), RawQuery: q.Encode()}
 			http.Redirect(w, r, u.String(), http.StatusSeeOther)
 		case proofBearer:
 			next.ServeHTTP(w, r)

@@ -94,6 +94,7 @@ func TestAuth(t *testing.T) {
 		{"basic is not bearer", e.srv, "GET", "/api/runs", map[string]string{"Authorization": "Basic " + token}, false, 401, ""},
 		{"query token once", e.srv, "GET", "/?token=" + token + "&x=1", nil, false, 303, "/?x=1"},
 		{"wrong query token", e.srv, "GET", "/api/runs?token=nope", nil, false, 401, ""},
+		{"query token redirect stays here", e.srv, "GET", "//evil.example/x?token=" + token, nil, false, 303, "/evil.example/x"},
 		{"cookie", e.srv, "GET", "/api/runs", nil, true, 200, ""},
 		{"cookie post without the console header", e.srv, "POST", "/api/runs/r1/cancel", nil, true, 403, ""},
 		{"cookie post from another origin", e.srv, "POST", "/api/runs/r1/cancel",
