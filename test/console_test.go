@@ -13,10 +13,12 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/console"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -223,6 +225,71 @@ func TestConsoleInBrowser(t *testing.T) {
 	dlq, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#dlq tbody`)))
 	if err != nil || !strings.Contains(dlq, "no-such-profile") {
 		t.Fatalf("dead letters page: %q %v", dlq, err)
+	}
+
+	// A finished run's page: a tool call with its result, the result
+	// line, a raw line, the stderr tail, and an output to download. Its
+	// chain is written here as a worker would.
+	runs, err := kv.Open[kv.RunRecord](ctx, js, names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Create(ctx, "console-done", kv.RunRecord{RunID: "console-done", State: "failed", Profile: "fake", Node: "console", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: names.OutputsBucket()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutString(ctx, "console-done/diff.patch", "--- a\n+++ b\n"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		kind protocol.RunKind
+		data string
+	}{
+		{protocol.KindStatus, `{"status":"started","runId":"console-done","worker":"w","epoch":1,"offset":0,"time":"2026-12-01T05:00:00Z"}`},
+		{protocol.KindEvents, `{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Listing."},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls -la"}}]}}`},
+		{protocol.KindEvents, `{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"file-one.txt"}]}}`},
+		{protocol.KindRaw, `plain <b>not html</b>`},
+		{protocol.KindEvents, `{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":3,"total_cost_usd":0.0123,"duration_ms":4200}`},
+		{protocol.KindStatus, `{"status":"failed","runId":"console-done","worker":"w","epoch":1,"offset":9,"exitCode":3,"stderrTail":"boom: exit 3\n","time":"2026-12-01T05:00:05Z","outputs":[{"name":"diff.patch","size":12,"digest":"SHA-256=x"}]}`},
+	} {
+		if _, err := js.Publish(ctx, names.IngestSubject("console-done", m.kind), []byte(m.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step("the finished run's page", 30*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-done"),
+		chromedp.WaitVisible(chromedp.CSS(`.stderr pre`)), chromedp.WaitVisible(chromedp.CSS(`#outputs a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript [data-result]`)))
+	for sel, want := range map[string]string{
+		`.stderr pre`:                      "boom: exit 3",
+		`#transcript .tool summary`:        "Bash ls -la",
+		`#transcript [data-result]`:        "3 turns · $0.0123",
+		`#transcript .entry.raw`:           "plain <b>not html</b>",
+		`#timeline li[data-status=failed]`: "exit 3",
+	} {
+		got, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil || !strings.Contains(got, want) {
+			t.Errorf("%s: %q (%v), want %q", sel, got, err, want)
+		}
+	}
+	result, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#transcript .tool .result`)))
+	if err != nil || result != "file-one.txt" {
+		t.Errorf("tool result %q %v", result, err)
+	}
+	patch, err := chromedp.Run(bctx, chromedp.Evaluate[string](`fetch(document.querySelector('#outputs a').href).then(r => r.text())`, chromedp.EvalAwaitPromise))
+	if err != nil || patch != "--- a\n+++ b\n" {
+		t.Errorf("output download: %q %v", patch, err)
+	}
+	if n, _ := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#transcript b').length`)); n != 0 {
+		t.Error("a raw line was rendered as HTML")
+	}
+	if hidden, _ := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById('cancel').hidden`)); !hidden {
+		t.Error("the cancel button shows on a finished run")
+	}
+	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
+		screenshot(t, bctx, filepath.Join(dir, "console-run-done.png"))
 	}
 }
 
