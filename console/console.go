@@ -67,8 +67,10 @@ func WithSecureCookie() Option { return func(c *Console) { c.auth.secure = true 
 // (http.StripPrefix).
 func WithBasePath(p string) Option {
 	return func(c *Console) {
-		c.auth.base = "/" + strings.Trim(p, "/") + "/"
-		c.auth.base = strings.ReplaceAll(c.auth.base, "//", "/")
+		c.auth.base = "/"
+		if p := strings.Trim(p, "/"); p != "" {
+			c.auth.base = "/" + p + "/"
+		}
 	}
 }
 
@@ -219,9 +221,10 @@ func (c *Console) serveRunsLive(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			sent = v
-			if sse.event("", "changed", []byte(strconv.FormatUint(v, 10))) != nil || sse.flush() != nil {
+			if sse.event("", "changed", []byte(strconv.FormatUint(v, 10))) != nil {
 				return
 			}
+			sse.flush()
 		}
 	}
 }

@@ -56,13 +56,11 @@ func (s *sse) comment(c string) error {
 	if _, err := s.w.Write([]byte(": " + c + "\n\n")); err != nil {
 		return err
 	}
-	return s.flush()
-}
-
-func (s *sse) flush() error {
-	s.f.Flush()
+	s.flush()
 	return nil
 }
+
+func (s *sse) flush() { s.f.Flush() }
 
 // wireEvent is one message of a run's chain as the browser gets it.
 type wireEvent struct {
@@ -91,7 +89,7 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if after != "" {
 		seq, err := strconv.ParseUint(after, 10, 64)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, errors.New("Last-Event-ID / after: want a stream sequence"))
+			writeError(w, http.StatusBadRequest, errors.New("after (or Last-Event-ID): want a stream sequence"))
 			return
 		}
 		opts = append(opts, client.FromSequence(seq+1))
@@ -133,12 +131,12 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 					if ctx.Err() == nil {
 						b, _ := json.Marshal(map[string]string{"error": err.Error()})
 						_ = s.event("", "failure", b)
-						_ = s.flush()
+						s.flush()
 					}
 					return
 				}
 				_ = s.event("", "end", []byte("{}"))
-				_ = s.flush()
+				s.flush()
 				return
 			}
 			if err := s.writeEvent(ev); err != nil {
@@ -159,7 +157,7 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 					break drain
 				}
 			}
-			_ = s.flush()
+			s.flush()
 		}
 	}
 }
