@@ -39,33 +39,7 @@ func TestNATSPermissions(t *testing.T) {
 	for user, p := range pw {
 		t.Setenv("BATON_"+strings.ToUpper(user)+"_PASSWORD", p)
 	}
-	dir := t.TempDir()
-	auth, err := os.ReadFile("../deploy/nats-auth.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "nats-auth.conf"), auth, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "nats.conf")
-	main := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\ninclude ./nats-auth.conf\n", testenv.FreePort(t), filepath.Join(dir, "js"))
-	if err := os.WriteFile(conf, []byte(main), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatalf("deploy/nats-auth.conf: %v", err)
-	}
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
+	s := runShipped(t, shippedConfig(t, t.TempDir(), "nats-auth.conf", nil))
 	url := func(user string) string {
 		return fmt.Sprintf("nats://%s:%s@%s", user, pw[user], strings.TrimPrefix(s.ClientURL(), "nats://"))
 	}
@@ -373,26 +347,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 		t.Setenv("TENANT_B_"+user+"_PASSWORD", "p")
 	}
 	dir := t.TempDir()
-	load := func(file string) *server.Options {
-		t.Helper()
-		b, err := os.ReadFile("../deploy/" + file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, file), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		conf := filepath.Join(dir, file+".main")
-		main := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\ninclude ./%s\n", testenv.FreePort(t), filepath.Join(dir, "js-"+file), file)
-		if err := os.WriteFile(conf, []byte(main), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		opts, err := server.ProcessConfigFile(conf)
-		if err != nil {
-			t.Fatalf("deploy/%s: %v", file, err)
-		}
-		return opts
-	}
+	load := func(file string) *server.Options { return shippedConfig(t, dir, file, nil) }
 	perms := func(o *server.Options) map[string]*server.Permissions {
 		m := map[string]*server.Permissions{}
 		for _, u := range o.Users {

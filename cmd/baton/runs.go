@@ -55,9 +55,9 @@ func newRunsCmd(g *globals) *cobra.Command {
 		}
 		var werr error
 		if asJSON {
-			views := make([]runView, len(runs))
+			views := make([]client.RunView, len(runs))
 			for i, r := range runs {
-				views[i] = newRunView(r)
+				views[i] = client.NewRunView(r)
 			}
 			werr = writeJSON(cmd.OutOrStdout(), views)
 		} else {
@@ -102,48 +102,12 @@ subcommand it lists them, newest first.`,
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), newRunView(rec))
+				return writeJSON(cmd.OutOrStdout(), client.NewRunView(rec))
 			}
 			return printRun(cmd.OutOrStdout(), rec)
 		},
 	})
 	return cmd
-}
-
-// runView is a run record as the CLI shows it. The nonce is left out: it
-// guards the journal's exit sentinel and has no use outside the worker.
-type runView struct {
-	RunID           string            `json:"runId"`
-	State           kv.RunState       `json:"state"`
-	Profile         string            `json:"profile"`
-	Node            string            `json:"node"`
-	Worker          string            `json:"worker,omitempty"`
-	Attempt         int               `json:"attempt"`
-	CancelRequested bool              `json:"cancelRequested"`
-	CreatedAt       *time.Time        `json:"createdAt,omitempty"`
-	StartedAt       *time.Time        `json:"startedAt,omitempty"`
-	FinishedAt      *time.Time        `json:"finishedAt,omitempty"`
-	Deadline        *time.Time        `json:"deadline,omitempty"`
-	ExitCode        *int              `json:"exitCode,omitempty"`
-	Reason          string            `json:"reason,omitempty"`
-	Offset          int64             `json:"offset"`
-	LastSeq         uint64            `json:"lastSeq"`
-	Labels          map[string]string `json:"labels,omitempty"`
-}
-
-func newRunView(r kv.RunRecord) runView {
-	t := func(t time.Time) *time.Time {
-		if t.IsZero() {
-			return nil
-		}
-		return &t
-	}
-	return runView{
-		RunID: r.RunID, State: r.State, Profile: r.Profile, Node: r.Node, Worker: r.Worker,
-		Attempt: r.Attempt, CancelRequested: r.CancelRequested,
-		CreatedAt: t(r.CreatedAt), StartedAt: t(r.StartedAt), FinishedAt: t(r.FinishedAt), Deadline: t(r.Deadline),
-		ExitCode: r.ExitCode, Reason: r.Reason, Offset: r.Offset, LastSeq: r.LastSeq, Labels: r.Labels,
-	}
 }
 
 func printRunsTable(w io.Writer, runs []kv.RunRecord) error {

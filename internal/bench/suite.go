@@ -24,10 +24,11 @@ const (
 	RowHandoff  = "handoff" // also gives the crash row
 	RowScale    = "scale"
 	RowHistory  = "history"
+	RowConsole  = "console"
 )
 
 // AllRows lists every row.
-var AllRows = []string{RowPipeline, RowLatency, RowStart, RowHandoff, RowScale, RowHistory}
+var AllRows = []string{RowPipeline, RowLatency, RowStart, RowHandoff, RowScale, RowHistory, RowConsole}
 
 // ErrConfig: a Config the suite cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
@@ -172,6 +173,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			res = e.scale(ctx, sz)
 		case RowHistory:
 			res = e.history(ctx, sz)
+		case RowConsole:
+			res = e.console(ctx, sz)
 		}
 		rep.Results = append(rep.Results, res...)
 		e.stopWorkers()

@@ -1,0 +1,600 @@
+// baton console: hand-written, no build step, no dependency. Every string
+// that comes from a run goes into the page as text (textContent), never as
+// HTML.
+'use strict';
+
+const main = document.getElementById('main');
+let cfg = { readOnly: false, tokens: false };
+let teardown = () => {};
+
+// h builds an element: h('a', {href: '#/', class: 'x', text: 'hi'}, child...).
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'text') el.textContent = v;
+    else if (k === 'class') el.className = v;
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  }
+  return el;
+}
+
+async function api(path, opts = {}) {
+  const headers = Object.assign({ 'X-Baton-Console': '1' }, opts.headers || {});
+  const r = await fetch(path, Object.assign({ credentials: 'same-origin' }, opts, { headers }));
+  if (r.status === 401) { location.href = 'login'; throw new Error('unauthorized'); }
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+function fmtTime(s) {
+  if (!s) return '-';
+  const d = new Date(s);
+  return d.toLocaleString(undefined, { hour12: false });
+}
+function badge(state) { return h('span', { class: 'badge st-' + state, text: state }); }
+const terminal = new Set(['succeeded', 'failed', 'cancelled', 'timeout', 'lost']);
+
+function setNav(name) {
+  for (const a of document.querySelectorAll('[data-nav]')) a.classList.toggle('active', a.dataset.nav === name);
+}
+
+// ---------- runs list ----------
+
+function listPage(params) {
+  setNav('runs');
+  const f = {
+    state: params.get('state') || '', profile: params.get('profile') || '', node: params.get('node') || '',
+    label: params.get('label') || '', q: params.get('q') || '', offset: +(params.get('offset') || 0),
+  };
+  const limit = 50;
+  const stateSel = h('select', { name: 'state', 'aria-label': 'state' },
+    ...['', 'active', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'timeout', 'lost']
+      .map(s => h('option', { value: s, text: s || 'any state', selected: s === f.state })));
+  const profileSel = h('select', { name: 'profile', 'aria-label': 'profile' }, h('option', { value: '', text: 'any profile' }));
+  const nodeSel = h('select', { name: 'node', 'aria-label': 'node' }, h('option', { value: '', text: 'any node' }));
+  const label = h('input', { name: 'label', placeholder: 'label key=value', value: f.label });
+  const search = h('input', { name: 'q', id: 'search', placeholder: 'search runId', value: f.q, type: 'search' });
+  const summary = h('span', { class: 'muted' });
+  const prev = h('button', { text: '‹ newer' });
+  const next = h('button', { text: 'older ›' });
+  const tbody = h('tbody');
+  const errLine = h('p', { class: 'error' });
+  main.replaceChildren(
+    h('h1', { text: 'Runs' }),
+    h('form', { class: 'filters', onsubmit: e => { e.preventDefault(); apply(); } },
+      stateSel, profileSel, nodeSel, label, search, h('button', { type: 'submit', text: 'Filter' })),
+    errLine,
+    h('table', { id: 'runs' }, h('thead', {}, h('tr', {},
+      ...['run', 'state', 'profile', 'node', 'worker', 'attempt', 'created', 'finished', 'exit'].map(t => h('th', { text: t })))),
+      tbody),
+    h('div', { class: 'pager' }, prev, next, summary));
+
+  function apply(offset = 0) {
+    const p = new URLSearchParams();
+    for (const [k, v] of [['state', stateSel.value], ['profile', profileSel.value], ['node', nodeSel.value],
+      ['label', label.value.trim()], ['q', search.value.trim()]]) if (v) p.set(k, v);
+    if (offset) p.set('offset', offset);
+    location.hash = '#/?' + p.toString();
+  }
+  for (const el of [stateSel, profileSel, nodeSel]) el.addEventListener('change', () => apply());
+  let searchTimer;
+  search.addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(() => apply(), 300); });
+  prev.onclick = () => apply(Math.max(0, f.offset - limit));
+  next.onclick = () => apply(f.offset + limit);
+
+  let loading = false, again = false;
+  async function load() {
+    if (loading) { again = true; return; }
+    loading = true;
+    try {
+      const q = new URLSearchParams({ offset: f.offset, limit });
+      for (const k of ['state', 'profile', 'node', 'label', 'q']) if (f[k]) q.set(k, f[k]);
+      const pg = await api('api/runs?' + q.toString());
+      fillSelect(profileSel, pg.profiles, f.profile, 'any profile');
+      fillSelect(nodeSel, pg.nodes, f.node, 'any node');
+      errLine.textContent = pg.error || '';
+      const rows = pg.runs.map(r => h('tr', { 'data-run': r.runId },
+        h('td', {}, h('a', { href: '#/runs/' + encodeURIComponent(r.runId), class: 'mono', text: r.runId })),
+        h('td', {}, badge(r.state), r.cancelRequested && !terminal.has(r.state) ? h('span', { class: 'muted', text: ' cancelling' }) : null),
+        h('td', { text: r.profile || '-' }), h('td', { text: r.node || '-' }), h('td', { text: r.worker || '-' }),
+        h('td', { text: String(r.attempt) }), h('td', { text: fmtTime(r.createdAt) }),
+        h('td', { text: fmtTime(r.finishedAt) }), h('td', { text: r.exitCode === undefined ? '-' : String(r.exitCode) })));
+      tbody.replaceChildren(...rows);
+      const first = pg.total ? pg.offset + 1 : 0;
+      summary.textContent = `${first}–${pg.offset + pg.runs.length} of ${pg.total.toLocaleString()}` +
+        (pg.total !== pg.all ? ` matching (${pg.all.toLocaleString()} runs)` : ' runs');
+      prev.disabled = pg.offset === 0;
+      next.disabled = pg.offset + pg.runs.length >= pg.total;
+    } catch (e) {
+      errLine.textContent = String(e.message || e);
+    } finally {
+      loading = false;
+      if (again) { again = false; load(); }
+    }
+  }
+  load();
+  const live = new EventSource('api/runs/live');
+  live.addEventListener('changed', () => load());
+  return () => live.close();
+}
+
+function fillSelect(sel, values, chosen, anyText) {
+  const want = ['', ...values];
+  if (chosen && !values.includes(chosen)) want.push(chosen);
+  const have = [...sel.options].map(o => o.value);
+  if (have.join('\n') === want.join('\n')) return;
+  sel.replaceChildren(...want.map(v => h('option', { value: v, text: v || anyText, selected: v === chosen })));
+}
+
+// ---------- run page ----------
+
+// MAX_ENTRIES bounds the transcript's DOM: older entries are dropped from
+// the page (the chain keeps them) so a run printing 1,000 lines/s stays
+// smooth for as long as it runs.
+const MAX_ENTRIES = 1000;
+
+function runPage(runId) {
+  setNav('runs');
+  const state = { info: null, terminal: null, waiting: false, lastSeq: 0, closed: false };
+  const head = h('div', { class: 'run-head' });
+  const transcript = h('div', { id: 'transcript', class: 'card' });
+  const hiddenNote = h('div', { class: 'hidden-note' });
+  const timeline = h('ol', { class: 'timeline', id: 'timeline' });
+  const stderr = h('div', { class: 'stderr' });
+  const outputs = h('div', { id: 'outputs' });
+  const inputBox = h('div', { class: 'inputbox', hidden: true });
+  const tokenBox = h('div', { class: 'token' });
+  const errLine = h('p', { class: 'error' });
+  const cancelBtn = h('button', { class: 'danger', id: 'cancel', text: 'Cancel run', hidden: true });
+  const follow = h('input', { type: 'checkbox', checked: true, id: 'follow' });
+  main.replaceChildren(
+    h('p', {}, h('a', { href: '#/', text: '‹ runs' })),
+    head, errLine,
+    h('div', { class: 'run-grid' },
+      h('section', {},
+        h('div', { class: 'pager' }, h('label', {}, follow, ' follow'), h('span', { class: 'muted', id: 'count' })),
+        transcript, inputBox),
+      h('aside', {},
+        h('div', { class: 'card' }, cancelBtn, tokenBox),
+        h('h2', { text: 'Timeline' }), h('div', { class: 'card' }, timeline),
+        outputs, stderr)));
+  transcript.append(hiddenNote);
+
+  const r = new Renderer(transcript, hiddenNote);
+  let queue = [];
+  let frame = 0;
+  let shown = 0;
+  const count = document.getElementById('count');
+
+  function renderHead() {
+    const run = state.info.run;
+    const st = state.terminal ? state.terminal.status : run.state;
+    head.replaceChildren(
+      h('h1', { class: 'mono', text: run.runId }), badge(st),
+      h('dl', {}, ...[['profile', run.profile], ['node', run.node], ['worker', run.worker], ['attempt', run.attempt],
+        ['created', fmtTime(run.createdAt)], ['started', fmtTime(run.startedAt)], ['finished', fmtTime(run.finishedAt)]]
+        .flatMap(([k, v]) => [h('dt', { text: k }), h('dd', { text: v === undefined || v === '' ? '-' : String(v) })])));
+    const ended = !!state.terminal || terminal.has(run.state);
+    cancelBtn.hidden = cfg.readOnly || state.info.readOnly || ended;
+    const wantInput = !cfg.readOnly && !state.info.readOnly && !ended && (state.info.interactive || state.waiting);
+    if (wantInput && inputBox.hidden) showInput();
+    inputBox.hidden = !wantInput;
+  }
+
+  function showInput() {
+    const ta = h('textarea', { id: 'input', placeholder: 'Send input to the agent' });
+    const btn = h('button', { text: 'Send' });
+    const note = h('span', { class: 'muted' });
+    btn.onclick = async () => {
+      if (!ta.value) return;
+      btn.disabled = true;
+      try {
+        await api('api/runs/' + encodeURIComponent(runId) + '/input', { method: 'POST', body: ta.value });
+        ta.value = ''; note.textContent = 'sent';
+      } catch (e) { note.textContent = String(e.message || e); }
+      btn.disabled = false;
+    };
+    inputBox.replaceChildren(h('h2', { text: 'Input' }), ta, h('div', {}, btn, ' ', note));
+  }
+
+  cancelBtn.onclick = async () => {
+    if (!confirm('Cancel run ' + runId + '?')) return;
+    cancelBtn.disabled = true;
+    try {
+      const rep = await api('api/runs/' + encodeURIComponent(runId) + '/cancel', { method: 'POST' });
+      cancelBtn.textContent = 'Cancel requested';
+      errLine.textContent = '';
+      state.info.run.cancelRequested = true;
+      void rep;
+    } catch (e) {
+      errLine.textContent = 'cancel: ' + (e.message || e);
+      cancelBtn.disabled = false;
+    }
+  };
+
+  function showToken() {
+    if (!cfg.tokens) return;
+    const out = h('div');
+    const get = async (input) => {
+      try {
+        const t = await api('api/runs/' + encodeURIComponent(runId) + '/token' + (input ? '?input=1' : ''));
+        out.replaceChildren(h('p', { class: 'muted', text: 'NATS user JWT (WebSocket only), expires ' + fmtTime(t.expires) }),
+          h('textarea', { readonly: true, text: t.jwt }));
+      } catch (e) { out.replaceChildren(h('p', { class: 'error', text: String(e.message || e) })); }
+    };
+    tokenBox.replaceChildren(h('h2', { text: 'Browser credential' }),
+      h('button', { text: 'Read token', onclick: () => get(false) }), ' ',
+      cfg.readOnly ? null : h('button', { text: 'Read + input token', onclick: () => get(true) }), out);
+  }
+
+  function onStatus(st) {
+    const cls = st.status === 'handoff' ? 'handoff' : st.status === 'attached' ? 'attached' : terminal.has(st.status) ? 'terminal' : '';
+    const bits = [st.worker && 'worker ' + st.worker, st.node && 'node ' + st.node, st.epoch && 'epoch ' + st.epoch,
+      st.attempt && 'attempt ' + st.attempt, st.exitCode !== undefined && 'exit ' + st.exitCode, st.signal && 'signal ' + st.signal,
+      st.reason && st.reason].filter(Boolean);
+    timeline.append(h('li', { class: cls, 'data-status': st.status }, badge(st.status), ' ', h('span', { text: bits.join(' · ') }),
+      h('div', { class: 'when', text: fmtTime(st.time) })));
+    const run = state.info && state.info.run;
+    if (run) { // the header follows the chain, which is ahead of the record
+      if (st.status === 'started' || st.status === 'attached') {
+        run.state = 'running';
+        run.worker = st.worker || run.worker;
+        run.startedAt = run.startedAt || st.time;
+      } else if (st.status === 'waiting') {
+        run.state = 'waiting';
+      } else if (terminal.has(st.status)) {
+        run.state = st.status;
+        run.finishedAt = st.time;
+      }
+    }
+    if (st.status === 'waiting') state.waiting = true;
+    if (st.status === 'started' || st.status === 'attached') state.waiting = false;
+    if (terminal.has(st.status)) {
+      state.terminal = st;
+      if (st.stderrTail) stderr.replaceChildren(h('h2', { text: 'stderr (tail)' }), h('pre', { text: st.stderrTail }));
+      if (Array.isArray(st.outputs) && st.outputs.length) {
+        outputs.replaceChildren(h('h2', { text: 'Outputs' }), h('ul', {}, ...st.outputs.map(o => h('li', {},
+          h('a', { href: 'api/runs/' + encodeURIComponent(runId) + '/outputs/' + o.name.split('/').map(encodeURIComponent).join('/'), text: o.name }),
+          h('span', { class: 'muted', text: ` ${o.size} bytes ${o.digest || ''}` })))));
+      }
+    }
+    if (state.info) renderHead();
+  }
+
+  function flush() {
+    frame = 0;
+    const atBottom = transcript.scrollTop + transcript.clientHeight >= transcript.scrollHeight - 40;
+    const batch = queue;
+    queue = [];
+    for (const ev of batch) {
+      if (ev.kind === 'status') {
+        let st = null;
+        try { st = JSON.parse(ev.data); } catch (_) { /* shown raw below */ }
+        if (st) { onStatus(st); r.marker(st); continue; }
+      }
+      r.add(ev);
+    }
+    shown += batch.length;
+    count.textContent = shown.toLocaleString() + ' messages';
+    if (follow.checked && atBottom) transcript.scrollTop = transcript.scrollHeight;
+  }
+
+  // The chain arrives as server-sent events whose ids are stream
+  // sequences: the browser's EventSource reconnects with Last-Event-ID,
+  // and a reconnect made here (after a refused or failed stream) asks for
+  // what comes after the last sequence shown. A sequence seen twice is
+  // dropped.
+  let es = null, retry = 0;
+  function connect() {
+    const url = 'api/runs/' + encodeURIComponent(runId) + '/events' + (state.lastSeq ? '?after=' + state.lastSeq : '');
+    es = new EventSource(url);
+    es.onmessage = e => {
+      const ev = JSON.parse(e.data);
+      if (ev.seq <= state.lastSeq) return;
+      state.lastSeq = ev.seq;
+      queue.push(ev);
+      if (!frame) frame = requestAnimationFrame(flush);
+    };
+    es.addEventListener('end', () => { es.close(); state.closed = true; });
+    es.addEventListener('failure', e => {
+      es.close();
+      errLine.textContent = 'stream: ' + JSON.parse(e.data).error;
+    });
+    es.onerror = () => {
+      if (es.readyState === EventSource.CLOSED && !state.closed) {
+        retry = setTimeout(connect, 1000);
+      }
+    };
+  }
+
+  api('api/runs/' + encodeURIComponent(runId)).then(info => {
+    state.info = info;
+    renderHead();
+    showToken();
+    connect();
+  }).catch(e => { errLine.textContent = String(e.message || e); });
+
+  return () => {
+    state.closed = true;
+    clearTimeout(retry);
+    if (es) es.close();
+    if (frame) cancelAnimationFrame(frame);
+  };
+}
+
+// Renderer turns a run's messages into transcript entries. It knows Claude
+// Code's stream-json: assistant text assembled from stream_event deltas
+// (replaced by the whole message when it arrives), tool calls with their
+// input and, once the user message carries it, their result; the result
+// line with turns and cost. Any other JSON is collapsible, and raw lines
+// are text.
+class Renderer {
+  constructor(root, hiddenNote) {
+    this.root = root;
+    this.note = hiddenNote;
+    this.hidden = 0;
+    this.msgs = new Map();   // message id -> {el, blocks: Map(index -> {text|input node})}
+    this.tools = new Map();  // tool_use id -> element
+    this.cur = null;         // the message stream_event deltas go to
+  }
+
+  push(el) {
+    this.root.append(el);
+    // +1: the hidden note is the first child.
+    while (this.root.childElementCount > MAX_ENTRIES + 1) {
+      const old = this.note.nextElementSibling;
+      if (old.dataset.tool) this.tools.delete(old.dataset.tool);
+      if (old.dataset.msg) this.msgs.delete(old.dataset.msg);
+      old.remove();
+      this.hidden++;
+    }
+    if (this.hidden) this.note.textContent = `${this.hidden.toLocaleString()} earlier entries not shown`;
+    return el;
+  }
+
+  marker(st) {
+    const who = [st.worker, st.epoch && 'epoch ' + st.epoch].filter(Boolean).join(', ');
+    this.push(h('div', { class: 'marker ' + st.status, text: `— ${st.status}${who ? ' (' + who + ')' : ''} —` }));
+  }
+
+  add(ev) {
+    if (ev.kind !== 'events') {
+      this.push(h('div', { class: 'entry raw mono', text: ev.data }));
+      return;
+    }
+    let m;
+    try { m = JSON.parse(ev.data); } catch (_) { m = null; }
+    if (!m || typeof m !== 'object' || Array.isArray(m)) {
+      this.push(h('div', { class: 'entry raw mono', text: ev.data }));
+      return;
+    }
+    switch (m.type) {
+      case 'stream_event': if (this.streamEvent(m.event || {})) return; break;
+      case 'assistant': if (this.assistant(m.message || {})) return; break;
+      case 'user': if (this.user(m.message || {})) return; break;
+      case 'result': this.result(m); return;
+      case 'system':
+        if (m.subtype === 'init') {
+          this.push(h('div', { class: 'marker', text: `session ${m.session_id || ''} · ${m.model || ''} · ${m.cwd || ''}` }));
+          return;
+        }
+        break;
+    }
+    this.json(m);
+  }
+
+  json(m) {
+    const label = [m.type, m.subtype || (m.event && m.event.type)].filter(Boolean).join(' · ') || 'JSON';
+    this.push(h('details', { class: 'entry json' }, h('summary', { text: label }), h('pre', { text: JSON.stringify(m, null, 2) })));
+  }
+
+  message(id) {
+    let msg = this.msgs.get(id);
+    if (!msg) {
+      const el = h('div', { class: 'entry assistant', 'data-msg': id });
+      msg = { el, blocks: new Map() };
+      this.msgs.set(id, msg);
+      this.push(el);
+    }
+    return msg;
+  }
+
+  textBlock(msg, index) {
+    let b = msg.blocks.get(index);
+    if (!b) {
+      const node = document.createTextNode('');
+      msg.el.append(h('div', { class: 'text' }, node));
+      b = { text: node };
+      msg.blocks.set(index, b);
+    }
+    return b;
+  }
+
+  toolBlock(id, name, input) {
+    const inputPre = h('pre', { text: input });
+    const el = h('details', { class: 'tool', 'data-tool': id },
+      h('summary', {}, h('span', { class: 'name', text: name || 'tool' }), ' ', h('span', { class: 'muted mono', text: summarize(input) })),
+      inputPre);
+    if (id) this.tools.set(id, el);
+    return { el, input: inputPre };
+  }
+
+  streamEvent(e) {
+    switch (e.type) {
+      case 'message_start':
+        this.cur = this.message((e.message && e.message.id) || 'msg-' + Math.random());
+        return true;
+      case 'content_block_start': {
+        const msg = this.cur || (this.cur = this.message('msg-' + Math.random()));
+        const cb = e.content_block || {};
+        if (cb.type === 'tool_use') {
+          const t = this.toolBlock(cb.id, cb.name, '');
+          msg.el.append(t.el);
+          msg.blocks.set(e.index, t);
+        } else if (cb.type === 'text') {
+          this.textBlock(msg, e.index).text.appendData(cb.text || '');
+        }
+        return true;
+      }
+      case 'content_block_delta': {
+        const msg = this.cur || (this.cur = this.message('msg-' + Math.random()));
+        const d = e.delta || {};
+        if (d.type === 'text_delta') {
+          this.textBlock(msg, e.index).text.appendData(d.text || '');
+          return true;
+        }
+        if (d.type === 'input_json_delta') {
+          const b = msg.blocks.get(e.index);
+          if (b && b.input) { b.input.textContent += d.partial_json || ''; return true; }
+        }
+        return false;
+      }
+      case 'content_block_stop': case 'message_delta': case 'message_stop': case 'ping':
+        return true;
+    }
+    return false;
+  }
+
+  // assistant renders a whole assistant message, in place of the one its
+  // deltas built.
+  assistant(message) {
+    if (!Array.isArray(message.content)) return false;
+    const msg = this.message(message.id || 'msg-' + Math.random());
+    msg.el.replaceChildren();
+    msg.blocks.clear();
+    message.content.forEach((b, i) => {
+      if (b.type === 'text') {
+        this.textBlock(msg, i).text.appendData(b.text || '');
+      } else if (b.type === 'tool_use') {
+        const t = this.toolBlock(b.id, b.name, JSON.stringify(b.input, null, 2));
+        msg.el.append(t.el);
+        msg.blocks.set(i, t);
+      } else if (b.type === 'thinking') {
+        msg.el.append(h('details', { class: 'json' }, h('summary', { text: 'thinking' }), h('pre', { text: b.thinking || '' })));
+      } else {
+        msg.el.append(h('details', { class: 'json' }, h('summary', { text: b.type || 'block' }), h('pre', { text: JSON.stringify(b, null, 2) })));
+      }
+    });
+    if (this.cur === msg) this.cur = null;
+    return true;
+  }
+
+  user(message) {
+    const c = message.content;
+    if (typeof c === 'string') {
+      this.push(h('div', { class: 'entry user' }, h('div', { class: 'text', text: c })));
+      return true;
+    }
+    if (!Array.isArray(c)) return false;
+    for (const b of c) {
+      if (b.type === 'tool_result') {
+        const text = typeof b.content === 'string' ? b.content
+          : Array.isArray(b.content) ? b.content.map(x => x.text || JSON.stringify(x)).join('\n') : JSON.stringify(b.content);
+        const pre = h('pre', { class: 'result', text: text.length > 20000 ? text.slice(0, 20000) + '\n… (cut)' : text });
+        const tool = this.tools.get(b.tool_use_id);
+        if (tool) {
+          tool.append(pre);
+          if (b.is_error) tool.classList.add('err');
+        } else {
+          this.push(h('details', { class: 'entry tool' + (b.is_error ? ' err' : '') }, h('summary', { text: 'tool result' }), pre));
+        }
+      } else if (b.type === 'text') {
+        this.push(h('div', { class: 'entry user' }, h('div', { class: 'text', text: b.text || '' })));
+      }
+    }
+    return true;
+  }
+
+  result(m) {
+    const bad = m.is_error || (m.subtype && m.subtype !== 'success');
+    const bits = [m.subtype, m.num_turns !== undefined && `${m.num_turns} turns`,
+      typeof m.total_cost_usd === 'number' && `$${m.total_cost_usd.toFixed(4)}`,
+      m.duration_ms !== undefined && `${(m.duration_ms / 1000).toFixed(1)} s`].filter(Boolean);
+    this.push(h('div', { class: 'entry result-line' + (bad ? ' err' : ''), 'data-result': '1' },
+      h('strong', { text: 'result ' }), h('span', { text: bits.join(' · ') }),
+      typeof m.result === 'string' ? h('div', { class: 'text', text: m.result }) : null));
+  }
+}
+
+function summarize(input) {
+  try {
+    const o = JSON.parse(input);
+    const v = o.command || o.file_path || o.path || o.pattern || o.url || '';
+    return String(v).slice(0, 120);
+  } catch (_) { return ''; }
+}
+
+// ---------- workers ----------
+
+function workersPage() {
+  setNav('workers');
+  const body = h('div');
+  main.replaceChildren(h('h1', { text: 'Workers' }), body);
+  let timer;
+  async function load() {
+    try {
+      const d = await api('api/workers');
+      body.replaceChildren(
+        ...(d.errors || []).map(e => h('p', { class: 'muted', text: e })),
+        h('table', { id: 'workers' }, h('thead', {}, h('tr', {}, ...['worker', 'node', 'version', 'concurrency', 'runs held'].map(t => h('th', { text: t })))),
+          h('tbody', {}, ...d.workers.map(w => h('tr', {},
+            h('td', { class: 'mono', text: w.id }), h('td', { text: w.node }), h('td', { text: w.version }),
+            h('td', { text: w.status ? String(w.status.concurrency) : '-' }),
+            h('td', { class: 'wrap' }, w.error ? h('span', { class: 'error', text: w.error }) : null,
+              ...((w.status && w.status.runs) || []).flatMap(r => [h('a', { href: '#/runs/' + encodeURIComponent(r.runId), class: 'mono', text: r.runId }),
+                h('span', { class: 'muted', text: ` epoch ${r.epoch}  ` })])))))),
+        h('h2', { text: 'Nodes' }),
+        h('table', { id: 'nodes' }, h('thead', {}, h('tr', {}, ...['node', 'workers', 'capacity', 'version', 'heartbeat'].map(t => h('th', { text: t })))),
+          h('tbody', {}, ...d.nodes.map(n => h('tr', {},
+            h('td', { class: 'mono', text: n.id }), h('td', { text: String(n.workers) }), h('td', { text: String(n.capacity) }),
+            h('td', { text: n.version }), h('td', { text: n.age + ' ago' }))))));
+    } catch (e) { body.replaceChildren(h('p', { class: 'error', text: String(e.message || e) })); }
+    timer = setTimeout(load, 5000);
+  }
+  load();
+  return () => clearTimeout(timer);
+}
+
+// ---------- dead letters ----------
+
+function dlqPage() {
+  setNav('dlq');
+  const body = h('div');
+  main.replaceChildren(h('h1', { text: 'Dead letters' }), h('p', { class: 'muted', text: 'Jobs the workers rejected, newest first.' }), body);
+  api('api/dlq').then(list => {
+    body.replaceChildren(h('table', { id: 'dlq' },
+      h('thead', {}, h('tr', {}, ...['seq', 'time', 'reason', 'error', 'subject', 'job'].map(t => h('th', { text: t })))),
+      h('tbody', {}, ...list.map(e => h('tr', {},
+        h('td', { text: String(e.seq) }), h('td', { text: fmtTime(e.time) }), h('td', {}, h('span', { class: 'badge st-failed', text: e.reason })),
+        h('td', { class: 'wrap', text: e.error }), h('td', { class: 'mono', text: e.subject }),
+        h('td', { class: 'wrap' }, h('details', { class: 'json' }, h('summary', { text: e.msgId || 'payload' }), h('pre', { text: e.payload }))))))));
+  }).catch(e => body.replaceChildren(h('p', { class: 'error', text: String(e.message || e) })));
+  return () => {};
+}
+
+// ---------- routing ----------
+
+function route() {
+  teardown();
+  const hash = location.hash.slice(1) || '/';
+  const [path, query] = hash.split('?');
+  const params = new URLSearchParams(query || '');
+  if (path.startsWith('/runs/')) teardown = runPage(decodeURIComponent(path.slice(6)));
+  else if (path === '/workers') teardown = workersPage();
+  else if (path === '/dlq') teardown = dlqPage();
+  else teardown = listPage(params);
+}
+
+api('api/config').then(c => {
+  cfg = c;
+  if (cfg.readOnly) document.getElementById('mode').textContent = 'read-only';
+  window.addEventListener('hashchange', route);
+  route();
+}).catch(e => main.replaceChildren(h('p', { class: 'error', text: String(e.message || e) })));

@@ -1,0 +1,422 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// ErrNoToken means New was given neither a token nor WithoutAuth.
+var ErrNoToken = errors.New("console: no token (use WithToken, or WithoutAuth behind your own auth)")
+
+// TokenIssuer returns a NATS user JWT that lets a browser read one run (and,
+// with input, write its input) for ttl; see package runtoken.
+type TokenIssuer func(runID string, ttl time.Duration, input bool) (string, error)
+
+// Console is the web console's http.Handler.
+type Console struct {
+	js          jetstream.JetStream
+	names       protocol.Names
+	client      *client.Client
+	auth        auth
+	noAuth      bool
+	readOnly    bool
+	issuer      TokenIssuer
+	interactive func(kv.RunRecord) bool
+	index       *runIndex
+	handler     http.Handler
+}
+
+// Option configures a Console.
+type Option func(*Console)
+
+// WithToken sets the token every request must carry (Authorization:
+// Bearer, the session cookie set by ?token= or the login page).
+func WithToken(token string) Option { return func(c *Console) { c.auth.token = token } }
+
+// WithoutAuth serves without a token, for an application that puts its own
+// auth in front of the handler.
+func WithoutAuth() Option { return func(c *Console) { c.noAuth = true } }
+
+// WithReadOnly hides cancel and input, and refuses them.
+func WithReadOnly() Option { return func(c *Console) { c.readOnly = true } }
+
+// WithSecureCookie marks the session cookie Secure: set it when the console
+// is served over TLS.
+func WithSecureCookie() Option { return func(c *Console) { c.auth.secure = true } }
+
+// WithBasePath tells the console the path it is mounted at (default "/"),
+// for its redirects and cookie; strip it before the handler
+// (http.StripPrefix).
+func WithBasePath(p string) Option {
+	return func(c *Console) {
+		c.auth.base = "/"
+		if p := strings.Trim(p, "/"); p != "" {
+			c.auth.base = "/" + p + "/"
+		}
+	}
+}
+
+// WithTokenIssuer lets the console hand out run-scoped NATS credentials
+// (GET api/runs/{id}/token) to whoever passes its auth.
+func WithTokenIssuer(fn TokenIssuer) Option { return func(c *Console) { c.issuer = fn } }
+
+// WithInteractive says which runs take input from the console's input box,
+// from their record. Without it, a run takes input once its chain shows it
+// waiting for input (a "waiting" status).
+func WithInteractive(fn func(kv.RunRecord) bool) Option {
+	return func(c *Console) { c.interactive = fn }
+}
+
+// New returns the console of the deployment js and names reach. It reads
+// the run records in the background until ctx ends.
+func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts ...Option) (*Console, error) {
+	c := &Console{js: js, names: names, client: client.New(js, names), index: newRunIndex()}
+	c.auth.base = "/"
+	for _, o := range opts {
+		o(c)
+	}
+	if c.auth.token == "" && !c.noAuth {
+		return nil, ErrNoToken
+	}
+	if c.noAuth {
+		c.auth.token = ""
+	}
+	c.auth = newAuth(c.auth.token, c.auth.secure, c.auth.base)
+	go c.index.follow(ctx, js, names.RunsBucket())
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { serveAsset(w, r, "assets/index.html") })
+	mux.HandleFunc("GET /assets/{file}", func(w http.ResponseWriter, r *http.Request) {
+		serveAsset(w, r, "assets/"+r.PathValue("file"))
+	})
+	mux.HandleFunc("GET /api/config", c.serveConfig)
+	mux.HandleFunc("GET /api/runs", c.serveRuns)
+	mux.HandleFunc("GET /api/runs/live", c.serveRunsLive)
+	mux.HandleFunc("GET /api/runs/{id}", c.serveRun)
+	mux.HandleFunc("GET /api/runs/{id}/events", c.serveEvents)
+	mux.HandleFunc("POST /api/runs/{id}/cancel", c.serveCancel)
+	mux.HandleFunc("POST /api/runs/{id}/input", c.serveInput)
+	mux.HandleFunc("GET /api/runs/{id}/token", c.serveToken)
+	mux.HandleFunc("GET /api/runs/{id}/outputs/{name...}", c.serveOutput)
+	mux.HandleFunc("GET /api/workers", c.serveWorkers)
+	mux.HandleFunc("GET /api/dlq", c.serveDLQ)
+	c.handler = c.auth.wrap(securityHeaders(mux))
+	return c, nil
+}
+
+// ServeHTTP serves the console.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// securityHeaders keeps the console's pages from being framed or from
+// loading anything but their own assets.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func serveAsset(w http.ResponseWriter, r *http.Request, name string) {
+	b, err := fs.ReadFile(assets, name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	switch {
+	case strings.HasSuffix(name, ".html"):
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	case strings.HasSuffix(name, ".js"):
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	case strings.HasSuffix(name, ".css"):
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(b)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+func (c *Console) serveConfig(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"readOnly": c.readOnly, "tokens": c.issuer != nil, "prefix": c.names.Prefix(),
+	})
+}
+
+func (c *Console) serveRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	offset, _ := strconv.Atoi(q.Get("offset"))
+	limit, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || limit <= 0 || limit > 500 {
+		limit = 50
+	}
+	f := runFilter{State: q.Get("state"), Profile: q.Get("profile"), Node: q.Get("node"), Label: q.Get("label"), Query: q.Get("q")}
+	writeJSON(w, http.StatusOK, c.index.list(f, offset, limit))
+}
+
+// serveRunsLive tells the list page, over server-sent events, the version
+// of the index after each change (at most ten times a second), so it
+// reloads the page it shows.
+func (c *Console) serveRunsLive(w http.ResponseWriter, r *http.Request) {
+	// Subscribed before the response starts, so no change made after the
+	// client sees the stream open is missed.
+	ch, cancel := c.index.subscribe()
+	defer cancel()
+	sse, ok := newSSE(w)
+	if !ok {
+		return
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	ping := time.NewTicker(15 * time.Second)
+	defer ping.Stop()
+	var sent uint64
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ping.C:
+			if sse.comment("ping") != nil {
+				return
+			}
+		case <-tick.C:
+			select {
+			case <-ch:
+			default:
+				continue
+			}
+			c.index.mu.Lock()
+			v := c.index.version
+			c.index.mu.Unlock()
+			if v == sent {
+				continue
+			}
+			sent = v
+			if sse.event("", "changed", []byte(strconv.FormatUint(v, 10))) != nil {
+				return
+			}
+			sse.flush()
+		}
+	}
+}
+
+func (c *Console) runID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !protocol.ValidRunID(id) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: %q", protocol.ErrBadRunID, id))
+		return "", false
+	}
+	return id, true
+}
+
+// runInfo is the run page's header.
+type runInfo struct {
+	Run         client.RunView `json:"run"`
+	ReadOnly    bool           `json:"readOnly"`
+	Interactive bool           `json:"interactive"`
+	Tokens      bool           `json:"tokens"`
+}
+
+func (c *Console) serveRun(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.runID(w, r)
+	if !ok {
+		return
+	}
+	rec, found := c.index.get(id)
+	if !found { // the index may lag a just-created record
+		var err error
+		rec, err = c.client.Run(r.Context(), id)
+		if errors.Is(err, client.ErrNotFound) {
+			writeError(w, http.StatusNotFound, err)
+			return
+		}
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, runInfo{
+		Run: client.NewRunView(rec), ReadOnly: c.readOnly, Tokens: c.issuer != nil,
+		Interactive: c.interactive != nil && c.interactive(rec),
+	})
+}
+
+func (c *Console) serveCancel(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.runID(w, r)
+	if !ok {
+		return
+	}
+	if c.readOnly {
+		writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
+		return
+	}
+	rep, err := c.client.Cancel(r.Context(), id)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, client.ErrTerminal):
+		writeError(w, http.StatusConflict, err)
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err)
+	default:
+		writeJSON(w, http.StatusOK, rep)
+	}
+}
+
+// maxInput bounds one input message from the box.
+const maxInput = 64 << 10
+
+// serveInput publishes the body, as is, on the run's input subject and
+// waits for the input stream's ack.
+func (c *Console) serveInput(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.runID(w, r)
+	if !ok {
+		return
+	}
+	if c.readOnly {
+		writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxInput+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if len(body) == 0 || len(body) > maxInput {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("input must be 1 to %d bytes, got %d", maxInput, len(body)))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	ack, err := c.js.Publish(ctx, c.names.InputSubject(id), body)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("input for %s: %w", id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"stream": ack.Stream, "seq": ack.Sequence})
+}
+
+func (c *Console) serveToken(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.runID(w, r)
+	if !ok {
+		return
+	}
+	if c.issuer == nil {
+		writeError(w, http.StatusNotFound, errors.New("this console issues no run tokens (start it with an account signing key)"))
+		return
+	}
+	input := r.URL.Query().Get("input") == "1"
+	if input && c.readOnly {
+		writeError(w, http.StatusForbidden, errors.New("the console is read-only: no input tokens"))
+		return
+	}
+	ttl := 15 * time.Minute
+	if s := r.URL.Query().Get("ttl"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 || d > 24*time.Hour {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("ttl %q: want a duration up to 24h", s))
+			return
+		}
+		ttl = d
+	}
+	tok, err := c.issuer(id, ttl, input)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jwt": tok, "expires": time.Now().Add(ttl).UTC()})
+}
+
+// serveOutput streams one of a run's outputs from the outputs object store
+// (its terminal status lists them), named "<runId>/<name>" there.
+func (c *Console) serveOutput(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.runID(w, r)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	if name == "" || strings.Contains(name, "..") {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("bad output name %q", name))
+		return
+	}
+	obs, err := c.js.ObjectStore(r.Context(), c.names.OutputsBucket())
+	if err != nil {
+		writeError(w, http.StatusNotFound, fmt.Errorf("outputs bucket %s: %w", c.names.OutputsBucket(), err))
+		return
+	}
+	obj, err := obs.Get(r.Context(), id+"/"+name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("run %s has no output %q", id, name))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	defer obj.Close()
+	info, err := obj.Info()
+	if err == nil {
+		w.Header().Set("Content-Length", strconv.FormatUint(info.Size, 10))
+	}
+	base := name[strings.LastIndexByte(name, '/')+1:]
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", base))
+	_, _ = io.Copy(w, obj)
+}
+
+func (c *Console) serveDLQ(w http.ResponseWriter, r *http.Request) {
+	limit, err := strconv.Atoi(r.URL.Query().Get("limit"))
+	if err != nil || limit <= 0 || limit > 1000 {
+		limit = 200
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	entries, err := c.client.DLQ(ctx, limit)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	type entry struct {
+		Seq     uint64    `json:"seq"`
+		Time    time.Time `json:"time"`
+		Reason  string    `json:"reason"`
+		Error   string    `json:"error"`
+		Subject string    `json:"subject"`
+		MsgID   string    `json:"msgId,omitempty"`
+		Payload string    `json:"payload"`
+	}
+	out := make([]entry, len(entries))
+	for i, e := range entries {
+		out[i] = entry{e.Seq, e.Time, string(e.Reason), e.Error, e.Subject, e.MsgID, string(e.Payload)}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,171 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/batonhq/baton/client"
+)
+
+// sse writes server-sent events.
+type sse struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func newSSE(w http.ResponseWriter) (*sse, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return nil, false
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold events back
+	w.WriteHeader(http.StatusOK)
+	f.Flush()
+	return &sse{w: w, f: f}, true
+}
+
+// event writes one event; data must hold no newline (JSON does not).
+func (s *sse) event(id, name string, data []byte) error {
+	buf := make([]byte, 0, len(data)+48)
+	if id != "" {
+		buf = append(buf, "id: "...)
+		buf = append(buf, id...)
+		buf = append(buf, '\n')
+	}
+	if name != "" {
+		buf = append(buf, "event: "...)
+		buf = append(buf, name...)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	_, err := s.w.Write(buf)
+	return err
+}
+
+func (s *sse) comment(c string) error {
+	if _, err := s.w.Write([]byte(": " + c + "\n\n")); err != nil {
+		return err
+	}
+	s.flush()
+	return nil
+}
+
+func (s *sse) flush() { s.f.Flush() }
+
+// wireEvent is one message of a run's chain as the browser gets it.
+type wireEvent struct {
+	Seq    uint64 `json:"seq"`
+	Kind   string `json:"kind"`
+	Offset int64  `json:"offset"`
+	Data   string `json:"data"`
+}
+
+// serveEvents streams the chain of a run as server-sent events, each with
+// its stream sequence as id: from the first message, or from just after
+// the Last-Event-ID an EventSource sends when it reconnects (or ?after=),
+// so a reconnect neither misses nor repeats a line. client.Watch reads the
+// chain through an ordered consumer, which fills any gap from the stream.
+// After the terminal status an "end" event closes the stream.
+func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.runID(w, r)
+	if !ok {
+		return
+	}
+	after := r.Header.Get("Last-Event-ID")
+	if after == "" {
+		after = r.URL.Query().Get("after")
+	}
+	var opts []client.WatchOption
+	if after != "" {
+		seq, err := strconv.ParseUint(after, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, errors.New("after (or Last-Event-ID): want a stream sequence"))
+			return
+		}
+		opts = append(opts, client.FromSequence(seq+1))
+	}
+	s, ok := newSSE(w)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	// The watch hands events to the writer through a channel, and the
+	// writer flushes once the channel is empty: one flush per burst, not
+	// per line, so a fast run costs few writes.
+	events := make(chan client.Event, 512)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.client.Watch(ctx, id, func(ev client.Event) error {
+			select {
+			case events <- ev:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, opts...)
+		done <- err
+		close(events)
+	}()
+	ping := time.NewTicker(15 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ping.C:
+			if s.comment("ping") != nil {
+				return
+			}
+		case ev, open := <-events:
+			if !open {
+				if err := <-done; err != nil {
+					if ctx.Err() == nil {
+						b, _ := json.Marshal(map[string]string{"error": err.Error()})
+						_ = s.event("", "failure", b)
+						s.flush()
+					}
+					return
+				}
+				_ = s.event("", "end", []byte("{}"))
+				s.flush()
+				return
+			}
+			if err := s.writeEvent(ev); err != nil {
+				return
+			}
+			// Drain what else is ready, then flush once.
+		drain:
+			for {
+				select {
+				case ev, open := <-events:
+					if !open { // the outer loop sees it closed again
+						break drain
+					}
+					if err := s.writeEvent(ev); err != nil {
+						return
+					}
+				default:
+					break drain
+				}
+			}
+			s.flush()
+		}
+	}
+}
+
+func (s *sse) writeEvent(ev client.Event) error {
+	b, err := json.Marshal(wireEvent{Seq: ev.Seq, Kind: string(ev.Kind), Offset: ev.Offset, Data: string(ev.Data)})
+	if err != nil {
+		return err
+	}
+	return s.event(strconv.FormatUint(ev.Seq, 10), "", b)
+}

@@ -1,0 +1,272 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/provision"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/runtoken"
+	"github.com/batonhq/baton/worker"
+)
+
+// TestRunTokenOverWebSocket runs nats-server with deploy/nats-browser.conf
+// as shipped (ports substituted) and a run token: a real nats.go client
+// over ws:// reads its run from the start and live, through an ordered
+// consumer and a plain subscription, and sends its input only with an input
+// token; it is refused another run's subjects, the jobs stream, the KV
+// buckets, a plain TCP connection, and everything once the token expires.
+func TestRunTokenOverWebSocket(t *testing.T) {
+	seed, pub, err := runtoken.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := map[string]string{"worker": "w-secret", "client": "c-secret", "viewer": "v-secret", "console": "k-secret"}
+	for user, p := range pw {
+		t.Setenv("BATON_"+strings.ToUpper(user)+"_PASSWORD", p)
+	}
+	t.Setenv("BATON_CALLOUT_ISSUER", pub)
+	wsPort := testenv.FreePort(t)
+	opts := shippedConfig(t, t.TempDir(), "nats-browser.conf", func(conf string) string {
+		edited := strings.Replace(conf, `listen: "127.0.0.1:9222"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, wsPort), 1)
+		if edited == conf {
+			t.Fatal("deploy/nats-browser.conf no longer has the websocket listen line this test substitutes")
+		}
+		return edited
+	})
+	// Its worker, client and viewer are nats-auth.conf's, unchanged.
+	single := map[string]*server.Permissions{}
+	for _, u := range shippedConfig(t, t.TempDir(), "nats-auth.conf", nil).Users {
+		single[u.Username] = u.Permissions
+	}
+	for _, u := range opts.Users {
+		if p, ok := single[u.Username]; ok && !reflect.DeepEqual(p, u.Permissions) {
+			t.Errorf("%s's permissions differ from nats-auth.conf's:\n%+v\n%+v", u.Username, u.Permissions, p)
+		}
+	}
+	s := runShipped(t, opts)
+	tcpURL := func(user string) string {
+		return fmt.Sprintf("nats://%s:%s@%s", user, pw[user], strings.TrimPrefix(s.ClientURL(), "nats://"))
+	}
+	wsURL := fmt.Sprintf("ws://127.0.0.1:%d", wsPort)
+	names := protocol.MustNames("")
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+
+	// The worker provisions and publishes two runs' chains.
+	wnc, err := nats.Connect(tcpURL("worker"), nats.CustomInboxPrefix(worker.InboxPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wnc.Close)
+	wjs, _ := jetstream.New(wnc)
+	if _, err := provision.Ensure(ctx, wjs, names, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(run, line string) {
+		t.Helper()
+		if _, err := wjs.Publish(ctx, names.IngestSubject(run, protocol.KindEvents), []byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		publish("run-a", fmt.Sprintf(`{"a":%d}`, i))
+		publish("run-b", fmt.Sprintf(`{"b":%d}`, i))
+	}
+
+	// The console's connection answers the callout.
+	cnc, err := nats.Connect(tcpURL("console"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cnc.Close)
+	iss, err := runtoken.NewIssuer(seed, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := iss.Serve(ctx, cnc); err != nil {
+		t.Fatal(err)
+	}
+
+	tok, err := iss.Issue("run-a", time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var denied []string
+	bc, err := nats.Connect(wsURL, nats.Token(tok), nats.CustomInboxPrefix(runtoken.InboxPrefix("run-a")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				mu.Lock()
+				denied = append(denied, err.Error())
+				mu.Unlock()
+			}
+		}))
+	if err != nil {
+		t.Fatalf("connect over WebSocket with the run token: %v", err)
+	}
+	t.Cleanup(bc.Close)
+	waitDenied := func(what, subject string) {
+		t.Helper()
+		testenv.WaitFor(t, 5*time.Second, "a permissions violation for "+what+" "+subject, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, d := range denied {
+				if strings.Contains(d, what) && strings.Contains(d, subject+`"`) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+
+	// Live subscription of its run, and an ordered consumer from the start.
+	live, err := bc.SubscribeSync(names.RunFilter("run-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bjs, _ := jetstream.New(bc)
+	cons, err := bjs.OrderedConsumer(ctx, names.EventsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.RunFilter("run-a")}})
+	if err != nil {
+		t.Fatalf("ordered consumer of its run: %v", err)
+	}
+	publish("run-a", `{"a":5}`) // live, after the consumer exists
+	it, err := cons.Messages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Stop()
+	for i := range 6 {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			t.Fatalf("read its run, message %d: %v", i, err)
+		}
+		if want := fmt.Sprintf(`{"a":%d}`, i); string(m.Data()) != want {
+			t.Fatalf("message %d: %s, want %s", i, m.Data(), want)
+		}
+	}
+	if m, err := live.NextMsg(5 * time.Second); err != nil || string(m.Data) != `{"a":5}` {
+		t.Fatalf("live subscription: %v %v", m, err)
+	}
+
+	// Refused: another run, its own input without --input, the jobs
+	// stream, the buckets, anything else.
+	if _, err := bc.SubscribeSync(names.RunFilter("run-b")); err != nil {
+		t.Fatal(err)
+	}
+	waitDenied("Subscription", names.RunFilter("run-b"))
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort()
+	if _, err := bjs.OrderedConsumer(short, names.EventsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.RunFilter("run-b")}}); err == nil {
+		t.Fatal("an ordered consumer of another run was created")
+	}
+	if _, err := bjs.Stream(short, names.JobsStream()); err == nil {
+		t.Fatal("the jobs stream's info was read")
+	}
+	if _, err := bjs.KeyValue(short, names.RunsBucket()); err == nil {
+		t.Fatal("the runs bucket was opened")
+	}
+	for _, subj := range []string{
+		names.InputSubject("run-a"), names.RunJobSubject(), names.CancelSubject("run-a"),
+		"$JS.API.DIRECT.GET.KV_BATON_RUNS.$KV.BATON_RUNS.run-a", "$JS.API.CONSUMER.CREATE.BATON_JOBS.x.baton.jobs.run",
+		"$JS.API.CONSUMER.DELETE.BATON_EVENTS.x", names.IngestSubject("run-a", protocol.KindEvents),
+	} {
+		if err := bc.Publish(subj, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		waitDenied("Publish", subj)
+	}
+	for _, subj := range []string{"_INBOX.>", "baton.>", "$KV.BATON_RUNS.>", runtoken.InboxPrefix("run-b") + ".>"} {
+		if _, err := bc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+		waitDenied("Subscription", subj)
+	}
+
+	// An input token may send the run's input, and only that run's.
+	itok, err := iss.Issue("run-a", time.Minute, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	denied = nil
+	mu.Unlock()
+	ic, err := nats.Connect(wsURL, nats.Token(itok), nats.CustomInboxPrefix(runtoken.InboxPrefix("run-a")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			mu.Lock()
+			denied = append(denied, err.Error())
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ic.Close)
+	if err := ic.Publish(names.InputSubject("run-a"), []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ic.Publish(names.InputSubject("run-b"), []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ic.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Exactly one violation: the input of run-a went through.
+	testenv.WaitFor(t, 5*time.Second, "the input to run-b refused", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(denied) == 1 && strings.Contains(denied[0], names.InputSubject("run-b")+`"`)
+	})
+
+	// Not over plain TCP, not with a token of another key.
+	if nc, err := nats.Connect(s.ClientURL(), nats.Token(tok)); err == nil {
+		nc.Close()
+		t.Fatal("the run token connected over plain TCP")
+	}
+	otherSeed, _, _ := runtoken.NewKey()
+	other, _ := runtoken.NewIssuer(otherSeed, names)
+	forged, _ := other.Issue("run-a", time.Minute, true)
+	if nc, err := nats.Connect(wsURL, nats.Token(forged)); err == nil {
+		nc.Close()
+		t.Fatal("a token signed by another key connected")
+	}
+	if nc, err := nats.Connect(wsURL, nats.Token("garbage")); err == nil {
+		nc.Close()
+		t.Fatal("garbage connected")
+	}
+
+	// Expiry: the server closes the connection, and the token no longer
+	// connects.
+	stok, err := iss.Issue("run-a", 2*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	sc, err := nats.Connect(wsURL, nats.Token(stok), nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server kept the connection open 10s after the token expired")
+	}
+	if nc, err := nats.Connect(wsURL, nats.Token(stok)); err == nil {
+		nc.Close()
+		t.Fatal("an expired token connected")
+	}
+}

@@ -1,0 +1,305 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/console"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// chromium returns the headless browser the console's tests drive, or fails
+// the test saying what to install.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: the console's browser tests need it (apt-get install chromium; test/run.sh installs it)")
+	return ""
+}
+
+// TestConsoleInBrowser opens the console in headless Chromium against a
+// real worker: a run appears in the list, its transcript streams live, a
+// hand-off (SIGTERM of its worker, a second worker of the node takes it)
+// is marked on the timeline, and a second run is cancelled with the
+// button. BATON_SCREENSHOTS=dir saves the list and run pages there.
+func TestConsoleInBrowser(t *testing.T) {
+	browser := chromium(t)
+	bin := testenv.BatonBinary(t)
+	s := testenv.RunServer(t)
+	dir := testenv.StateDir(t)
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startProc := func(name string) (*testenv.Proc, *syncBuffer) {
+		logs := &syncBuffer{}
+		cmd := exec.Command(bin, "worker", "--nats", s.ClientURL(), "--state-dir", dir, "--node", "console", "--config", cfg, "--log-format", "json", "--grace", "20s")
+		cmd.Stdout, cmd.Stderr = logs, logs
+		p := testenv.Start(t, cmd)
+		t.Cleanup(func() {
+			p.Stop(os.Interrupt, 15*time.Second)
+			if t.Failed() {
+				t.Logf("%s logs:\n%s", name, logs.String())
+			}
+		})
+		return p, logs
+	}
+	w1, logs1 := startProc("worker 1")
+	testenv.WaitFor(t, 60*time.Second, "worker 1 ready", func() bool { return strings.Contains(logs1.String(), "worker ready") })
+
+	_, js := testenv.Connect(t, s)
+	names := protocol.MustNames("")
+	c := client.New(js, names)
+	con, err := console.New(t.Context(), js, names, console.WithToken("browser-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(con)
+	t.Cleanup(srv.Close)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	// The cancel button asks for confirmation: accept it. The browser
+	// starts with the first action, so open a blank page first.
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium (%s): %v", browser, err)
+	}
+	dialogs := chromedp.Events(bctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	step := func(what string, within time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(bctx, within)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			if shot, _ := chromedp.Run(bctx, chromedp.CaptureScreenshot()); len(shot) > 0 {
+				p := filepath.Join(t.TempDir(), "failure.png")
+				_ = os.WriteFile(p, shot, 0o644)
+				t.Logf("screenshot: %s", p)
+			}
+			t.Fatalf("browser: %s: %v", what, err)
+		}
+	}
+	count := func() int {
+		t.Helper()
+		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#transcript .entry').length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Logged in once with ?token=, then by the cookie.
+	step("open the runs list", 60*time.Second, chromedp.Navigate(srv.URL+"/?token=browser-token"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+
+	submit := func(id string, args ...string) {
+		t.Helper()
+		if err := c.Submit(ctx, protocol.Job{RunID: id, Profile: "fake", Args: args, Labels: map[string]string{"suite": "console"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Long enough to be handed off while it runs.
+	submit("console-live", "--rate", "40", "--duration", "60s", "--seed", "7")
+	step("the run appears in the list", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-live"]`)))
+	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
+		submit("console-short", "--lines", "30", "--rate", "200")
+		step("the second run listed", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-short"]`)))
+		screenshot(t, bctx, filepath.Join(dir, "console-runs.png"))
+	}
+	step("open the run page", 30*time.Second, chromedp.Click(chromedp.CSS(`tr[data-run="console-live"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript .entry.assistant .text`)))
+
+	// Live: the transcript keeps growing while the run goes on.
+	before := count()
+	step("more entries", 30*time.Second, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelectorAll('#transcript .entry').length > %d`, before),
+			chromedp.WithPollingInterval(200*time.Millisecond))(ctx, tg)
+		return err
+	}))
+	t.Logf("transcript grew live from %d to %d entries", before, count())
+
+	// Hand-off: worker 2 of the same node starts, worker 1 is told to stop.
+	_, logs2 := startProc("worker 2")
+	testenv.WaitFor(t, 60*time.Second, "worker 2 ready", func() bool { return strings.Contains(logs2.String(), "worker ready") })
+	if !w1.Stop(os.Interrupt, 30*time.Second) {
+		t.Fatal("worker 1 did not stop within 30s of SIGINT")
+	}
+	step("the hand-off on the timeline", 60*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="handoff"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="attached"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript .marker.handoff`)))
+	timeline, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#timeline`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(timeline, "epoch") || !strings.Contains(timeline, "worker") {
+		t.Fatalf("timeline should name workers and epochs:\n%s", timeline)
+	}
+	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
+		screenshot(t, bctx, filepath.Join(dir, "console-run.png"))
+	}
+
+	// Cancel with the button; the run ends cancelled.
+	step("cancel the run", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#cancel`)), chromedp.Click(chromedp.CSS(`#cancel`)))
+	step("the run ends cancelled", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="cancelled"]`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#cancel`)))
+	rec, err := c.Run(ctx, "console-live")
+	if err != nil || rec.State != "cancelled" {
+		t.Fatalf("record after the cancel button: %+v %v", rec, err)
+	}
+
+	// Back in the list, live updates show the end state.
+	step("the list shows it cancelled", 30*time.Second, chromedp.Navigate(srv.URL+"/#/?q=console-live"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-live"] .st-cancelled`)))
+
+	// 1,000 lines/s, every other one a raw line (an entry each): the
+	// page keeps up, and its DOM stays bounded.
+	submit("console-fast", "--rate", "1000", "--lines", "6000", "--raw-every", "2")
+	step("open the fast run", 60*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-fast"),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript .entry.raw`)))
+	step("the fast run's result shown", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`#transcript [data-result]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="succeeded"]`)))
+	entries := count()
+	note, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#transcript .hidden-note`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#count`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fast run: %d entries in the DOM, %q, %s", entries, note, shown)
+	if entries > 1000 || !strings.Contains(note, "earlier entries not shown") {
+		t.Fatalf("the transcript's DOM is not bounded: %d entries, note %q", entries, note)
+	}
+	// Every message of the chain went through the page: 6,001 lines and
+	// the started and succeeded statuses.
+	if shown != "6,003 messages" {
+		t.Fatalf("the page handled %s, want 6,003", shown)
+	}
+
+	// Workers: worker 2 (from the micro service) and its node.
+	step("the workers page", 30*time.Second, chromedp.Navigate(srv.URL+"/#/workers"),
+		chromedp.WaitVisible(chromedp.CSS(`#workers tbody tr`)), chromedp.WaitVisible(chromedp.CSS(`#nodes tbody tr`)))
+	workers, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#workers tbody`)))
+	if err != nil || !strings.Contains(workers, "console") {
+		t.Fatalf("workers page: %q %v", workers, err)
+	}
+	// Dead letters: a job for a profile no worker has.
+	if err := c.Submit(ctx, protocol.Job{RunID: "console-bad", Profile: "no-such-profile"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the bad job in the DLQ", func() bool {
+		d, err := c.DLQ(ctx, 10)
+		return err == nil && len(d) > 0
+	})
+	step("the dead letters page", 30*time.Second, chromedp.Navigate(srv.URL+"/#/dlq"), chromedp.WaitVisible(chromedp.CSS(`#dlq tbody tr`)))
+	dlq, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#dlq tbody`)))
+	if err != nil || !strings.Contains(dlq, "no-such-profile") {
+		t.Fatalf("dead letters page: %q %v", dlq, err)
+	}
+
+	// A finished run's page: a tool call with its result, the result
+	// line, a raw line, the stderr tail, and an output to download. Its
+	// chain is written here as a worker would.
+	runs, err := kv.Open[kv.RunRecord](ctx, js, names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Create(ctx, "console-done", kv.RunRecord{RunID: "console-done", State: "failed", Profile: "fake", Node: "console", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: names.OutputsBucket()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutString(ctx, "console-done/diff.patch", "--- a\n+++ b\n"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		kind protocol.RunKind
+		data string
+	}{
+		{protocol.KindStatus, `{"status":"started","runId":"console-done","worker":"w","epoch":1,"offset":0,"time":"2026-12-01T05:00:00Z"}`},
+		{protocol.KindEvents, `{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Listing."},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls -la"}}]}}`},
+		{protocol.KindEvents, `{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"file-one.txt"}]}}`},
+		{protocol.KindRaw, `plain <b>not html</b>`},
+		{protocol.KindEvents, `{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":3,"total_cost_usd":0.0123,"duration_ms":4200}`},
+		{protocol.KindStatus, `{"status":"failed","runId":"console-done","worker":"w","epoch":1,"offset":9,"exitCode":3,"stderrTail":"boom: exit 3\n","time":"2026-12-01T05:00:05Z","outputs":[{"name":"diff.patch","size":12,"digest":"SHA-256=x"}]}`},
+	} {
+		if _, err := js.Publish(ctx, names.IngestSubject("console-done", m.kind), []byte(m.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step("the finished run's page", 30*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-done"),
+		chromedp.WaitVisible(chromedp.CSS(`.stderr pre`)), chromedp.WaitVisible(chromedp.CSS(`#outputs a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript [data-result]`)))
+	for sel, want := range map[string]string{
+		`.stderr pre`:                      "boom: exit 3",
+		`#transcript .tool summary`:        "Bash ls -la",
+		`#transcript [data-result]`:        "3 turns · $0.0123",
+		`#transcript .entry.raw`:           "plain <b>not html</b>",
+		`#timeline li[data-status=failed]`: "exit 3",
+	} {
+		got, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil || !strings.Contains(got, want) {
+			t.Errorf("%s: %q (%v), want %q", sel, got, err, want)
+		}
+	}
+	result, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#transcript .tool .result`)))
+	if err != nil || result != "file-one.txt" {
+		t.Errorf("tool result %q %v", result, err)
+	}
+	patch, err := chromedp.Run(bctx, chromedp.Evaluate[string](`fetch(document.querySelector('#outputs a').href).then(r => r.text())`, chromedp.EvalAwaitPromise))
+	if err != nil || patch != "--- a\n+++ b\n" {
+		t.Errorf("output download: %q %v", patch, err)
+	}
+	if n, _ := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#transcript b').length`)); n != 0 {
+		t.Error("a raw line was rendered as HTML")
+	}
+	if hidden, _ := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById('cancel').hidden`)); !hidden {
+		t.Error("the cancel button shows on a finished run")
+	}
+	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
+		screenshot(t, bctx, filepath.Join(dir, "console-run-done.png"))
+	}
+}
+
+func screenshot(t *testing.T, ctx context.Context, path string) {
+	t.Helper()
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
