@@ -122,14 +122,14 @@ func (e *env) density(ctx context.Context, sz sizes) []Result {
 			if time.Since(began) > sz.densityStartWithin {
 				return fail(fmt.Errorf("run %s: no agent started within %s", id, sz.densityStartWithin))
 			}
-			sleep(ctx, 20*time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 			if err := ctx.Err(); err != nil {
 				return fail(err)
 			}
 		}
 	}
 	agentsUp := lastAgent.Sub(began)
-	sleep(ctx, 2*time.Second) // past the start of the last runs and their first lease renewals
+	time.Sleep(2 * time.Second) // past the start of the last runs and their first lease renewals
 
 	procs, pss, err := e.runProcesses()
 	if err != nil {
@@ -197,9 +197,10 @@ func cpuOf(ctx context.Context, d time.Duration, workerPID, natsPID int) (cpuUse
 	if err != nil {
 		return cpuUse{}, err
 	}
-	sleep(ctx, d)
-	if err := ctx.Err(); err != nil {
-		return cpuUse{}, err
+	select {
+	case <-ctx.Done():
+		return cpuUse{}, ctx.Err()
+	case <-time.After(d):
 	}
 	w1, err := processCPU(workerPID)
 	if err != nil {
@@ -210,15 +211,6 @@ func cpuOf(ctx context.Context, d time.Duration, workerPID, natsPID int) (cpuUse
 		return cpuUse{}, err
 	}
 	return cpuUse{worker: w1 - w0, nats: n1 - n0}, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // loadAverage is /proc/loadavg's first three fields.
