@@ -45,6 +45,7 @@ type followOptions struct {
 	readBuffer int
 	interval   time.Duration
 	check      func() error
+	on         <-chan struct{}
 }
 
 // WithMaxLine sets the longest line (without its '\n') delivered with its
@@ -96,6 +97,23 @@ func WithCheck(interval time.Duration, check func() error) FollowOption {
 			return fmt.Errorf("%w: check needs a positive interval and a function", ErrInvalid)
 		}
 		o.interval, o.check = interval, check
+		return nil
+	}
+}
+
+// WithCheckOn makes Follow call check when on closes, instead of every
+// interval: the caller closes on when the runner ended (a pidfd's event)
+// or its lease was lost, so an idle Follow does no periodic work. A check
+// that fails ends Follow as in WithCheck; one that passes (the event said
+// nothing conclusive) stops the watch of on, and Follow goes on with the
+// interval of a WithCheck if one is given. Given with WithCheck, both call
+// the check given last.
+func WithCheckOn(on <-chan struct{}, check func() error) FollowOption {
+	return func(o *followOptions) error {
+		if on == nil || check == nil {
+			return fmt.Errorf("%w: check on an event needs a channel and a function", ErrInvalid)
+		}
+		o.on, o.check = on, check
 		return nil
 	}
 }
@@ -186,10 +204,19 @@ func (fl *follower) run() (Result, error) {
 		timer *time.Timer
 		tick  <-chan time.Time
 	)
-	if fl.o.check != nil {
+	if fl.o.interval > 0 {
 		timer = time.NewTimer(fl.o.interval)
 		defer timer.Stop()
 		tick = timer.C
+	}
+	on := fl.o.on
+	failed := func(cerr error) (Result, error) {
+		// What was appended before the check failed is part of the run:
+		// deliver it, and the sentinel may be among it.
+		if _, done, err := fl.drain(); err != nil || done {
+			return fl.res, err
+		}
+		return fl.res, fmt.Errorf("journal: follow %s: %w", fl.path, cerr)
 	}
 	for {
 		read, done, err := fl.drain()
@@ -203,14 +230,14 @@ func (fl *follower) run() (Result, error) {
 		case <-fl.ctx.Done():
 			return fl.res, fl.ctx.Err()
 		case <-fl.wake:
+		case <-on:
+			if cerr := fl.o.check(); cerr != nil {
+				return failed(cerr)
+			}
+			on = nil
 		case <-tick:
 			if cerr := fl.o.check(); cerr != nil {
-				// What was appended before the check failed is part of
-				// the run: deliver it, and the sentinel may be among it.
-				if _, done, err := fl.drain(); err != nil || done {
-					return fl.res, err
-				}
-				return fl.res, fmt.Errorf("journal: follow %s: %w", fl.path, cerr)
+				return failed(cerr)
 			}
 			timer.Reset(fl.o.interval)
 		}

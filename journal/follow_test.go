@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -333,6 +334,8 @@ func TestFollowArguments(t *testing.T) {
 		{"read buffer", path, 0, nonce, []FollowOption{WithReadBuffer(-1)}, ErrInvalid},
 		{"check interval", path, 0, nonce, []FollowOption{WithCheck(0, func() error { return nil })}, ErrInvalid},
 		{"nil check", path, 0, nonce, []FollowOption{WithCheck(time.Second, nil)}, ErrInvalid},
+		{"check on no channel", path, 0, nonce, []FollowOption{WithCheckOn(nil, func() error { return nil })}, ErrInvalid},
+		{"nil check on a channel", path, 0, nonce, []FollowOption{WithCheckOn(make(chan struct{}), nil)}, ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Follow(ctx, tc.path, tc.from, tc.nonce, nop, tc.opts...)
@@ -710,3 +713,56 @@ func TestWriterLimit(t *testing.T) {
 type sevenBytes struct{ r io.Reader }
 
 func (s sevenBytes) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), 7)]) }
+
+// TestFollowCheckOn: with an event instead of an interval, the check runs
+// only when the event comes (never while Follow idles), what was appended
+// before it is delivered, and a check that passes leaves Follow following.
+func TestFollowCheckOn(t *testing.T) {
+	errDead := errors.New("runner dead")
+	t.Run("fails", func(t *testing.T) {
+		path := writeFile(t, t.TempDir(), []byte("first\n"))
+		rec := newRecorder(t, 0, DefaultBatch)
+		on := make(chan struct{})
+		var calls atomic.Int32
+		ch := follow(context.Background(), path, 0, NewNonce(), rec.fn, WithCheckOn(on, func() error {
+			calls.Add(1)
+			appendFile(t, path, "last words\n")
+			return errDead
+		}))
+		time.Sleep(300 * time.Millisecond)
+		if n := calls.Load(); n != 0 {
+			t.Fatalf("the check ran %d times before its event", n)
+		}
+		close(on)
+		got := wait(t, ch)
+		if !errors.Is(got.err, errDead) || calls.Load() != 1 {
+			t.Fatalf("Follow = %v after %d checks, want it to wrap %v after one", got.err, calls.Load(), errDead)
+		}
+		if string(rec.text) != "first\nlast words\n" || got.res.Offset != int64(len("first\nlast words\n")) {
+			t.Fatalf("result %+v, delivered %q", got.res, rec.text)
+		}
+	})
+	t.Run("passes", func(t *testing.T) {
+		path := writeFile(t, t.TempDir(), nil)
+		nonce := NewNonce()
+		rec := newRecorder(t, 0, DefaultBatch)
+		on := make(chan struct{})
+		var calls atomic.Int32
+		ch := follow(context.Background(), path, 0, nonce, rec.fn, WithCheckOn(on, func() error {
+			calls.Add(1)
+			return nil
+		}))
+		close(on)
+		for deadline := time.Now().Add(5 * time.Second); calls.Load() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the check did not run within 5s of its event")
+			}
+		}
+		s := Sentinel{Exit: 0, Nonce: nonce, Reason: ReasonExit}
+		appendFile(t, path, "more\n"+string(s.Line()))
+		got := wait(t, ch)
+		if got.err != nil || got.res.Sentinel == nil || string(rec.text) != "more\n" || calls.Load() != 1 {
+			t.Fatalf("Follow = %+v, %v after %d checks, delivered %q", got.res, got.err, calls.Load(), rec.text)
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -77,9 +78,17 @@ func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid 
 	return nil
 }
 
+// loopMu serialises this process's loop attachments: LOOP_CTL_GET_FREE
+// offers every concurrent caller the same device, and with a worker
+// starting hundreds of runs at once all but one lose each round (the
+// density bench row: "no free loop device after 16 tries" at 20 runs).
+var loopMu sync.Mutex
+
 // attachLoop binds a free loop device to f, cleared at its last close or
 // unmount (LO_FLAGS_AUTOCLEAR).
 func attachLoop(f *os.File) (*os.File, error) {
+	loopMu.Lock()
+	defer loopMu.Unlock()
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("loop devices: %w", err)

@@ -30,7 +30,8 @@ var errRunnerGone = errors.New("runner exited without writing the exit sentinel"
 // stays well under the server's max payload.
 const maxKeptJob = 256 << 10
 
-// checkEvery is how often an idle follower checks the lease and the runner.
+// checkEvery is how often an idle follower checks the lease and the
+// runner when its runner cannot be watched through an event (see checkOn).
 const checkEvery = 250 * time.Millisecond
 
 // run is one run this worker holds.
@@ -662,8 +663,10 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 	}
 	// Up to a whole atomic batch of lines per call: a backlog goes out in
 	// the fewest fenced batches, each of which waits for its ack.
-	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish,
-		journal.WithCheck(checkEvery, check), journal.WithBatch(publisher.DefaultBatchMessages))
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	opts := []journal.FollowOption{journal.WithBatch(publisher.DefaultBatchMessages), w.checkOn(watchCtx, r, check)}
+	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish, opts...)
 	switch {
 	case res.Sentinel != nil:
 		w.finish(ctx, r, sentinelStatus(*res.Sentinel))
@@ -676,6 +679,31 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 		r.lease.Stop()
 		w.metrics.runsDropped.WithLabelValues(dropCause(err)).Inc()
 	}
+}
+
+// checkOn is how r's follower learns what its journal cannot say: an
+// event, not a poll. The runner's exit (its pidfd, sandbox.WatchRunner)
+// or the loss of r's lease (the renewal's result) wakes the follower,
+// which then runs check; an idle run costs no periodic work. A runner that
+// cannot be watched (no pid file yet) is probed every checkEvery instead.
+// The watch ends with ctx.
+func (w *Worker) checkOn(ctx context.Context, r *run, check func() error) journal.FollowOption {
+	exited, err := sandbox.WatchRunner(ctx, r.dir)
+	if err != nil {
+		r.log.Warn().Err(err).Dur("every", checkEvery).Msg("cannot watch the runner; probing it instead")
+		return journal.WithCheck(checkEvery, check)
+	}
+	event := make(chan struct{})
+	go func() {
+		select {
+		case <-exited:
+		case <-r.lease.Lost():
+		case <-ctx.Done():
+			return
+		}
+		close(event)
+	}()
+	return journal.WithCheckOn(event, check)
 }
 
 // publish puts a batch of journal lines on the run's chain, in order: the

@@ -22,6 +22,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		quick   bool
 		keep    bool
 		profile string
+		density int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -38,12 +39,15 @@ SIGKILL of the holder; gives the hand-off and crash rows), scale (200 runs
 on one worker), history (worker start and a reaper pass with 100,000
 finished run records against none), console (a run's live view in the web
 console against a plain NATS subscription, and the runs list with 10,000
-records). The whole suite takes about three minutes on 2 cores. It
+records), density (200 idle runs on one worker: the CPU and memory an idle
+run costs; --density-runs 1000 for the issue's figure). The whole suite
+takes about three minutes on 2 cores. It
 needs what the worker needs (user namespaces; run 'baton doctor') and
 bwrap for the start row's anchor. docs/benchmarks.md explains each row.`,
 		Example: `  baton bench
   baton bench --rows pipeline,latency
-  baton bench --quick          # every row, small: checks the suite works`,
+  baton bench --quick          # every row, small: checks the suite works
+  baton bench --rows density --density-runs 1000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			began := time.Now()
@@ -55,7 +59,7 @@ bwrap for the start row's anchor. docs/benchmarks.md explains each row.`,
 				defer stop()
 			}
 			rep, err := bench.Run(cmd.Context(), bench.Config{Rows: rows, Quick: quick, Keep: keep,
-				Progress: cmd.ErrOrStderr(), ProfileDir: profile})
+				Progress: cmd.ErrOrStderr(), ProfileDir: profile, DensityRuns: density})
 			if err != nil {
 				return err
 			}
@@ -63,25 +67,29 @@ bwrap for the start row's anchor. docs/benchmarks.md explains each row.`,
 			if err := rep.Print(cmd.OutOrStdout()); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\n(%s; command: baton bench%s)\n", time.Since(began).Round(time.Second), flagsOf(rows, quick))
+			fmt.Fprintf(cmd.OutOrStdout(), "\n(%s; command: baton bench%s)\n", time.Since(began).Round(time.Second), flagsOf(rows, quick, density))
 			return nil
 		},
 	}
 	cmd.Flags().StringSliceVar(&rows, "rows", nil, "rows to run: "+strings.Join(bench.AllRows, ", ")+" (default all)")
 	cmd.Flags().BoolVar(&quick, "quick", false, "small sizes, to check the suite works (its figures are not the benchmark's)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the suite's directory (journals, worker logs)")
+	cmd.Flags().IntVar(&density, "density-runs", 0, "idle runs of the density row (default 200, 10 with --quick)")
 	cmd.Flags().StringVar(&profile, "profile", "", "write CPU profiles to this directory: bench.cpu.pprof (this process: NATS, subscribers) and one per worker")
 	cmd.AddCommand(newBenchAgentCmd(), newBenchWorkerCmd(g))
 	return cmd
 }
 
-func flagsOf(rows []string, quick bool) string {
+func flagsOf(rows []string, quick bool, density int) string {
 	s := ""
 	if len(rows) > 0 {
 		s += " --rows " + strings.Join(rows, ",")
 	}
 	if quick {
 		s += " --quick"
+	}
+	if density > 0 {
+		s += fmt.Sprintf(" --density-runs %d", density)
 	}
 	return s
 }

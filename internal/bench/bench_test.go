@@ -358,3 +358,88 @@ func FuzzPhaseTimes(f *testing.F) {
 		}
 	})
 }
+
+var ppidCases = []struct {
+	name string
+	stat string
+	ppid int
+	ok   bool
+}{
+	{"real", "4242 (baton-runner) S 1 4242 4242 0 -1 4194560 100 0 0 0 3 1 0 0 20 0 7 0 1 0 0", 1, true},
+	{"name with spaces and parens", "7 (a) b) (c) R 99 7 7 0", 99, true},
+	{"no name", "4242 S 1 4242", 0, false},
+	{"short", "4242 (x) S", 0, false},
+	{"not a number", "4242 (x) S one 4242", 0, false},
+	{"negative", "4242 (x) S -1 4242", 0, false},
+	{"empty", "", 0, false},
+}
+
+func TestParseStatPPID(t *testing.T) {
+	for _, tc := range ppidCases {
+		ppid, err := parseStatPPID([]byte(tc.stat))
+		if (err == nil) != tc.ok || ppid != tc.ppid {
+			t.Errorf("%s: %d, %v; want %d, ok %v", tc.name, ppid, err, tc.ppid, tc.ok)
+		}
+	}
+}
+
+func FuzzParseStatPPID(f *testing.F) {
+	for _, tc := range ppidCases {
+		f.Add([]byte(tc.stat))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if ppid, err := parseStatPPID(b); err == nil && ppid < 0 {
+			t.Fatalf("negative ppid %d from %q", ppid, b)
+		}
+	})
+}
+
+var pssCases = []struct {
+	name   string
+	rollup string
+	pss    int64
+	ok     bool
+}{
+	{"real", "55d0c0000000-7ffd5d1f2000 ---p 00000000 00:00 0                          [rollup]\nRss:                4096 kB\nPss:                1434 kB\nPss_Dirty:           812 kB\n", 1434 << 10, true},
+	{"Pss_Dirty is not Pss", "Pss_Dirty:   812 kB\n", 0, false},
+	{"no unit", "Pss: 1434\n", 0, false},
+	{"other unit", "Pss: 1 MB\n", 0, false},
+	{"not a number", "Pss: lots kB\n", 0, false},
+	{"negative", "Pss: -1 kB\n", 0, false},
+	{"huge", "Pss: 9223372036854775807 kB\n", 0, false},
+	{"empty", "", 0, false},
+}
+
+func TestParsePss(t *testing.T) {
+	for _, tc := range pssCases {
+		pss, err := parsePss([]byte(tc.rollup))
+		if (err == nil) != tc.ok || pss != tc.pss {
+			t.Errorf("%s: %d, %v; want %d, ok %v", tc.name, pss, err, tc.pss, tc.ok)
+		}
+	}
+}
+
+func FuzzParsePss(f *testing.F) {
+	for _, tc := range pssCases {
+		f.Add([]byte(tc.rollup))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if pss, err := parsePss(b); err == nil && pss < 0 {
+			t.Fatalf("negative PSS %d from %q", pss, b)
+		}
+	})
+}
+
+func TestSpecArg(t *testing.T) {
+	for _, tc := range []struct{ cmdline, want string }{
+		{"/s/bin/baton-runner-1f\x00runner-outer\x00--spec\x00/s/runs/r/spec.json\x00", "/s/runs/r/spec.json"},
+		{"/s/bin/baton-runner-1f\x00runner-inner\x00", ""},
+		{"/s/bin/b\x00runner-outer\x00--spec\x00", ""},
+		{"--spec\x00/x\x00", ""}, // argv[0] is the program, never a flag
+		{"", ""},
+	} {
+		if got := specArg([]byte(tc.cmdline)); got != tc.want {
+			t.Errorf("specArg(%q) = %q, want %q", tc.cmdline, got, tc.want)
+		}
+	}
+}

@@ -154,3 +154,55 @@ func phaseTimes(b []byte) map[string]time.Time {
 	}
 	return out
 }
+
+// parseStatPPID returns the parent pid from the contents of
+// /proc/<pid>/stat (field 4, counted from the last ')' as in parseStatCPU).
+func parseStatPPID(b []byte) (int, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("%w: stat without a command name", ErrProc)
+	}
+	fields := bytes.Fields(b[i+1:])
+	if len(fields) < 2 {
+		return 0, fmt.Errorf("%w: stat has %d fields after the name", ErrProc, len(fields))
+	}
+	ppid, err := strconv.Atoi(string(fields[1]))
+	if err != nil || ppid < 0 {
+		return 0, fmt.Errorf("%w: ppid %q", ErrProc, fields[1])
+	}
+	return ppid, nil
+}
+
+// parsePss returns the Pss line of /proc/<pid>/smaps_rollup, in bytes: the
+// process's share of the memory it maps, pages shared with n processes
+// counting 1/n each, so the Pss of a set of processes adds up to what
+// they cost together.
+func parsePss(b []byte) (int64, error) {
+	for line := range bytes.Lines(b) {
+		rest, ok := bytes.CutPrefix(line, []byte("Pss:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) != 2 || string(f[1]) != "kB" {
+			return 0, fmt.Errorf("%w: Pss line %q", ErrProc, bytes.TrimSpace(line))
+		}
+		kb, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil || kb < 0 || kb > 1<<53 {
+			return 0, fmt.Errorf("%w: Pss %q", ErrProc, f[0])
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("%w: no Pss", ErrProc)
+}
+
+// specArg is the --spec argument of a runner-outer command line, or "".
+func specArg(cmdline []byte) string {
+	args := bytes.Split(bytes.TrimRight(cmdline, "\x00"), []byte{0})
+	for i := 1; i+1 < len(args); i++ {
+		if string(args[i]) == "--spec" {
+			return string(args[i+1])
+		}
+	}
+	return ""
+}

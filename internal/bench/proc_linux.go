@@ -148,3 +148,83 @@ func cpuBetween(before, after cpuSample) map[string]time.Duration {
 	}
 	return out
 }
+
+// runCount is what runProcesses found: the runs (runner chains), the
+// baton processes of their chains, and every process of their trees
+// (agents included).
+type runCount struct{ runs, baton, all int }
+
+// runProcesses finds the runner chains of the suite's runs (a
+// runner-outer whose spec is in the suite's state directory, and its
+// descendants: other suites on the host have their own) and returns their
+// counts and the sum of the baton processes' PSS.
+func (e *env) runProcesses() (runCount, int64, error) {
+	type proc struct {
+		ppid    int
+		cmdline []byte
+	}
+	procs := map[int]proc{}
+	children := map[int][]int{}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return runCount{}, 0, err
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone
+		}
+		ppid, err := parseStatPPID(st)
+		if err != nil {
+			return runCount{}, 0, err
+		}
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		procs[pid] = proc{ppid, cmd}
+		children[ppid] = append(children[ppid], pid)
+	}
+	var c runCount
+	var pss int64
+	var walk func(pid int) error
+	walk = func(pid int) error {
+		c.all++
+		if classify(procs[pid].cmdline) == classRunner {
+			c.baton++
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+			if err != nil {
+				return fmt.Errorf("bench: PSS of runner process %d: %w", pid, err)
+			}
+			p, err := parsePss(b)
+			if err != nil {
+				return err
+			}
+			pss += p
+		}
+		for _, k := range children[pid] {
+			if err := walk(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	prefix := e.stateDir + string(os.PathSeparator)
+	for pid, p := range procs {
+		if classify(p.cmdline) != classRunner || !strings.HasPrefix(specArg(p.cmdline), prefix) {
+			continue
+		}
+		if pp, ok := procs[p.ppid]; ok && classify(pp.cmdline) == classRunner {
+			continue // a later stage of a chain (they run with the same arguments)
+		}
+		c.runs++
+		if err := walk(pid); err != nil {
+			return runCount{}, 0, err
+		}
+	}
+	return c, pss, nil
+}

@@ -25,10 +25,11 @@ const (
 	RowScale    = "scale"
 	RowHistory  = "history"
 	RowConsole  = "console"
+	RowDensity  = "density"
 )
 
 // AllRows lists every row.
-var AllRows = []string{RowPipeline, RowLatency, RowStart, RowHandoff, RowScale, RowHistory, RowConsole}
+var AllRows = []string{RowPipeline, RowLatency, RowStart, RowHandoff, RowScale, RowHistory, RowConsole, RowDensity}
 
 // ErrConfig: a Config the suite cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
@@ -47,6 +48,9 @@ type Config struct {
 	Keep bool
 	// Progress gets a line per step (nil: silent).
 	Progress io.Writer
+	// DensityRuns overrides the density row's number of idle runs (0:
+	// 200, or 10 when Quick).
+	DensityRuns int
 	// ProfileDir, if set, gets a CPU profile of every worker process
 	// (<worker id>.cpu.pprof).
 	ProfileDir string
@@ -83,19 +87,22 @@ type Report struct {
 
 // sizes are the parameters the rows run with.
 type sizes struct {
-	pipelineLines    int
-	latencyRate      float64
-	latencyFor       time.Duration
-	starts           int
-	handoffs         int
-	crashes          int
-	scaleRuns        int
-	scaleRate        float64
-	scaleWindow      time.Duration
-	scaleAgentTime   time.Duration // long enough to outlast the window; the runs are cancelled after it
-	scaleStartWithin time.Duration
-	historyRecords   int // finished records the history row writes
-	historyReps      int // worker starts per side of the history row
+	pipelineLines      int
+	latencyRate        float64
+	latencyFor         time.Duration
+	starts             int
+	handoffs           int
+	crashes            int
+	scaleRuns          int
+	scaleRate          float64
+	scaleWindow        time.Duration
+	scaleAgentTime     time.Duration // long enough to outlast the window; the runs are cancelled after it
+	scaleStartWithin   time.Duration
+	historyRecords     int           // finished records the history row writes
+	historyReps        int           // worker starts per side of the history row
+	densityRuns        int           // idle runs of the density row
+	densityWindow      time.Duration // the density row's CPU window
+	densityStartWithin time.Duration
 }
 
 var fullSizes = sizes{
@@ -103,6 +110,7 @@ var fullSizes = sizes{
 	starts: 11, handoffs: 5, crashes: 5,
 	scaleRuns: 200, scaleRate: 50, scaleWindow: 10 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 2 * time.Minute,
 	historyRecords: 100_000, historyReps: 5,
+	densityRuns: 200, densityWindow: 15 * time.Second, densityStartWithin: 10 * time.Minute,
 }
 
 var quickSizes = sizes{
@@ -110,6 +118,7 @@ var quickSizes = sizes{
 	starts: 3, handoffs: 1, crashes: 1,
 	scaleRuns: 10, scaleRate: 50, scaleWindow: 2 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 30 * time.Second,
 	historyRecords: 5_000, historyReps: 1,
+	densityRuns: 10, densityWindow: 3 * time.Second, densityStartWithin: time.Minute,
 }
 
 // Run runs the suite and returns its table. A row that fails to run
@@ -135,6 +144,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	sz := fullSizes
 	if cfg.Quick {
 		sz = quickSizes
+	}
+	if cfg.DensityRuns < 0 {
+		return Report{}, fmt.Errorf("%w: density runs %d", ErrConfig, cfg.DensityRuns)
+	}
+	if cfg.DensityRuns > 0 {
+		sz.densityRuns = cfg.DensityRuns
+		// About 100 starts a second at best, here.
+		sz.densityStartWithin = max(sz.densityStartWithin, time.Duration(cfg.DensityRuns)*time.Second)
 	}
 	e, err := newEnv(cfg.Binary, cfg.Progress)
 	if err == nil {
@@ -175,6 +192,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			res = e.history(ctx, sz)
 		case RowConsole:
 			res = e.console(ctx, sz)
+		case RowDensity:
+			res = e.density(ctx, sz)
 		}
 		rep.Results = append(rep.Results, res...)
 		e.stopWorkers()
