@@ -47,6 +47,9 @@ type Config struct {
 	// entries.
 	DLQMaxBytes ByteSize `yaml:"dlqMaxBytes"`
 	DLQMaxMsgs  int64    `yaml:"dlqMaxMsgs"`
+	// MaxInputBytes bounds one input message sent to a running agent
+	// (baton send; default 64 KiB, at most 256 KiB).
+	MaxInputBytes ByteSize `yaml:"maxInputBytes"`
 	// Profiles by name; the built-in "demo" profile is always present unless
 	// the file defines its own.
 	Profiles map[string]Profile `yaml:"profiles"`
@@ -81,6 +84,10 @@ type Profile struct {
 	// default, 1000; the agent is never root inside).
 	AgentUID int `yaml:"agentUID"`
 	AgentGID int `yaml:"agentGID"`
+	// Stdin is how the agent's stdin pipe is fed: StdinOnce (the
+	// default) writes the job's input and closes it; StdinStream keeps it
+	// open for input messages sent while the agent runs.
+	Stdin StdinMode `yaml:"stdin"`
 }
 
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is

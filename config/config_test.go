@@ -29,6 +29,7 @@ func TestDefault(t *testing.T) {
 		MaxJobBytes:  1 << 20,
 		SandboxUID:   65534,
 		JobsMaxBytes: 1 << 30, JobsMaxMsgs: 100_000, DLQMaxBytes: 1 << 30, DLQMaxMsgs: 100_000,
+		MaxInputBytes: 64 << 10,
 		Profiles: map[string]config.Profile{"demo": {
 			Command:   []string{"{baton}", "fake-agent", "--lines", "40", "--rate", "20", "--echo-input"},
 			AllowArgs: config.AnyArgs,
@@ -90,6 +91,7 @@ profiles:
 		Prefix: "team-a", LeaseTTL: 30 * time.Second, Concurrency: 16, Replicas: 3,
 		EventsMaxAge: 24 * time.Hour, RunRetention: 72 * time.Hour, MaxJobBytes: 4 << 20, SandboxUID: 1500,
 		EventsMaxBytes: 10 << 30, JobsMaxMsgs: 5000, DLQMaxBytes: 64 << 20,
+		MaxInputBytes: config.DefaultMaxInputBytes,
 		Profiles: map[string]config.Profile{
 			"claude": {
 				Command:   []string{"claude", "-p"},
@@ -190,9 +192,9 @@ func TestParseRejects(t *testing.T) {
 		want      []string // every one must be in the error
 	}{
 		{"unknown top key", "prefix: a\nprefx: b\n",
-			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, profiles)`}},
+			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, maxInputBytes, profiles)`}},
 		{"unknown profile key", "profiles:\n  x:\n    command: [a]\n    comand: [b]\n",
-			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, timeout, network, mounts, limits, agentUID, agentGID)`}},
+			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, timeout, network, mounts, limits, agentUID, agentGID, stdin)`}},
 		{"every problem", "concurrency: four\nfoo: 1\nprofiles:\n  x:\n    timeout: soon\n",
 			[]string{`line 1: want an integer, got "four"`, `line 2: unknown key "foo"`, `line 5: want a duration with a unit, like "15s" or "1h", got "soon"`}},
 		{"duration without unit", "leaseTTL: 15\n", []string{`line 1: want a duration with a unit, like "15s" or "1h", got 15 (int)`}},
@@ -277,7 +279,7 @@ func TestValidateProgrammatic(t *testing.T) {
 	}
 	// One line per problem, each naming its key.
 	lines := strings.Split(err.Error(), "\n")
-	want := []string{"prefix:", "leaseTTL:", "concurrency:", "replicas:", "eventsMaxAge:", "runRetention:", "maxJobBytes:", "sandboxUID:", "profiles:"}
+	want := []string{"prefix:", "leaseTTL:", "concurrency:", "replicas:", "eventsMaxAge:", "runRetention:", "maxJobBytes:", "maxInputBytes:", "sandboxUID:", "profiles:"}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(want), err)
 	}

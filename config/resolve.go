@@ -37,6 +37,8 @@ type Invocation struct {
 	Limits   Limits
 	AgentUID int
 	AgentGID int
+	// Stdin is the profile's stdin mode, StdinOnce when it sets none.
+	Stdin StdinMode
 }
 
 // Limits are the job limits this configuration sets.
@@ -135,6 +137,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Limits:   limits,
 		AgentUID: p.AgentUID,
 		AgentGID: p.AgentGID,
+		Stdin:    p.Stdin.OrDefault(),
 	}, nil
 }
 

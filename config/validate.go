@@ -65,6 +65,9 @@ func (c *Config) Validate() error {
 	if c.MaxJobBytes < minJobBytes || c.MaxJobBytes > maxJobBytes {
 		bad("maxJobBytes", "%d is out of range %d..%d", c.MaxJobBytes, minJobBytes, maxJobBytes)
 	}
+	if c.MaxInputBytes < 1 || c.MaxInputBytes > MaxInputBytesLimit {
+		bad("maxInputBytes", "%d is out of range 1..%d", c.MaxInputBytes, MaxInputBytesLimit)
+	}
 	if c.CgroupParent != "" && (!filepath.IsAbs(c.CgroupParent) || filepath.Clean(c.CgroupParent) != c.CgroupParent) {
 		bad("cgroupParent", "%q must be an absolute, clean path (a cgroup v2 directory)", c.CgroupParent)
 	}
@@ -134,6 +137,9 @@ func (c *Config) Validate() error {
 			for _, e := range splitJoined(err) {
 				errs = append(errs, fmt.Errorf("%s.limits.%w", at, e))
 			}
+		}
+		if !p.Stdin.valid() {
+			bad(at+".stdin", "%q must be %s or %s", p.Stdin, StdinOnce, StdinStream)
 		}
 		for _, id := range []struct {
 			key string

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/journal"
 )
 
@@ -26,7 +27,8 @@ import (
 // stderr.log, the workspace, the profile's mounts), and, when started as
 // root, drops for good to the spec's sandbox uid. It then clones
 // runner-inner into a new user and network namespace with the agent's
-// stdin (the input file), stdout (a pipe it copies into the journal) and
+// stdin (a pipe it alone writes: the job's input, then with stdin
+// "stream" the run's input messages), stdout (a pipe it copies into the journal) and
 // stderr (stderr.log), attaches pasta to that namespace when the network
 // needs it, serves the egress proxy and DNS stub on the sockets
 // runner-inner made there, enforces the deadline, and ends the journal
@@ -93,6 +95,7 @@ type outerRun struct {
 	plan   *outerPlan
 	net    *outerNet // nil with no network
 	disk   *os.File  // the workspace, if it is bounded (see limits.disk)
+	stdin  *agentStdin
 }
 
 // setup takes the run and starts runner-inner. A failure before the
@@ -197,6 +200,19 @@ type innerProc struct {
 func (o *outerRun) startInner() (*innerProc, error) {
 	p := o.plan
 	defer p.closeFiles()
+	// The agent's stdin is a pipe, never the input file: agents such as
+	// Claude Code read stream-json input only from a pipe.
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	defer stdinR.Close()
+	started := false
+	defer func() {
+		if !started {
+			stdinW.Close()
+		}
+	}()
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
@@ -233,7 +249,7 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		Path:   "/proc/self/exe",
 		Args:   []string{os.Args[0], "runner-inner", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
 		Env:    []string{},
-		Stdin:  p.input,
+		Stdin:  stdinR,
 		Stdout: stdoutW,
 		Stderr: o.stderr,
 		// fds 3..7, as inner_linux.go numbers them.
@@ -273,6 +289,10 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		return nil, fmt.Errorf("start runner-inner: %w%s", err, cloneHint(err, uid))
 	}
 	o.stdout, o.status = stdoutR, statusR
+	// The input file is the stdin writer's now, not the plan's.
+	input := p.input
+	p.input, started = nil, true
+	o.stdin = feedStdin(stdinW, input, o.spec.Stdin.OrDefault() == config.StdinStream, o.st)
 	return &innerProc{cmd: cmd, done: done}, nil
 }
 
