@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -96,6 +97,7 @@ type outerRun struct {
 	net    *outerNet // nil with no network
 	disk   *os.File  // the workspace, if it is bounded (see limits.disk)
 	stdin  *agentStdin
+	input  *net.UnixListener // stdin "stream": the worker's input messages
 }
 
 // setup takes the run and starts runner-inner. A failure before the
@@ -136,6 +138,14 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		return nil, o.startFailed("stderr", fmt.Errorf("redirect the runner's stderr: %w", err))
 	}
 	o.st.ok("stderr", "")
+	if o.spec.Stdin == config.StdinStream {
+		// Made while the runner may still be root: only the worker may
+		// connect.
+		if o.input, err = listenInput(o.dir); err != nil {
+			return nil, o.startFailed("input-socket", err)
+		}
+		o.st.ok("input-socket", "")
+	}
 	if o.plan, err = o.prepare(); err != nil {
 		return nil, o.startFailed("prepare", err)
 	}
@@ -322,6 +332,11 @@ func startLocked(cmd *exec.Cmd) (<-chan error, error) {
 // has ended, stopping it on the deadline, a cancel or a signal, then ends
 // the journal with the sentinel.
 func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan os.Signal) error {
+	if o.input != nil {
+		go o.serveInput(o.input)
+		// No input after the chain has ended: the journal is being ended.
+		defer o.input.Close()
+	}
 	copied := make(chan error, 1)
 	go func() {
 		n, err := o.jw.ReadFrom(o.stdout)

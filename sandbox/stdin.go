@@ -18,6 +18,7 @@ type agentStdin struct {
 	mu     sync.Mutex // held by the write in progress
 	w      io.WriteCloser
 	closed bool
+	last   uint64 // input stream sequence of the last message written
 	st     *state
 }
 
