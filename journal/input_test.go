@@ -7,7 +7,6 @@ import (
 	"testing"
 )
 
-
 func TestInputRecordRoundTrip(t *testing.T) {
 	r := InputRecord{Seq: 7, Nonce: testNonce, EOF: true, Data: []byte("hi \xff\n")}
 	line := r.Line()

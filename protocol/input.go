@@ -66,3 +66,11 @@ const (
 	InputTooLarge  = "413" // the message is over the configuration's maxInputBytes
 	InputFailed    = "503" // the record could not be read or the message stored; try again
 )
+
+// InputNoticeSubject is where the worker that stored an input message of
+// runID tells the workers, so the one holding the run hands it to the
+// runner at once. Only workers publish there; the stream is what counts.
+func (n Names) InputNoticeSubject(runID string) string { return n.prefix + ".control.input." + runID }
+
+// InputNotices is the subject every worker listens on for InputNoticeSubject.
+func (n Names) InputNotices() string { return n.prefix + ".control.input.*" }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/consumer"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
@@ -140,6 +141,8 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 	}()
 	// A cancel recorded before the run was registered is not missed.
 	w.checkCancel(ctx, r)
+	stopInput := w.startInput(ctx, r)
+	defer stopInput()
 	w.follow(ctx, r)
 }
 
@@ -161,6 +164,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		RunID: job.RunID, State: kv.RunStarting, Node: w.node, Worker: w.id,
 		Profile: inv.Profile, Attempt: 1,
 		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
+		Interactive: inv.Stdin == config.StdinStream,
 	}
 	if n, err := strconv.Atoi(job.Labels[protocol.LabelAttempt]); err == nil && n > 1 {
 		rec.Attempt = n
@@ -623,8 +627,16 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 func (r *run) publish(ctx context.Context, lines []journal.Line) error {
 	for len(lines) > 0 {
 		n := 0
-		for n < len(lines) && lines[n].Data != nil {
+		for n < len(lines) && lines[n].Data != nil && !r.isInput(lines[n]) {
 			n++
+		}
+		if n == 0 && lines[0].Data != nil {
+			// The runner's record of an input it wrote to stdin.
+			if err := r.publishInput(ctx, lines[0]); err != nil {
+				return err
+			}
+			r.offset, lines = lines[0].End, lines[1:]
+			continue
 		}
 		if n > 0 {
 			if err := r.chain.PublishLines(ctx, lines[:n]); err != nil {

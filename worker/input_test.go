@@ -1,0 +1,170 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
+)
+
+// echoAgent answers each stdin line with "echo:<line>" and says "eof" at
+// end of input.
+const echoAgent = `while read -r l; do echo "echo:$l"; done; echo eof`
+
+func withChatProfile() harnessOption {
+	return withConfig(func(c *config.Config) {
+		c.Profiles["chat"] = config.Profile{Command: []string{"/bin/sh", "-c", echoAgent},
+			Timeout: 2 * time.Minute, Stdin: config.StdinStream}
+	})
+}
+
+// assertInputRecord checks that the journal holds, from start to end, the
+// runner's record of the input message m carries.
+func (h *harness) assertInputRecord(runID string, body []byte, start, end int64, m jetstream.Msg) {
+	h.t.Helper()
+	if end > int64(len(body)) || end <= start {
+		h.t.Fatalf("input message at offset %d..%d, journal of %d bytes", start, end, len(body))
+	}
+	nonce, err := sandbox.ReadNonce(journal.Dir(filepath.Join(h.stateDir, "runs", runID)))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	rec, ok := journal.ParseInputRecord(body[start:end-1], nonce)
+	if !ok {
+		h.t.Fatalf("input message at %d..%d: the journal has %q there", start, end, body[start:end])
+	}
+	if !bytes.Equal(rec.Data, m.Data()) || m.Headers().Get(protocol.HeaderInputSeq) != strconv.FormatUint(rec.Seq, 10) {
+		h.t.Fatalf("input message %q (seq %s) for the journal's record %+v", m.Data(), m.Headers().Get(protocol.HeaderInputSeq), rec)
+	}
+}
+
+// Input sent while the run is handed off from worker to worker reaches the
+// agent exactly once, in order, and the chain shows each input right where
+// the runner wrote it, before the agent's answer.
+func TestInputExactlyOnceAcrossHandoff(t *testing.T) {
+	h := newHarness(t, withChatProfile())
+	_, stopSecond := h.addWorker("w2")
+	defer stopSecond()
+	c := client.New(h.js, h.names)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "chat", "input": "first\n"})
+	holder := h.waitStatus(id, protocol.StatusStarted).Worker
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 40
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(300 * time.Millisecond)
+		h.stopWorker(holder) // mid-conversation: the other worker takes over
+	})
+	for i := 1; i <= n; i++ {
+		var opts []client.SendOption
+		if i == n {
+			opts = append(opts, client.WithEOF())
+		}
+		if _, err := c.Send(ctx, id, []byte(fmt.Sprintf("m%d", i)), opts...); err != nil {
+			t.Fatalf("send m%d: %v", i, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	msgs := h.chain(id, time.Minute)
+	h.assertChainMatchesJournal(id, msgs)
+	var got []string
+	for _, m := range msgs {
+		switch {
+		case strings.HasSuffix(m.Subject(), ".input"):
+			got = append(got, "in:"+strings.TrimSuffix(string(m.Data()), "\n"))
+		case strings.HasSuffix(m.Subject(), ".raw"):
+			got = append(got, string(m.Data()))
+		}
+	}
+	// Inputs in order, answers in order, each answer after its input
+	// (the agent may read several inputs before it answers the first).
+	var ins, echoes []string
+	pos := map[string]int{}
+	for i, g := range got {
+		pos[g] = i
+		if strings.HasPrefix(g, "in:") {
+			ins = append(ins, strings.TrimPrefix(g, "in:"))
+		} else {
+			echoes = append(echoes, g)
+		}
+	}
+	var wantIns, wantEchoes []string
+	wantEchoes = append(wantEchoes, "echo:first")
+	for i := 1; i <= n; i++ {
+		wantIns = append(wantIns, fmt.Sprintf("m%d", i))
+		wantEchoes = append(wantEchoes, fmt.Sprintf("echo:m%d", i))
+	}
+	wantEchoes = append(wantEchoes, "eof")
+	if strings.Join(ins, " ") != strings.Join(wantIns, " ") || strings.Join(echoes, " ") != strings.Join(wantEchoes, " ") {
+		t.Fatalf("chain:\n%s\nwant inputs %v and lines %v", strings.Join(got, " "), wantIns, wantEchoes)
+	}
+	for _, in := range wantIns {
+		if pos["in:"+in] > pos["echo:"+in] {
+			t.Fatalf("the agent's answer to %s comes before the input on the chain: %v", in, got)
+		}
+	}
+	st := statuses(t, msgs)
+	if last := st[len(st)-1]; last.Status != protocol.StatusSucceeded {
+		t.Fatalf("run ended %+v", last)
+	}
+	var kinds []string
+	for _, s := range st {
+		kinds = append(kinds, string(s.Status))
+	}
+	if !strings.Contains(strings.Join(kinds, ","), "handoff,attached") {
+		t.Fatalf("statuses %v: no hand-off happened", kinds)
+	}
+}
+
+// Input that cannot be taken is refused with a clear error, never dropped.
+func TestInputRefusals(t *testing.T) {
+	h := newHarness(t, withChatProfile(), withConfig(func(c *config.Config) { c.MaxInputBytes = 1024 }))
+	c := client.New(h.js, h.names)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Send(ctx, "nosuchrun", []byte("x")); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("unknown run: %v, want ErrNotFound", err)
+	}
+	once := newRunID(t)
+	h.submit(map[string]any{"runId": once, "profile": "fake", "args": []string{"--lines", "400", "--rate", "100"}})
+	h.waitStatus(once, protocol.StatusStarted)
+	if _, err := c.Send(ctx, once, []byte("x")); !errors.Is(err, client.ErrNoInput) {
+		t.Fatalf("stdin once run: %v, want ErrNoInput", err)
+	}
+	chat := newRunID(t)
+	h.submit(map[string]any{"runId": chat, "profile": "chat"})
+	h.waitStatus(chat, protocol.StatusStarted)
+	if _, err := c.Send(ctx, chat, bytes.Repeat([]byte("a"), 1025)); !errors.Is(err, client.ErrTooLarge) {
+		t.Fatalf("input over maxInputBytes: %v, want ErrTooLarge", err)
+	}
+	rep, err := c.Send(ctx, chat, nil, client.WithEOF())
+	if err != nil || rep.Seq == 0 {
+		t.Fatalf("end of input: %+v, %v", rep, err)
+	}
+	if _, err := c.Send(ctx, chat, []byte("late")); !errors.Is(err, client.ErrTerminal) {
+		t.Fatalf("input after end of input: %v, want ErrTerminal", err)
+	}
+	if st := h.terminal(chat); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("chat run ended %+v", st)
+	}
+	if _, err := c.Send(ctx, chat, []byte("x")); !errors.Is(err, client.ErrTerminal) {
+		t.Fatalf("finished run: %v, want ErrTerminal", err)
+	}
+}
