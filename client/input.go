@@ -102,3 +102,15 @@ func (c *Client) Send(ctx context.Context, runID string, data []byte, opts ...Se
 	}
 	return rep, nil
 }
+
+// StreamJSONUserMessage wraps text as one user message of Claude Code's
+// `--input-format stream-json`: the line to send to such an agent.
+func StreamJSONUserMessage(text string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"type":               "user",
+		"message":            map[string]string{"role": "user", "content": text},
+		"parent_tool_use_id": nil,
+		"session_id":         "default",
+	})
+	return b
+}
