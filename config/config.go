@@ -88,6 +88,10 @@ type Profile struct {
 	// default) writes the job's input and closes it; StdinStream keeps it
 	// open for input messages sent while the agent runs.
 	Stdin StdinMode `yaml:"stdin"`
+	// Interrupt is how `baton interrupt` stops the agent's current turn:
+	// SIGINT to its process group (the default), or a line written to its
+	// stdin (which needs stdin "stream").
+	Interrupt Interrupt `yaml:"interrupt"`
 }
 
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is

@@ -39,6 +39,8 @@ type Invocation struct {
 	AgentGID int
 	// Stdin is the profile's stdin mode, StdinOnce when it sets none.
 	Stdin StdinMode
+	// Interrupt is the profile's interrupt.
+	Interrupt Interrupt
 }
 
 // Limits are the job limits this configuration sets.
@@ -126,18 +128,19 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	}
 
 	return Invocation{
-		Profile:  job.Profile,
-		Argv:     argv,
-		Env:      envv,
-		Input:    []byte(job.Input),
-		Files:    maps.Clone(job.Files),
-		Timeout:  timeout,
-		Network:  Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
-		Mounts:   slices.Clone(p.Mounts),
-		Limits:   limits,
-		AgentUID: p.AgentUID,
-		AgentGID: p.AgentGID,
-		Stdin:    p.Stdin.OrDefault(),
+		Profile:   job.Profile,
+		Argv:      argv,
+		Env:       envv,
+		Input:     []byte(job.Input),
+		Files:     maps.Clone(job.Files),
+		Timeout:   timeout,
+		Network:   Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
+		Mounts:    slices.Clone(p.Mounts),
+		Limits:    limits,
+		AgentUID:  p.AgentUID,
+		AgentGID:  p.AgentGID,
+		Stdin:     p.Stdin.OrDefault(),
+		Interrupt: p.Interrupt,
 	}, nil
 }
 

@@ -141,6 +141,9 @@ func (c *Config) Validate() error {
 		if !p.Stdin.valid() {
 			bad(at+".stdin", "%q must be %s or %s", p.Stdin, StdinOnce, StdinStream)
 		}
+		if err := p.Interrupt.validate(p.Stdin.OrDefault()); err != nil {
+			bad(at+".interrupt", "%v", err)
+		}
 		for _, id := range []struct {
 			key string
 			v   int

@@ -15,7 +15,9 @@ type InputRecord struct {
 	Seq   uint64 `json:"__input"` // the message's input stream sequence
 	Nonce string `json:"__nonce"`
 	EOF   bool   `json:"eof,omitempty"` // stdin was closed after it
-	Data  []byte `json:"data"`          // what was written, newline included
+	// Interrupt: an interrupt, by the line in Data or (no Data) SIGINT.
+	Interrupt bool   `json:"interrupt,omitempty"`
+	Data      []byte `json:"data"` // what was written, newline included
 }
 
 // inputPrefix starts every input record's line (json.Marshal keeps field

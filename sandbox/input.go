@@ -27,8 +27,11 @@ type InputMessage struct {
 	Seq  uint64 `json:"seq"`
 	Prev uint64 `json:"prev"`
 	// EOF closes the agent's stdin after Data.
-	EOF  bool   `json:"eof,omitempty"`
-	Data []byte `json:"data"`
+	EOF bool `json:"eof,omitempty"`
+	// Interrupt asks the runner to interrupt the agent's turn, as its
+	// profile says (Data is then empty).
+	Interrupt bool   `json:"interrupt,omitempty"`
+	Data      []byte `json:"data"`
 }
 
 // InputState is the runner's answer on a new connection and to each
@@ -108,13 +111,29 @@ func (s *agentStdin) deliver(m InputMessage, record func(journal.InputRecord) er
 	case m.Seq <= s.last:
 		// Written before (a worker retrying, or its successor): not again.
 		return InputState{Last: s.last, Closed: s.closed}
+	case m.Prev != s.last:
+		return InputState{Last: s.last, Closed: s.closed, Error: fmt.Sprintf("input %d follows %d, but the last written is %d", m.Seq, m.Prev, s.last)}
+	case m.Interrupt && s.interruptLine == nil:
+		// SIGINT needs no stdin: it works on any run, stdin closed or not.
+		if err := record(journal.InputRecord{Seq: m.Seq, Nonce: nonce, Interrupt: true}); err != nil {
+			return InputState{Last: s.last, Closed: s.closed, Error: "record the interrupt in the journal: " + err.Error()}
+		}
+		s.last = m.Seq
+		if err := s.signal(); err != nil {
+			s.st.fail("interrupt", fmt.Errorf("interrupt %d: %w", m.Seq, err))
+			return InputState{Last: s.last, Closed: s.closed, Error: "send SIGINT: " + err.Error()}
+		}
+		s.st.ok("interrupt", fmt.Sprintf("interrupt %d: SIGINT sent", m.Seq))
+		return InputState{Last: s.last, Closed: s.closed}
+	case m.Interrupt:
+		m = InputMessage{Seq: m.Seq, Prev: m.Prev, Interrupt: true, Data: s.interruptLine}
+	}
+	switch {
 	case s.closed:
 		return InputState{Last: s.last, Closed: true, Error: errStdinClosed.Error()}
-	case m.Prev != s.last:
-		return InputState{Last: s.last, Error: fmt.Sprintf("input %d follows %d, but the last written is %d", m.Seq, m.Prev, s.last)}
 	}
 	line := inputLine(m)
-	if err := record(journal.InputRecord{Seq: m.Seq, Nonce: nonce, EOF: m.EOF, Data: line}); err != nil {
+	if err := record(journal.InputRecord{Seq: m.Seq, Nonce: nonce, EOF: m.EOF, Interrupt: m.Interrupt, Data: line}); err != nil {
 		return InputState{Last: s.last, Error: "record the input in the journal: " + err.Error()}
 	}
 	s.last = m.Seq

@@ -138,14 +138,13 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		return nil, o.startFailed("stderr", fmt.Errorf("redirect the runner's stderr: %w", err))
 	}
 	o.st.ok("stderr", "")
-	if o.spec.Stdin == config.StdinStream {
-		// Made while the runner may still be root: only the worker may
-		// connect.
-		if o.input, err = listenInput(o.dir); err != nil {
-			return nil, o.startFailed("input-socket", err)
-		}
-		o.st.ok("input-socket", "")
+	// Input messages and interrupts come on it (a run with stdin "once"
+	// takes only interrupts). Made while the runner may still be root:
+	// only the worker may connect.
+	if o.input, err = listenInput(o.dir); err != nil {
+		return nil, o.startFailed("input-socket", err)
 	}
+	o.st.ok("input-socket", "")
 	if o.plan, err = o.prepare(); err != nil {
 		return nil, o.startFailed("prepare", err)
 	}
@@ -302,7 +301,14 @@ func (o *outerRun) startInner() (*innerProc, error) {
 	// The input file is the stdin writer's now, not the plan's.
 	input := p.input
 	p.input, started = nil, true
-	o.stdin = feedStdin(stdinW, input, o.spec.Stdin.OrDefault() == config.StdinStream, o.st)
+	var line []byte
+	if o.spec.InterruptLine != "" {
+		line = []byte(o.spec.InterruptLine)
+	}
+	// runner-inner relays SIGINT to the agent's process group, as a stop
+	// request that does not stop the run.
+	interrupt := func() error { return cmd.Process.Signal(unix.SIGINT) }
+	o.stdin = feedStdin(stdinW, input, o.spec.Stdin.OrDefault() == config.StdinStream, o.st, line, interrupt)
 	return &innerProc{cmd: cmd, done: done}, nil
 }
 

@@ -52,4 +52,7 @@ type Spec struct {
 	// Stdin is how the agent's stdin pipe is fed: config.StdinOnce (also
 	// when empty) or config.StdinStream.
 	Stdin config.StdinMode `json:"stdin,omitempty"`
+	// InterruptLine is written to stdin on an interrupt; empty: SIGINT
+	// to the agent's process group.
+	InterruptLine string `json:"interruptLine,omitempty"`
 }

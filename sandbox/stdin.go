@@ -20,14 +20,17 @@ type agentStdin struct {
 	closed bool
 	last   uint64 // input stream sequence of the last message written
 	st     *state
+	// interruptLine is written on an interrupt; nil: signal is called.
+	interruptLine []byte
+	signal        func() error
 }
 
 // feedStdin writes input (the job's input file) to w from a goroutine,
 // then closes w, or with keepOpen leaves it open for input messages. It
 // holds the writer until the input is written, so messages follow it.
 // input is closed once read.
-func feedStdin(w io.WriteCloser, input io.ReadCloser, keepOpen bool, st *state) *agentStdin {
-	s := &agentStdin{w: w, st: st}
+func feedStdin(w io.WriteCloser, input io.ReadCloser, keepOpen bool, st *state, interruptLine []byte, signal func() error) *agentStdin {
+	s := &agentStdin{w: w, st: st, interruptLine: interruptLine, signal: signal}
 	s.mu.Lock()
 	go func() {
 		defer s.mu.Unlock()

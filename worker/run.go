@@ -276,7 +276,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		RunID: r.id, RunDir: string(r.dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files,
 		Nonce: r.nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
 		Network: inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
-		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin,
+		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,
 		CgroupParent: w.cfg.CgroupParent,
 	}
 	// The last word before the runner: mark the record spawning, by CAS,
