@@ -64,20 +64,49 @@ func (c *Client) Send(ctx context.Context, runID string, data []byte, opts ...Se
 	if o.msgID != "" {
 		m.Header.Set(nats.MsgIdHdr, o.msgID)
 	}
+	return c.inputRequest(ctx, runID, m, "send to")
+}
+
+// StreamJSONUserMessage wraps text as one user message of Claude Code's
+// `--input-format stream-json`: the line to send to such an agent.
+func StreamJSONUserMessage(text string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"type":               "user",
+		"message":            map[string]string{"role": "user", "content": text},
+		"parent_tool_use_id": nil,
+		"session_id":         "default",
+	})
+	return b
+}
+
+// Interrupt asks for runID's agent to stop its current turn, as its
+// profile's interrupt says (SIGINT to the agent's process group, or a
+// line on its stdin); the run goes on, unlike Cancel. The interrupt is
+// stored in order with the run's input and applied once, whichever worker
+// holds the run. Errors are Send's.
+func (c *Client) Interrupt(ctx context.Context, runID string) (protocol.InputReply, error) {
+	if !protocol.ValidRunID(runID) {
+		return protocol.InputReply{}, fmt.Errorf("%w: %q", protocol.ErrBadRunID, runID)
+	}
+	return c.inputRequest(ctx, runID, nats.NewMsg(c.names.InterruptSubject(runID)), "interrupt")
+}
+
+// inputRequest sends an input or interrupt request and reads the answer.
+func (c *Client) inputRequest(ctx context.Context, runID string, m *nats.Msg, what string) (protocol.InputReply, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, DefaultCancelTimeout)
 	defer cancel()
 	msg, err := c.js.Conn().RequestMsgWithContext(ctx, m)
 	switch {
 	case parent.Err() != nil:
-		return protocol.InputReply{}, fmt.Errorf("send to %s: %w", runID, parent.Err())
+		return protocol.InputReply{}, fmt.Errorf("%s %s: %w", what, runID, parent.Err())
 	case errors.Is(err, nats.ErrNoResponders):
-		return protocol.InputReply{}, fmt.Errorf("send to %s: %w: nobody listens on %s (is a `baton worker` running?)",
-			runID, ErrNoWorker, m.Subject)
+		return protocol.InputReply{}, fmt.Errorf("%s %s: %w: nobody listens on %s (is a `baton worker` running?)",
+			what, runID, ErrNoWorker, m.Subject)
 	case errors.Is(err, context.DeadlineExceeded):
-		return protocol.InputReply{}, fmt.Errorf("send to %s: %w within %v", runID, ErrNoWorker, DefaultCancelTimeout)
+		return protocol.InputReply{}, fmt.Errorf("%s %s: %w within %v", what, runID, ErrNoWorker, DefaultCancelTimeout)
 	case err != nil:
-		return protocol.InputReply{}, fmt.Errorf("send to %s: %w", runID, err)
+		return protocol.InputReply{}, fmt.Errorf("%s %s: %w", what, runID, err)
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		desc := msg.Header.Get(micro.ErrorHeader)
@@ -92,25 +121,13 @@ func (c *Client) Send(ctx context.Context, runID string, data []byte, opts ...Se
 		case protocol.InputTooLarge:
 			sentinel = ErrTooLarge
 		default:
-			return protocol.InputReply{}, fmt.Errorf("send to %s: refused (%s): %s", runID, code, desc)
+			return protocol.InputReply{}, fmt.Errorf("%s %s: refused (%s): %s", what, runID, code, desc)
 		}
 		return protocol.InputReply{}, fmt.Errorf("%w: %s", sentinel, desc)
 	}
 	var rep protocol.InputReply
 	if err := json.Unmarshal(msg.Data, &rep); err != nil {
-		return protocol.InputReply{}, fmt.Errorf("send to %s: unreadable answer %q: %w", runID, msg.Data, err)
+		return protocol.InputReply{}, fmt.Errorf("%s %s: unreadable answer %q: %w", what, runID, msg.Data, err)
 	}
 	return rep, nil
-}
-
-// StreamJSONUserMessage wraps text as one user message of Claude Code's
-// `--input-format stream-json`: the line to send to such an agent.
-func StreamJSONUserMessage(text string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"type":               "user",
-		"message":            map[string]string{"role": "user", "content": text},
-		"parent_tool_use_id": nil,
-		"session_id":         "default",
-	})
-	return b
 }

@@ -44,7 +44,23 @@ const (
 	// message (0 for the first) on a stored input message: the runner
 	// writes a message only right after that one, so none is skipped.
 	HeaderInputPrev = "Baton-Input-Prev"
+	// HeaderInputKind is "interrupt" on an interrupt (stored, and on the
+	// chain); input messages have none.
+	HeaderInputKind = "Baton-Input-Kind"
 )
+
+// InputKindInterrupt is HeaderInputKind's value on an interrupt.
+const InputKindInterrupt = "interrupt"
+
+// InterruptSubject is where a client asks for runID's agent to be
+// interrupted, as a request: workers answer it in one queue group, like
+// input (the answer is an InputReply), and the interrupt is stored in
+// order with the run's input. The profile says how the runner interrupts
+// (SIGINT, or a line on stdin); the run goes on.
+func (n Names) InterruptSubject(runID string) string { return n.prefix + ".control.interrupt." + runID }
+
+// InterruptRequests is the subject workers answer interrupt requests on.
+func (n Names) InterruptRequests() string { return n.prefix + ".control.interrupt.*" }
 
 // InputReply is a worker's answer to an input request it accepted: the
 // message is stored and will be written to the agent's stdin once, after

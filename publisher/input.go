@@ -29,5 +29,8 @@ func (c *Chain) PublishInput(ctx context.Context, rec journal.InputRecord, end i
 	if rec.EOF {
 		h.Set(protocol.HeaderInputEOF, "true")
 	}
+	if rec.Interrupt {
+		h.Set(protocol.HeaderInputKind, protocol.InputKindInterrupt)
+	}
 	return c.publish(ctx, c.names.IngestSubject(c.runID, protocol.KindInput), rec.Data, c.lineID(end), h)
 }

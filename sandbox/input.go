@@ -128,8 +128,12 @@ func (s *agentStdin) deliver(m InputMessage, record func(journal.InputRecord) er
 	case m.Interrupt:
 		m = InputMessage{Seq: m.Seq, Prev: m.Prev, Interrupt: true, Data: s.interruptLine}
 	}
-	switch {
-	case s.closed:
+	if s.closed {
+		// Accepted before the agent's stdin closed (the agent closed it,
+		// or exited): it cannot be written, and is passed over so what
+		// follows (interrupts) still comes.
+		s.last = m.Seq
+		s.st.fail("input", fmt.Errorf("input %d not written: %w", m.Seq, errStdinClosed))
 		return InputState{Last: s.last, Closed: true, Error: errStdinClosed.Error()}
 	}
 	line := inputLine(m)

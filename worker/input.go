@@ -71,7 +71,7 @@ func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
 		return
 	}
 	eof := req.Headers().Get(protocol.HeaderInputEOF) == "true"
-	seq, err := w.storeInput(ctx, runID, req.Data(), eof, req.Headers().Get(nats.MsgIdHdr))
+	seq, err := w.storeInput(ctx, runID, req.Data(), eof, false, req.Headers().Get(nats.MsgIdHdr))
 	switch {
 	case errors.Is(err, errInputClosed):
 		_ = req.Error(protocol.InputTerminal, fmt.Sprintf("run %s: %v", runID, err), nil)
@@ -92,7 +92,11 @@ func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
 // one before it (HeaderInputPrev) by the server's check of the subject's
 // last sequence, so concurrent senders are ordered and none is skipped.
 // msgID, if set, dedupes a client's retry.
-func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof bool, msgID string) (uint64, error) {
+//
+// An interrupt is stored after an end-of-input too (SIGINT needs no
+// stdin), carrying the end-of-input mark on, so input after it is still
+// refused.
+func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof, interrupt bool, msgID string) (uint64, error) {
 	s, err := w.js.Stream(ctx, w.names.InputStream())
 	if err != nil {
 		return 0, err
@@ -105,16 +109,20 @@ func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof 
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 		case err != nil:
 			return 0, err
-		case last.Header.Get(protocol.HeaderInputEOF) == "true":
+		case last.Header.Get(protocol.HeaderInputEOF) == "true" && !interrupt:
 			return 0, errInputClosed
 		default:
 			prev = last.Sequence
+			eof = eof || last.Header.Get(protocol.HeaderInputEOF) == "true"
 		}
 		m := nats.NewMsg(subj)
 		m.Data = data
 		m.Header.Set(protocol.HeaderInputPrev, strconv.FormatUint(prev, 10))
 		if eof {
 			m.Header.Set(protocol.HeaderInputEOF, "true")
+		}
+		if interrupt {
+			m.Header.Set(protocol.HeaderInputKind, protocol.InputKindInterrupt)
 		}
 		if msgID != "" {
 			m.Header.Set(nats.MsgIdHdr, runID+":input:"+msgID)
@@ -131,8 +139,13 @@ func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof 
 	}
 }
 
+// inputIdle is how long an idle feeder waits for a notice before it looks
+// for input anyway: a few lease TTLs, so idle runs cost the server little.
+func (w *Worker) inputIdle() time.Duration { return max(4*w.cfg.LeaseTTL, 5*time.Second) }
+
 // watchInputs wakes the feeder of a run held here when another worker
-// stored input for it.
+// stored input for it, and every feeder when the connection comes back
+// (notices sent meanwhile are lost).
 func (w *Worker) watchInputs(ctx context.Context) {
 	notices := make(chan *nats.Msg, 256)
 	sub, err := w.nc.ChanSubscribe(w.names.InputNotices(), notices)
@@ -141,6 +154,14 @@ func (w *Worker) watchInputs(ctx context.Context) {
 		return
 	}
 	defer sub.Unsubscribe()
+	reconnects := w.nc.StatusChanged(nats.CONNECTED)
+	defer w.nc.RemoveStatusListener(reconnects)
+	poke := func(ch chan struct{}) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -148,16 +169,56 @@ func (w *Worker) watchInputs(ctx context.Context) {
 		case m := <-notices:
 			runID := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 			w.mu.Lock()
-			poke := w.inputPokes[runID]
+			ch := w.inputPokes[runID]
 			w.mu.Unlock()
-			if poke != nil {
-				select {
-				case poke <- struct{}{}:
-				default:
-				}
+			if ch != nil {
+				poke(ch)
 			}
+		case <-reconnects:
+			w.mu.Lock()
+			for _, ch := range w.inputPokes {
+				poke(ch)
+			}
+			w.mu.Unlock()
 		}
 	}
+}
+
+// handleInterrupt answers an interrupt request like an input request
+// (protocol.InputReply or a refusal with an input error code): the
+// interrupt is stored in order with the run's input, and the runner
+// interrupts the agent as its profile says. Any unfinished run takes one.
+func (w *Worker) handleInterrupt(ctx context.Context, req micro.Request) {
+	runID := req.Subject()[strings.LastIndexByte(req.Subject(), '.')+1:]
+	if !protocol.ValidRunID(runID) {
+		_ = req.Error(protocol.InputBadRunID, fmt.Sprintf("runId %q must match [A-Za-z0-9_-]{1,128}", runID), nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
+	defer cancel()
+	rec, _, err := w.runs.Get(ctx, runID)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		_ = req.Error(protocol.InputNotFound, "no run "+runID, nil)
+		return
+	case err != nil:
+		_ = req.Error(protocol.InputFailed, "cannot read the run's record: "+err.Error(), nil)
+		return
+	case rec.State.Terminal():
+		_ = req.Error(protocol.InputTerminal, fmt.Sprintf("run %s is %s", runID, rec.State), nil)
+		return
+	}
+	seq, err := w.storeInput(ctx, runID, nil, false, true, req.Headers().Get(nats.MsgIdHdr))
+	if err != nil {
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("store interrupt")
+		_ = req.Error(protocol.InputFailed, "cannot store the interrupt: "+err.Error(), nil)
+		return
+	}
+	if err := w.nc.Publish(w.names.InputNoticeSubject(runID), nil); err != nil {
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("publish input notice")
+	}
+	b, _ := json.Marshal(protocol.InputReply{RunID: runID, Seq: seq})
+	_ = req.Respond(b)
 }
 
 // startInput starts the feeder of r if its runner takes input; stop ends it
@@ -238,10 +299,6 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}) {
 				wait(inputPoll)
 				continue
 			}
-			if c.State().Closed {
-				c.Close()
-				return
-			}
 			conn = c
 		}
 		last := conn.State().Last
@@ -249,7 +306,9 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}) {
 		m, err := stream.GetMsg(gctx, last+1, jetstream.WithGetMsgSubject(subj))
 		cancel()
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			wait(inputPoll)
+			// Told of new input by a notice; the timer only makes up
+			// for one lost while the connection was down.
+			wait(w.inputIdle())
 			continue
 		}
 		if err != nil {
@@ -267,19 +326,17 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}) {
 		}
 		wctx, cancel := context.WithTimeout(ctx, inputWriteTimeout)
 		st, err := conn.Write(wctx, sandbox.InputMessage{Seq: m.Sequence, Prev: prev,
-			EOF: m.Header.Get(protocol.HeaderInputEOF) == "true", Data: m.Data})
+			EOF:       m.Header.Get(protocol.HeaderInputEOF) == "true",
+			Interrupt: m.Header.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt,
+			Data:      m.Data})
 		cancel()
 		switch {
 		case err == nil:
 			w.metrics.inputsWritten.Inc()
-			if st.Closed {
-				return
-			}
+		case errors.Is(err, sandbox.ErrInputRefused) && st.Last >= m.Sequence:
+			// Passed over: the agent's stdin had closed.
+			r.log.Warn().Uint64("seq", m.Sequence).Str("why", st.Error).Msg("input not written: the agent's stdin is closed")
 		case errors.Is(err, sandbox.ErrInputRefused):
-			if st.Closed {
-				r.log.Info().Uint64("seq", m.Sequence).Str("why", st.Error).Msg("input not written: the agent's stdin is closed")
-				return
-			}
 			r.log.Warn().Err(err).Uint64("seq", m.Sequence).Msg("runner refused input")
 			wait(inputPoll)
 		default:

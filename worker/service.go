@@ -63,6 +63,11 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 		_ = svc.Stop()
 		return nil, err
 	}
+	if err := svc.AddEndpoint("interrupt", micro.ContextHandler(ctx, w.handleInterrupt),
+		micro.WithEndpointSubject(w.names.InterruptRequests())); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
 	// Ready means answering: the server has the subscriptions once the
 	// flush returns.
 	if err := w.nc.FlushTimeout(5 * time.Second); err != nil {

@@ -270,6 +270,13 @@ func TestCLIRunsCancelDLQ(t *testing.T) {
 	if _, _, err := e.run("", "send", "r-chat"); err == nil || !strings.Contains(err.Error(), "TEXT") {
 		t.Errorf("send without text: %v", err)
 	}
+	out, _, err = e.run("", "interrupt", "r-new")
+	if err != nil || !strings.Contains(out, "interrupt sent to run r-new (input ") {
+		t.Errorf("interrupt: %v, %q", err, out)
+	}
+	if _, _, err := e.run("", "interrupt", "r-old"); err == nil || !strings.Contains(err.Error(), "already ended") {
+		t.Errorf("interrupt of an ended run: %v", err)
+	}
 
 	names := protocol.MustNames("")
 	for i := range 3 {
@@ -299,6 +306,7 @@ func TestClientCommandsHaveExamples(t *testing.T) {
 	}{
 		{"submit", newSubmitCmd(g).Example}, {"watch", newWatchCmd(g).Example}, {"runs", newRunsCmd(g).Example},
 		{"cancel", newCancelCmd(g).Example}, {"dlq", newDLQCmd(g).Example}, {"send", newSendCmd(g).Example},
+		{"interrupt", newInterruptCmd(g).Example},
 	} {
 		if !strings.Contains(cmd.ex, "baton "+cmd.name) {
 			t.Errorf("%s --help has no example of itself: %q", cmd.name, cmd.ex)
