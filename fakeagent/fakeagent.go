@@ -59,6 +59,9 @@ type Options struct {
 	// Duration, if > 0, makes the agent write lines at Rate until this long
 	// has passed since it started, then the result; Lines is ignored.
 	Duration time.Duration
+	// Chat selects the conversation mode (see Chat): the other options
+	// are then ignored.
+	Chat bool
 }
 
 // RegisterFlags binds the fields of o to the flags of `baton fake-agent`.
@@ -75,6 +78,7 @@ func (o *Options) RegisterFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.EchoInput, "echo-input", false, "read stdin first and put it (up to 4 KiB) in the init event's prompt")
 	fs.BoolVar(&o.ForgeSentinel, "forge-sentinel", false, "also write a line that looks like baton's exit sentinel, with a made-up nonce")
 	fs.DurationVar(&o.Duration, "duration", 0, "write lines at --rate until this long has passed (--lines is then ignored)")
+	fs.BoolVar(&o.Chat, "chat", false, "converse on stdin like Claude Code's stream-json: echo, ask approval (\"approve: CMD\"), slow turns (\"slow\") that SIGINT or an interrupt control_request stop")
 }
 
 // ExitError is how Run says the agent should end other than with status 0:

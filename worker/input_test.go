@@ -3,6 +3,7 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -167,4 +168,95 @@ func TestInputRefusals(t *testing.T) {
 	if _, err := c.Send(ctx, chat, []byte("x")); !errors.Is(err, client.ErrTerminal) {
 		t.Fatalf("finished run: %v, want ErrTerminal", err)
 	}
+}
+
+// A multi-turn conversation with the scripted agent: a turn, a permission
+// prompt answered by an input line, a slow turn stopped by interrupts
+// (SIGINT, then the profile's interrupt line) that leave the run going,
+// and a last turn; then end of input ends the run.
+func TestConversationWithApprovalAndInterrupts(t *testing.T) {
+	const interruptLine = `{"type":"control_request","request_id":"baton-int","request":{"subtype":"interrupt"}}`
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		agent := []string{"{baton}", "fake-agent", "--chat"}
+		c.Profiles["claude-sig"] = config.Profile{Command: agent, Timeout: 2 * time.Minute, Stdin: config.StdinStream}
+		c.Profiles["claude-line"] = config.Profile{Command: agent, Timeout: 2 * time.Minute, Stdin: config.StdinStream,
+			Interrupt: config.Interrupt{Line: interruptLine}}
+	}))
+	c := client.New(h.js, h.names)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, profile := range []string{"claude-sig", "claude-line"} {
+		t.Run(profile, func(t *testing.T) {
+			id := newRunID(t)
+			h.submit(map[string]any{"runId": id, "profile": profile, "input": string(client.StreamJSONUserMessage("hello")) + "\n"})
+			h.waitStatus(id, protocol.StatusStarted)
+			events := h.follow(ctx, id)
+			waitEvent := func(what string) map[string]any {
+				t.Helper()
+				for {
+					select {
+					case ev := <-events:
+						if what == "" || strings.Contains(fmt.Sprint(ev), what) {
+							return ev
+						}
+					case <-ctx.Done():
+						t.Fatalf("no event with %q", what)
+					}
+				}
+			}
+			send := func(data []byte, opts ...client.SendOption) {
+				t.Helper()
+				if _, err := c.Send(ctx, id, data, opts...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitEvent("result:echo: hello")
+			send(client.StreamJSONUserMessage("approve: make test"))
+			req := waitEvent("can_use_tool")
+			answer := fmt.Sprintf(`{"type":"control_response","response":{"subtype":"success","request_id":%q,"response":{"behavior":"allow","updatedInput":{"command":"make test"}}}}`, req["request_id"])
+			send([]byte(answer))
+			waitEvent("result:ran: make test")
+			send(client.StreamJSONUserMessage("slow"))
+			waitEvent("progress")
+			if _, err := c.Interrupt(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if ev := waitEvent("terminal_reason:aborted_streaming"); ev["type"] != "result" {
+				t.Fatalf("interrupted turn ended with %v", ev)
+			}
+			send(client.StreamJSONUserMessage("still there?"))
+			waitEvent("result:echo: still there?")
+			send(nil, client.WithEOF())
+			if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+				t.Fatalf("run ended %+v, want succeeded: an interrupt is not a cancel", st)
+			}
+		})
+	}
+}
+
+// follow delivers the decoded events of runID's chain as they come.
+func (h *harness) follow(ctx context.Context, runID string) <-chan map[string]any {
+	h.t.Helper()
+	cons, err := h.js.OrderedConsumer(ctx, h.names.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{h.names.EventsSubject(runID)}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := make(chan map[string]any, 64)
+	go func() {
+		for ctx.Err() == nil {
+			m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+			if err != nil {
+				continue
+			}
+			var ev map[string]any
+			if json.Unmarshal(m.Data(), &ev) == nil {
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+				}
+			}
+		}
+	}()
+	return out
 }
