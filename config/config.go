@@ -92,6 +92,13 @@ type Profile struct {
 	// SIGINT to its process group (the default), or a line written to its
 	// stdin (which needs stdin "stream").
 	Interrupt Interrupt `yaml:"interrupt"`
+	// TurnEnd says which agent line ends a turn (the agent then waits for
+	// input): a JSON line whose top-level Field is the string Equals. The
+	// run's status is then "waiting" until input is written ("running").
+	TurnEnd *TurnEnd `yaml:"turnEnd"`
+	// IdleTimeout ends a run that waits for input longer (status timeout,
+	// reason idle); 0: no bound but the run's timeout. Needs turnEnd.
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
 }
 
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is

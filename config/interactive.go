@@ -19,6 +19,12 @@ const (
 	StdinStream StdinMode = "stream"
 )
 
+// TurnEnd is a profile's `turnEnd`, e.g. {field: type, equals: result}.
+type TurnEnd struct {
+	Field  string `yaml:"field"`
+	Equals string `yaml:"equals"`
+}
+
 // Input message bounds (maxInputBytes).
 const (
 	DefaultMaxInputBytes = 64 << 10

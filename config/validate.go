@@ -144,6 +144,19 @@ func (c *Config) Validate() error {
 		if err := p.Interrupt.validate(p.Stdin.OrDefault()); err != nil {
 			bad(at+".interrupt", "%v", err)
 		}
+		switch {
+		case p.TurnEnd == nil:
+		case p.TurnEnd.Field == "" || p.TurnEnd.Equals == "":
+			bad(at+".turnEnd", "needs both field and equals, e.g. {field: type, equals: result}")
+		case p.Stdin.OrDefault() != StdinStream:
+			bad(at+".turnEnd", "needs stdin: stream (only then does the agent wait for input)")
+		}
+		switch {
+		case p.IdleTimeout < 0:
+			bad(at+".idleTimeout", "%s must not be negative", p.IdleTimeout)
+		case p.IdleTimeout > 0 && p.TurnEnd == nil:
+			bad(at+".idleTimeout", "needs turnEnd (a run waits for input only between turns)")
+		}
 		for _, id := range []struct {
 			key string
 			v   int

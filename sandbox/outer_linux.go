@@ -36,7 +36,8 @@ import (
 // with the sentinel once the chain has ended.
 //
 // Signals: SIGUSR1 (Cancel) stops the agent with reason "cancel", the
-// deadline with reason "timeout". SIGTERM or SIGINT sent to the runner
+// deadline with reason "timeout", SIGUSR2 (StopIdle) with reason "timeout"
+// and detail IdleReason. SIGTERM or SIGINT sent to the runner
 // itself (an admin, a host shutdown) stops the agent the same way with
 // reason "signal": the sentinel keeps the agent's real exit code, and
 // names the signal that killed it, or else the one the runner received.
@@ -50,7 +51,7 @@ import (
 func RunOuter(ctx context.Context, specPath string) error {
 	// Subscribed first: a signal during setup is handled once the chain runs.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, unix.SIGUSR1, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	signal.Notify(sigs, unix.SIGUSR1, unix.SIGUSR2, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	defer signal.Stop(sigs)
 	ready := takeReadyPipe()
 	// Nothing inherited or opened here reaches runner-inner unless passed
@@ -438,6 +439,10 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 			switch sig {
 			case unix.SIGUSR1:
 				stop(stopRequest{reason: journal.ReasonCancel, detail: "cancel requested (SIGUSR1)"})
+			case unix.SIGUSR2:
+				// The worker saw the agent wait for input past its
+				// profile's idleTimeout.
+				stop(stopRequest{reason: journal.ReasonTimeout, detail: IdleReason})
 			case unix.SIGTERM, unix.SIGINT:
 				name := signalName(sig.(syscall.Signal))
 				stop(stopRequest{reason: journal.ReasonSignal, signal: name, detail: "runner received SIG" + name})

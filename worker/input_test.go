@@ -260,3 +260,42 @@ func (h *harness) follow(ctx context.Context, runID string) <-chan map[string]an
 	}()
 	return out
 }
+
+// With turnEnd, the run is "waiting" after each turn and "running" once
+// input is written; past idleTimeout waiting it ends as a timeout, reason
+// idle.
+func TestTurnStatusesAndIdleTimeout(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		c.Profiles["turns"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
+			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: 2 * time.Second}
+	}))
+	c := client.New(h.js, h.names)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "turns", "input": "hello\n"})
+	h.waitStatus(id, protocol.StatusWaiting)
+	if _, err := c.Send(ctx, id, []byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	msgs := h.chain(id, time.Minute)
+	h.assertChainMatchesJournal(id, msgs)
+	var kinds []string
+	for _, m := range msgs {
+		switch {
+		case strings.HasSuffix(m.Subject(), ".status"):
+			st, _ := protocol.ParseStatus(m.Data())
+			kinds = append(kinds, string(st.Status))
+			if st.Status.Terminal() && st.Reason != sandbox.IdleReason {
+				t.Fatalf("terminal status %+v, want reason %q", st, sandbox.IdleReason)
+			}
+		case strings.HasSuffix(m.Subject(), ".input"):
+			kinds = append(kinds, "input")
+		case strings.Contains(string(m.Data()), `"type":"result"`):
+			kinds = append(kinds, "result")
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "started,result,waiting,input,running,result,waiting,timeout" {
+		t.Fatalf("chain: %s", got)
+	}
+}

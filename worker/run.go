@@ -46,6 +46,9 @@ type run struct {
 	log    zerolog.Logger
 
 	cancelOnce sync.Once
+	// onTurn, if set, is told after a turn-end line (waiting) and after
+	// an input (running) is on the chain (see turns.go).
+	onTurn func(ctx context.Context, waiting bool) error
 }
 
 // cancel asks the runner to end the agent; the runner writes the sentinel
@@ -143,6 +146,7 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 	w.checkCancel(ctx, r)
 	stopInput := w.startInput(ctx, r)
 	defer stopInput()
+	defer w.trackTurns(r)()
 	w.follow(ctx, r)
 }
 
@@ -164,7 +168,10 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		RunID: job.RunID, State: kv.RunStarting, Node: w.node, Worker: w.id,
 		Profile: inv.Profile, Attempt: 1,
 		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
-		Interactive: inv.Stdin == config.StdinStream,
+		Interactive: inv.Stdin == config.StdinStream, IdleTimeout: inv.IdleTimeout,
+	}
+	if inv.TurnEnd != nil {
+		rec.TurnEndField, rec.TurnEndEquals = inv.TurnEnd.Field, inv.TurnEnd.Equals
 	}
 	if n, err := strconv.Atoi(job.Labels[protocol.LabelAttempt]); err == nil && n > 1 {
 		rec.Attempt = n
@@ -627,7 +634,9 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 func (r *run) publish(ctx context.Context, lines []journal.Line) error {
 	for len(lines) > 0 {
 		n := 0
-		for n < len(lines) && lines[n].Data != nil && !r.isInput(lines[n]) {
+		turnEnd := false
+		for n < len(lines) && lines[n].Data != nil && !r.isInput(lines[n]) && !turnEnd {
+			turnEnd = r.isTurnEnd(lines[n])
 			n++
 		}
 		if n == 0 && lines[0].Data != nil {
@@ -636,6 +645,9 @@ func (r *run) publish(ctx context.Context, lines []journal.Line) error {
 				return err
 			}
 			r.offset, lines = lines[0].End, lines[1:]
+			if err := r.turn(ctx, false); err != nil {
+				return err
+			}
 			continue
 		}
 		if n > 0 {
@@ -643,6 +655,11 @@ func (r *run) publish(ctx context.Context, lines []journal.Line) error {
 				return err
 			}
 			r.offset, lines = lines[n-1].End, lines[n:]
+			if turnEnd {
+				if err := r.turn(ctx, true); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		// Longer than the follower's max line: read from the journal a
