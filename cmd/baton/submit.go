@@ -31,7 +31,7 @@ type submitFlags struct {
 	watch   bool
 	// interactive attaches instead of watching; streamJSON wraps its lines.
 	interactive, streamJSON bool
-	json    bool
+	json                    bool
 }
 
 func newSubmitCmd(g *globals) *cobra.Command {
