@@ -42,11 +42,6 @@ var errInputClosed = errors.New("stdin was closed by an earlier end-of-input mes
 // the workers, and replies with its sequence (protocol.InputReply) or a
 // refusal with one of the protocol's input error codes.
 func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
-	runID := req.Subject()[strings.LastIndexByte(req.Subject(), '.')+1:]
-	if !protocol.ValidRunID(runID) {
-		_ = req.Error(protocol.InputBadRunID, fmt.Sprintf("runId %q must match [A-Za-z0-9_-]{1,128}", runID), nil)
-		return
-	}
 	if n := len(req.Data()); n > int(w.cfg.MaxInputBytes) {
 		_ = req.Error(protocol.InputTooLarge, fmt.Sprintf("input of %d bytes is over maxInputBytes (%d)", n, w.cfg.MaxInputBytes), nil)
 		return
@@ -55,18 +50,11 @@ func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
 	// would otherwise not know whether the input was stored.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
 	defer cancel()
-	rec, _, err := w.runs.Get(ctx, runID)
-	switch {
-	case errors.Is(err, kv.ErrNotFound):
-		_ = req.Error(protocol.InputNotFound, "no run "+runID, nil)
+	runID, rec, ok := w.inputRun(ctx, req)
+	if !ok {
 		return
-	case err != nil:
-		_ = req.Error(protocol.InputFailed, "cannot read the run's record: "+err.Error(), nil)
-		return
-	case rec.State.Terminal():
-		_ = req.Error(protocol.InputTerminal, fmt.Sprintf("run %s is %s", runID, rec.State), nil)
-		return
-	case !rec.Interactive:
+	}
+	if !rec.Interactive {
 		_ = req.Error(protocol.InputNotStream, fmt.Sprintf("run %s takes no input: its profile %q has stdin \"once\" (set stdin: stream)", runID, rec.Profile), nil)
 		return
 	}
@@ -86,6 +74,30 @@ func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
 	}
 	b, _ := json.Marshal(protocol.InputReply{RunID: runID, Seq: seq})
 	_ = req.Respond(b)
+}
+
+// inputRun reads the record of the run an input or interrupt request is
+// for, answering the request with the refusal if there is none or it
+// ended.
+func (w *Worker) inputRun(ctx context.Context, req micro.Request) (string, kv.RunRecord, bool) {
+	runID := req.Subject()[strings.LastIndexByte(req.Subject(), '.')+1:]
+	if !protocol.ValidRunID(runID) {
+		_ = req.Error(protocol.InputBadRunID, fmt.Sprintf("runId %q must match [A-Za-z0-9_-]{1,128}", runID), nil)
+		return "", kv.RunRecord{}, false
+	}
+	rec, _, err := w.runs.Get(ctx, runID)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		_ = req.Error(protocol.InputNotFound, "no run "+runID, nil)
+		return "", kv.RunRecord{}, false
+	case err != nil:
+		_ = req.Error(protocol.InputFailed, "cannot read the run's record: "+err.Error(), nil)
+		return "", kv.RunRecord{}, false
+	case rec.State.Terminal():
+		_ = req.Error(protocol.InputTerminal, fmt.Sprintf("run %s is %s", runID, rec.State), nil)
+		return "", kv.RunRecord{}, false
+	}
+	return runID, rec, true
 }
 
 // storeInput appends data to runID's input messages, each linked to the
@@ -189,23 +201,10 @@ func (w *Worker) watchInputs(ctx context.Context) {
 // interrupt is stored in order with the run's input, and the runner
 // interrupts the agent as its profile says. Any unfinished run takes one.
 func (w *Worker) handleInterrupt(ctx context.Context, req micro.Request) {
-	runID := req.Subject()[strings.LastIndexByte(req.Subject(), '.')+1:]
-	if !protocol.ValidRunID(runID) {
-		_ = req.Error(protocol.InputBadRunID, fmt.Sprintf("runId %q must match [A-Za-z0-9_-]{1,128}", runID), nil)
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
 	defer cancel()
-	rec, _, err := w.runs.Get(ctx, runID)
-	switch {
-	case errors.Is(err, kv.ErrNotFound):
-		_ = req.Error(protocol.InputNotFound, "no run "+runID, nil)
-		return
-	case err != nil:
-		_ = req.Error(protocol.InputFailed, "cannot read the run's record: "+err.Error(), nil)
-		return
-	case rec.State.Terminal():
-		_ = req.Error(protocol.InputTerminal, fmt.Sprintf("run %s is %s", runID, rec.State), nil)
+	runID, _, ok := w.inputRun(ctx, req)
+	if !ok {
 		return
 	}
 	seq, err := w.storeInput(ctx, runID, nil, false, true, req.Headers().Get(nats.MsgIdHdr))

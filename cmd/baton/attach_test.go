@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -18,25 +17,7 @@ func TestSubmitInteractive(t *testing.T) {
 	cfg := config.Default()
 	cfg.Profiles["chat"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: time.Minute,
 		Stdin: config.StdinStream}
-	w, err := worker.New(e.js.Conn(), cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithNode("aw"),
-		worker.WithBinary(testenv.BatonBinary(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
-	select {
-	case <-w.Ready():
-	case <-time.After(20 * time.Second):
-		t.Fatal("worker not ready after 20s")
-	}
+	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
 	out, errOut, err := e.run("second turn\nthird turn\n", "submit", "--profile", "chat", "--interactive", "--stream-json", "--input", "first turn")
 	if err != nil {
 		t.Fatalf("submit --interactive: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)

@@ -323,7 +323,13 @@ func TestClientCommandsHaveExamples(t *testing.T) {
 // test ends.
 func startWorker(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	w, err := worker.New(js.Conn(), config.Default(), worker.WithStateDir(t.TempDir()), worker.WithNode("cw"))
+	startWorkerWith(t, js, config.Default(), worker.WithStateDir(t.TempDir()))
+}
+
+// startWorkerWith is startWorker with cfg and opts.
+func startWorkerWith(t *testing.T, js jetstream.JetStream, cfg *config.Config, opts ...worker.Option) {
+	t.Helper()
+	w, err := worker.New(js.Conn(), cfg, append([]worker.Option{worker.WithNode("cw")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
