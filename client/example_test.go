@@ -107,3 +107,23 @@ func exampleServer() (jetstream.JetStream, func()) {
 		os.RemoveAll(dir)
 	}
 }
+
+// Send input to a run and interrupt it. With no worker running, the
+// request finds nobody to answer it, and says so.
+func ExampleClient_Send() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	c := client.New(js, protocol.MustNames("baton"))
+	// A Claude Code stream-json run takes user messages as lines.
+	line := client.StreamJSONUserMessage("now run the tests")
+	fmt.Println(string(line))
+	_, err := c.Send(ctx, "example-1", line)
+	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
+	_, err = c.Interrupt(ctx, "example-1")
+	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
+	// Output:
+	// {"message":{"content":"now run the tests","role":"user"},"parent_tool_use_id":null,"session_id":"default","type":"user"}
+	// no worker: true
+	// no worker: true
+}

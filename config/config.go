@@ -47,6 +47,9 @@ type Config struct {
 	// entries.
 	DLQMaxBytes ByteSize `yaml:"dlqMaxBytes"`
 	DLQMaxMsgs  int64    `yaml:"dlqMaxMsgs"`
+	// MaxInputBytes bounds one input message sent to a running agent
+	// (baton send; default 64 KiB, at most 256 KiB).
+	MaxInputBytes ByteSize `yaml:"maxInputBytes"`
 	// Profiles by name; the built-in "demo" profile is always present unless
 	// the file defines its own.
 	Profiles map[string]Profile `yaml:"profiles"`
@@ -81,6 +84,21 @@ type Profile struct {
 	// default, 1000; the agent is never root inside).
 	AgentUID int `yaml:"agentUID"`
 	AgentGID int `yaml:"agentGID"`
+	// Stdin is how the agent's stdin pipe is fed: StdinOnce (the
+	// default) writes the job's input and closes it; StdinStream keeps it
+	// open for input messages sent while the agent runs.
+	Stdin StdinMode `yaml:"stdin"`
+	// Interrupt is how `baton interrupt` stops the agent's current turn:
+	// SIGINT to its process group (the default), or a line written to its
+	// stdin (which needs stdin "stream").
+	Interrupt Interrupt `yaml:"interrupt"`
+	// TurnEnd says which agent line ends a turn (the agent then waits for
+	// input): a JSON line whose top-level Field is the string Equals. The
+	// run's status is then "waiting" until input is written ("running").
+	TurnEnd *TurnEnd `yaml:"turnEnd"`
+	// IdleTimeout ends a run that waits for input longer (status timeout,
+	// reason idle); 0: no bound but the run's timeout. Needs turnEnd.
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
 }
 
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is

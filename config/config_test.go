@@ -29,6 +29,7 @@ func TestDefault(t *testing.T) {
 		MaxJobBytes:  1 << 20,
 		SandboxUID:   65534,
 		JobsMaxBytes: 1 << 30, JobsMaxMsgs: 100_000, DLQMaxBytes: 1 << 30, DLQMaxMsgs: 100_000,
+		MaxInputBytes: 64 << 10,
 		Profiles: map[string]config.Profile{"demo": {
 			Command:   []string{"{baton}", "fake-agent", "--story", "--rate", "25", "--echo-input"},
 			AllowArgs: config.AnyArgs,
@@ -90,6 +91,7 @@ profiles:
 		Prefix: "team-a", LeaseTTL: 30 * time.Second, Concurrency: 16, Replicas: 3,
 		EventsMaxAge: 24 * time.Hour, RunRetention: 72 * time.Hour, MaxJobBytes: 4 << 20, SandboxUID: 1500,
 		EventsMaxBytes: 10 << 30, JobsMaxMsgs: 5000, DLQMaxBytes: 64 << 20,
+		MaxInputBytes: config.DefaultMaxInputBytes,
 		Profiles: map[string]config.Profile{
 			"claude": {
 				Command:   []string{"claude", "-p"},
@@ -190,9 +192,9 @@ func TestParseRejects(t *testing.T) {
 		want      []string // every one must be in the error
 	}{
 		{"unknown top key", "prefix: a\nprefx: b\n",
-			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, profiles)`}},
+			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, maxInputBytes, profiles)`}},
 		{"unknown profile key", "profiles:\n  x:\n    command: [a]\n    comand: [b]\n",
-			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, timeout, network, mounts, limits, agentUID, agentGID)`}},
+			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, timeout, network, mounts, limits, agentUID, agentGID, stdin, interrupt, turnEnd, idleTimeout)`}},
 		{"every problem", "concurrency: four\nfoo: 1\nprofiles:\n  x:\n    timeout: soon\n",
 			[]string{`line 1: want an integer, got "four"`, `line 2: unknown key "foo"`, `line 5: want a duration with a unit, like "15s" or "1h", got "soon"`}},
 		{"duration without unit", "leaseTTL: 15\n", []string{`line 1: want a duration with a unit, like "15s" or "1h", got 15 (int)`}},
@@ -249,6 +251,15 @@ func TestParseRejects(t *testing.T) {
 		{"events bytes", "eventsMaxBytes: 10GB\n", []string{`"10GB" is not a size`}},
 		{"run retention", "runRetention: 59s\n", []string{`runRetention: 59s is too short; it must be at least 1m0s`}},
 		{"max job bytes", "maxJobBytes: 10\n", []string{`maxJobBytes: 10 is out of range 1024..67108864`}},
+		{"max input bytes", "maxInputBytes: 1MiB\n", []string{`maxInputBytes: 1048576 is out of range 1..262144`}},
+		{"stdin mode", "profiles:\n  x:\n    command: [a]\n    stdin: pipe\n", []string{`profiles.x.stdin: "pipe" must be once or stream`}},
+		{"interrupt form", "profiles:\n  x:\n    command: [a]\n    interrupt: sigint\n", []string{"interrupt is `signal` or {line: '<a line>'}, not \"sigint\""}},
+		{"interrupt keys", "profiles:\n  x:\n    command: [a]\n    stdin: stream\n    interrupt: {text: x}\n", []string{"the mapping has exactly the key line"}},
+		{"interrupt line needs stream", "profiles:\n  x:\n    command: [a]\n    interrupt: {line: x}\n", []string{`profiles.x.interrupt: an interrupt line is written to stdin, which needs stdin: stream`}},
+		{"interrupt two lines", "profiles:\n  x:\n    command: [a]\n    stdin: stream\n    interrupt: {line: \"a\\nb\"}\n", []string{`the line must be one line`}},
+		{"turnEnd half", "profiles:\n  x:\n    command: [a]\n    turnEnd: {field: type}\n", []string{`profiles.x.turnEnd: needs both field and equals`}},
+		{"turnEnd once", "profiles:\n  x:\n    command: [a]\n    turnEnd: {field: type, equals: result}\n", []string{`profiles.x.turnEnd: needs stdin: stream`}},
+		{"idleTimeout alone", "profiles:\n  x:\n    command: [a]\n    idleTimeout: 5m\n", []string{`profiles.x.idleTimeout: needs turnEnd`}},
 		{"root sandbox", "sandboxUID: 0\n", []string{`sandboxUID: 0 would run agents as root`}},
 		{"uid range", "sandboxUID: 4294967295\n", []string{`sandboxUID: 4294967295 is not a uid`}},
 		{"validation lists all", "concurrency: 0\nreplicas: 9\nprofiles:\n  x:\n    command: []\n",
@@ -277,7 +288,7 @@ func TestValidateProgrammatic(t *testing.T) {
 	}
 	// One line per problem, each naming its key.
 	lines := strings.Split(err.Error(), "\n")
-	want := []string{"prefix:", "leaseTTL:", "concurrency:", "replicas:", "eventsMaxAge:", "runRetention:", "maxJobBytes:", "sandboxUID:", "profiles:"}
+	want := []string{"prefix:", "leaseTTL:", "concurrency:", "replicas:", "eventsMaxAge:", "runRetention:", "maxJobBytes:", "maxInputBytes:", "sandboxUID:", "profiles:"}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(want), err)
 	}

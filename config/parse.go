@@ -51,18 +51,19 @@ func demoProfile() Profile {
 // defaults is the configuration before the file and without profiles.
 func defaults() *Config {
 	return &Config{
-		Prefix:       protocol.DefaultPrefix,
-		LeaseTTL:     DefaultLeaseTTL,
-		Concurrency:  DefaultConcurrency,
-		Replicas:     DefaultReplicas,
-		EventsMaxAge: DefaultEventsMaxAge,
-		RunRetention: DefaultRunRetention,
-		MaxJobBytes:  DefaultMaxJobBytes,
-		SandboxUID:   DefaultSandboxUID,
-		JobsMaxBytes: DefaultStreamMaxBytes,
-		JobsMaxMsgs:  DefaultStreamMaxMsgs,
-		DLQMaxBytes:  DefaultStreamMaxBytes,
-		DLQMaxMsgs:   DefaultStreamMaxMsgs,
+		Prefix:        protocol.DefaultPrefix,
+		LeaseTTL:      DefaultLeaseTTL,
+		Concurrency:   DefaultConcurrency,
+		Replicas:      DefaultReplicas,
+		EventsMaxAge:  DefaultEventsMaxAge,
+		RunRetention:  DefaultRunRetention,
+		MaxJobBytes:   DefaultMaxJobBytes,
+		SandboxUID:    DefaultSandboxUID,
+		JobsMaxBytes:  DefaultStreamMaxBytes,
+		JobsMaxMsgs:   DefaultStreamMaxMsgs,
+		DLQMaxBytes:   DefaultStreamMaxBytes,
+		DLQMaxMsgs:    DefaultStreamMaxMsgs,
+		MaxInputBytes: DefaultMaxInputBytes,
 	}
 }
 

@@ -37,6 +37,13 @@ type Invocation struct {
 	Limits   Limits
 	AgentUID int
 	AgentGID int
+	// Stdin is the profile's stdin mode, StdinOnce when it sets none.
+	Stdin StdinMode
+	// Interrupt is the profile's interrupt.
+	Interrupt Interrupt
+	// TurnEnd and IdleTimeout are the profile's (TurnEnd nil: none).
+	TurnEnd     *TurnEnd
+	IdleTimeout time.Duration
 }
 
 // Limits are the job limits this configuration sets.
@@ -124,17 +131,21 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	}
 
 	return Invocation{
-		Profile:  job.Profile,
-		Argv:     argv,
-		Env:      envv,
-		Input:    []byte(job.Input),
-		Files:    maps.Clone(job.Files),
-		Timeout:  timeout,
-		Network:  Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
-		Mounts:   slices.Clone(p.Mounts),
-		Limits:   limits,
-		AgentUID: p.AgentUID,
-		AgentGID: p.AgentGID,
+		Profile:     job.Profile,
+		Argv:        argv,
+		Env:         envv,
+		Input:       []byte(job.Input),
+		Files:       maps.Clone(job.Files),
+		Timeout:     timeout,
+		Network:     Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
+		Mounts:      slices.Clone(p.Mounts),
+		Limits:      limits,
+		AgentUID:    p.AgentUID,
+		AgentGID:    p.AgentGID,
+		Stdin:       p.Stdin.OrDefault(),
+		Interrupt:   p.Interrupt,
+		TurnEnd:     p.TurnEnd,
+		IdleTimeout: p.IdleTimeout,
 	}, nil
 }
 

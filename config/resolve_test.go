@@ -59,6 +59,7 @@ func TestResolve(t *testing.T) {
 		Timeout: 10 * time.Minute,
 		Network: config.Network{Allow: []string{"api.example.com"}},
 		Limits:  config.Limits{Output: config.DefaultOutputLimit},
+		Stdin:   config.StdinOnce,
 	}
 	if !reflect.DeepEqual(inv, want) {
 		t.Fatalf("got  %+v\nwant %+v", inv, want)

@@ -65,6 +65,9 @@ func (c *Config) Validate() error {
 	if c.MaxJobBytes < minJobBytes || c.MaxJobBytes > maxJobBytes {
 		bad("maxJobBytes", "%d is out of range %d..%d", c.MaxJobBytes, minJobBytes, maxJobBytes)
 	}
+	if c.MaxInputBytes < 1 || c.MaxInputBytes > MaxInputBytesLimit {
+		bad("maxInputBytes", "%d is out of range 1..%d", c.MaxInputBytes, MaxInputBytesLimit)
+	}
 	if c.CgroupParent != "" && (!filepath.IsAbs(c.CgroupParent) || filepath.Clean(c.CgroupParent) != c.CgroupParent) {
 		bad("cgroupParent", "%q must be an absolute, clean path (a cgroup v2 directory)", c.CgroupParent)
 	}
@@ -134,6 +137,25 @@ func (c *Config) Validate() error {
 			for _, e := range splitJoined(err) {
 				errs = append(errs, fmt.Errorf("%s.limits.%w", at, e))
 			}
+		}
+		if !p.Stdin.valid() {
+			bad(at+".stdin", "%q must be %s or %s", p.Stdin, StdinOnce, StdinStream)
+		}
+		if err := p.Interrupt.validate(p.Stdin.OrDefault()); err != nil {
+			bad(at+".interrupt", "%v", err)
+		}
+		switch {
+		case p.TurnEnd == nil:
+		case p.TurnEnd.Field == "" || p.TurnEnd.Equals == "":
+			bad(at+".turnEnd", "needs both field and equals, e.g. {field: type, equals: result}")
+		case p.Stdin.OrDefault() != StdinStream:
+			bad(at+".turnEnd", "needs stdin: stream (only then does the agent wait for input)")
+		}
+		switch {
+		case p.IdleTimeout < 0:
+			bad(at+".idleTimeout", "%s must not be negative", p.IdleTimeout)
+		case p.IdleTimeout > 0 && p.TurnEnd == nil:
+			bad(at+".idleTimeout", "needs turnEnd (a run waits for input only between turns)")
 		}
 		for _, id := range []struct {
 			key string

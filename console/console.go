@@ -295,8 +295,9 @@ func (c *Console) serveCancel(w http.ResponseWriter, r *http.Request) {
 // maxInput bounds one input message from the box.
 const maxInput = 64 << 10
 
-// serveInput publishes the body, as is, on the run's input subject and
-// waits for the input stream's ack.
+// serveInput sends the body, as is, as one input message of the run
+// (client.Send: the worker that answers checks the run and stores the
+// message) and answers with the message's sequence in the input stream.
 func (c *Console) serveInput(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.runID(w, r)
 	if !ok {
@@ -315,14 +316,19 @@ func (c *Console) serveInput(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("input must be 1 to %d bytes, got %d", maxInput, len(body)))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	ack, err := c.js.Publish(ctx, c.names.InputSubject(id), body)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("input for %s: %w", id, err))
-		return
+	rep, err := c.client.Send(r.Context(), id, body)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, client.ErrTerminal), errors.Is(err, client.ErrNoInput):
+		writeError(w, http.StatusConflict, err)
+	case errors.Is(err, client.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, err)
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err)
+	default:
+		writeJSON(w, http.StatusOK, rep)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"stream": ack.Stream, "seq": ack.Sequence})
 }
 
 func (c *Console) serveToken(w http.ResponseWriter, r *http.Request) {

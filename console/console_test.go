@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,11 +18,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/console"
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
 )
 
 var names = protocol.MustNames("baton")
@@ -29,6 +33,7 @@ var names = protocol.MustNames("baton")
 const token = "t0ken-for-tests"
 
 type env struct {
+	nc  *nats.Conn
 	js  jetstream.JetStream
 	res *provision.Resources
 	srv *httptest.Server
@@ -37,7 +42,7 @@ type env struct {
 func setup(t *testing.T, opts ...console.Option) env {
 	t.Helper()
 	s := testenv.RunServer(t)
-	_, js := testenv.Connect(t, s)
+	nc, js := testenv.Connect(t, s)
 	res, err := provision.Ensure(ctxT(t), js, names, provision.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +53,7 @@ func setup(t *testing.T, opts ...console.Option) env {
 	}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	return env{js: js, res: res, srv: srv}
+	return env{nc: nc, js: js, res: res, srv: srv}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -555,29 +560,86 @@ func post(t *testing.T, u, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestInput sends the input box's text to the run's input subject, where
-// a stream acknowledges it; an empty or oversized input is refused.
+// TestInput sends the input box's text to a run through a real worker:
+// it reaches the agent's stdin once (the chain's .input message and the
+// agent's echo); an unknown run, a run that takes no input, an empty or
+// oversized input, and no worker at all each get their own answer.
 func TestInput(t *testing.T) {
 	e := setup(t)
 	if code, body := post(t, e.srv.URL+"/api/runs/r1/input", "hello"); code != 503 {
-		t.Fatalf("input with no input stream: %d %s", code, body)
+		t.Fatalf("input with no worker: %d %s", code, body)
 	}
-	st, err := e.js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: "INPUT_TEST", Subjects: []string{names.InputSubject("*")}})
+	cfg := config.Default()
+	cfg.Profiles["chat"] = config.Profile{Command: []string{"/bin/sh", "-c", `while read -r l; do echo "echo:$l"; done`},
+		Timeout: time.Minute, Stdin: config.StdinStream}
+	cfg.Profiles["once"] = config.Profile{Command: []string{"/bin/sh", "-c", "sleep 30"}, Timeout: time.Minute}
+	w, err := worker.New(e.nc, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithNode("n1"),
+		worker.WithBinary(testenv.BatonBinary(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, body := post(t, e.srv.URL+"/api/runs/r1/input", "hello"); code != 200 {
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("worker did not stop within 20s")
+		}
+	})
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("worker: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker not ready after 20s")
+	}
+	c := client.New(e.js, names)
+	for _, j := range []protocol.Job{{RunID: "chat-1", Profile: "chat"}, {RunID: "once-1", Profile: "once"}} {
+		if err := c.Submit(ctxT(t), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitFor(t, 20*time.Second, "both runs to be running", func() bool {
+		for _, id := range []string{"chat-1", "once-1"} {
+			if rec, err := c.Run(ctxT(t), id); err != nil || rec.State != "running" {
+				return false
+			}
+		}
+		return true
+	})
+	if code, body := post(t, e.srv.URL+"/api/runs/chat-1/input", "hello"); code != 200 || !strings.Contains(body, `"seq":`) {
 		t.Fatalf("input: %d %s", code, body)
 	}
-	m, err := st.GetLastMsgForSubject(ctxT(t), names.InputSubject("r1"))
-	if err != nil || string(m.Data) != "hello" {
-		t.Fatalf("stored input: %v %v", m, err)
+	var echoed, input bool
+	errSeen := errors.New("seen")
+	wctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err = c.Watch(wctx, "chat-1", func(ev client.Event) error {
+		echoed = echoed || strings.Contains(string(ev.Data), "echo:hello")
+		input = input || ev.Kind == protocol.KindInput && strings.Contains(string(ev.Data), "hello")
+		if echoed && input {
+			return errSeen
+		}
+		return nil
+	})
+	if !errors.Is(err, errSeen) {
+		t.Fatalf("the chain within 20s: input message %v, agent's echo %v (%v)", input, echoed, err)
 	}
-	if code, _ := post(t, e.srv.URL+"/api/runs/r1/input", ""); code != 400 {
-		t.Fatalf("empty input: %d", code)
-	}
-	if code, _ := post(t, e.srv.URL+"/api/runs/r1/input", strings.Repeat("x", 64<<10+1)); code != 400 {
-		t.Fatalf("oversized input: %d", code)
+	for _, tc := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/api/runs/nosuchrun/input", "x", 404},
+		{"/api/runs/once-1/input", "x", 409},
+		{"/api/runs/chat-1/input", "", 400},
+		{"/api/runs/chat-1/input", strings.Repeat("x", 64<<10+1), 400},
+	} {
+		if code, body := post(t, e.srv.URL+tc.path, tc.body); code != tc.want {
+			t.Errorf("POST %s (%d bytes): %d %s, want %d", tc.path, len(tc.body), code, body, tc.want)
+		}
 	}
 }
 

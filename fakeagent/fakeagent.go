@@ -64,6 +64,9 @@ type Options struct {
 	// then writes the result; Lines is ignored. Without it the stream
 	// retells the story for as many lines as asked.
 	Story bool
+	// Chat selects the conversation mode (see Chat): the other options
+	// are then ignored.
+	Chat bool
 }
 
 // RegisterFlags binds the fields of o to the flags of `baton fake-agent`.
@@ -81,6 +84,7 @@ func (o *Options) RegisterFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ForgeSentinel, "forge-sentinel", false, "also write a line that looks like baton's exit sentinel, with a made-up nonce")
 	fs.DurationVar(&o.Duration, "duration", 0, "write lines at --rate until this long has passed (--lines is then ignored)")
 	fs.BoolVar(&o.Story, "story", false, "tell the session once, from the first message to the result (an explicit --lines or --duration wins)")
+	fs.BoolVar(&o.Chat, "chat", false, "converse on stdin like Claude Code's stream-json: echo, ask approval (\"approve: CMD\"), slow turns (\"slow\") that SIGINT or an interrupt control_request stop")
 }
 
 // ExitError is how Run says the agent should end other than with status 0:

@@ -18,6 +18,9 @@ const (
 	InputName     = "input"
 	WorkspaceName = "workspace"
 	FinishedName  = "finished"
+	// InputSocketName is the unix socket on which the runner of a run
+	// with stdin "stream" takes input messages from the worker.
+	InputSocketName = "input.sock"
 )
 
 // Journal is the append-only file of the agent's stdout, ended by the sentinel.

@@ -1,10 +1,12 @@
 package journal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -16,10 +18,14 @@ var ErrOutputLimit = errors.New("journal: output limit reached")
 // arrive, unchanged, and remembers whether the last one ended a line, so
 // Finish can end a partial last line before the sentinel.
 type Writer struct {
+	mu       sync.Mutex // Insert comes from another goroutine than ReadFrom
 	f        *os.File
 	lastByte byte
 	n        int64
 	limit    int64 // 0: none
+	// pending are lines Insert holds until the agent's current line ends.
+	pending [][]byte
+	done    bool
 }
 
 // SetLimit makes ReadFrom stop at n bytes of journal (the agent's stdout,
@@ -56,6 +62,61 @@ func OpenWriter(path string) (*Writer, error) {
 
 // Write appends p whole.
 func (w *Writer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.write(p)
+}
+
+// write is Write with w.mu held. A write that ends a line lets the lines
+// Insert holds follow it.
+func (w *Writer) write(p []byte) (int, error) {
+	if len(w.pending) > 0 {
+		if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+			n, err := w.writeRaw(p[:i+1])
+			if err != nil {
+				return n, err
+			}
+			if err := w.flushPending(); err != nil {
+				return n, err
+			}
+			m, err := w.writeRaw(p[i+1:])
+			return n + m, err
+		}
+	}
+	return w.writeRaw(p)
+}
+
+func (w *Writer) flushPending() error {
+	for len(w.pending) > 0 {
+		if _, err := w.writeRaw(w.pending[0]); err != nil {
+			return err
+		}
+		w.pending = w.pending[1:]
+	}
+	return nil
+}
+
+// Insert appends line (a whole line, '\n' included) between the agent's
+// lines: at once when the journal ends with a whole line, else right after
+// the agent's line in progress ends (or at Finish), never inside it.
+func (w *Writer) Insert(line []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return errors.New("journal: insert after the sentinel")
+	}
+	if w.lastByte != '\n' {
+		w.pending = append(w.pending, line)
+		return nil
+	}
+	_, err := w.writeRaw(line)
+	return err
+}
+
+func (w *Writer) writeRaw(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	n, err := w.f.Write(p)
 	w.n += int64(n)
 	if n > 0 {
@@ -71,19 +132,26 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	var total int64
 	for {
 		n, err := r.Read(buf)
+		w.mu.Lock()
 		if w.limit > 0 && int64(n) > w.limit-w.n {
 			// Up to the limit, exactly; nothing past it.
 			keep := max(w.limit-w.n, 0)
-			if _, werr := w.Write(buf[:keep]); werr != nil {
+			_, werr := w.write(buf[:keep])
+			w.mu.Unlock()
+			if werr != nil {
 				return total, fmt.Errorf("journal: append: %w", werr)
 			}
 			return total + keep, fmt.Errorf("%w: more than %d bytes", ErrOutputLimit, w.limit)
 		}
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			_, werr := w.write(buf[:n])
+			w.mu.Unlock()
+			if werr != nil {
 				return total, fmt.Errorf("journal: append: %w", werr)
 			}
 			total += int64(n)
+		} else {
+			w.mu.Unlock()
 		}
 		if err == io.EOF {
 			return total, nil
@@ -95,7 +163,11 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // Size is the journal's length in bytes.
-func (w *Writer) Size() int64 { return w.n }
+func (w *Writer) Size() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
 
 // maxDetail bounds a sentinel's detail (in bytes), so the sentinel stays a
 // short line whatever failed: a reader ignores lines over its max line.
@@ -105,12 +177,16 @@ const maxDetail = 4096
 // syncs and closes the file. A detail over 4 KiB is cut.
 func (w *Writer) Finish(s Sentinel) error {
 	s.Detail = clip(s.Detail, maxDetail)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
 	if w.lastByte != '\n' {
-		if _, err := w.Write([]byte{'\n'}); err != nil {
+		// Ending it lets the lines Insert holds follow.
+		if _, err := w.write([]byte{'\n'}); err != nil {
 			return fmt.Errorf("journal: end partial line: %w", err)
 		}
 	}
-	if _, err := w.Write(s.Line()); err != nil {
+	if _, err := w.writeRaw(s.Line()); err != nil {
 		return fmt.Errorf("journal: write sentinel: %w", err)
 	}
 	if err := w.f.Sync(); err != nil {

@@ -23,22 +23,31 @@ func (s RunState) Terminal() bool { return protocol.StatusType(s).Terminal() }
 // run directory's spec (a "nonce" field in records written by older
 // versions is ignored).
 type RunRecord struct {
-	RunID           string            `msgpack:"runId"`
-	State           RunState          `msgpack:"state"`
-	Node            string            `msgpack:"node"`
-	Worker          string            `msgpack:"worker,omitempty"`
-	Profile         string            `msgpack:"profile"`
-	Attempt         int               `msgpack:"attempt"`
-	Deadline        time.Time         `msgpack:"deadline,omitempty"`
-	CancelRequested bool              `msgpack:"cancelRequested,omitempty"`
-	CreatedAt       time.Time         `msgpack:"createdAt"`
-	StartedAt       time.Time         `msgpack:"startedAt,omitempty"`
-	FinishedAt      time.Time         `msgpack:"finishedAt,omitempty"`
-	ExitCode        *int              `msgpack:"exitCode,omitempty"`
-	Reason          string            `msgpack:"reason,omitempty"`
-	Offset          int64             `msgpack:"offset"`
-	LastSeq         uint64            `msgpack:"lastSeq"`
-	Labels          map[string]string `msgpack:"labels,omitempty"`
+	RunID           string    `msgpack:"runId"`
+	State           RunState  `msgpack:"state"`
+	Node            string    `msgpack:"node"`
+	Worker          string    `msgpack:"worker,omitempty"`
+	Profile         string    `msgpack:"profile"`
+	Attempt         int       `msgpack:"attempt"`
+	Deadline        time.Time `msgpack:"deadline,omitempty"`
+	CancelRequested bool      `msgpack:"cancelRequested,omitempty"`
+	// Interactive: the run's profile has stdin "stream", so it takes input
+	// messages.
+	Interactive bool `msgpack:"interactive,omitempty"`
+	// TurnEndField and TurnEndEquals are the profile's turnEnd, IdleTimeout
+	// its idleTimeout: the holder publishes "waiting" and "running" from
+	// them and ends a run idle too long.
+	TurnEndField  string            `msgpack:"turnEndField,omitempty"`
+	TurnEndEquals string            `msgpack:"turnEndEquals,omitempty"`
+	IdleTimeout   time.Duration     `msgpack:"idleTimeout,omitempty"`
+	CreatedAt     time.Time         `msgpack:"createdAt"`
+	StartedAt     time.Time         `msgpack:"startedAt,omitempty"`
+	FinishedAt    time.Time         `msgpack:"finishedAt,omitempty"`
+	ExitCode      *int              `msgpack:"exitCode,omitempty"`
+	Reason        string            `msgpack:"reason,omitempty"`
+	Offset        int64             `msgpack:"offset"`
+	LastSeq       uint64            `msgpack:"lastSeq"`
+	Labels        map[string]string `msgpack:"labels,omitempty"`
 	// Retries and Job let a run lost with its node start again: Job is the
 	// job as submitted (JSON), kept only when Retries > 0.
 	Retries int    `msgpack:"retries,omitempty"`

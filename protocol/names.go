@@ -136,7 +136,7 @@ func (n Names) ParseRunSubject(subject string) (runID string, kind RunKind, ok b
 		return "", "", false
 	}
 	switch RunKind(k) {
-	case KindEvents, KindRaw, KindStatus:
+	case KindEvents, KindRaw, KindStatus, KindInput:
 		return runID, RunKind(k), true
 	}
 	return "", "", false

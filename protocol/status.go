@@ -17,6 +17,10 @@ const (
 	StatusCancelled StatusType = "cancelled"
 	StatusTimeout   StatusType = "timeout"
 	StatusLost      StatusType = "lost"
+	// StatusWaiting (a profile with turnEnd): the agent ended a turn and
+	// waits for input. StatusRunning: input was written, a turn runs.
+	StatusWaiting StatusType = "waiting"
+	StatusRunning StatusType = "running"
 )
 
 // Terminal reports whether no message follows s on the run's chain.

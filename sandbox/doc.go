@@ -25,6 +25,14 @@
 //	      └ agent       no capability, no host file but what its profile
 //	                    mounts, no way out but the proxy
 //
+// runner-outer alone writes the agent's stdin, a pipe: the job's input,
+// then closed (stdin "once"), or kept open (stdin "stream") for the input
+// messages the worker hands it on the run directory's input socket, each
+// written once, right after its predecessor, and recorded in the journal
+// as a nonced input record between the agent's lines. Interrupts come on
+// the same socket: SIGINT to the agent's process group, or the profile's
+// interrupt line on stdin.
+//
 // runner-outer copies the agent's stdout pipe into the journal and ends it
 // with the nonced sentinel: the agent's exit code (128+signal for a signal
 // death) and the reason (exit, signal, timeout, cancel, error). The agent

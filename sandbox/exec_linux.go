@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/signal"
 	"runtime"
 	"syscall"
 
@@ -65,6 +66,11 @@ func RunExec(_ context.Context, specPath string) error {
 			return execFailed(fmt.Errorf("rlimit %s=%d: %w", r.Name, r.Value, err))
 		}
 	}
+	// The sandbox's init ignores every signal, and an ignored signal stays
+	// ignored across exec; Go keeps an inherited SIGINT or SIGHUP ignored
+	// unless they are handled. Handled, exec resets them to the default:
+	// the agent gets interrupts (baton interrupt) as any program would.
+	signal.Notify(make(chan os.Signal, 1), unix.SIGINT, unix.SIGHUP)
 	if err := seccomp.Install(filter); err != nil {
 		return execFailed(err)
 	}

@@ -92,7 +92,16 @@ func Alive(dir journal.Dir) (bool, error) {
 // flock on the run's very lock file (the kernel's /proc/locks says who
 // does): so neither a recycled pid nor a pid file planted by anyone but
 // the runner is ever signalled (ErrNotRunner).
-func Cancel(dir journal.Dir) error {
+func Cancel(dir journal.Dir) error { return signalRunner(dir, unix.SIGUSR1) }
+
+// StopIdle asks the run's runner to end the agent because it waited for
+// input longer than its profile's idleTimeout (SIGUSR2: stopped as Cancel
+// does, sentinel reason "timeout" with detail "idle"). Its errors are
+// Cancel's.
+func StopIdle(dir journal.Dir) error { return signalRunner(dir, unix.SIGUSR2) }
+
+// signalRunner sends sig to the runner holding dir, checked as Cancel says.
+func signalRunner(dir journal.Dir, sig unix.Signal) error {
 	b, err := readPIDFile(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		alive, aerr := Alive(dir)
@@ -122,7 +131,7 @@ func Cancel(dir journal.Dir) error {
 	if err := holdsLock(dir, pid); err != nil {
 		return err
 	}
-	if err := unix.PidfdSendSignal(pfd, unix.SIGUSR1, nil, 0); err != nil {
+	if err := unix.PidfdSendSignal(pfd, sig, nil, 0); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return ErrNotRunning
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/journal"
 )
 
@@ -26,14 +28,16 @@ import (
 // stderr.log, the workspace, the profile's mounts), and, when started as
 // root, drops for good to the spec's sandbox uid. It then clones
 // runner-inner into a new user and network namespace with the agent's
-// stdin (the input file), stdout (a pipe it copies into the journal) and
+// stdin (a pipe it alone writes: the job's input, then with stdin
+// "stream" the run's input messages), stdout (a pipe it copies into the journal) and
 // stderr (stderr.log), attaches pasta to that namespace when the network
 // needs it, serves the egress proxy and DNS stub on the sockets
 // runner-inner made there, enforces the deadline, and ends the journal
 // with the sentinel once the chain has ended.
 //
 // Signals: SIGUSR1 (Cancel) stops the agent with reason "cancel", the
-// deadline with reason "timeout". SIGTERM or SIGINT sent to the runner
+// deadline with reason "timeout", SIGUSR2 (StopIdle) with reason "timeout"
+// and detail IdleReason. SIGTERM or SIGINT sent to the runner
 // itself (an admin, a host shutdown) stops the agent the same way with
 // reason "signal": the sentinel keeps the agent's real exit code, and
 // names the signal that killed it, or else the one the runner received.
@@ -47,7 +51,7 @@ import (
 func RunOuter(ctx context.Context, specPath string) error {
 	// Subscribed first: a signal during setup is handled once the chain runs.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, unix.SIGUSR1, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	signal.Notify(sigs, unix.SIGUSR1, unix.SIGUSR2, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	defer signal.Stop(sigs)
 	ready := takeReadyPipe()
 	// Nothing inherited or opened here reaches runner-inner unless passed
@@ -93,6 +97,8 @@ type outerRun struct {
 	plan   *outerPlan
 	net    *outerNet // nil with no network
 	disk   *os.File  // the workspace, if it is bounded (see limits.disk)
+	stdin  *agentStdin
+	input  *net.UnixListener // stdin "stream": the worker's input messages
 }
 
 // setup takes the run and starts runner-inner. A failure before the
@@ -133,6 +139,13 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		return nil, o.startFailed("stderr", fmt.Errorf("redirect the runner's stderr: %w", err))
 	}
 	o.st.ok("stderr", "")
+	// Input messages and interrupts come on it (a run with stdin "once"
+	// takes only interrupts). Made while the runner may still be root:
+	// only the worker may connect.
+	if o.input, err = listenInput(o.dir); err != nil {
+		return nil, o.startFailed("input-socket", err)
+	}
+	o.st.ok("input-socket", "")
 	if o.plan, err = o.prepare(); err != nil {
 		return nil, o.startFailed("prepare", err)
 	}
@@ -197,6 +210,19 @@ type innerProc struct {
 func (o *outerRun) startInner() (*innerProc, error) {
 	p := o.plan
 	defer p.closeFiles()
+	// The agent's stdin is a pipe, never the input file: agents such as
+	// Claude Code read stream-json input only from a pipe.
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	defer stdinR.Close()
+	started := false
+	defer func() {
+		if !started {
+			stdinW.Close()
+		}
+	}()
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
@@ -233,7 +259,7 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		Path:   "/proc/self/exe",
 		Args:   []string{os.Args[0], "runner-inner", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
 		Env:    []string{},
-		Stdin:  p.input,
+		Stdin:  stdinR,
 		Stdout: stdoutW,
 		Stderr: o.stderr,
 		// fds 3..7, as inner_linux.go numbers them.
@@ -273,6 +299,17 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		return nil, fmt.Errorf("start runner-inner: %w%s", err, cloneHint(err, uid))
 	}
 	o.stdout, o.status = stdoutR, statusR
+	// The input file is the stdin writer's now, not the plan's.
+	input := p.input
+	p.input, started = nil, true
+	var line []byte
+	if o.spec.InterruptLine != "" {
+		line = []byte(o.spec.InterruptLine)
+	}
+	// runner-inner relays SIGINT to the agent's process group, as a stop
+	// request that does not stop the run.
+	interrupt := func() error { return cmd.Process.Signal(unix.SIGINT) }
+	o.stdin = feedStdin(stdinW, input, o.spec.Stdin.OrDefault() == config.StdinStream, o.st, line, interrupt)
 	return &innerProc{cmd: cmd, done: done}, nil
 }
 
@@ -302,6 +339,11 @@ func startLocked(cmd *exec.Cmd) (<-chan error, error) {
 // has ended, stopping it on the deadline, a cancel or a signal, then ends
 // the journal with the sentinel.
 func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan os.Signal) error {
+	if o.input != nil {
+		go o.serveInput(o.input)
+		// No input after the chain has ended: the journal is being ended.
+		defer o.input.Close()
+	}
 	copied := make(chan error, 1)
 	go func() {
 		n, err := o.jw.ReadFrom(o.stdout)
@@ -397,6 +439,10 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 			switch sig {
 			case unix.SIGUSR1:
 				stop(stopRequest{reason: journal.ReasonCancel, detail: "cancel requested (SIGUSR1)"})
+			case unix.SIGUSR2:
+				// The worker saw the agent wait for input past its
+				// profile's idleTimeout.
+				stop(stopRequest{reason: journal.ReasonTimeout, detail: IdleReason})
 			case unix.SIGTERM, unix.SIGINT:
 				name := signalName(sig.(syscall.Signal))
 				stop(stopRequest{reason: journal.ReasonSignal, signal: name, detail: "runner received SIG" + name})

@@ -240,6 +240,10 @@ func TestRunJournalsStdoutThenSentinel(t *testing.T) {
 		{"killed by SIGKILL", `echo x; kill -KILL $$`, "", "x\n", 137, journal.ReasonSignal, "KILL"},
 		{"input on stdin", `cat`, "line one\nline two\n", "line one\nline two\n", 0, journal.ReasonExit, ""},
 		{"empty input", `cat; echo done`, "", "done\n", 0, journal.ReasonExit, ""},
+		// A pipe, never a file: Claude Code reads stream-json only from one.
+		{"stdin is a pipe", `test -p /dev/stdin && echo pipe; cat`, "x\n", "pipe\nx\n", 0, journal.ReasonExit, ""},
+		{"input over a pipe's buffer", `wc -c`, strings.Repeat("a", 300<<10), "307200\n", 0, journal.ReasonExit, ""},
+		{"input never read", `echo done`, strings.Repeat("a", 1<<20), "done\n", 0, journal.ReasonExit, ""},
 		{"forged sentinel", `echo '{"__exit":0,"__nonce":"0123456789abcdef0123456789abcdef","reason":"exit"}'; exit 4`, "",
 			"{\"__exit\":0,\"__nonce\":\"0123456789abcdef0123456789abcdef\",\"reason\":\"exit\"}\n", 4, journal.ReasonExit, ""},
 	}

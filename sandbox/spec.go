@@ -49,4 +49,10 @@ type Spec struct {
 	// which the run gets a cgroup for Limits.Memory, CPUs and Pids; empty
 	// when there is none.
 	CgroupParent string `json:"cgroupParent,omitempty"`
+	// Stdin is how the agent's stdin pipe is fed: config.StdinOnce (also
+	// when empty) or config.StdinStream.
+	Stdin config.StdinMode `json:"stdin,omitempty"`
+	// InterruptLine is written to stdin on an interrupt; empty: SIGINT
+	// to the agent's process group.
+	InterruptLine string `json:"interruptLine,omitempty"`
 }

@@ -83,7 +83,8 @@ func WithBinary(path string) StartOption {
 //
 // spec.RunDir must not exist (ErrRunExists). Start creates it 0700 with
 // the workspace (owned by the sandbox uid when the caller is root), the
-// seed files, the spec (0600) and the input (0600, the agent's stdin). If
+// seed files, the spec (0600) and the input (0600, which the runner writes to the
+// agent's stdin pipe). If
 // preparing fails, Start removes what it created; once the runner is
 // spawned, the directory stays for diagnosis. ctx bounds only the wait
 // for readiness: a runner that was spawned may still start after ctx ends.

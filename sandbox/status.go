@@ -112,6 +112,10 @@ type stopRequest struct {
 	detail string
 }
 
+// IdleReason is the detail (and the run's status reason) of a run stopped
+// because its agent waited for input past its profile's idleTimeout.
+const IdleReason = "idle"
+
 // DiskFullDetail ends the reason of a failed run whose workspace was full.
 const DiskFullDetail = "the workspace is full: the run reached its disk limit (limits.disk)"
 
@@ -174,6 +178,9 @@ func (o outcome) sentinel(nonce string) journal.Sentinel {
 		s.Reason = o.stop.reason
 		if o.stop.reason == journal.ReasonSignal && s.Signal == "" {
 			s.Signal = o.stop.signal
+		}
+		if o.stop.detail == IdleReason {
+			s.Detail = IdleReason // the run's status reason
 		}
 	case o.status == nil || o.status.Error != "":
 		s.Reason = journal.ReasonError

@@ -3,7 +3,6 @@ package test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -71,7 +70,7 @@ func runChaos(t *testing.T, natsNodes int) {
 	names := protocol.MustNames("")
 
 	cfgPath := filepath.Join(t.TempDir(), "baton.yaml")
-	cfg := fmt.Sprintf("leaseTTL: 2s\nconcurrency: 16\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n", natsNodes)
+	cfg := fmt.Sprintf("leaseTTL: 2s\nconcurrency: 16\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n", natsNodes) + chaosEchoProfile
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -131,27 +130,15 @@ func runChaos(t *testing.T, natsNodes int) {
 		runs[i] = r
 	}
 	submit := func(r chaosRun) {
-		b, _ := json.Marshal(map[string]any{"runId": r.id, "profile": "fake", "args": r.args})
-		for attempt := 0; ; attempt++ {
-			msg := nats.NewMsg(names.RunJobSubject())
-			msg.Data = b
-			msg.Header.Set(nats.MsgIdHdr, r.id)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err := js.PublishMsg(ctx, msg)
-			cancel()
-			if err == nil {
-				return
-			}
-			if attempt > 100 {
-				t.Fatalf("submit %s: %v", r.id, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		submitJob(t, js, names, map[string]any{"runId": r.id, "profile": "fake", "args": r.args})
 	}
 
 	// Wait for the workers to provision before the first burst.
 	waitStream(t, js, names.JobsStream())
 	live := subscribeLive(t, procs, names)
+	// Interactive runs that get input all through the chaos.
+	input := startChaosInput(t, js, names, fmt.Sprintf("chaos-%d", seed%100000), 2)
+	input.submit(func(id, profile string) { submitJob(t, js, names, map[string]any{"runId": id, "profile": profile}) })
 	stats := chaosStats{runs: nRuns, killed: map[int]time.Time{}}
 	start := time.Now()
 	next := 0
@@ -201,6 +188,7 @@ func runChaos(t *testing.T, natsNodes int) {
 			p.start()
 		}
 	}
+	input.finish()
 	t.Logf("chaos done after %v: %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses; waiting for runs", time.Since(start).Round(time.Second), stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses)
 
 	for _, r := range runs {
@@ -225,12 +213,14 @@ func runChaos(t *testing.T, natsNodes int) {
 			failedRuns = failedRuns[:len(failedRuns)-1]
 		}
 	}
+	inputs := input.check(js)
 	selfExits := 0
 	for _, w := range workers {
 		w.mu.Lock()
 		selfExits += w.selfExits
 		w.mu.Unlock()
 	}
+	t.Logf("checked %d inputs exactly once in order", inputs)
 	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses, %d worker exits restarted by the supervisor; hand-off gaps %v; recovery gaps %v",
 		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, selfExits, summarize(stats.handoffs), summarize(stats.recoveries))
 	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d node_losses=%d handoff=%s recovery=%s\n",

@@ -8,6 +8,7 @@ import (
 // process; a fleet is summed by the scraper.
 type metrics struct {
 	runsStarted   prometheus.Counter
+	inputsWritten prometheus.Counter
 	runsAttached  *prometheus.CounterVec // by reason: handoff, recover
 	runsFinished  *prometheus.CounterVec // by terminal status
 	runsHandedOff prometheus.Counter
@@ -27,6 +28,8 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 	m := &metrics{
 		runsStarted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_runs_started_total", Help: "Runs this worker started."}),
+		inputsWritten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_inputs_written_total", Help: "Input messages this worker handed to runners, which wrote them to agents' stdin."}),
 		runsAttached: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_runs_attached_total", Help: "Runs this worker took over, by attach reason."}, []string{"reason"}),
 		runsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -54,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_storage_stalls_total", Help: "Times a run's publishing began waiting for room in JetStream."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.runsStarted, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
+		reg.MustRegister(m.runsStarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
 			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active, m.reapPasses, m.storageWaiting, m.storageStalls)
 	}
 	return m

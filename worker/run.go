@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/consumer"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
@@ -46,6 +47,9 @@ type run struct {
 	log    zerolog.Logger
 
 	cancelOnce sync.Once
+	// onTurn, if set, is told after a turn-end line (waiting) and after
+	// an input (running) is on the chain (see turns.go).
+	onTurn func(ctx context.Context, waiting bool) error
 }
 
 // cancel asks the runner to end the agent; the runner writes the sentinel
@@ -157,6 +161,9 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 	}()
 	// A cancel recorded before the run was registered is not missed.
 	w.checkCancel(ctx, r)
+	stopInput := w.startInput(ctx, r)
+	defer stopInput()
+	defer w.trackTurns(r)()
 	w.follow(ctx, r)
 }
 
@@ -178,6 +185,10 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		RunID: job.RunID, State: kv.RunStarting, Node: w.node, Worker: w.id,
 		Profile: inv.Profile, Attempt: 1,
 		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
+		Interactive: inv.Stdin == config.StdinStream, IdleTimeout: inv.IdleTimeout,
+	}
+	if inv.TurnEnd != nil {
+		rec.TurnEndField, rec.TurnEndEquals = inv.TurnEnd.Field, inv.TurnEnd.Equals
 	}
 	if n, err := strconv.Atoi(job.Labels[protocol.LabelAttempt]); err == nil && n > 1 {
 		rec.Attempt = n
@@ -296,7 +307,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		RunID: r.id, RunDir: string(r.dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files,
 		Nonce: r.nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
 		Network: inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
-		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID,
+		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,
 		CgroupParent: w.cfg.CgroupParent,
 	}
 	// The last word before the runner: mark the record spawning, by CAS,
@@ -713,14 +724,32 @@ func (w *Worker) checkOn(ctx context.Context, r *run, check func() error) journa
 func (r *run) publish(ctx context.Context, lines []journal.Line) error {
 	for len(lines) > 0 {
 		n := 0
-		for n < len(lines) && lines[n].Data != nil {
+		turnEnd := false
+		for n < len(lines) && lines[n].Data != nil && !r.isInput(lines[n]) && !turnEnd {
+			turnEnd = r.isTurnEnd(lines[n])
 			n++
+		}
+		if n == 0 && lines[0].Data != nil {
+			// The runner's record of an input it wrote to stdin.
+			if err := r.publishInput(ctx, lines[0]); err != nil {
+				return err
+			}
+			r.offset, lines = lines[0].End, lines[1:]
+			if err := r.turn(ctx, false); err != nil {
+				return err
+			}
+			continue
 		}
 		if n > 0 {
 			if err := r.chain.PublishLines(ctx, lines[:n]); err != nil {
 				return err
 			}
 			r.offset, lines = lines[n-1].End, lines[n:]
+			if turnEnd {
+				if err := r.turn(ctx, true); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		// Longer than the follower's max line: read from the journal a

@@ -57,6 +57,17 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 		_ = svc.Stop()
 		return nil, err
 	}
+	// And input requests, likewise: see handleInput.
+	if err := svc.AddEndpoint("input", micro.ContextHandler(ctx, w.handleInput),
+		micro.WithEndpointSubject(w.names.InputRequests())); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	if err := svc.AddEndpoint("interrupt", micro.ContextHandler(ctx, w.handleInterrupt),
+		micro.WithEndpointSubject(w.names.InterruptRequests())); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
 	// Ready means answering: the server has the subscriptions once the
 	// flush returns.
 	if err := w.nc.FlushTimeout(5 * time.Second); err != nil {

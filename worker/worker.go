@@ -67,6 +67,8 @@ type Worker struct {
 
 	mu     sync.Mutex
 	active map[string]*run
+	// inputPokes wake the input feeders of the runs held here (input.go).
+	inputPokes map[string]chan struct{}
 }
 
 // Option configures a Worker.
@@ -209,6 +211,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancel()
 	bg.Go(func() { w.heartbeat(ctx) })
 	bg.Go(func() { w.watchCancels(ctx) })
+	bg.Go(func() { w.watchInputs(ctx) })
 	bg.Go(func() { w.recoverLoop(ctx) })
 	bg.Go(func() { w.reapLoop(ctx) })
 	bg.Go(func() { w.pruneLoop(ctx) })

@@ -76,7 +76,7 @@ bwrap for the start row's anchor. docs/benchmarks.md explains each row.`,
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the suite's directory (journals, worker logs)")
 	cmd.Flags().IntVar(&density, "density-runs", 0, "idle runs of the density row (default 200, 10 with --quick)")
 	cmd.Flags().StringVar(&profile, "profile", "", "write CPU profiles to this directory: bench.cpu.pprof (this process: NATS, subscribers) and one per worker")
-	cmd.AddCommand(newBenchAgentCmd(), newBenchWorkerCmd(g))
+	cmd.AddCommand(newBenchAgentCmd(), newBenchEchoCmd(), newBenchWorkerCmd(g))
 	return cmd
 }
 
@@ -111,6 +111,18 @@ func newBenchAgentCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&o.Duration, "duration", 0, "write for this long instead of --lines")
 	cmd.Flags().IntVar(&o.Size, "size", 200, "bytes per line, newline included")
 	return cmd
+}
+
+// newBenchEchoCmd is the input row's agent: it answers each stdin line
+// with the time it read it.
+func newBenchEchoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "echo",
+		Short:  "Answer each stdin line with the time it was read (the input row's agent)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE:   func(*cobra.Command, []string) error { return bench.EchoAgent(os.Stdin, os.Stdout) },
+	}
 }
 
 // newBenchWorkerCmd is a worker that also reports its goroutines on

@@ -249,6 +249,35 @@ func TestCLIRunsCancelDLQ(t *testing.T) {
 		t.Errorf("cancel of an ended run: %v", err)
 	}
 
+	// send: stored for an interactive run, refused with why otherwise.
+	if _, err := runs.Create(t.Context(), "r-chat", kv.RunRecord{RunID: "r-chat", State: kv.RunRunning, Profile: "chat",
+		Node: "n2", Attempt: 1, CreatedAt: t0, Interactive: true}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = e.run("", "send", "r-chat", "--stream-json", "hello")
+	if err != nil || !strings.Contains(out, "sent to run r-chat (input ") {
+		t.Errorf("send: %v, %q", err, out)
+	}
+	if _, _, err := e.run("", "send", "r-new", "hi"); err == nil || !strings.Contains(err.Error(), "takes no input") {
+		t.Errorf("send to a stdin once run: %v", err)
+	}
+	if _, _, err := e.run("", "send", "missing", "hi"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("send to a missing run: %v", err)
+	}
+	if _, _, err := e.run("", "send", "r-old", "hi"); err == nil || !strings.Contains(err.Error(), "already ended") {
+		t.Errorf("send to an ended run: %v", err)
+	}
+	if _, _, err := e.run("", "send", "r-chat"); err == nil || !strings.Contains(err.Error(), "TEXT") {
+		t.Errorf("send without text: %v", err)
+	}
+	out, _, err = e.run("", "interrupt", "r-new")
+	if err != nil || !strings.Contains(out, "interrupt sent to run r-new (input ") {
+		t.Errorf("interrupt: %v, %q", err, out)
+	}
+	if _, _, err := e.run("", "interrupt", "r-old"); err == nil || !strings.Contains(err.Error(), "already ended") {
+		t.Errorf("interrupt of an ended run: %v", err)
+	}
+
 	names := protocol.MustNames("")
 	for i := range 3 {
 		e.publish(names.DLQSubject(protocol.ReasonMalformed), fmt.Sprintf("{not json %d\x1b", i), map[string]string{
@@ -276,7 +305,8 @@ func TestClientCommandsHaveExamples(t *testing.T) {
 		ex   string
 	}{
 		{"submit", newSubmitCmd(g).Example}, {"watch", newWatchCmd(g).Example}, {"runs", newRunsCmd(g).Example},
-		{"cancel", newCancelCmd(g).Example}, {"dlq", newDLQCmd(g).Example},
+		{"cancel", newCancelCmd(g).Example}, {"dlq", newDLQCmd(g).Example}, {"send", newSendCmd(g).Example},
+		{"interrupt", newInterruptCmd(g).Example},
 	} {
 		if !strings.Contains(cmd.ex, "baton "+cmd.name) {
 			t.Errorf("%s --help has no example of itself: %q", cmd.name, cmd.ex)
@@ -293,7 +323,13 @@ func TestClientCommandsHaveExamples(t *testing.T) {
 // test ends.
 func startWorker(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	w, err := worker.New(js.Conn(), config.Default(), worker.WithStateDir(t.TempDir()), worker.WithNode("cw"))
+	startWorkerWith(t, js, config.Default(), worker.WithStateDir(t.TempDir()))
+}
+
+// startWorkerWith is startWorker with cfg and opts.
+func startWorkerWith(t *testing.T, js jetstream.JetStream, cfg *config.Config, opts ...worker.Option) {
+	t.Helper()
+	w, err := worker.New(js.Conn(), cfg, append([]worker.Option{worker.WithNode("cw")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,10 @@ that signal.`,
   baton fake-agent --duration 1m --rate 1000
 
   # echo stdin into the init event; mix in non-JSON lines and a forged sentinel
-  echo "fix the bug" | baton fake-agent --echo-input --raw-every 5 --forge-sentinel`,
+  echo "fix the bug" | baton fake-agent --echo-input --raw-every 5 --forge-sentinel
+
+  # converse: one turn per stdin line, a permission prompt for "approve: CMD"
+  printf 'hello\napprove: make test\n{"type":"control_response","response":{"subtype":"success","request_id":"req-2","response":{"behavior":"allow"}}}\n' | baton fake-agent --chat`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A job's --lines or --duration after a profile's --story
@@ -59,6 +62,9 @@ that signal.`,
 }
 
 func runFakeAgent(o fakeagent.Options) error {
+	if o.Chat {
+		return runFakeChat()
+	}
 	// main's context ends on SIGINT and SIGTERM too, but does not say which
 	// signal came; the fake agent dies by the one it got, as a real agent
 	// would, after its last whole line.
@@ -88,4 +94,43 @@ func runFakeAgent(o fakeagent.Options) error {
 		return fakeagent.Die(sig)
 	}
 	return exitCodeError(ee.Code)
+}
+
+// runFakeChat runs the conversation mode: SIGINT interrupts the current
+// turn and the agent goes on; SIGTERM and SIGHUP end it by that signal.
+func runFakeChat() error {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigc := make(chan os.Signal, 4)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigc)
+	interrupts := make(chan struct{}, 1)
+	go func() {
+		for {
+			select {
+			case s := <-sigc:
+				if s == syscall.SIGINT {
+					select {
+					case interrupts <- struct{}{}:
+					default:
+					}
+					continue
+				}
+				cancel(&fakeagent.ExitError{Signal: fakeagent.SignalName(s.(syscall.Signal))})
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	err := fakeagent.Chat(ctx, os.Stdin, os.Stdout, interrupts)
+	var ee *fakeagent.ExitError
+	if errors.As(err, &ee) {
+		sig, perr := fakeagent.ParseSignal(ee.Signal)
+		if perr != nil {
+			return perr
+		}
+		return fakeagent.Die(sig)
+	}
+	return err
 }

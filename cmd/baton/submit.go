@@ -29,7 +29,9 @@ type submitFlags struct {
 	timeout time.Duration
 	output  string
 	watch   bool
-	json    bool
+	// interactive attaches instead of watching; streamJSON wraps its lines.
+	interactive, streamJSON bool
+	json                    bool
 }
 
 func newSubmitCmd(g *globals) *cobra.Command {
@@ -43,13 +45,19 @@ agent's stdin. Submitting the same --run-id again (within the stream's
 two-minute duplicates window) does not start a second run.
 
 With --watch it then follows the run like 'baton watch', and its exit
-status follows the run's: 0 if it succeeded, 1 if not, 2 if watching failed.`,
+status follows the run's: 0 if it succeeded, 1 if not, 2 if watching failed.
+With --interactive it attaches like 'baton attach': each line of stdin is
+sent to the agent (the profile needs "stdin: stream"), and the end of
+stdin closes the agent's stdin.`,
 		Example: `  # Start a run of the demo profile and follow it
   baton submit --profile demo --input 'list the files' --watch
 
   # Input from stdin, a seed file, a bounded time, a label
   git diff | baton submit --profile reviewer --input - \
       --file CONTRIBUTING.md=./CONTRIBUTING.md --timeout 10m --label pr=1234
+
+  # A conversation: type follow-ups, Ctrl-D ends it
+  baton submit --profile claude-chat --interactive --stream-json --input 'fix the flaky test'
 
   # Idempotent submission with your own id, machine-readable output
   baton submit --profile demo --run-id nightly-2026-01-31 --input go --json`,
@@ -84,6 +92,9 @@ status follows the run's: 0 if it succeeded, 1 if not, 2 if watching failed.`,
 			if dup {
 				fmt.Fprintf(errOut, "run %s was already submitted; it was not submitted again\n", job.RunID)
 			}
+			if f.interactive {
+				return s.attach(cmd.Context(), job.RunID, cmd.InOrStdin(), f.streamJSON, f.json, out, errOut)
+			}
 			if !f.watch {
 				return nil
 			}
@@ -101,6 +112,8 @@ status follows the run's: 0 if it succeeded, 1 if not, 2 if watching failed.`,
 	fl.StringArrayVar(&f.files, "file", nil, "PATH=LOCALFILE: seed the workspace's PATH with a local text file (repeatable)")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label copied to the run record (repeatable)")
 	fl.BoolVar(&f.watch, "watch", false, "follow the run until it ends, like 'baton watch'")
+	fl.BoolVar(&f.interactive, "interactive", false, "then attach: follow the run and send each line of stdin as input, like 'baton attach' (profile stdin: stream)")
+	fl.BoolVar(&f.streamJSON, "stream-json", false, "wrap --input (and, with --interactive, each line) as a Claude Code stream-json user message")
 	fl.BoolVar(&f.json, "json", false, `print {"runId":…,"duplicate":…}; with --watch, payloads as 'watch --json'`)
 	_ = cmd.MarkFlagRequired("profile") // cannot fail: the flag is defined above
 	return cmd
@@ -119,6 +132,9 @@ func (f *submitFlags) job(stdin io.Reader, readFile func(string) ([]byte, error)
 			return protocol.Job{}, fmt.Errorf("--input -: read stdin: %w", err)
 		}
 		job.Input = string(b)
+	}
+	if f.streamJSON && job.Input != "" {
+		job.Input = string(client.StreamJSONUserMessage(strings.TrimSuffix(job.Input, "\n"))) + "\n"
 	}
 	job.Timeout = protocol.Duration(f.timeout)
 	if f.output != "" {

@@ -175,6 +175,12 @@ profiles:
     allowArgs: true
     timeout: 1h
     network: none
+  echo:
+    command: ["{baton}", "bench", "echo"]
+    env: {GOMAXPROCS: "1"}
+    timeout: 1h
+    network: none
+    stdin: stream
 `
 }
 

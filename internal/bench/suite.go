@@ -20,6 +20,7 @@ import (
 const (
 	RowPipeline = "pipeline"
 	RowLatency  = "latency"
+	RowInput    = "input"
 	RowStart    = "start"
 	RowHandoff  = "handoff" // also gives the crash row
 	RowScale    = "scale"
@@ -29,7 +30,7 @@ const (
 )
 
 // AllRows lists every row.
-var AllRows = []string{RowPipeline, RowLatency, RowStart, RowHandoff, RowScale, RowHistory, RowConsole, RowDensity}
+var AllRows = []string{RowPipeline, RowLatency, RowInput, RowStart, RowHandoff, RowScale, RowHistory, RowConsole, RowDensity}
 
 // ErrConfig: a Config the suite cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
@@ -103,13 +104,14 @@ type sizes struct {
 	densityRuns        int           // idle runs of the density row
 	densityWindow      time.Duration // the density row's CPU window
 	densityStartWithin time.Duration
+	inputMsgs          int // messages the input row sends
 }
 
 var fullSizes = sizes{
 	pipelineLines: 200_000, latencyRate: 1000, latencyFor: 5 * time.Second,
 	starts: 11, handoffs: 5, crashes: 5,
 	scaleRuns: 200, scaleRate: 50, scaleWindow: 10 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 2 * time.Minute,
-	historyRecords: 100_000, historyReps: 5,
+	historyRecords: 100_000, historyReps: 5, inputMsgs: 500,
 	densityRuns: 200, densityWindow: 15 * time.Second, densityStartWithin: 10 * time.Minute,
 }
 
@@ -117,7 +119,7 @@ var quickSizes = sizes{
 	pipelineLines: 5_000, latencyRate: 1000, latencyFor: time.Second,
 	starts: 3, handoffs: 1, crashes: 1,
 	scaleRuns: 10, scaleRate: 50, scaleWindow: 2 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 30 * time.Second,
-	historyRecords: 5_000, historyReps: 1,
+	historyRecords: 5_000, historyReps: 1, inputMsgs: 100,
 	densityRuns: 10, densityWindow: 3 * time.Second, densityStartWithin: time.Minute,
 }
 
@@ -182,6 +184,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			res = e.pipeline(ctx, sz)
 		case RowLatency:
 			res = e.latency(ctx, sz)
+		case RowInput:
+			res = e.input(ctx, sz)
 		case RowStart:
 			res = e.start(ctx, sz)
 		case RowHandoff:

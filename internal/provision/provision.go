@@ -63,6 +63,7 @@ func (o *Options) defaults() {
 // Resources are handles on what Ensure provisioned.
 type Resources struct {
 	Jobs, Events, DLQ jetstream.Stream
+	Input             jetstream.Stream
 	Runs, Leases      jetstream.KeyValue
 	Nodes             jetstream.KeyValue
 	NodeRuns          jetstream.KeyValue
@@ -114,6 +115,23 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		// may be answered by a lagging replica, so reads go to the leader.
 		AllowDirect:        false,
 		AllowAtomicPublish: true,
+	}); err != nil {
+		return nil, err
+	}
+	if r.Input, err = ensureStream(ctx, js, jetstream.StreamConfig{
+		Name:        n.InputStream(),
+		Description: "baton input messages accepted for running agents, until their runner wrote them",
+		Subjects:    []string{n.InputStoreSubjects()},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		// As long as a run's events: a run waits for input no longer.
+		MaxAge:     o.EventsMaxAge,
+		Discard:    jetstream.DiscardNew,
+		Duplicates: 2 * time.Minute,
+		// The holder reads a run's next message from the leader: a
+		// lagging replica could hide one.
+		AllowDirect: false,
 	}); err != nil {
 		return nil, err
 	}

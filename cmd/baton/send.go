@@ -1,0 +1,90 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/client"
+)
+
+func newSendCmd(g *globals) *cobra.Command {
+	var streamJSON, eof bool
+	cmd := &cobra.Command{
+		Use:   "send RUNID [TEXT|-]",
+		Short: "Send input to a running agent's stdin",
+		Long: `send sends TEXT (or, with "-", all of stdin) to the stdin of a running
+agent whose profile has "stdin: stream". A worker (on <prefix>.input.<runId>)
+checks the run and the message and stores it; the run's runner writes it to
+the agent's stdin exactly once, as one line (a newline is added if missing),
+after everything sent before it, whichever worker holds the run meanwhile.
+The run's chain shows it as an ".input" message where it went in.
+
+--stream-json wraps the text as a Claude Code stream-json user message.
+--eof closes the agent's stdin after this message (TEXT may then be
+omitted): the agent reads end of input after everything sent before it.
+
+A run that does not exist, has ended, takes no input (stdin "once") or
+whose stdin was closed, and a message over maxInputBytes, are refused
+with an error.`,
+		Example: `  baton send run-5kq2m8x3c1v7b0n4d6fa 'also update the changelog'
+
+  # A Claude Code stream-json run: the text as a user message
+  baton send run-5kq2m8x3c1v7b0n4d6fa --stream-json 'now run the tests'
+
+  # Answer a can_use_tool permission prompt (the line as is), from a file
+  baton send run-5kq2m8x3c1v7b0n4d6fa - < allow.json
+
+  # Close the agent's stdin: it ends once it has read everything
+  baton send run-5kq2m8x3c1v7b0n4d6fa --eof`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && !eof {
+				return errors.New("send: give TEXT, or - to read stdin (or --eof alone to close the agent's stdin)")
+			}
+			var data []byte
+			if len(args) == 2 {
+				text := args[1]
+				if text == "-" {
+					b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxStdinInput+1))
+					if err != nil {
+						return fmt.Errorf("send: read stdin: %w", err)
+					}
+					if len(b) > maxStdinInput {
+						return fmt.Errorf("send: stdin is over %d bytes", maxStdinInput)
+					}
+					text = string(b)
+				}
+				data = []byte(text)
+				if streamJSON {
+					data = client.StreamJSONUserMessage(strings.TrimSuffix(text, "\n"))
+				}
+			}
+			s, err := openSession(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			var opts []client.SendOption
+			if eof {
+				opts = append(opts, client.WithEOF())
+			}
+			rep, err := s.c.Send(cmd.Context(), args[0], data, opts...)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "sent to run %s (input %d)\n", rep.RunID, rep.Seq)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&streamJSON, "stream-json", false, "wrap the text as a Claude Code stream-json user message")
+	cmd.Flags().BoolVar(&eof, "eof", false, "close the agent's stdin after this message")
+	return cmd
+}
+
+// maxStdinInput bounds what send reads from stdin: more than any
+// maxInputBytes allows, so the worker's refusal says why.
+const maxStdinInput = 1 << 20

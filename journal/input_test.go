@@ -1,0 +1,83 @@
+package journal
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestInputRecordRoundTrip(t *testing.T) {
+	r := InputRecord{Seq: 7, Nonce: testNonce, EOF: true, Data: []byte("hi \xff\n")}
+	line := r.Line()
+	got, ok := ParseInputRecord(bytes.TrimSuffix(line, []byte("\n")), testNonce)
+	if !ok || got.Seq != 7 || !got.EOF || !bytes.Equal(got.Data, r.Data) {
+		t.Fatalf("ParseInputRecord(%q) = %+v, %v", line, got, ok)
+	}
+}
+
+func TestParseInputRecordRejects(t *testing.T) {
+	for _, tc := range []struct{ name, line, nonce string }{
+		{"other nonce", `{"__input":1,"__nonce":"0123456789abcdef0123456789abcdef","data":""}`, testNonce},
+		{"empty nonce", `{"__input":1,"__nonce":"","data":""}`, ""},
+		{"agent line", `{"type":"user"}`, testNonce},
+		{"unknown field", `{"__input":1,"__nonce":"` + testNonce + `","data":"","x":1}`, testNonce},
+		{"seq zero", `{"__input":0,"__nonce":"` + testNonce + `","data":""}`, testNonce},
+		{"seq string", `{"__input":"1","__nonce":"` + testNonce + `","data":""}`, testNonce},
+		{"bad base64", `{"__input":1,"__nonce":"` + testNonce + `","data":"!!"}`, testNonce},
+		{"two objects", `{"__input":1,"__nonce":"` + testNonce + `","data":""}{}`, testNonce},
+		{"truncated", `{"__input":1,"__nonce":"` + testNonce, testNonce},
+	} {
+		if r, ok := ParseInputRecord([]byte(tc.line), tc.nonce); ok {
+			t.Errorf("%s: parsed %q as %+v", tc.name, tc.line, r)
+		}
+	}
+}
+
+func FuzzParseInputRecord(f *testing.F) {
+	f.Add([]byte(`{"__input":1,"__nonce":"`+testNonce+`","data":"aGk="}`), uint64(1))
+	f.Add([]byte(`{"__input":1}`), uint64(0))
+	f.Fuzz(func(t *testing.T, line []byte, _ uint64) {
+		r, ok := ParseInputRecord(line, testNonce)
+		if !ok {
+			return
+		}
+		// What parses re-encodes to a record that parses the same.
+		again, ok := ParseInputRecord(bytes.TrimSuffix(r.Line(), []byte("\n")), testNonce)
+		if !ok || again.Seq != r.Seq || again.EOF != r.EOF || !bytes.Equal(again.Data, r.Data) {
+			t.Fatalf("%q parsed as %+v, re-encoded as %+v (%v)", line, r, again, ok)
+		}
+	})
+}
+
+// Insert never cuts an agent's line: it waits for the line to end.
+func TestWriterInsertBetweenLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	w, err := OpenWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []func() error{
+		func() error { _, err := w.Write([]byte("a\n")); return err },
+		func() error { return w.Insert([]byte("I1\n")) }, // at a line's end: at once
+		func() error { _, err := w.Write([]byte("b")); return err },
+		func() error { return w.Insert([]byte("I2\n")) }, // held: "b" is a line in progress
+		func() error { return w.Insert([]byte("I3\n")) },
+		func() error { _, err := w.Write([]byte("c\nd")); return err },
+		func() error { return w.Insert([]byte("I4\n")) }, // held until Finish ends "d"
+		func() error { return w.Finish(Sentinel{Nonce: testNonce, Reason: ReasonExit}) },
+	}
+	for i, s := range steps {
+		if err := s(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	b, _ := os.ReadFile(path)
+	want := "a\nI1\nbc\nI2\nI3\nd\nI4\n" + string(Sentinel{Nonce: testNonce, Reason: ReasonExit}.Line())
+	if string(b) != want {
+		t.Fatalf("journal = %q, want %q", b, want)
+	}
+	if err := w.Insert([]byte("late\n")); err == nil {
+		t.Fatal("Insert after Finish succeeded")
+	}
+}

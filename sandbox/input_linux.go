@@ -1,0 +1,144 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/journal"
+)
+
+// socketPath names the run directory's input socket through an O_PATH
+// descriptor of the directory: a run directory's path may be longer than
+// a unix socket address (108 bytes).
+func socketPath(dir journal.Dir) (*os.File, string, error) {
+	d, err := journal.OpenNoLinks(string(dir), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	return d, "/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/" + journal.InputSocketName, nil
+}
+
+// listenInput makes the run's input socket (0600): runner-outer calls it
+// while it may still be root, so only the worker can connect.
+func listenInput(dir journal.Dir) (*net.UnixListener, error) {
+	d, path, err := socketPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open the run directory: %w", err)
+	}
+	defer d.Close()
+	old := unix.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on the input socket: %w", err)
+	}
+	// The file stays when the runner ends (it may no longer unlink it):
+	// a worker's dial is then refused.
+	ln.SetUnlinkOnClose(false)
+	return ln, nil
+}
+
+// serveInput takes the worker's connections until ln is closed. One
+// message is written at a time, whichever connection it came on.
+func (o *outerRun) serveInput(ln *net.UnixListener) {
+	record := func(r journal.InputRecord) error { return o.jw.Insert(r.Line()) }
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				o.st.fail("input-accept", err)
+			}
+			return
+		}
+		go func() {
+			defer c.Close()
+			if err := o.stdin.serveInputConn(c, record, o.spec.Nonce); err != nil {
+				o.st.fail("input", err)
+			}
+		}()
+	}
+}
+
+// InputConn is a worker's connection to a run's runner, which writes the
+// input messages it is handed to the agent's stdin.
+type InputConn struct {
+	c     *net.UnixConn
+	r     *bufio.Reader
+	state InputState
+}
+
+// DialInput connects to the runner of the run in dir and reads where its
+// stdin stands. It fails with ErrNoInput when the run takes no input
+// messages or its runner has ended.
+func DialInput(ctx context.Context, dir journal.Dir) (*InputConn, error) {
+	d, path, err := socketPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	var dl net.Dialer
+	nc, err := dl.DialContext(ctx, "unix", path)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("%w: %v", ErrNoInput, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: dial the input socket: %w", err)
+	}
+	c := &InputConn{c: nc.(*net.UnixConn), r: bufio.NewReaderSize(nc, 4<<10)}
+	if err := c.read(ctx, &c.state); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("sandbox: read the runner's input state: %w", err)
+	}
+	return c, nil
+}
+
+// State is the runner's latest answer.
+func (c *InputConn) State() InputState { return c.state }
+
+// Write hands m to the runner and returns its answer once m is written to
+// stdin (or was before). ctx bounds the wait: the runner answers only once
+// the agent has taken the bytes into its pipe. A refusal wraps
+// ErrInputRefused.
+func (c *InputConn) Write(ctx context.Context, m InputMessage) (InputState, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.c.SetWriteDeadline(dl)
+	} else {
+		_ = c.c.SetWriteDeadline(time.Time{})
+	}
+	if err := writeFrame(c.c, m); err != nil {
+		return c.state, fmt.Errorf("sandbox: send input %d: %w", m.Seq, err)
+	}
+	var st InputState
+	if err := c.read(ctx, &st); err != nil {
+		return c.state, fmt.Errorf("sandbox: input %d: %w", m.Seq, err)
+	}
+	c.state = st
+	if st.Error != "" {
+		return st, fmt.Errorf("%w: %s", ErrInputRefused, st.Error)
+	}
+	return st, nil
+}
+
+func (c *InputConn) read(ctx context.Context, v any) error {
+	stop := context.AfterFunc(ctx, func() { _ = c.c.SetReadDeadline(time.Now()) })
+	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.c.SetReadDeadline(dl)
+	} else {
+		_ = c.c.SetReadDeadline(time.Time{})
+	}
+	return readFrame(c.r, v)
+}
+
+// Close closes the connection.
+func (c *InputConn) Close() error { return c.c.Close() }

@@ -1,0 +1,359 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
+)
+
+const (
+	// inputTimeout bounds the work of answering one input request.
+	inputTimeout = 5 * time.Second
+	// inputPoll is how often a run's feeder looks for input it was not
+	// told of (a notice lost while the connection was down).
+	inputPoll = time.Second
+	// inputWriteTimeout bounds one hand-over to the runner, which answers
+	// once the agent's stdin pipe took the bytes; past it the feeder
+	// connects again and the runner skips what it already wrote.
+	inputWriteTimeout = 30 * time.Second
+)
+
+// errInputClosed refuses input to a run whose stdin an earlier message
+// closed.
+var errInputClosed = errors.New("stdin was closed by an earlier end-of-input message")
+
+// handleInput answers an input request: it checks the run and the message,
+// stores the message on the run's input subject, right after the run's
+// previous message (compare-and-set on the subject's last sequence), tells
+// the workers, and replies with its sequence (protocol.InputReply) or a
+// refusal with one of the protocol's input error codes.
+func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
+	if n := len(req.Data()); n > int(w.cfg.MaxInputBytes) {
+		_ = req.Error(protocol.InputTooLarge, fmt.Sprintf("input of %d bytes is over maxInputBytes (%d)", n, w.cfg.MaxInputBytes), nil)
+		return
+	}
+	// A request taken is answered even while the worker stops: its sender
+	// would otherwise not know whether the input was stored.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
+	defer cancel()
+	runID, rec, ok := w.inputRun(ctx, req)
+	if !ok {
+		return
+	}
+	if !rec.Interactive {
+		_ = req.Error(protocol.InputNotStream, fmt.Sprintf("run %s takes no input: its profile %q has stdin \"once\" (set stdin: stream)", runID, rec.Profile), nil)
+		return
+	}
+	eof := req.Headers().Get(protocol.HeaderInputEOF) == "true"
+	seq, err := w.storeInput(ctx, runID, req.Data(), eof, false, req.Headers().Get(nats.MsgIdHdr))
+	switch {
+	case errors.Is(err, errInputClosed):
+		_ = req.Error(protocol.InputTerminal, fmt.Sprintf("run %s: %v", runID, err), nil)
+		return
+	case err != nil:
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("store input")
+		_ = req.Error(protocol.InputFailed, "cannot store the input: "+err.Error(), nil)
+		return
+	}
+	if err := w.nc.Publish(w.names.InputNoticeSubject(runID), nil); err != nil {
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("publish input notice")
+	}
+	b, _ := json.Marshal(protocol.InputReply{RunID: runID, Seq: seq})
+	_ = req.Respond(b)
+}
+
+// inputRun reads the record of the run an input or interrupt request is
+// for, answering the request with the refusal if there is none or it
+// ended.
+func (w *Worker) inputRun(ctx context.Context, req micro.Request) (string, kv.RunRecord, bool) {
+	runID := req.Subject()[strings.LastIndexByte(req.Subject(), '.')+1:]
+	if !protocol.ValidRunID(runID) {
+		_ = req.Error(protocol.InputBadRunID, fmt.Sprintf("runId %q must match [A-Za-z0-9_-]{1,128}", runID), nil)
+		return "", kv.RunRecord{}, false
+	}
+	rec, _, err := w.runs.Get(ctx, runID)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		_ = req.Error(protocol.InputNotFound, "no run "+runID, nil)
+		return "", kv.RunRecord{}, false
+	case err != nil:
+		_ = req.Error(protocol.InputFailed, "cannot read the run's record: "+err.Error(), nil)
+		return "", kv.RunRecord{}, false
+	case rec.State.Terminal():
+		_ = req.Error(protocol.InputTerminal, fmt.Sprintf("run %s is %s", runID, rec.State), nil)
+		return "", kv.RunRecord{}, false
+	}
+	return runID, rec, true
+}
+
+// storeInput appends data to runID's input messages, each linked to the
+// one before it (HeaderInputPrev) by the server's check of the subject's
+// last sequence, so concurrent senders are ordered and none is skipped.
+// msgID, if set, dedupes a client's retry.
+//
+// An interrupt is stored after an end-of-input too (SIGINT needs no
+// stdin), carrying the end-of-input mark on, so input after it is still
+// refused.
+func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof, interrupt bool, msgID string) (uint64, error) {
+	s, err := w.js.Stream(ctx, w.names.InputStream())
+	if err != nil {
+		return 0, err
+	}
+	subj := w.names.InputStoreSubject(runID)
+	for attempt := 1; ; attempt++ {
+		var prev uint64
+		last, err := s.GetLastMsgForSubject(ctx, subj)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return 0, err
+		case last.Header.Get(protocol.HeaderInputEOF) == "true" && !interrupt:
+			return 0, errInputClosed
+		default:
+			prev = last.Sequence
+			eof = eof || last.Header.Get(protocol.HeaderInputEOF) == "true"
+		}
+		m := nats.NewMsg(subj)
+		m.Data = data
+		m.Header.Set(protocol.HeaderInputPrev, strconv.FormatUint(prev, 10))
+		if eof {
+			m.Header.Set(protocol.HeaderInputEOF, "true")
+		}
+		if interrupt {
+			m.Header.Set(protocol.HeaderInputKind, protocol.InputKindInterrupt)
+		}
+		if msgID != "" {
+			m.Header.Set(nats.MsgIdHdr, runID+":input:"+msgID)
+		}
+		ack, err := w.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(prev))
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence && attempt < 10 {
+			continue // another sender's message went first: go after it
+		}
+		if err != nil {
+			return 0, err
+		}
+		return ack.Sequence, nil
+	}
+}
+
+// inputIdle is how long an idle feeder waits for a notice before it looks
+// for input anyway: a few lease TTLs, so idle runs cost the server little.
+func (w *Worker) inputIdle() time.Duration { return max(4*w.cfg.LeaseTTL, 5*time.Second) }
+
+// watchInputs wakes the feeder of a run held here when another worker
+// stored input for it, and every feeder when the connection comes back
+// (notices sent meanwhile are lost).
+func (w *Worker) watchInputs(ctx context.Context) {
+	notices := make(chan *nats.Msg, 256)
+	sub, err := w.nc.ChanSubscribe(w.names.InputNotices(), notices)
+	if err != nil {
+		w.log.Error().Err(err).Msg("subscribe to input notices; input reaches agents only by the periodic check")
+		return
+	}
+	defer sub.Unsubscribe()
+	reconnects := w.nc.StatusChanged(nats.CONNECTED)
+	defer w.nc.RemoveStatusListener(reconnects)
+	poke := func(ch chan struct{}) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-notices:
+			runID := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+			w.mu.Lock()
+			ch := w.inputPokes[runID]
+			w.mu.Unlock()
+			if ch != nil {
+				poke(ch)
+			}
+		case <-reconnects:
+			w.mu.Lock()
+			for _, ch := range w.inputPokes {
+				poke(ch)
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// handleInterrupt answers an interrupt request like an input request
+// (protocol.InputReply or a refusal with an input error code): the
+// interrupt is stored in order with the run's input, and the runner
+// interrupts the agent as its profile says. Any unfinished run takes one.
+func (w *Worker) handleInterrupt(ctx context.Context, req micro.Request) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
+	defer cancel()
+	runID, _, ok := w.inputRun(ctx, req)
+	if !ok {
+		return
+	}
+	seq, err := w.storeInput(ctx, runID, nil, false, true, req.Headers().Get(nats.MsgIdHdr))
+	if err != nil {
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("store interrupt")
+		_ = req.Error(protocol.InputFailed, "cannot store the interrupt: "+err.Error(), nil)
+		return
+	}
+	if err := w.nc.Publish(w.names.InputNoticeSubject(runID), nil); err != nil {
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("publish input notice")
+	}
+	b, _ := json.Marshal(protocol.InputReply{RunID: runID, Seq: seq})
+	_ = req.Respond(b)
+}
+
+// startInput starts the feeder of r if its runner takes input; stop ends it
+// and waits for it.
+func (w *Worker) startInput(ctx context.Context, r *run) (stop func()) {
+	if !exists(filepath.Join(string(r.dir), journal.InputSocketName)) {
+		return func() {}
+	}
+	poke := make(chan struct{}, 1)
+	w.mu.Lock()
+	if w.inputPokes == nil {
+		w.inputPokes = map[string]chan struct{}{}
+	}
+	w.inputPokes[r.id] = poke
+	w.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.feedInput(ctx, r, poke)
+	}()
+	return func() {
+		cancel()
+		<-done
+		w.mu.Lock()
+		delete(w.inputPokes, r.id)
+		w.mu.Unlock()
+	}
+}
+
+// feedInput hands r's stored input messages to its runner, from the one
+// after the last the runner wrote (it says which on connecting), until the
+// runner's stdin closes, the runner ends, or ctx ends. The runner writes
+// a message only right after its predecessor and never twice, so a
+// successor (after a hand-off or a crash) goes on exactly where the agent
+// is.
+func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}) {
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-poke:
+		case <-t.C:
+		}
+		return true
+	}
+	subj := w.names.InputStoreSubject(r.id)
+	var conn *sandbox.InputConn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	var stream jetstream.Stream
+	for ctx.Err() == nil {
+		if stream == nil {
+			sctx, cancel := context.WithTimeout(ctx, inputTimeout)
+			s, err := w.js.Stream(sctx, w.names.InputStream())
+			cancel()
+			if err != nil {
+				r.log.Debug().Err(err).Msg("look up the input stream")
+				wait(inputPoll)
+				continue
+			}
+			stream = s
+		}
+		if conn == nil {
+			dctx, cancel := context.WithTimeout(ctx, inputTimeout)
+			c, err := sandbox.DialInput(dctx, r.dir)
+			cancel()
+			if errors.Is(err, sandbox.ErrNoInput) {
+				return // the runner ended
+			}
+			if err != nil {
+				r.log.Warn().Err(err).Msg("connect to the runner's input socket")
+				wait(inputPoll)
+				continue
+			}
+			conn = c
+		}
+		last := conn.State().Last
+		gctx, cancel := context.WithTimeout(ctx, inputTimeout)
+		m, err := stream.GetMsg(gctx, last+1, jetstream.WithGetMsgSubject(subj))
+		cancel()
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			// Told of new input by a notice; the timer only makes up
+			// for one lost while the connection was down.
+			wait(w.inputIdle())
+			continue
+		}
+		if err != nil {
+			r.log.Debug().Err(err).Msg("read the run's next input")
+			wait(inputPoll)
+			continue
+		}
+		prev, err := strconv.ParseUint(m.Header.Get(protocol.HeaderInputPrev), 10, 64)
+		if err != nil {
+			// Only workers store there; a message without the link
+			// cannot be placed.
+			r.log.Error().Uint64("seq", m.Sequence).Msg("stored input has no valid " + protocol.HeaderInputPrev)
+			wait(inputPoll)
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, inputWriteTimeout)
+		st, err := conn.Write(wctx, sandbox.InputMessage{Seq: m.Sequence, Prev: prev,
+			EOF:       m.Header.Get(protocol.HeaderInputEOF) == "true",
+			Interrupt: m.Header.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt,
+			Data:      m.Data})
+		cancel()
+		switch {
+		case err == nil:
+			w.metrics.inputsWritten.Inc()
+		case errors.Is(err, sandbox.ErrInputRefused) && st.Last >= m.Sequence:
+			// Passed over: the agent's stdin had closed.
+			r.log.Warn().Uint64("seq", m.Sequence).Str("why", st.Error).Msg("input not written: the agent's stdin is closed")
+		case errors.Is(err, sandbox.ErrInputRefused):
+			r.log.Warn().Err(err).Uint64("seq", m.Sequence).Msg("runner refused input")
+			wait(inputPoll)
+		default:
+			r.log.Debug().Err(err).Uint64("seq", m.Sequence).Msg("hand input to the runner; reconnecting")
+			conn.Close()
+			conn = nil
+		}
+	}
+}
+
+// isInput reports whether l is the runner's record of an input it wrote.
+func (r *run) isInput(l journal.Line) bool {
+	_, ok := journal.ParseInputRecord(l.Data, r.nonce)
+	return ok
+}
+
+// publishInput puts the input record l on the chain as an input message.
+func (r *run) publishInput(ctx context.Context, l journal.Line) error {
+	rec, _ := journal.ParseInputRecord(l.Data, r.nonce)
+	return r.chain.PublishInput(ctx, rec, l.End)
+}
