@@ -266,7 +266,7 @@ func (c *Console) serveRun(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, runInfo{
 		Run: client.NewRunView(rec), ReadOnly: c.readOnly, Tokens: c.issuer != nil,
-		Interactive: c.interactive != nil && c.interactive(rec),
+		Interactive: rec.Interactive || (c.interactive != nil && c.interactive(rec)),
 	})
 }
 
