@@ -58,6 +58,14 @@ func (n Names) LeasesBucket() string { return n.upper + "_LEASES" }
 // reaper finds a node's runs without reading every record.
 func (n Names) NodeRunsBucket() string { return n.upper + "_NODE_RUNS" }
 
+// OutputsBucket is the Object Store bucket of runs' captured outputs:
+// "<runId>/diff.patch" and "<runId>/files/<path>".
+func (n Names) OutputsBucket() string { return n.upper + "_OUTPUTS" }
+
+// WorkspacesBucket is the Object Store bucket of workspace archives a job
+// may seed its workspace from.
+func (n Names) WorkspacesBucket() string { return n.upper + "_WORKSPACES" }
+
 // NodeRunKey is the key of runID in NodeRunsBucket.
 func NodeRunKey(node, runID string) string { return node + "." + runID }
 
