@@ -31,6 +31,8 @@ type Invocation struct {
 	Files   map[string]string
 	Timeout time.Duration
 	Network Network
+	// Outputs is what the run's capture stores (the profile's).
+	Outputs Outputs
 	// Mounts, Limits, AgentUID and AgentGID are the profile's, for the
 	// sandbox.
 	Mounts   []Mount
@@ -100,7 +102,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	}
 	argv := p.AllowArgs.place(command, job.Args) // verbatim: a job cannot name the baton binary
 
-	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits), Output: output}
+	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits), Output: output, Outputs: p.Limits.Outputs}
 	if jd := int64(job.DiskLimit()); jd > 0 {
 		disk := ByteSize(DefaultDiskBytes)
 		if limits.Disk > 0 {
@@ -133,6 +135,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Network:  Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
 		Mounts:   slices.Clone(p.Mounts),
 		Limits:   limits,
+		Outputs:  Outputs{Diff: p.Outputs.Diff, Files: slices.Clone(p.Outputs.Files)},
 		AgentUID: p.AgentUID,
 		AgentGID: p.AgentGID,
 	}, nil

@@ -225,7 +225,9 @@ func TestCaptureHostileWorkspace(t *testing.T) {
 	}
 
 	done := make(chan outputs.Result, 1)
-	go func() { done <- capture(t, obs, "run-h", ws, nil, outputs.Policy{Diff: true, Files: []string{"out/**"}}) }()
+	go func() {
+		done <- capture(t, obs, "run-h", ws, nil, outputs.Policy{Diff: true, Files: []string{"out/**"}})
+	}()
 	var res outputs.Result
 	select {
 	case res = <-done:
