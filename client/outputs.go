@@ -68,22 +68,49 @@ func (c *Client) Outputs(ctx context.Context, runID string) (RunOutputs, error) 
 
 // GetOutput writes o's content to w, checking it against o's size and
 // SHA-256 as it goes; on ErrDigest, w got bytes that must not be used.
+//
+// It reads the object's chunks with an ordered consumer of the bucket's
+// stream, which expires by itself, so a client needs no right to delete
+// consumers (deploy/nats-auth.conf).
 func (c *Client) GetOutput(ctx context.Context, o protocol.Output, w io.Writer) error {
-	obs, err := c.js.ObjectStore(ctx, c.names.OutputsBucket())
+	bucket := c.names.OutputsBucket()
+	obs, err := c.js.ObjectStore(ctx, bucket)
 	if err != nil {
-		return hintNoStream(err, c.names.OutputsBucket())
+		return hintNoStream(err, bucket)
 	}
-	r, err := obs.Get(ctx, o.Name)
+	info, err := obs.GetInfo(ctx, o.Name)
 	if err != nil {
 		return fmt.Errorf("get %s: %w", o.Name, err)
 	}
-	defer r.Close()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(r, int64(o.Size)+1))
-	if err != nil {
-		return fmt.Errorf("get %s: %w", o.Name, err)
+	var n uint64
+	if info.Chunks > 0 {
+		cons, err := c.js.OrderedConsumer(ctx, "OBJ_"+bucket, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{"$O." + bucket + ".C." + info.NUID},
+		})
+		if err != nil {
+			return fmt.Errorf("get %s: %w", o.Name, err)
+		}
+		it, err := cons.Messages()
+		if err != nil {
+			return fmt.Errorf("get %s: %w", o.Name, err)
+		}
+		defer it.Stop()
+		for range info.Chunks {
+			m, err := it.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				return fmt.Errorf("get %s: %w", o.Name, err)
+			}
+			if n += uint64(len(m.Data())); n > o.Size {
+				break // more than listed: never written past the size
+			}
+			h.Write(m.Data())
+			if _, err := w.Write(m.Data()); err != nil {
+				return err
+			}
+		}
 	}
-	if got := "SHA-256=" + base64.URLEncoding.EncodeToString(h.Sum(nil)); uint64(n) != o.Size || got != o.Digest {
+	if got := "SHA-256=" + base64.URLEncoding.EncodeToString(h.Sum(nil)); n != o.Size || got != o.Digest {
 		return fmt.Errorf("%w: %s is %d bytes %s, listed %d bytes %s", ErrDigest, o.Name, n, got, o.Size, o.Digest)
 	}
 	return nil

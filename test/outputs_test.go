@@ -144,6 +144,15 @@ head -c 30000000 /dev/urandom | base64 > out/big.txt; printf 'one\nTWO\n' > READ
 	if held != len(listed) {
 		t.Fatalf("the bucket holds %d objects of the run, the status lists %d", held, len(listed))
 	}
+	// As the README documents it, with the NATS CLI.
+	patch := filepath.Join(t.TempDir(), "diff.patch")
+	get := exec.CommandContext(ctx, natsCLI(t), "--server", s.ClientURL(), "object", "get", names.OutputsBucket(), runID+"/diff.patch", "-O", patch, "--no-progress")
+	if b, err := get.CombinedOutput(); err != nil {
+		t.Fatalf("nats object get: %v\n%s", err, b)
+	}
+	if b, err := os.ReadFile(patch); err != nil || !strings.Contains(string(b), "-two\n+TWO\n") || uint64(len(b)) != listed[runID+"/diff.patch"].Size {
+		t.Fatalf("nats object get wrote %d bytes (%v)", len(b), err)
+	}
 	for _, name := range []string{runID + "/diff.patch", runID + "/files/out/big.txt", runID + "/files/out/f899.txt"} {
 		b, err := obs.GetBytes(ctx, name)
 		if err != nil {
