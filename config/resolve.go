@@ -117,6 +117,13 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		limits.Disk = ByteSize(jd)
 	}
 
+	if jo := int64(job.OutputsLimit()); jo > 0 {
+		if profile := p.Limits.OutputsBytes(); jo > profile {
+			return Invocation{}, reject(protocol.ErrNotAllowed, "outputs limit %d bytes exceeds profile %q limit of %d bytes", jo, job.Profile, profile)
+		}
+		limits.Outputs = ByteSize(jo)
+	}
+
 	env := maps.Clone(baseEnv)
 	maps.Copy(env, p.Env)
 	maps.Copy(env, job.Env)

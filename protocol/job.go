@@ -37,6 +37,17 @@ const JobLimitOutput = "output"
 // JobLimitDisk is the job limit on the run's workspace, in bytes.
 const JobLimitDisk = "disk"
 
+// JobLimitOutputs is the job limit on what the run's capture stores
+// (diff and files), in bytes.
+const JobLimitOutputs = "outputs"
+
+// OutputsLimit is the job's outputs limit in bytes, 0 when it sets none. A
+// validated job's is well-formed.
+func (j Job) OutputsLimit() uint64 {
+	n, _ := ParseByteSize(j.Limits[JobLimitOutputs])
+	return n
+}
+
 // DiskLimit is the job's disk limit in bytes, 0 when it sets none. A
 // validated job's is well-formed.
 func (j Job) DiskLimit() uint64 {

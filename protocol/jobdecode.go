@@ -276,8 +276,8 @@ func (j Job) Validate(lim Limits) error {
 		}
 	}
 	for _, k := range sortedKeys(j.Limits) {
-		if k != JobLimitOutput && k != JobLimitDisk {
-			return jobErr(ErrInvalidJob, "limits key %s is not a limit a job may set (limits: %s, %s)", q(k), JobLimitDisk, JobLimitOutput)
+		if k != JobLimitOutput && k != JobLimitDisk && k != JobLimitOutputs {
+			return jobErr(ErrInvalidJob, "limits key %s is not a limit a job may set (limits: %s, %s, %s)", q(k), JobLimitDisk, JobLimitOutput, JobLimitOutputs)
 		}
 		if n, err := ParseByteSize(j.Limits[k]); err != nil || n == 0 {
 			return jobErr(ErrInvalidJob, "limits[%s] %s is not a size like \"1MiB\" above zero", q(k), q(j.Limits[k]))
