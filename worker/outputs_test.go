@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
 )
 
 func withOutputsProfile(_ *server.Options, c *config.Config) {
@@ -81,6 +85,32 @@ func TestOutputsCapturedAtRunEnd(t *testing.T) {
 	}
 	if got[id+"/files/out/r.md"] != "report\n" || len(got) != 2 {
 		t.Fatalf("outputs %v", got)
+	}
+	// Pruning the run's directory removes nothing from the store: the
+	// outputs stay until the bucket's TTL (outputsMaxAge, its max_age).
+	pctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dir := filepath.Join(h.stateDir, "runs", id)
+	testenv.WaitFor(t, 10*time.Second, "the finished marker", func() bool { _, err := os.Stat(filepath.Join(dir, "finished")); return err == nil })
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(filepath.Join(dir, "finished"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	// (Once runner-outer has let go of the run, a moment after its end.)
+	testenv.WaitFor(t, 15*time.Second, "prune to remove the run's directory", func() bool {
+		pruned, err := worker.Prune(pctx, h.stateDir, time.Minute)
+		return err == nil && len(pruned) == 1
+	})
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("run directory after prune: %v", err)
+	}
+	h.checkOutputs(id, st)
+	stream, err := h.js.Stream(pctx, "OBJ_"+h.names.OutputsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := stream.CachedInfo().Config; cfg.MaxAge != config.DefaultOutputsMaxAge || cfg.Replicas != 1 {
+		t.Fatalf("outputs bucket max_age %v replicas %d", cfg.MaxAge, cfg.Replicas)
 	}
 }
 
