@@ -36,7 +36,9 @@ Rows: pipeline (throughput of one run), latency (1,000 lines/s), start (job
 to first event, network none and with an allowlist), handoff (SIGTERM and
 SIGKILL of the holder; gives the hand-off and crash rows), scale (200 runs
 on one worker), history (worker start and a reaper pass with 100,000
-finished run records against none). The whole suite takes about three minutes on 2 cores. It
+finished run records against none), outputs (capture of a 100 MiB
+workspace's diff and its store against an object put of the same bytes).
+The whole suite takes about three minutes on 2 cores. It
 needs what the worker needs (user namespaces; run 'baton doctor') and
 bwrap for the start row's anchor. docs/benchmarks.md explains each row.`,
 		Example: `  baton bench

@@ -24,10 +24,11 @@ const (
 	RowHandoff  = "handoff" // also gives the crash row
 	RowScale    = "scale"
 	RowHistory  = "history"
+	RowOutputs  = "outputs"
 )
 
 // AllRows lists every row.
-var AllRows = []string{RowPipeline, RowLatency, RowStart, RowHandoff, RowScale, RowHistory}
+var AllRows = []string{RowPipeline, RowLatency, RowStart, RowHandoff, RowScale, RowHistory, RowOutputs}
 
 // ErrConfig: a Config the suite cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
@@ -93,8 +94,10 @@ type sizes struct {
 	scaleWindow      time.Duration
 	scaleAgentTime   time.Duration // long enough to outlast the window; the runs are cancelled after it
 	scaleStartWithin time.Duration
-	historyRecords   int // finished records the history row writes
-	historyReps      int // worker starts per side of the history row
+	historyRecords   int   // finished records the history row writes
+	historyReps      int   // worker starts per side of the history row
+	outputsBytes     int64 // the outputs row's workspace
+	outputsReps      int
 }
 
 var fullSizes = sizes{
@@ -102,6 +105,7 @@ var fullSizes = sizes{
 	starts: 11, handoffs: 5, crashes: 5,
 	scaleRuns: 200, scaleRate: 50, scaleWindow: 10 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 2 * time.Minute,
 	historyRecords: 100_000, historyReps: 5,
+	outputsBytes: 100 << 20, outputsReps: 5,
 }
 
 var quickSizes = sizes{
@@ -109,6 +113,7 @@ var quickSizes = sizes{
 	starts: 3, handoffs: 1, crashes: 1,
 	scaleRuns: 10, scaleRate: 50, scaleWindow: 2 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 30 * time.Second,
 	historyRecords: 5_000, historyReps: 1,
+	outputsBytes: 8 << 20, outputsReps: 1,
 }
 
 // Run runs the suite and returns its table. A row that fails to run
@@ -172,6 +177,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			res = e.scale(ctx, sz)
 		case RowHistory:
 			res = e.history(ctx, sz)
+		case RowOutputs:
+			res = e.outputs(ctx, sz)
 		}
 		rep.Results = append(rep.Results, res...)
 		e.stopWorkers()
