@@ -3,9 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/batonhq/baton/outputs"
+	"github.com/batonhq/baton/protocol"
 )
 
 // Outputs is what a profile captures from a run's workspace when it ends
@@ -17,6 +19,9 @@ type Outputs struct {
 	// <runId>/files/<path>: "*" and "?" within a segment, "**" for any
 	// number of segments ("out/**", "**/*.md").
 	Files []string `yaml:"files" json:"files,omitempty"`
+	// Within are a job's patterns (protocol.JobOutputs): a file is
+	// captured only if it matches Files and, when set, one of these.
+	Within []string `yaml:"-" json:"within,omitempty"`
 }
 
 // Defaults of outputs.
@@ -38,6 +43,33 @@ func (c *Config) OutputsTTL() time.Duration {
 		return c.OutputsMaxAge
 	}
 	return DefaultOutputsMaxAge
+}
+
+// narrow applies a job's outputs to the profile's, refusing a job that
+// asks for more than the profile captures.
+func (o Outputs) narrow(profile string, j *protocol.JobOutputs) (Outputs, error) {
+	out := Outputs{Diff: o.Diff, Files: slices.Clone(o.Files)}
+	if j == nil {
+		return out, nil
+	}
+	if j.Diff != nil {
+		if *j.Diff && !o.Diff {
+			return Outputs{}, reject(protocol.ErrNotAllowed, "outputs.diff: profile %q captures no diff", profile)
+		}
+		out.Diff = *j.Diff
+	}
+	if len(j.Files) > 0 {
+		if len(o.Files) == 0 {
+			return Outputs{}, reject(protocol.ErrNotAllowed, "outputs.files: profile %q captures no files", profile)
+		}
+		for i, p := range j.Files {
+			if err := outputs.CheckGlob(p); err != nil {
+				return Outputs{}, reject(protocol.ErrInvalidJob, "outputs.files[%d]: %v", i, err)
+			}
+		}
+		out.Within = slices.Clone(j.Files)
+	}
+	return out, nil
 }
 
 // Validate says what is wrong with o, if anything.

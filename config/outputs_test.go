@@ -47,3 +47,29 @@ profiles:
 		}
 	}
 }
+
+// A job may narrow what its profile captures, never widen it.
+func TestOutputsJobNarrows(t *testing.T) {
+	c, err := config.Parse([]byte("profiles:\n  p: {command: [x], outputs: {diff: true, files: [\"out/**\"]}}\n  bare: {command: [x]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	no, yes := false, true
+	inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: "p", Outputs: &protocol.JobOutputs{Diff: &no, Files: []string{"out/*.md"}}}, "/b")
+	if err != nil || inv.Outputs.Diff || len(inv.Outputs.Files) != 1 || len(inv.Outputs.Within) != 1 {
+		t.Fatalf("narrowed: %+v, %v", inv.Outputs, err)
+	}
+	for _, tc := range []struct {
+		profile string
+		o       protocol.JobOutputs
+		want    error
+	}{
+		{"bare", protocol.JobOutputs{Diff: &yes}, protocol.ErrNotAllowed},
+		{"bare", protocol.JobOutputs{Files: []string{"**"}}, protocol.ErrNotAllowed},
+		{"p", protocol.JobOutputs{Files: []string{"../x"}}, protocol.ErrInvalidJob},
+	} {
+		if _, err := c.Resolve(protocol.Job{RunID: "r", Profile: tc.profile, Outputs: &tc.o}, "/b"); !errors.Is(err, tc.want) {
+			t.Errorf("%s %+v: %v, want %v", tc.profile, tc.o, err, tc.want)
+		}
+	}
+}

@@ -124,6 +124,11 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		limits.Outputs = ByteSize(jo)
 	}
 
+	outs, err := p.Outputs.narrow(job.Profile, job.Outputs)
+	if err != nil {
+		return Invocation{}, err
+	}
+
 	env := maps.Clone(baseEnv)
 	maps.Copy(env, p.Env)
 	maps.Copy(env, job.Env)
@@ -142,7 +147,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Network:  Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
 		Mounts:   slices.Clone(p.Mounts),
 		Limits:   limits,
-		Outputs:  Outputs{Diff: p.Outputs.Diff, Files: slices.Clone(p.Outputs.Files)},
+		Outputs:  outs,
 		AgentUID: p.AgentUID,
 		AgentGID: p.AgentGID,
 	}, nil

@@ -32,6 +32,9 @@ type Policy struct {
 	Diff bool
 	// Files are patterns (see Match) of workspace files stored whole.
 	Files []string
+	// Within, when set, narrows Files: a file must match one of these too
+	// (a job's patterns within its profile's).
+	Within []string
 	// MaxBytes bounds the bytes stored, diff included (0: DefaultMaxBytes).
 	MaxBytes int64
 	// MaxFiles bounds the file objects (0: DefaultMaxFiles).

@@ -180,7 +180,7 @@ func (w *walker) add(e entry, seeded bool) {
 	if e.link || !seeded {
 		e.op = opAdd
 	}
-	e.file = len(w.pol.Files) > 0 && MatchAny(w.pol.Files, e.rel)
+	e.file = len(w.pol.Files) > 0 && MatchAny(w.pol.Files, e.rel) && (len(w.pol.Within) == 0 || MatchAny(w.pol.Within, e.rel))
 	if (w.pol.Diff && e.op != opSame) || e.file {
 		w.s.entries = append(w.s.entries, e)
 	}

@@ -29,6 +29,8 @@ type Job struct {
 	// "output" (a size like "1MiB") caps what the agent prints on stdout,
 	// "disk" the size of its workspace.
 	Limits map[string]string `json:"limits,omitempty" msgpack:"limits,omitempty"`
+	// Outputs narrows what the profile captures at the run's end.
+	Outputs *JobOutputs `json:"outputs,omitempty" msgpack:"outputs,omitempty"`
 }
 
 // JobLimitOutput is the job limit on the agent's stdout, in bytes.

@@ -127,3 +127,17 @@ func TestOutputsOverLimitLeaveStatus(t *testing.T) {
 	}
 	h.checkOutputs(id, st)
 }
+
+// TestOutputsJobNarrows: a job drops the profile's diff and keeps only the
+// files matching its own patterns too.
+func TestOutputsJobNarrows(t *testing.T) {
+	h := newHarness(t, withOutputsProfile)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "edit", "outputs": map[string]any{"diff": false, "files": []string{"**/*.md"}},
+		"args": []string{"mkdir out; echo report > out/r.md; echo data > out/d.csv"}})
+	st := h.terminal(id)
+	if st.Status != protocol.StatusSucceeded || len(st.Outputs) != 1 || st.Outputs[0].Name != id+"/files/out/r.md" {
+		t.Fatalf("terminal %+v", st)
+	}
+	h.checkOutputs(id, st)
+}
