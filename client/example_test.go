@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	natsserver "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/internal/provision"
+	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -126,4 +129,70 @@ func ExampleClient_Send() {
 	// {"message":{"content":"now run the tests","role":"user"},"parent_tool_use_id":null,"session_id":"default","type":"user"}
 	// no worker: true
 	// no worker: true
+}
+
+// List what a run's capture stored and fetch its diff, checked against the
+// digest its terminal status lists.
+func ExampleClient_Outputs() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c := client.New(js, names)
+	fakeCapture(ctx, js, names, "example-2")
+
+	ro, err := c.Outputs(ctx, "example-2")
+	if err != nil {
+		fmt.Println("outputs:", err)
+		return
+	}
+	for _, o := range ro.Outputs {
+		fmt.Println(o.Name, o.Size)
+	}
+	var patch strings.Builder
+	if err := c.GetOutput(ctx, ro.Outputs[0], &patch); err != nil {
+		fmt.Println("get:", err)
+		return
+	}
+	fmt.Print(patch.String())
+	// Output:
+	// example-2/diff.patch 118
+	// example-2/files/out/report.md 5
+	// diff --git a/out/report.md b/out/report.md
+	// new file mode 100644
+	// --- /dev/null
+	// +++ b/out/report.md
+	// @@ -0,0 +1 @@
+	// +done
+}
+
+// fakeCapture does what a worker does at a run's end: capture its workspace
+// into the outputs bucket, then publish the terminal status listing it.
+func fakeCapture(ctx context.Context, js jetstream.JetStream, names protocol.Names, runID string) {
+	ws, err := os.MkdirTemp("", "baton-example-ws-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(ws)
+	if err := os.MkdirAll(filepath.Join(ws, "out"), 0o755); err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "out", "report.md"), []byte("done\n"), 0o644); err != nil {
+		panic(err)
+	}
+	obs, err := js.ObjectStore(ctx, names.OutputsBucket())
+	if err != nil {
+		panic(err)
+	}
+	res, err := outputs.Capture(ctx, obs, runID, ws, nil, outputs.Policy{Diff: true, Files: []string{"out/**"}})
+	if err != nil {
+		panic(err)
+	}
+	zero := 0
+	msg := nats.NewMsg(names.IngestSubject(runID, protocol.KindStatus))
+	msg.Data = protocol.Status{Status: protocol.StatusSucceeded, RunID: runID, ExitCode: &zero, Outputs: res.Outputs}.Marshal()
+	msg.Header.Set(protocol.HeaderOffset, "0")
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		panic(err)
+	}
 }

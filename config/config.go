@@ -16,6 +16,9 @@ type Config struct {
 	Replicas int `yaml:"replicas"`
 	// EventsMaxAge bounds how long run events are kept (default 7 days).
 	EventsMaxAge time.Duration `yaml:"eventsMaxAge"`
+	// OutputsMaxAge is how long captured outputs are kept: the outputs
+	// bucket's TTL (default 7 days; at least 1m).
+	OutputsMaxAge time.Duration `yaml:"outputsMaxAge"`
 	// RunRetention is how long a finished run's directory (journal, stderr,
 	// workspace) stays on its node before the worker removes it (default
 	// 7 days).
@@ -80,6 +83,8 @@ type Profile struct {
 	Mounts []Mount `yaml:"mounts"`
 	// Limits bound the run's resources.
 	Limits Limits `yaml:"limits"`
+	// Outputs is what is captured from the workspace when a run ends.
+	Outputs Outputs `yaml:"outputs"`
 	// AgentUID and AgentGID are the agent's ids inside the sandbox (0: the
 	// default, 1000; the agent is never root inside).
 	AgentUID int `yaml:"agentUID"`

@@ -178,6 +178,8 @@ func typeKeys(goType string) (where, keys string) {
 		where, t = "a profile", reflect.TypeFor[Profile]()
 	case "config.Limits":
 		where, t = "limits", reflect.TypeFor[Limits]()
+	case "config.Outputs":
+		where, t = "outputs", reflect.TypeFor[Outputs]()
 	default:
 		return goType, "?"
 	}

@@ -31,6 +31,8 @@ type Invocation struct {
 	Files   map[string]string
 	Timeout time.Duration
 	Network Network
+	// Outputs is what the run's capture stores (the profile's).
+	Outputs Outputs
 	// Mounts, Limits, AgentUID and AgentGID are the profile's, for the
 	// sandbox.
 	Mounts   []Mount
@@ -107,7 +109,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	}
 	argv := p.AllowArgs.place(command, job.Args) // verbatim: a job cannot name the baton binary
 
-	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits), Output: output}
+	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits), Output: output, Outputs: p.Limits.Outputs}
 	if jd := int64(job.DiskLimit()); jd > 0 {
 		disk := ByteSize(DefaultDiskBytes)
 		if limits.Disk > 0 {
@@ -120,6 +122,18 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 			return Invocation{}, reject(protocol.ErrNotAllowed, "disk %d is below the smallest workspace, %d bytes", jd, minDisk)
 		}
 		limits.Disk = ByteSize(jd)
+	}
+
+	if jo := int64(job.OutputsLimit()); jo > 0 {
+		if profile := p.Limits.OutputsBytes(); jo > profile {
+			return Invocation{}, reject(protocol.ErrNotAllowed, "outputs limit %d bytes exceeds profile %q limit of %d bytes", jo, job.Profile, profile)
+		}
+		limits.Outputs = ByteSize(jo)
+	}
+
+	outs, err := p.Outputs.narrow(job.Profile, job.Outputs)
+	if err != nil {
+		return Invocation{}, err
 	}
 
 	env := maps.Clone(baseEnv)
@@ -140,6 +154,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Network:     Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
 		Mounts:      slices.Clone(p.Mounts),
 		Limits:      limits,
+		Outputs:     outs,
 		AgentUID:    p.AgentUID,
 		AgentGID:    p.AgentGID,
 		Stdin:       p.Stdin.OrDefault(),

@@ -201,6 +201,10 @@ type Limits struct {
 	// Output caps the bytes the agent may print on stdout (default
 	// DefaultOutputLimit); past it the agent is killed and the run fails.
 	Output ByteSize `yaml:"output" json:"output,omitempty"`
+	// Outputs caps the bytes a run's capture stores (default
+	// DefaultOutputsBytes), diff and files together; a sparse file counts
+	// its whole size.
+	Outputs ByteSize `yaml:"outputs" json:"outputs,omitempty"`
 }
 
 // DefaultOutputLimit is a profile's output limit when it sets none.

@@ -56,6 +56,9 @@ func (c *Config) Validate() error {
 			bad(l.key, "%d is out of range (0 for no bound)", int64(l.n))
 		}
 	}
+	if c.OutputsMaxAge != 0 && c.OutputsMaxAge < minOutputsAge {
+		bad("outputsMaxAge", "%s is too short; it must be at least %s", c.OutputsMaxAge, minOutputsAge)
+	}
 	if c.RunRetention < minRetention {
 		bad("runRetention", "%s is too short; it must be at least %s", c.RunRetention, minRetention)
 	}
@@ -131,6 +134,11 @@ func (c *Config) Validate() error {
 		for i, m := range p.Mounts {
 			if err := m.Validate(); err != nil {
 				bad(fmt.Sprintf("%s.mounts[%d]", at, i), "%v", err)
+			}
+		}
+		if err := p.Outputs.Validate(); err != nil {
+			for _, e := range splitJoined(err) {
+				errs = append(errs, fmt.Errorf("%s.outputs.%w", at, e))
 			}
 		}
 		if err := p.Limits.Validate(); err != nil {

@@ -379,7 +379,9 @@ func (c *Console) serveOutput(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("outputs bucket %s: %w", c.names.OutputsBucket(), err))
 		return
 	}
-	obj, err := obs.Get(r.Context(), id+"/"+name)
+	// Statuses name outputs "<runId>/...", and the page links those names;
+	// a name without the run's prefix is taken as relative to it.
+	obj, err := obs.Get(r.Context(), id+"/"+strings.TrimPrefix(name, id+"/"))
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("run %s has no output %q", id, name))
 		return

@@ -689,23 +689,26 @@ func TestTokenEndpoint(t *testing.T) {
 // the outputs object store.
 func TestOutputDownload(t *testing.T) {
 	e := setup(t)
-	obs, err := e.js.CreateObjectStore(ctxT(t), jetstream.ObjectStoreConfig{Bucket: names.OutputsBucket()})
+	obs, err := e.js.ObjectStore(ctxT(t), names.OutputsBucket()) // provisioned with the rest
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := obs.PutString(ctxT(t), "r1/diff.patch", "--- a\n+++ b\n"); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest("GET", e.srv.URL+"/api/runs/r1/outputs/diff.patch", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := noRedirect.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "--- a\n+++ b\n" || !strings.Contains(resp.Header.Get("Content-Disposition"), `filename="diff.patch"`) {
-		t.Fatalf("download: %d %q %v", resp.StatusCode, b, resp.Header)
+	// The page links the names a terminal status lists, "<runId>/...".
+	for _, path := range []string{"/api/runs/r1/outputs/diff.patch", "/api/runs/r1/outputs/r1/diff.patch"} {
+		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "--- a\n+++ b\n" || !strings.Contains(resp.Header.Get("Content-Disposition"), `filename="diff.patch"`) {
+			t.Fatalf("download %s: %d %q %v", path, resp.StatusCode, b, resp.Header)
+		}
 	}
 	for path, want := range map[string]int{"/api/runs/r1/outputs/missing": 404, "/api/runs/r2/outputs/diff.patch": 404, "/api/runs/r1/outputs/../r2/x": 400} {
 		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)

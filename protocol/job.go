@@ -29,6 +29,8 @@ type Job struct {
 	// "output" (a size like "1MiB") caps what the agent prints on stdout,
 	// "disk" the size of its workspace.
 	Limits map[string]string `json:"limits,omitempty" msgpack:"limits,omitempty"`
+	// Outputs narrows what the profile captures at the run's end.
+	Outputs *JobOutputs `json:"outputs,omitempty" msgpack:"outputs,omitempty"`
 }
 
 // JobLimitOutput is the job limit on the agent's stdout, in bytes.
@@ -36,6 +38,17 @@ const JobLimitOutput = "output"
 
 // JobLimitDisk is the job limit on the run's workspace, in bytes.
 const JobLimitDisk = "disk"
+
+// JobLimitOutputs is the job limit on what the run's capture stores
+// (diff and files), in bytes.
+const JobLimitOutputs = "outputs"
+
+// OutputsLimit is the job's outputs limit in bytes, 0 when it sets none. A
+// validated job's is well-formed.
+func (j Job) OutputsLimit() uint64 {
+	n, _ := ParseByteSize(j.Limits[JobLimitOutputs])
+	return n
+}
 
 // DiskLimit is the job's disk limit in bytes, 0 when it sets none. A
 // validated job's is well-formed.

@@ -80,7 +80,7 @@ func ValidEnvKey(k string) bool {
 func ValidProfileName(name string) bool { return validChars(name, 64, "_.-") }
 
 // jobFields are the job's field names, in the order errors list them.
-var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries", "limits"}
+var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries", "limits", "outputs"}
 
 // DecodeJob decodes and validates a job. It is msgpack when contentType (a
 // Content-Type header value; parameters are ignored) is application/msgpack
@@ -173,6 +173,9 @@ func (j Job) Validate(lim Limits) error {
 
 	if j.Retries < 0 || j.Retries > MaxRetries {
 		return jobErr(ErrInvalidJob, "field \"retries\" is %d; it must be between 0 and %d", j.Retries, MaxRetries)
+	}
+	if err := validateOutputs(j.Outputs); err != nil {
+		return err
 	}
 	if j.Retries > 0 && len(j.RunID) > MaxRetriedRunID {
 		return jobErr(ErrBadRunID, "runId %s is %d bytes; with retries it may have at most %d (a retry is named <runId>-a<attempt>)", q(j.RunID), len(j.RunID), MaxRetriedRunID)
@@ -276,8 +279,8 @@ func (j Job) Validate(lim Limits) error {
 		}
 	}
 	for _, k := range sortedKeys(j.Limits) {
-		if k != JobLimitOutput && k != JobLimitDisk {
-			return jobErr(ErrInvalidJob, "limits key %s is not a limit a job may set (limits: %s, %s)", q(k), JobLimitDisk, JobLimitOutput)
+		if k != JobLimitOutput && k != JobLimitDisk && k != JobLimitOutputs {
+			return jobErr(ErrInvalidJob, "limits key %s is not a limit a job may set (limits: %s, %s, %s)", q(k), JobLimitDisk, JobLimitOutput, JobLimitOutputs)
 		}
 		if n, err := ParseByteSize(j.Limits[k]); err != nil || n == 0 {
 			return jobErr(ErrInvalidJob, "limits[%s] %s is not a size like \"1MiB\" above zero", q(k), q(j.Limits[k]))
@@ -366,6 +369,7 @@ type fieldReader interface {
 	strMap(field string) (map[string]string, error)
 	duration(field string) (Duration, error)
 	integer(field string) (int64, error)
+	outputs(field string) (*JobOutputs, error)
 }
 
 // decodeField reads the value of key into j; seen catches duplicate keys.
@@ -397,6 +401,8 @@ func decodeField(r fieldReader, key string, seen map[string]bool, j *Job) error 
 		j.Labels, err = r.strMap(key)
 	case "limits":
 		j.Limits, err = r.strMap(key)
+	case "outputs":
+		j.Outputs, err = r.outputs(key)
 	case "retries":
 		var n int64
 		n, err = r.integer(key)
@@ -426,6 +432,7 @@ func normalize(j *Job) {
 	if len(j.Limits) == 0 {
 		j.Limits = nil
 	}
+	normalizeOutputs(j)
 }
 
 func wrongType(field, want, got string) error {

@@ -40,6 +40,9 @@ func FuzzDecodeJob(f *testing.F) {
 		`{"runId":"r","profile":"p","labels":{"baton.attempt":"2","baton.retryOf":"q"}}`,
 		`{"runId":"r","profile":"p","limits":{"disk":"-1"}}`,
 		`{"runId":"r","profile":"p","limits":{"disk":"16MiB","output":"4KiB"}}`,
+		`{"runId":"r","profile":"p","outputs":{"diff":false,"files":["out/**"]}}`,
+		`{"runId":"r","profile":"p","outputs":{"diff":null,"files":[]}}`,
+		`{"runId":"r","profile":"p","outputs":{"tar":1}}`,
 	} {
 		f.Add([]byte(s), false)
 	}

@@ -154,7 +154,7 @@ func TestDecodeJobRejects(t *testing.T) {
 		{"retries string", ok("retries", "2"), big, protocol.ErrMalformedJob, `field "retries" must be a whole number`},
 		{"retries fraction", ok("retries", 1.5), big, protocol.ErrMalformedJob, `field "retries" must be a whole number`},
 		{"retries with a long runId", kv{"runId", strings.Repeat("a", 121), "profile", "demo", "retries", 1}, big, protocol.ErrBadRunID, "with retries it may have at most 120"},
-		{"limits unknown", ok("limits", map[string]string{"memory": "1GiB"}), big, protocol.ErrInvalidJob, `limits key "memory" is not a limit a job may set (limits: disk, output)`},
+		{"limits unknown", ok("limits", map[string]string{"memory": "1GiB"}), big, protocol.ErrInvalidJob, `limits key "memory" is not a limit a job may set (limits: disk, output, outputs)`},
 		{"limits bad size", ok("limits", map[string]string{"output": "1GB"}), big, protocol.ErrInvalidJob, `limits["output"] "1GB" is not a size like "1MiB" above zero`},
 		{"limits zero", ok("limits", map[string]string{"output": "0"}), big, protocol.ErrInvalidJob, `limits["output"] "0" is not a size`},
 		{"limits number", ok("limits", map[string]int{"output": 5}), big, protocol.ErrMalformedJob, `field "limits" must be`},

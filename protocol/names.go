@@ -58,6 +58,10 @@ func (n Names) LeasesBucket() string { return n.upper + "_LEASES" }
 // reaper finds a node's runs without reading every record.
 func (n Names) NodeRunsBucket() string { return n.upper + "_NODE_RUNS" }
 
+// OutputsBucket is the Object Store bucket of runs' captured outputs:
+// "<runId>/diff.patch" and "<runId>/files/<path>".
+func (n Names) OutputsBucket() string { return n.upper + "_OUTPUTS" }
+
 // NodeRunKey is the key of runID in NodeRunsBucket.
 func NodeRunKey(node, runID string) string { return node + "." + runID }
 

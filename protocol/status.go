@@ -46,6 +46,14 @@ type Status struct {
 	StderrTail string     `json:"stderrTail,omitempty"`
 	Reason     string     `json:"reason,omitempty"`
 	Time       time.Time  `json:"time"`
+	// Outputs, on a terminal status, list what the run's capture stored,
+	// all of it stored before the status is published.
+	Outputs []Output `json:"outputs,omitempty"`
+	// OutputsError says why the capture stopped short (a limit); the
+	// run's own status is unchanged by it.
+	OutputsError string `json:"outputsError,omitempty"`
+	// OutputsNotes name what the capture skipped (a FIFO, a device).
+	OutputsNotes []string `json:"outputsNotes,omitempty"`
 }
 
 // Marshal encodes s as JSON.
@@ -64,4 +72,14 @@ func ParseStatus(b []byte) (Status, error) {
 		return Status{}, err
 	}
 	return s, nil
+}
+
+// Output is one object a run's capture stored in the outputs bucket (see
+// Names.OutputsBucket): "<runId>/diff.patch" or "<runId>/files/<path>".
+type Output struct {
+	Name string `json:"name"`
+	Size uint64 `json:"size"`
+	// Digest is the object's SHA-256, as the Object Store writes it:
+	// "SHA-256=" and the base64url of the sum.
+	Digest string `json:"digest"`
 }

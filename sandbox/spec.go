@@ -23,7 +23,11 @@ type Spec struct {
 	// Env is the agent's whole environment, "KEY=value".
 	Env []string `json:"env"`
 	// Files are seed files written into the workspace before the agent starts.
+	// Kept here, where the agent cannot write, they are the baseline the
+	// workspace's diff is taken against when the run ends.
 	Files map[string]string `json:"files,omitempty"`
+	// Outputs is what the worker captures from the workspace at the end.
+	Outputs config.Outputs `json:"outputs,omitzero"`
 	// Nonce ends the journal's sentinel; the agent never sees it.
 	Nonce string `json:"nonce"`
 	// Deadline is when the runner stops the agent (SIGTERM, then SIGKILL

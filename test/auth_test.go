@@ -93,7 +93,12 @@ func TestNATSPermissions(t *testing.T) {
 	}
 
 	stateDir := testenv.StateDir(t)
-	workerLog := startWorker(t, bin, url("worker"), stateDir, "auth")
+	// A profile whose runs' outputs are captured, for `baton outputs`.
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, []byte("profiles:\n  out:\n    command: [/bin/sh, -c]\n    allowArgs: true\n    outputs: {diff: true, files: [\"out/**\"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	workerLog := startWorker(t, bin, url("worker"), stateDir, "auth", "--config", cfg)
 	testenv.WaitFor(t, 30*time.Second, "the worker ready", func() bool { return strings.Contains(workerLog.String(), "worker ready") })
 	viewer := connect("viewer")
 	live := make(chan *nats.Msg, 1024)
@@ -150,6 +155,17 @@ func TestNATSPermissions(t *testing.T) {
 	}
 	if o := asClient(1, "cancel", "auth-long"); !strings.Contains(o, "already ended") {
 		t.Fatalf("cancel of an ended run as client:\n%s", o)
+	}
+
+	// Outputs: the worker stores them, the client lists and fetches them.
+	asClient(0, "submit", "--profile", "out", "--run-id", "auth-out", "--arg=mkdir out; echo report > out/r.txt", "--watch")
+	if o := asClient(0, "outputs", "auth-out"); !strings.Contains(o, "auth-out/diff.patch") || !strings.Contains(o, "auth-out/files/out/r.txt") {
+		t.Fatalf("outputs as client:\n%s", o)
+	}
+	got := t.TempDir()
+	asClient(0, "outputs", "auth-out", "--get", "all", "-o", got)
+	if b, err := os.ReadFile(filepath.Join(got, "files", "out", "r.txt")); err != nil || string(b) != "report\n" {
+		t.Fatalf("outputs --get all as client: %q, %v", b, err)
 	}
 
 	// The viewer's live feed had the whole run, ending with its status.
@@ -320,6 +336,12 @@ func attacks(t *testing.T, c *conn, user string, deniedPublish func(*conn, strin
 		{"write a lease", "$KV." + names.LeasesBucket() + ".auth-1", `{}`},
 		{"write a heartbeat", "$KV." + names.NodesBucket() + ".ghost.w", `{}`},
 		{"hide a run from the reaper", "$KV." + names.NodeRunsBucket() + ".auth.auth-long", ""},
+		{"overwrite an output's info", "$O." + names.OutputsBucket() + ".M.YXV0aC1vdXQvZGlmZi5wYXRjaA==", `{}`},
+		{"add an output chunk", "$O." + names.OutputsBucket() + ".C.evil", "x"},
+		{"delete an output", "$JS.API.STREAM.MSG.DELETE.OBJ_" + names.OutputsBucket(), `{"seq":1}`},
+		{"purge the outputs", "$JS.API.STREAM.PURGE.OBJ_" + names.OutputsBucket(), ""},
+		{"delete the outputs bucket", "$JS.API.STREAM.DELETE.OBJ_" + names.OutputsBucket(), ""},
+		{"change the outputs bucket's TTL", "$JS.API.STREAM.UPDATE.OBJ_" + names.OutputsBucket(), `{"name":"OBJ_` + names.OutputsBucket() + `"}`},
 	} {
 		t.Logf("%s tries to %s", user, a.what)
 		deniedPublish(c, a.subject, []byte(a.body))

@@ -308,7 +308,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		Nonce: r.nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
 		Network: inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
 		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,
-		CgroupParent: w.cfg.CgroupParent,
+		CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs,
 	}
 	// The last word before the runner: mark the record spawning, by CAS,
 	// or learn that another worker took the run over meanwhile.
@@ -823,6 +823,10 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 	full := w.status(r, st.Status)
 	full.ExitCode, full.Signal, full.Reason = st.ExitCode, st.Signal, st.Reason
 	full.StderrTail = journal.StderrTail(r.dir, 2048)
+	// I9: the outputs are stored before the status that lists them.
+	if full.Status != protocol.StatusLost && !w.captureOutputs(ctx, r, &full) {
+		return
+	}
 	// The terminal status goes out even while the worker stops: it is one
 	// publish and settles the run for good.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.grace)

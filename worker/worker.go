@@ -60,6 +60,8 @@ type Worker struct {
 	nodes  *kv.Nodes
 	// nodeRuns indexes the unfinished runs by node (see indexRun).
 	nodeRuns jetstream.KeyValue
+	// outputs is the bucket runs' captures go to (see captureOutputs).
+	outputs jetstream.ObjectStore
 
 	// beatFailed is when this worker's node heartbeat last failed (unix
 	// nanoseconds): the reaper trusts no absence it saw around then.
@@ -180,10 +182,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	res, err := provision.Ensure(ctx, w.js, w.names, provision.Options{
-		Replicas:     w.cfg.Replicas,
-		LeaseTTL:     w.cfg.LeaseTTL,
-		EventsMaxAge: w.cfg.EventsMaxAge,
-		RecordTTL:    w.cfg.RecordTTL(),
+		Replicas:      w.cfg.Replicas,
+		LeaseTTL:      w.cfg.LeaseTTL,
+		EventsMaxAge:  w.cfg.EventsMaxAge,
+		RecordTTL:     w.cfg.RecordTTL(),
+		OutputsMaxAge: w.cfg.OutputsTTL(),
 		// Validated to fit.
 		EventsMaxBytes: int64(w.cfg.EventsMaxBytes),
 		JobsMaxBytes:   int64(w.cfg.JobsMaxBytes), JobsMaxMsgs: w.cfg.JobsMaxMsgs,
@@ -196,6 +199,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)
 	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
 	w.nodeRuns = res.NodeRuns
+	w.outputs = res.Outputs
 	w.intake = consumer.New(w.js, w.names, w.cfg,
 		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
 		consumer.WithAckWait(w.ackWait),

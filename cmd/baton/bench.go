@@ -40,8 +40,9 @@ on one worker), history (worker start and a reaper pass with 100,000
 finished run records against none), console (a run's live view in the web
 console against a plain NATS subscription, and the runs list with 10,000
 records), density (200 idle runs on one worker: the CPU and memory an idle
-run costs; --density-runs 1000 for the issue's figure). The whole suite
-takes about three minutes on 2 cores. It
+run costs; --density-runs 1000 for the issue's figure), outputs (capture of
+a 100 MiB workspace's diff and its store against an object put of the same
+bytes). The whole suite takes about three minutes on 2 cores. It
 needs what the worker needs (user namespaces; run 'baton doctor') and
 bwrap for the start row's anchor. docs/benchmarks.md explains each row.`,
 		Example: `  baton bench

@@ -27,10 +27,11 @@ const (
 	RowHistory  = "history"
 	RowConsole  = "console"
 	RowDensity  = "density"
+	RowOutputs  = "outputs"
 )
 
 // AllRows lists every row.
-var AllRows = []string{RowPipeline, RowLatency, RowInput, RowStart, RowHandoff, RowScale, RowHistory, RowConsole, RowDensity}
+var AllRows = []string{RowPipeline, RowLatency, RowInput, RowStart, RowHandoff, RowScale, RowHistory, RowConsole, RowDensity, RowOutputs}
 
 // ErrConfig: a Config the suite cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
@@ -104,7 +105,9 @@ type sizes struct {
 	densityRuns        int           // idle runs of the density row
 	densityWindow      time.Duration // the density row's CPU window
 	densityStartWithin time.Duration
-	inputMsgs          int // messages the input row sends
+	inputMsgs          int   // messages the input row sends
+	outputsBytes       int64 // the outputs row's workspace
+	outputsReps        int
 }
 
 var fullSizes = sizes{
@@ -113,6 +116,7 @@ var fullSizes = sizes{
 	scaleRuns: 200, scaleRate: 50, scaleWindow: 10 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 2 * time.Minute,
 	historyRecords: 100_000, historyReps: 5, inputMsgs: 500,
 	densityRuns: 200, densityWindow: 15 * time.Second, densityStartWithin: 10 * time.Minute,
+	outputsBytes: 100 << 20, outputsReps: 5,
 }
 
 var quickSizes = sizes{
@@ -121,6 +125,7 @@ var quickSizes = sizes{
 	scaleRuns: 10, scaleRate: 50, scaleWindow: 2 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 30 * time.Second,
 	historyRecords: 5_000, historyReps: 1, inputMsgs: 100,
 	densityRuns: 10, densityWindow: 3 * time.Second, densityStartWithin: time.Minute,
+	outputsBytes: 8 << 20, outputsReps: 1,
 }
 
 // Run runs the suite and returns its table. A row that fails to run
@@ -198,6 +203,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			res = e.console(ctx, sz)
 		case RowDensity:
 			res = e.density(ctx, sz)
+		case RowOutputs:
+			res = e.outputs(ctx, sz)
 		}
 		rep.Results = append(rep.Results, res...)
 		e.stopWorkers()

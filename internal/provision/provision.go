@@ -23,6 +23,8 @@ type Options struct {
 	// so the runs bucket allows those.
 	RecordTTL time.Duration
 	NodeTTL   time.Duration // default 3 × LeaseTTL
+	// OutputsMaxAge is the outputs bucket's TTL (default 7 days).
+	OutputsMaxAge time.Duration
 	// MaxJobBytes bounds one job; the jobs stream refuses larger ones, so the
 	// bound is stated once, by the server.
 	MaxJobBytes int32
@@ -55,6 +57,9 @@ func (o *Options) defaults() {
 	if o.RecordTTL <= 0 {
 		o.RecordTTL = o.EventsMaxAge
 	}
+	if o.OutputsMaxAge <= 0 {
+		o.OutputsMaxAge = 7 * 24 * time.Hour
+	}
 	if o.NodeTTL <= 0 {
 		o.NodeTTL = 3 * o.LeaseTTL
 	}
@@ -67,6 +72,8 @@ type Resources struct {
 	Runs, Leases      jetstream.KeyValue
 	Nodes             jetstream.KeyValue
 	NodeRuns          jetstream.KeyValue
+	// Outputs is the Object Store bucket of captured run outputs.
+	Outputs jetstream.ObjectStore
 }
 
 // Ensure creates or updates every stream and bucket named by n.
@@ -194,7 +201,24 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 	}); err != nil {
 		return nil, err
 	}
+	if r.Outputs, err = ensureObjectStore(ctx, js, jetstream.ObjectStoreConfig{
+		Bucket:      n.OutputsBucket(),
+		Description: "baton run outputs: <runId>/diff.patch and <runId>/files/<path>; bucket TTL is outputsMaxAge",
+		TTL:         o.OutputsMaxAge,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return nil, err
+	}
 	return &r, nil
+}
+
+func ensureObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	obs, err := js.CreateOrUpdateObjectStore(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("provision object store %s: %w", cfg.Bucket, err)
+	}
+	return obs, nil
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {

@@ -1,0 +1,94 @@
+package outputs_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/provision"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/outputs"
+	"github.com/batonhq/baton/protocol"
+)
+
+// TestCaptureOnR3Cluster: on a 3-node cluster the outputs bucket is
+// provisioned R3; a capture stored there is read whole from the other
+// nodes after the bucket's leader goes away, and a capture made after it
+// is stored too.
+func TestCaptureOnR3Cluster(t *testing.T) {
+	servers := testenv.RunCluster(t, 3)
+	_, js := testenv.ConnectCluster(t, servers)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	names := protocol.MustNames("")
+	res, err := provision.Ensure(ctx, js, names, provision.Options{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "OBJ_"+names.OutputsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil || info.Config.Replicas != 3 {
+		t.Fatalf("outputs bucket replicas: %+v, %v", info, err)
+	}
+
+	ws := t.TempDir()
+	write(t, ws, "out/big.txt", strings.Repeat("a line of the agent's output\n", 600_000)) // ~17 MiB
+	for i := range 50 {
+		write(t, ws, filepath.Join("out", "f"+itoa(i)), "file "+itoa(i)+"\n")
+	}
+	first, err := outputs.Capture(ctx, res.Outputs, "r3-a", ws, nil, outputs.Policy{Diff: true, Files: []string{"out/**"}})
+	if err != nil || first.Error != "" || len(first.Outputs) != 52 {
+		t.Fatalf("capture on R3: %+v, %v", first, err)
+	}
+
+	// The bucket's leader goes away; the objects are read from the others.
+	leader := info.Cluster.Leader
+	var rest []int
+	for i, s := range servers {
+		if s.Name() == leader {
+			s.Shutdown()
+			s.WaitForShutdown()
+			continue
+		}
+		rest = append(rest, i)
+	}
+	if len(rest) != 2 {
+		t.Fatalf("leader %q is none of the nodes", leader)
+	}
+	_, js2 := testenv.ConnectCluster(t, servers[rest[0]:rest[0]+1])
+	var obs jetstream.ObjectStore
+	testenv.WaitFor(t, 30*time.Second, "the outputs bucket after its leader left", func() bool {
+		obs, err = js2.ObjectStore(ctx, names.OutputsBucket())
+		return err == nil
+	})
+	for _, o := range first.Outputs {
+		var b []byte
+		testenv.WaitFor(t, 30*time.Second, "reading "+o.Name+" after the leader left", func() bool {
+			b, err = obs.GetBytes(ctx, o.Name)
+			return err == nil
+		})
+		if uint64(len(b)) != o.Size || digest(b) != o.Digest {
+			t.Fatalf("%s after failover: %d bytes %s, listed %+v", o.Name, len(b), digest(b), o)
+		}
+	}
+	// A capture after the failover is stored (R3 on the two left).
+	if err := os.Remove(filepath.Join(ws, "out", "f0")); err != nil {
+		t.Fatal(err)
+	}
+	var second outputs.Result
+	testenv.WaitFor(t, 60*time.Second, "a capture after the failover", func() bool {
+		second, err = outputs.Capture(ctx, obs, "r3-b", ws, nil, outputs.Policy{Diff: true, Files: []string{"out/**"}})
+		return err == nil
+	})
+	if second.Error != "" || len(second.Outputs) != 51 {
+		t.Fatalf("capture after failover: %+v", second)
+	}
+}

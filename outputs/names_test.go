@@ -1,0 +1,125 @@
+package outputs_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/batonhq/baton/outputs"
+)
+
+func TestEscapePath(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"out/report.md", "out/report.md"},
+		{"résumé.txt", "résumé.txt"},
+		{"a\nb", "a%0Ab"},
+		{"100%", "100%25"},
+		{"bad\xff\xfe", "bad%FF%FE"},
+		{"tab\there", "tab%09here"},
+		{"\u200b", "%E2%80%8B"}, // zero width space: not printable
+	} {
+		got := outputs.EscapePath(tc.in)
+		if got != tc.want {
+			t.Errorf("EscapePath(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		back, err := outputs.UnescapePath(got)
+		if err != nil || back != tc.in {
+			t.Errorf("UnescapePath(%q) = %q, %v", got, back, err)
+		}
+	}
+}
+
+func TestUnescapePathMalformed(t *testing.T) {
+	for _, in := range []string{"%", "a%4", "%zz", "%0g", "x%"} {
+		if _, err := outputs.UnescapePath(in); !errors.Is(err, outputs.ErrBadName) {
+			t.Errorf("UnescapePath(%q): %v, want ErrBadName", in, err)
+		}
+	}
+}
+
+func TestSplitName(t *testing.T) {
+	for _, tc := range []struct {
+		name, kind, rel string
+		bad             bool
+	}{
+		{name: "r1/diff.patch", kind: outputs.KindDiff},
+		{name: "r1/files/out/a%0Ab", kind: outputs.KindFile, rel: "out/a\nb"},
+		{name: "r2/diff.patch", bad: true},
+		{name: "r1/files/", bad: true},
+		{name: "r1/files/%", bad: true},
+		{name: "r1/other", bad: true},
+	} {
+		kind, rel, err := outputs.SplitName("r1", tc.name)
+		if tc.bad {
+			if !errors.Is(err, outputs.ErrBadName) {
+				t.Errorf("SplitName(%q): %v, want ErrBadName", tc.name, err)
+			}
+			continue
+		}
+		if err != nil || kind != tc.kind || rel != tc.rel {
+			t.Errorf("SplitName(%q) = %q, %q, %v", tc.name, kind, rel, err)
+		}
+	}
+}
+
+func TestGlobs(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"out/**", "out/a", true},
+		{"out/**", "out/a/b/c.txt", true},
+		{"out/**", "outx/a", false},
+		{"**/*.md", "README.md", true},
+		{"**/*.md", "docs/x/y.md", true},
+		{"*.md", "docs/y.md", false},
+		{"report.txt", "report.txt", true},
+		{"a/**/b", "a/b", true},
+		{"a/**/b", "a/x/y/b", true},
+		{"a/**/b", "a/x/y/c", false},
+		{"?.go", "a.go", true},
+		{"[ab].go", "c.go", false},
+	} {
+		if err := outputs.CheckGlob(tc.pattern); err != nil {
+			t.Fatalf("CheckGlob(%q): %v", tc.pattern, err)
+		}
+		if got := outputs.Match(tc.pattern, tc.name); got != tc.want {
+			t.Errorf("Match(%q, %q) = %v", tc.pattern, tc.name, got)
+		}
+	}
+	for _, bad := range []string{"", "/abs", "a//b", "../x", "a/./b", "a**", "[", "**/**/**/**/x", strings.Repeat("a", 300)} {
+		if err := outputs.CheckGlob(bad); !errors.Is(err, outputs.ErrBadGlob) {
+			t.Errorf("CheckGlob(%q): %v, want ErrBadGlob", bad, err)
+		}
+	}
+}
+
+func FuzzEscapePath(f *testing.F) {
+	for _, s := range []string{"a", "a\nb", "%", "\xff", "out/ré.txt"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		esc := outputs.EscapePath(p)
+		if !utf8.ValidString(esc) || strings.ContainsAny(esc, "\n\r\x00") {
+			t.Fatalf("EscapePath(%q) = %q is not safe", p, esc)
+		}
+		back, err := outputs.UnescapePath(esc)
+		if err != nil || back != p {
+			t.Fatalf("round trip of %q: %q, %v", p, back, err)
+		}
+		_, _ = outputs.UnescapePath(p) // never panics
+	})
+}
+
+func FuzzGlob(f *testing.F) {
+	for _, s := range []string{"out/**", "**/*.md", "[", "a/**/b/**/c"} {
+		f.Add(s, "a/b/c")
+	}
+	f.Fuzz(func(t *testing.T, pattern, name string) {
+		if outputs.CheckGlob(pattern) != nil {
+			return
+		}
+		_ = outputs.Match(pattern, name) // never panics, ends quickly
+	})
+}

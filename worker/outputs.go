@@ -1,0 +1,75 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"time"
+
+	"github.com/batonhq/baton/outputs"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
+)
+
+// captureTimeout bounds one run's capture: a 256 MiB diff and files, put
+// to a loaded server, take seconds.
+const captureTimeout = 5 * time.Minute
+
+// captureOutputs stores what r's profile asks of its workspace in the
+// outputs bucket and lists it on st, the terminal status about to be
+// published. It reports whether the status may go out: false when the
+// store failed or the run was given up meanwhile, and then the run is left
+// to a successor (a hand-off when the worker stops, else the lease's
+// expiry), which captures again: the same names, the same objects.
+func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status) bool {
+	spec, err := sandbox.ReadSpec(r.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true // never prepared here: nothing was seeded nor written
+	}
+	if err != nil {
+		st.OutputsError = "cannot read the run's spec: " + err.Error()
+		return true
+	}
+	pol := outputs.Policy{Diff: spec.Outputs.Diff, Files: spec.Outputs.Files, Within: spec.Outputs.Within, MaxBytes: spec.Limits.OutputsBytes()}
+	if pol.Empty() {
+		return true
+	}
+	// Cut short when the lease is lost (our status could not go out) or
+	// when the worker stops, after its grace.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), captureTimeout)
+	defer cancel()
+	stopLost := context.AfterFunc(ctx, func() {
+		select {
+		case <-time.After(w.grace):
+			cancel()
+		case <-cctx.Done():
+		}
+	})
+	defer stopLost()
+	go func() {
+		select {
+		case <-r.lease.Lost():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	start := time.Now()
+	res, err := outputs.Capture(cctx, w.outputs, r.id, r.dir.Workspace(), spec.Files, pol)
+	if err != nil {
+		if ctx.Err() != nil {
+			r.log.Warn().Err(err).Msg("stopped while capturing outputs; handing the run off")
+			w.handoff(r)
+		} else {
+			r.log.Error().Err(err).Msg("capture outputs; a successor will capture them again")
+			r.lease.Stop()
+		}
+		return false
+	}
+	st.Outputs, st.OutputsError, st.OutputsNotes = res.Outputs, res.Error, res.Notes
+	ev := r.log.Info()
+	if res.Error != "" {
+		ev = r.log.Warn().Str("outputs_error", res.Error)
+	}
+	ev.Int("objects", len(res.Outputs)).Dur("took", time.Since(start)).Msg("outputs captured")
+	return true
+}
