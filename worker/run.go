@@ -523,7 +523,11 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		return nil
 	}
 	if respawn {
-		if _, err := sandbox.Respawn(ctx, r.dir, sandbox.WithBinary(w.runner)); errors.Is(err, sandbox.ErrStartFailed) {
+		if _, err := sandbox.Respawn(ctx, r.dir, sandbox.WithBinary(w.runner)); errors.Is(err, sandbox.ErrStartFailed) && runnerTookRun(r.dir) {
+			// The first runner took the run after all, only late (a
+			// loaded node): it is the run's, and followed as any other.
+			r.log.Warn().Err(err).Msg("the run's first runner took it while it was respawned; following that one")
+		} else if errors.Is(err, sandbox.ErrStartFailed) {
 			r.log.Error().Err(err).Msg("respawn the runner")
 			w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "sandbox did not start: " + err.Error()})
 			done()
@@ -537,8 +541,9 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 			_ = l.Release(rctx, r.offset, r.chain.LastSeq())
 			done()
 			return nil
+		} else {
+			r.log.Warn().Msg("respawned the runner of a run whose starter never saw it take the run")
 		}
-		r.log.Warn().Msg("respawned the runner of a run whose starter never saw it take the run")
 	}
 	// Indexed again on every take-over: a run started by a worker from
 	// before the node index gets its entry when an upgraded worker attaches

@@ -1338,13 +1338,37 @@ func TestRecoveryLeavesAHalfPreparedRunToItsJob(t *testing.T) {
 // acknowledged, so the node's recovery spawns the runner again and the run
 // is published whole.
 func TestRecoveryRespawnsARunnerThatNeverTookTheRun(t *testing.T) {
-	h := newHarness(t)
-	h.stopWorker("w1")
-	bin := filepath.Join(t.TempDir(), "dying-runner")
 	// Spawned as a runner, it reports nothing and exits.
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\nsleep 2\n"), 0o755); err != nil {
+	testRespawn(t, "#!/bin/sh\nsleep 2\n")
+}
+
+// TestRecoveryRespawnMeetsALateRunner: the same, but the first runner was
+// only slow (a loaded node): it takes the run while the recovery respawns
+// one. Whichever gets the run's lock runs the agent, once, and the run is
+// published whole (the cluster chaos soak saw such runs failed with
+// "another runner holds the run's lock" while their agent ran).
+func TestRecoveryRespawnMeetsALateRunner(t *testing.T) {
+	// The first runner takes the run 5 s after it was spawned; the
+	// recovery respawns one at about 4 s, which is slower still.
+	slow := func(d int) string {
+		return fmt.Sprintf("#!/bin/sh\nsleep %d\nexec %s \"$@\"\n", d, testenv.BatonBinary(t))
+	}
+	testRespawn(t, slow(5), worker.WithRunner(runnerScript(t, slow(3))))
+}
+
+func runnerScript(t *testing.T, script string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "runner")
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return bin
+}
+
+func testRespawn(t *testing.T, runner string, successor ...worker.Option) {
+	h := newHarness(t)
+	h.stopWorker("w1")
+	bin := runnerScript(t, runner)
 	_, stop := h.addWorker("doomed", worker.WithRunner(bin))
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "30"}})
@@ -1359,7 +1383,7 @@ func TestRecoveryRespawnsARunnerThatNeverTookTheRun(t *testing.T) {
 	if rec := h.record(id); rec.State != kv.RunStarting {
 		t.Fatalf("record %+v after its worker stopped, want starting", rec)
 	}
-	h.addWorker("w2", worker.WithAckWait(time.Second))
+	h.addWorker("w2", append([]worker.Option{worker.WithAckWait(time.Second)}, successor...)...)
 	msgs := h.chain(id, 40*time.Second)
 	st := statuses(t, msgs)
 	if last := st[len(st)-1]; last.Status != protocol.StatusSucceeded {
