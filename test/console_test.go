@@ -13,7 +13,6 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/console"
@@ -237,7 +236,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if _, err := runs.Create(ctx, "console-done", kv.RunRecord{RunID: "console-done", State: "failed", Profile: "fake", Node: "console", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	obs, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: names.OutputsBucket()})
+	obs, err := js.ObjectStore(ctx, names.OutputsBucket()) // the workers provisioned it
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,12 @@ profiles:
 head -c 30000000 /dev/urandom | base64 > out/big.txt; printf 'one\nTWO\n' > README.md`
 	job, _ := json.Marshal(map[string]any{"runId": runID, "profile": "make", "args": []string{script},
 		"files": map[string]string{"README.md": "one\ntwo\n"}})
+	// The worker provisions the streams; a job published before has no
+	// stream to go to.
+	testenv.WaitFor(t, 30*time.Second, "the worker to provision the jobs stream", func() bool {
+		_, err := js.Stream(ctx, names.JobsStream())
+		return err == nil
+	})
 	msg := nats.NewMsg(names.RunJobSubject())
 	msg.Data = job
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
