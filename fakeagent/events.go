@@ -52,8 +52,15 @@ type token struct {
 }
 
 var (
-	steps  []step
-	tokens []token // every step's text in order, for fixed-size deltas
+	steps         []step
+	followUpSteps []step  // the second turn (Options.FollowUp)
+	tokens        []token // every step's text in order, for fixed-size deltas
+)
+
+// The results' summaries of the story and of its follow-up turn.
+const (
+	storySummary    = "I changed the upload handler to answer 400 for a malformed body instead of 500 and updated its test. `go test ./...` passes."
+	followUpSummary = "I added `TestHandleUploadMalformedBody`, which posts a body that is not JSON and expects a 400. `go test ./internal/server/` passes."
 )
 
 func story() []storyStep {
@@ -96,33 +103,67 @@ func story() []storyStep {
 	}
 }
 
+// followUpStory is the second turn (Options.FollowUp), answering "add a
+// regression test for the malformed body".
+func followUpStory() []storyStep {
+	type bash struct {
+		Command     string `json:"command"`
+		Description string `json:"description"`
+	}
+	type edit struct {
+		FilePath  string `json:"file_path"`
+		OldString string `json:"old_string"`
+		NewString string `json:"new_string"`
+	}
+	test := workspace + "/internal/server/handler_test.go"
+	return []storyStep{
+		{"Good idea: a test of its own keeps the 400 from turning back into a 500. I'll add one that posts a body which is not JSON.",
+			"Edit", edit{test, "func TestHandleUpload(t *testing.T) {",
+				"func TestHandleUploadMalformedBody(t *testing.T) {\n\trec := httptest.NewRecorder()\n\tnewTestServer(t).handleUpload(rec, httptest.NewRequest(\"POST\", \"/upload\", strings.NewReader(\"{not json\")))\n\tif rec.Code != http.StatusBadRequest {\n\t\tt.Errorf(\"status = %d, want 400\", rec.Code)\n\t}\n}\n\nfunc TestHandleUpload(t *testing.T) {"},
+			"The file " + test + " has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n    30→func TestHandleUploadMalformedBody(t *testing.T) {\n    31→\trec := httptest.NewRecorder()", false},
+		{"Now I'll run the server package's tests, the new one included.",
+			"Bash", bash{"go test ./internal/server/ -v -run TestHandleUpload", "Run the upload handler's tests"},
+			"=== RUN   TestHandleUploadMalformedBody\n--- PASS: TestHandleUploadMalformedBody (0.00s)\n=== RUN   TestHandleUpload\n--- PASS: TestHandleUpload (0.01s)\nPASS\nok  \tgithub.com/acme/shop/internal/server\t0.187s", false},
+		{"Both tests pass: `TestHandleUploadMalformedBody` now guards the 400 for a malformed body.",
+			"", nil, "", false},
+	}
+}
+
 func init() {
 	for _, st := range story() {
-		s := step{name: st.name, text: string(appendJSONString(nil, st.text)), isError: st.isErr,
-			result: string(appendJSONString(nil, st.result))}
-		for j, w := range strings.Fields(st.text) {
-			if j > 0 {
-				w = " " + w
-			}
-			e := string(appendJSONString(nil, w))
-			plain := e == w && strings.IndexFunc(w, func(r rune) bool { return r >= utf8.RuneSelf }) < 0
-			s.tokens = append(s.tokens, token{s: e, plain: plain})
-		}
-		if st.input != nil {
-			var b bytes.Buffer
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false)
-			if err := enc.Encode(st.input); err != nil {
-				panic(err) // plain structs always encode
-			}
-			s.input = strings.TrimSuffix(b.String(), "\n")
-		}
+		s := encodeStep(st)
 		if len(tokens) > 0 {
 			tokens = append(tokens, token{s: ` `, plain: true})
 		}
 		tokens = append(tokens, s.tokens...)
 		steps = append(steps, s)
 	}
+	for _, st := range followUpStory() {
+		followUpSteps = append(followUpSteps, encodeStep(st))
+	}
+}
+
+func encodeStep(st storyStep) step {
+	s := step{name: st.name, text: string(appendJSONString(nil, st.text)), isError: st.isErr,
+		result: string(appendJSONString(nil, st.result))}
+	for j, w := range strings.Fields(st.text) {
+		if j > 0 {
+			w = " " + w
+		}
+		e := string(appendJSONString(nil, w))
+		plain := e == w && strings.IndexFunc(w, func(r rune) bool { return r >= utf8.RuneSelf }) < 0
+		s.tokens = append(s.tokens, token{s: e, plain: plain})
+	}
+	if st.input != nil {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(st.input); err != nil {
+			panic(err) // plain structs always encode
+		}
+		s.input = strings.TrimSuffix(b.String(), "\n")
+	}
+	return s
 }
 
 // Phases of one assistant turn, in stream order.
@@ -154,6 +195,8 @@ type generator struct {
 	msgID      []byte
 	toolID     []byte
 	step       *step
+	steps      []step // the turn being told: steps, or followUpSteps
+	summary    string // the turn's result text
 	turns      int
 	msgOutput  int
 
@@ -166,6 +209,8 @@ func newGenerator(seed int64, lineSize int) *generator {
 		rng:      rand.NewPCG(uint64(seed), 0x62_61_74_6f_6e), // "baton"
 		buf:      make([]byte, 0, max(lineSize, 1024)),
 		lineSize: lineSize,
+		steps:    steps,
+		summary:  storySummary,
 	}
 	g.session = g.appendUUID(nil)
 	g.model = models[g.intn(len(models))]
@@ -230,7 +275,7 @@ func (g *generator) event() []byte {
 		g.phase = phaseBlockStart
 	case phaseBlockStart:
 		b = append(b, `{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}}`...)
-		g.step = &steps[g.next%len(steps)]
+		g.step = &g.steps[g.next%len(g.steps)]
 		g.next++
 		g.word = 0
 		g.deltasLeft = 8 + g.intn(17)
@@ -338,7 +383,12 @@ func (g *generator) stopReason() string {
 // told reports whether the story has been told once, to its closing
 // message: the stream may end there.
 func (g *generator) told() bool {
-	return g.next >= len(steps) && g.phase == phaseMessageStart
+	return g.next >= len(g.steps) && g.phase == phaseMessageStart
+}
+
+// followUp starts the second turn: the follow-up story, told once.
+func (g *generator) followUp() {
+	g.steps, g.next, g.summary = followUpSteps, 0, followUpSummary
 }
 
 // appendText appends exactly n bytes of encoded narration.
@@ -424,7 +474,7 @@ func (g *generator) resultLine(n int, o Options, failed bool) []byte {
 	b = append(b, `,"result":"`...)
 	switch {
 	case !failed:
-		b = append(b, "I changed the upload handler to answer 400 for a malformed body instead of 500 and updated its test. `go test ./...` passes."...)
+		b = append(b, g.summary...)
 	case o.Signal != "":
 		b = append(b, "Execution interrupted by signal "...)
 		b = append(b, o.Signal...)

@@ -1,6 +1,7 @@
 package fakeagent
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -64,6 +65,14 @@ type Options struct {
 	// then writes the result; Lines is ignored. Without it the stream
 	// retells the story for as many lines as asked.
 	Story bool
+	// FollowUp (with Story) keeps the session open for a second turn, as
+	// an agent whose stdin stays open does: the prompt is stdin's first
+	// line (a stream-json user message or plain text), and after the
+	// story's result the agent reads one more such line and tells a
+	// second turn (it adds a regression test), ending in a second result;
+	// it then reads stdin to its end and exits 0. If stdin ends before
+	// the second message, the agent ends after the first turn.
+	FollowUp bool
 	// Chat selects the conversation mode (see Chat): the other options
 	// are then ignored.
 	Chat bool
@@ -84,6 +93,7 @@ func (o *Options) RegisterFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ForgeSentinel, "forge-sentinel", false, "also write a line that looks like baton's exit sentinel, with a made-up nonce")
 	fs.DurationVar(&o.Duration, "duration", 0, "write lines at --rate until this long has passed (--lines is then ignored)")
 	fs.BoolVar(&o.Story, "story", false, "tell the session once, from the first message to the result (an explicit --lines or --duration wins)")
+	fs.BoolVar(&o.FollowUp, "follow-up", false, "with --story: read the prompt as stdin's first line, and after the result one more user message, answered by a second turn (a regression test); exit at stdin's end")
 	fs.BoolVar(&o.Chat, "chat", false, "converse on stdin like Claude Code's stream-json: echo, ask approval (\"approve: CMD\"), slow turns (\"slow\") that SIGINT or an interrupt control_request stop")
 }
 
@@ -115,7 +125,23 @@ func Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o Optio
 		o.Lines = DefaultLines
 	}
 	var prompt []byte
-	if o.EchoInput {
+	var in *bufio.Scanner // stdin's lines (FollowUp)
+	if o.FollowUp {
+		in = bufio.NewScanner(stdin)
+		in.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	}
+	switch {
+	case o.FollowUp:
+		switch {
+		case in.Scan():
+			if o.EchoInput {
+				_, text := parseChat(in.Bytes())
+				prompt, _ = readPrompt(strings.NewReader(text))
+			}
+		case in.Err() != nil:
+			return readErr(in)
+		}
+	case o.EchoInput:
 		if prompt, err = readPrompt(stdin); err != nil {
 			return fmt.Errorf("fakeagent: read stdin: %w", err)
 		}
@@ -152,6 +178,24 @@ func Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o Optio
 		}
 		var line []byte
 		switch {
+		case o.FollowUp && n > 1 && g.told() && g.summary == storySummary:
+			// The first turn ends; the second starts when its message comes.
+			if err := write(g.resultLine(n, o, false)); err != nil {
+				return err
+			}
+			if !in.Scan() {
+				return readErr(in)
+			}
+			g.followUp()
+			p.restart(n + 1)
+			continue
+		case o.FollowUp && n > 1 && g.told():
+			if err := finish(g, n, o, write, stderr); err != nil {
+				return err
+			}
+			for in.Scan() { // the session lasts until stdin ends
+			}
+			return readErr(in)
 		case o.Story && n > 1 && g.told(), !o.Story && o.Duration == 0 && n == last:
 			return finish(g, n, o, write, stderr)
 		case n == 1:
@@ -215,6 +259,10 @@ func (o Options) validate() (string, error) {
 		return bad("duration %v < 0", o.Duration)
 	case o.Story && o.Duration > 0:
 		return bad("story and duration both set")
+	case o.FollowUp && !o.Story:
+		return bad("follow-up needs story")
+	case o.FollowUp && (o.ExitCode != 0 || o.Signal != "" || o.PartialLast):
+		return bad("follow-up ends at the end of stdin, with status 0")
 	}
 	if o.Signal == "" {
 		return "", nil
@@ -315,6 +363,22 @@ func (p *pacer) waitUntil(t time.Time) error {
 	case <-p.timer.C:
 		return nil
 	}
+}
+
+// restart makes line n due now: after a wait for input, the lines that
+// follow keep their pace instead of catching up.
+func (p *pacer) restart(n int) {
+	if p.rate > 0 {
+		p.start = time.Now().Add(-time.Duration(float64(n-1) / p.rate * float64(time.Second)))
+	}
+}
+
+// readErr is the end of stdin's lines: nil at its end, or the read error.
+func readErr(in *bufio.Scanner) error {
+	if err := in.Err(); err != nil {
+		return fmt.Errorf("fakeagent: read stdin: %w", err)
+	}
+	return nil
 }
 
 func (p *pacer) stop() {

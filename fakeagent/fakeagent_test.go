@@ -700,37 +700,15 @@ func BenchmarkRun(b *testing.B) {
 // suite, a closing message without a tool, the result.
 func TestStory(t *testing.T) {
 	lines := splitLines(run(t, Options{Story: true, Lines: 3, Seed: 9}))
-	var (
-		text  strings.Builder
-		tools []string
-		texts []string
-	)
-	for i, l := range lines {
-		e := decode(t, l)
-		switch {
-		case i == 0 && e.Subtype != "init", i == len(lines)-1 && e.Type != "result":
-			t.Fatalf("line %d: %s", i+1, l)
-		case e.Type == "stream_event" && e.Event.Type == "content_block_delta":
-			text.WriteString(e.Event.Delta.Text)
-		case e.Type == "assistant":
-			var said string
-			for _, b := range e.Message.Content {
-				switch b.Type {
-				case "text":
-					said = b.Text
-				case "tool_use":
-					tools = append(tools, b.Name)
-				}
-			}
-			if said != text.String() {
-				t.Errorf("line %d: deltas say %q, the message %q", i+1, text.String(), said)
-			}
-			if !strings.HasSuffix(said, ".") {
-				t.Errorf("line %d: the message ends mid-sentence: %q", i+1, said)
-			}
-			texts = append(texts, said)
-			text.Reset()
-		}
+	if e := decode(t, lines[0]); e.Subtype != "init" {
+		t.Fatalf("line 1: %s", lines[0])
+	}
+	if e := decode(t, lines[len(lines)-1]); e.Type != "result" {
+		t.Fatalf("last line: %s", lines[len(lines)-1])
+	}
+	tools, texts, results := turnsOf(t, lines)
+	if len(results) != 1 {
+		t.Errorf("%d results, want 1", len(results))
 	}
 	if want := []string{"Read", "Bash", "Grep", "Edit", "Bash"}; !slices.Equal(tools, want) {
 		t.Errorf("tools %v, want %v", tools, want)

@@ -222,6 +222,16 @@ func TestDemoCommand(t *testing.T) {
 	if !bytes.Contains(out, []byte("succeeded")) {
 		t.Fatalf("baton demo did not report the run succeeded:\n%s", out)
 	}
+	// Two turns: the first ends, the run waits, the demo's follow-up goes
+	// in as the user's turn, the second ends, and the run succeeds.
+	rest := string(out)
+	for _, want := range []string{"■ done success", "● waiting", "you › Add a regression test", "TestHandleUploadMalformedBody", "■ done success", "● succeeded"} {
+		i := strings.Index(rest, want)
+		if i < 0 {
+			t.Fatalf("baton demo's output lacks %q (in order):\n%s", want, out)
+		}
+		rest = rest[i+len(want):]
+	}
 	var state string
 	for _, f := range strings.Fields(string(out)) {
 		if strings.Contains(f, "baton-demo-") {

@@ -23,7 +23,7 @@ func TestSubmitInteractive(t *testing.T) {
 		t.Fatalf("submit --interactive: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
 	// The inputs may reach the agent before it answers the first turn.
-	if !strings.Contains(out, `input│ {"message":{"content":"second turn"`) {
+	if !strings.Contains(out, "you › second turn\n") {
 		t.Fatalf("output lacks the second turn's input:\n%s", out)
 	}
 	rest := out

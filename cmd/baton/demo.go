@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
 )
@@ -19,6 +22,49 @@ import (
 // demoInput is the demo run's default input: the task the fake agent's
 // session carries out.
 const demoInput = "TestHandleUpload fails: an upload with a malformed body should get a 400, not a 500. Please fix it."
+
+// demoFollowUp is what the demo sends when the agent waits after its first
+// turn: the second turn's request, with end of input.
+const demoFollowUp = "Add a regression test for the malformed body."
+
+// demoTurnsProfile is the profile the demo adds to its own worker's
+// configuration: the built-in demo agent, interactive, so the run shows a
+// second turn. The built-in demo profile stays as it is, a run that ends
+// by itself.
+const demoTurnsProfile = "demo-turns"
+
+// demoTurns is that profile: the fake agent's story, then a follow-up turn
+// read from stdin, which stays open; each result line ends a turn. A
+// quicker pace than the built-in profile's keeps the two turns within
+// about 8 s.
+func demoTurns() config.Profile {
+	p := config.Default().Profiles[config.DemoProfile]
+	p.Command = append(slices.Clone(p.Command), "--follow-up", "--rate", "35")
+	p.Stdin = config.StdinStream
+	p.TurnEnd = &config.TurnEnd{Field: "type", Equals: "result"}
+	p.IdleTimeout = time.Minute
+	return p
+}
+
+// errWaiting stops followUp's watch at the run's first turn end.
+var errWaiting = errors.New("the agent waits for input")
+
+// followUp sends text, as a stream-json user message with end of input, once
+// runID first waits for input. It returns nil without sending if the run
+// ends first, or ctx's error.
+func followUp(ctx context.Context, c *client.Client, runID, text string) error {
+	_, err := c.Watch(ctx, runID, func(ev client.Event) error {
+		if ev.Kind == protocol.KindStatus && ev.Status.Status == protocol.StatusWaiting {
+			return errWaiting
+		}
+		return nil
+	})
+	if !errors.Is(err, errWaiting) {
+		return err
+	}
+	_, err = c.Send(ctx, runID, client.StreamJSONUserMessage(text), client.WithEOF())
+	return err
+}
 
 func newDemoCmd(g *globals) *cobra.Command {
 	var (
@@ -30,8 +76,11 @@ func newDemoCmd(g *globals) *cobra.Command {
 		Use:   "demo",
 		Short: "Run baton end to end on an embedded NATS server and stream a demo run",
 		Long: `demo starts an in-process NATS server with JetStream, a worker, and one run
-of the built-in demo profile (baton's fake agent), then streams the run to
-the terminal until it ends, exactly as 'baton watch' would. Nothing listens
+of the built-in demo agent (baton's fake agent), then streams the run to
+the terminal until it ends, exactly as 'baton watch' would. The run keeps
+its stdin open: when the agent's first turn ends, the demo sends a
+follow-up (as 'baton send --stream-json --eof' would) and the agent
+answers it in a second turn. Nothing listens
 beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
 		Example: `  baton demo
   baton demo --input "Refactor the parser" --keep`,
@@ -63,6 +112,13 @@ beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
 			}
 			cfg, err := g.loadConfig()
 			if err != nil {
+				return err
+			}
+			if _, ok := cfg.Profiles[demoTurnsProfile]; ok {
+				return fmt.Errorf("the configuration defines a profile %q, which baton demo adds itself", demoTurnsProfile)
+			}
+			cfg.Profiles[demoTurnsProfile] = demoTurns()
+			if err := cfg.Validate(); err != nil {
 				return err
 			}
 			s, err := startEmbedded(dir, -1)
@@ -102,11 +158,22 @@ beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
 			sess := &session{c: client.New(js, names), js: js, close: func() {}}
 			runID := "demo-" + newRunID()[len("run-"):]
 			fmt.Fprintf(out, "baton demo: NATS %s, worker %s, state %s\n", s.ClientURL(), w.ID(), dir)
-			if err := sess.c.Submit(ctx, protocol.Job{RunID: runID, Profile: "demo", Input: input}); err != nil {
+			job := protocol.Job{RunID: runID, Profile: demoTurnsProfile, Input: string(client.StreamJSONUserMessage(input)) + "\n"}
+			if err := sess.c.Submit(ctx, job); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "submitted run %s (profile demo); streaming %s\n\n", runID, names.RunFilter(runID))
+			fmt.Fprintf(out, "submitted run %s (profile %s); streaming %s\n\n", runID, demoTurnsProfile, names.RunFilter(runID))
+			fctx, stopFollowUp := context.WithCancel(ctx)
+			ferr := make(chan error, 1)
+			go func() { ferr <- followUp(fctx, sess.c, runID, demoFollowUp) }()
 			watchErr := sess.watch(ctx, runID, false, out, errOut)
+			stopFollowUp()
+			if err := <-ferr; err != nil && !errors.Is(err, context.Canceled) {
+				fmt.Fprintf(errOut, "baton demo: send the follow-up: %v\n", err)
+				if watchErr == nil {
+					watchErr = exitCodeError(1)
+				}
+			}
 			journal := filepath.Join(dir, "runs", runID, "journal.ndjson")
 			fmt.Fprintf(out, `
 What next:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/fakeagent"
 	"github.com/batonhq/baton/protocol"
@@ -21,10 +22,12 @@ var update = flag.Bool("update", false, "rewrite testdata/demo.golden")
 
 // TestDemoTranscript: what `baton demo` shows of its run, as `baton watch`
 // prints it, is testdata/demo.golden: one session told in order, each
-// message's text whole. The fake agent runs with the demo profile's own
-// arguments (less the pacing) and the demo's input.
+// message's text whole, then the follow-up the demo sends as the user's
+// turn and the agent's second turn. The fake agent runs with the demo's
+// profile's own arguments (less the pacing), fed the demo's input and
+// follow-up, which the chain shows right after the first result.
 func TestDemoTranscript(t *testing.T) {
-	argv := config.Default().Profiles[config.DemoProfile].Command
+	argv := demoTurns().Command
 	if len(argv) < 2 || argv[0] != config.BatonToken || argv[1] != "fake-agent" {
 		t.Fatalf("the demo profile runs %q, not the fake agent", argv)
 	}
@@ -35,18 +38,32 @@ func TestDemoTranscript(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.Rate = 0
+	followUp := string(client.StreamJSONUserMessage(demoFollowUp)) + "\n"
+	stdin := string(client.StreamJSONUserMessage(demoInput)) + "\n" + followUp
 	var journal bytes.Buffer
-	if err := fakeagent.Run(context.Background(), strings.NewReader(demoInput), &journal, io.Discard, o); err != nil {
+	if err := fakeagent.Run(context.Background(), strings.NewReader(stdin), &journal, io.Discard, o); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
 	p := &eventPrinter{w: &out}
+	results := 0
 	for line := range bytes.Lines(journal.Bytes()) {
 		if err := p.print(evLine(protocol.KindEvents, string(line))); err != nil {
 			t.Fatal(err)
 		}
+		if bytes.HasPrefix(line, []byte(`{"type":"result"`)) {
+			results++
+			if results == 1 {
+				if err := p.print(evLine(protocol.KindInput, followUp)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 	}
 	p.finish()
+	if results != 2 {
+		t.Errorf("%d result lines, want 2 (one per turn)", results)
+	}
 
 	golden := filepath.Join("testdata", "demo.golden")
 	if *update {

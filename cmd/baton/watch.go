@@ -163,6 +163,8 @@ func (p *eventPrinter) print(ev client.Event) error {
 		p.agentLine(ev.Data)
 	case protocol.KindRaw:
 		p.line(p.paint(styleDim, "raw│ ") + sanitize(trimEOL(ev.Data), false))
+	case protocol.KindInput:
+		p.input(ev.Data)
 	default:
 		p.line(p.paint(styleDim, string(ev.Kind)+"│ ") + sanitize(trimEOL(ev.Data), false))
 	}
@@ -243,6 +245,40 @@ func (p *eventPrinter) status(st protocol.Status) {
 			p.line(p.paint(styleDim, "    "+sanitize([]byte(l), false)))
 		}
 	}
+}
+
+// input shows a user message sent to the agent (stream-json, or a plain
+// text line) as the user's turn; other input, such as a control_response,
+// as it was written.
+func (p *eventPrinter) input(data []byte) {
+	line := trimEOL(data)
+	var m struct {
+		Type    string `json:"type"`
+		Message *struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"message"`
+	}
+	text, ok := "", false
+	switch {
+	case !json.Valid(line):
+		text, ok = string(line), len(line) > 0
+	case json.Unmarshal(line, &m) == nil && m.Type == "user" && m.Message != nil:
+		if json.Unmarshal(m.Message.Content, &text) == nil {
+			ok = true
+		} else if blocks, isBlocks := parseBlocks(m.Message.Content); isBlocks {
+			for _, b := range blocks {
+				if b.Type == "text" {
+					text += b.Text
+					ok = true
+				}
+			}
+		}
+	}
+	if !ok {
+		p.line(p.paint(styleDim, "input│ ") + sanitize(line, false))
+		return
+	}
+	p.line(p.paint(styleBold, "you › ") + sanitize([]byte(text), false))
 }
 
 // agentMsg is the part of an agent's NDJSON line (Claude Code stream-json)

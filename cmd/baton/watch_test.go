@@ -92,6 +92,19 @@ func TestHumanFormat(t *testing.T) {
 			delta("partial"),
 			evStatus(t, `{"status":"handoff","runId":"r","worker":"w1","offset":5,"time":"2026-01-01T00:00:00Z"}`),
 		}, "partial\n● handoff  worker=w1\n"},
+		{"input: a user message is the user's turn", []client.Event{
+			evLine(protocol.KindInput, `{"type":"user","message":{"role":"user","content":"Add a test\u001b[2J"},"session_id":"default"}`+"\n"),
+			evLine(protocol.KindInput, `{"type":"user","message":{"content":[{"type":"text","text":"one"},{"type":"image"},{"type":"text","text":" two"}]}}`),
+			evLine(protocol.KindInput, "plain text line\n"),
+		}, "you › Add a test\\x1b[2J\nyou › one two\nyou › plain text line\n"},
+		{"input: other lines as written", []client.Event{
+			evLine(protocol.KindInput, `{"type":"control_response","response":{"subtype":"success"}}`+"\n"),
+			evLine(protocol.KindInput, `{"type":"user","message":{"content":[{"type":"image"}]}}`),
+			evLine(protocol.KindInput, `{"type":"user","message":{"content":7}}`),
+			evLine(protocol.KindInput, ""),
+		}, `input│ {"type":"control_response","response":{"subtype":"success"}}` + "\n" +
+			`input│ {"type":"user","message":{"content":[{"type":"image"}]}}` + "\n" +
+			`input│ {"type":"user","message":{"content":7}}` + "\ninput│ \n"},
 		{"message on an unknown subject kind", []client.Event{evLine("ctl", "x\x00y")}, "ctl│ x\\x00y\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -175,7 +188,7 @@ func FuzzHumanFormat(f *testing.F) {
 		if asRaw {
 			kind = protocol.KindRaw
 		}
-		out := render(t, false, false, evLine(kind, data))
+		out := render(t, false, false, evLine(kind, data)) + render(t, false, false, evLine(protocol.KindInput, data))
 		if !utf8.ValidString(out) {
 			t.Fatalf("output is not UTF-8: %q", out)
 		}
