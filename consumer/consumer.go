@@ -292,30 +292,31 @@ func (p *pool) put() {
 }
 
 // fetchOne asks the server for exactly one job; nil, nil when none came.
+// The pull request lives no longer than ctx: when the worker stops, its
+// subscription goes at once, so the server hands what comes next (the
+// attach jobs of the runs it hands off, above all) to another worker's
+// request instead of to this one's, where it would wait out AckWait; a job
+// that still reached this request is given back (Nak) at once.
 func (in *Intake) fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
-	wait := in.maxWait
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-		wait = max(time.Until(dl), 10*time.Millisecond)
-	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(wait))
+	fctx, cancel := context.WithTimeout(ctx, in.maxWait)
+	defer cancel()
+	batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
 		return nil, err
 	}
-	for {
-		select {
-		case msg, ok := <-batch.Messages():
-			if !ok {
-				if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-					return nil, err
-				}
-				return nil, nil
-			}
-			return msg, nil
-		case <-ctx.Done():
-			// A job delivered now is not lost: it is redelivered after AckWait.
-			return nil, nil
-		}
+	msg, ok := <-batch.Messages()
+	if ok && ctx.Err() == nil {
+		return msg, nil
 	}
+	if ok {
+		_ = msg.Nak()
+		return nil, nil
+	}
+	// The batch ends with its request: expired (no job), or ctx ended.
+	if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
+	return nil, nil
 }
 
 // accept decodes and resolves msg; a job that cannot run is sent to the DLQ

@@ -304,3 +304,85 @@ func TestProfileMaxConcurrent(t *testing.T) {
 		t.Fatalf("up to %d jobs of the capped profile ran at once", most)
 	}
 }
+
+// TestStoppedIntakeLeavesJobsToOthers: a worker that stops while its pull
+// request waits at the server (first in the queue) must not take the next
+// job into it: the attach jobs a stopping worker publishes for the runs it
+// hands off would otherwise sit there until AckWait. The other worker's
+// intake gets it at once.
+func TestStoppedIntakeLeavesJobsToOthers(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	if _, err := provision.Ensure(ctx, js, names, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(n int) {
+		t.Helper()
+		c, err := js.Consumer(ctx, names.JobsStream(), consumer.AttachDurableName("n1"))
+		deadline := time.Now().Add(10 * time.Second)
+		for err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			if err == nil {
+				var info *jetstream.ConsumerInfo
+				if info, err = c.Info(ctx); err == nil && info.NumWaiting == n {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the attach consumer never had %d pull requests waiting", n)
+			}
+			time.Sleep(20 * time.Millisecond)
+			c, err = js.Consumer(ctx, names.JobsStream(), consumer.AttachDurableName("n1"))
+		}
+		t.Fatal(err)
+	}
+	start := func(name string, got chan<- string) (stop func()) {
+		// A long fetch keeps the first intake's request first in the queue.
+		in := consumer.New(js, names, config.Default(), consumer.WithSelf("/bin/true"),
+			consumer.WithFetchWait(20*time.Second), consumer.WithAckWait(30*time.Second))
+		runCtx, stopRun := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = in.Run(runCtx, 1, "n1", consumer.Handlers{
+				Run: func(ctx context.Context, j consumer.Job) { _ = j.Msg.Ack() },
+				Attach: func(ctx context.Context, msg jetstream.Msg) {
+					_ = msg.Ack()
+					got <- name
+				},
+			})
+		}()
+		return func() {
+			stopRun()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("intake %s still running 5s after its context ended", name)
+			}
+		}
+	}
+	got := make(chan string, 4)
+	stopA := start("A", got)
+	waiting(1)
+	stopB := start("B", got)
+	defer stopB()
+	waiting(2)
+	stopA()
+	for i := range 3 {
+		msg := nats.NewMsg(names.AttachJobSubject("n1"))
+		msg.Data = fmt.Appendf(nil, `{"runId":"r%d","reason":"handoff"}`, i)
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case who := <-got:
+			if who != "B" {
+				t.Fatalf("attach job %d taken by the stopped intake %s", i, who)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("attach job %d not taken within 3s: it went to the stopped intake's pull request", i)
+		}
+	}
+}

@@ -51,7 +51,8 @@ func (w *Worker) scan(ctx context.Context) {
 		if !e.IsDir() || !protocol.ValidRunID(id) {
 			continue
 		}
-		// One attach job per run and window, however many workers scan.
+		// One attach job per run, window and lease revision, however
+		// many workers scan (offer adds the revision).
 		w.offer(ctx, id, fmt.Sprintf("attach:%s:scan:%d", id, window))
 	}
 }
@@ -91,7 +92,7 @@ func (w *Worker) offer(ctx context.Context, runID, msgID string) {
 	if !exists(string(dir)) || exists(dir.Finished()) || w.isActive(runID) {
 		return
 	}
-	l, _, lerr := w.leases.Get(ctx, runID)
+	l, leaseRev, lerr := w.leases.Get(ctx, runID)
 	switch {
 	case lerr == nil && l.State == kv.LeaseHeld:
 		return
@@ -117,6 +118,11 @@ func (w *Worker) offer(ctx context.Context, runID, msgID string) {
 	if lerr == nil && l.State == kv.LeaseReleased {
 		reason = protocol.AttachHandoff
 	}
+	// The lease's revision (0: none) makes the ID new whenever the lease
+	// changed: a run taken over and given up again within one scan window
+	// is offered again, not dropped by JetStream as a duplicate of the
+	// first offer (which left it released until the next window).
+	msgID = fmt.Sprintf("%s:%d", msgID, leaseRev)
 	if err := w.requestAttach(ctx, runID, reason, msgID); err != nil && ctx.Err() == nil {
 		w.log.Warn().Err(err).Str("run_id", runID).Msg("publish attach job")
 	}
