@@ -37,6 +37,9 @@ func (l *logFlags) logger(w io.Writer) (zerolog.Logger, error) {
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want auto, json or console", l.format)
 	}
+	// Milliseconds: hand-offs and recoveries are read from logs, and
+	// take milliseconds.
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
 
