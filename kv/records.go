@@ -37,17 +37,22 @@ type RunRecord struct {
 	// TurnEndField and TurnEndEquals are the profile's turnEnd, IdleTimeout
 	// its idleTimeout: the holder publishes "waiting" and "running" from
 	// them and ends a run idle too long.
-	TurnEndField  string            `msgpack:"turnEndField,omitempty"`
-	TurnEndEquals string            `msgpack:"turnEndEquals,omitempty"`
-	IdleTimeout   time.Duration     `msgpack:"idleTimeout,omitempty"`
-	CreatedAt     time.Time         `msgpack:"createdAt"`
-	StartedAt     time.Time         `msgpack:"startedAt,omitempty"`
-	FinishedAt    time.Time         `msgpack:"finishedAt,omitempty"`
-	ExitCode      *int              `msgpack:"exitCode,omitempty"`
-	Reason        string            `msgpack:"reason,omitempty"`
-	Offset        int64             `msgpack:"offset"`
-	LastSeq       uint64            `msgpack:"lastSeq"`
-	Labels        map[string]string `msgpack:"labels,omitempty"`
+	TurnEndField  string        `msgpack:"turnEndField,omitempty"`
+	TurnEndEquals string        `msgpack:"turnEndEquals,omitempty"`
+	IdleTimeout   time.Duration `msgpack:"idleTimeout,omitempty"`
+	// WaitingSince is when the agent began to wait for input (after a
+	// turn-end line); zero while it runs. The holder writes it before its
+	// "waiting" status, so a successor restates "waiting" and runs the
+	// idle clock on from then.
+	WaitingSince time.Time         `msgpack:"waitingSince,omitempty"`
+	CreatedAt    time.Time         `msgpack:"createdAt"`
+	StartedAt    time.Time         `msgpack:"startedAt,omitempty"`
+	FinishedAt   time.Time         `msgpack:"finishedAt,omitempty"`
+	ExitCode     *int              `msgpack:"exitCode,omitempty"`
+	Reason       string            `msgpack:"reason,omitempty"`
+	Offset       int64             `msgpack:"offset"`
+	LastSeq      uint64            `msgpack:"lastSeq"`
+	Labels       map[string]string `msgpack:"labels,omitempty"`
 	// Retries and Job let a run lost with its node start again: Job is the
 	// job as submitted (JSON), kept only when Retries > 0.
 	Retries int    `msgpack:"retries,omitempty"`

@@ -299,3 +299,51 @@ func TestTurnStatusesAndIdleTimeout(t *testing.T) {
 		t.Fatalf("chain: %s", got)
 	}
 }
+
+// TestIdleClockSurvivesHandoff: a run waiting for input that is handed off
+// keeps its idle clock: the successor restates "waiting" after "attached"
+// and ends the run idleTimeout after the agent began to wait, not after the
+// hand-off (and not never, as when a successor counted from the next turn
+// end only).
+func TestIdleClockSurvivesHandoff(t *testing.T) {
+	const idle = 3 * time.Second
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		c.Profiles["turns"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
+			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: idle}
+	}))
+	_, stopSecond := h.addWorker("w2")
+	defer stopSecond()
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "turns", "input": "hello\n"})
+	holder := h.waitStatus(id, protocol.StatusStarted).Worker
+	h.waitStatus(id, protocol.StatusWaiting)
+	waitingAt := time.Now()
+	time.Sleep(idle / 2)
+	h.stopWorker(holder)
+	msgs := h.chain(id, time.Minute)
+	h.assertChainMatchesJournal(id, msgs)
+	var kinds []string
+	var end time.Time
+	for _, m := range msgs {
+		if !strings.HasSuffix(m.Subject(), ".status") {
+			continue
+		}
+		st, _ := protocol.ParseStatus(m.Data())
+		kinds = append(kinds, string(st.Status))
+		if st.Status.Terminal() {
+			if st.Reason != sandbox.IdleReason {
+				t.Fatalf("terminal status %+v, want reason %q", st, sandbox.IdleReason)
+			}
+			md, _ := m.Metadata()
+			end = md.Timestamp
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "started,waiting,handoff,attached,waiting,timeout" {
+		t.Fatalf("statuses: %s", got)
+	}
+	// The clock ran on from the first "waiting"; a restarted clock would
+	// end the run idle/2 later.
+	if took := end.Sub(waitingAt); took > idle+idle/3 {
+		t.Fatalf("run ended %s after it began to wait, want about %s: the successor restarted the idle clock", took, idle)
+	}
+}

@@ -163,7 +163,7 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 	w.checkCancel(ctx, r)
 	stopInput := w.startInput(ctx, r)
 	defer stopInput()
-	defer w.trackTurns(r)()
+	defer w.trackTurns(ctx, r)()
 	w.follow(ctx, r)
 }
 

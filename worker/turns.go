@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
 )
@@ -39,10 +40,13 @@ func (r *run) turn(ctx context.Context, waiting bool) error {
 
 // trackTurns makes r publish "waiting" after each turn-end line and
 // "running" after the first input that follows, and stop the agent when
-// it waits longer than its idleTimeout. The returned func ends it. The
-// idle clock starts with the holder: a successor counts from the next
-// turn end it publishes.
-func (w *Worker) trackTurns(r *run) (stop func()) {
+// it waits longer than its idleTimeout. The returned func ends it.
+//
+// The run's record keeps when the agent began to wait, written before the
+// status: a successor (after a hand-off or a crash) that finds it restates
+// "waiting" after its "attached" and lets the idle clock run on from then,
+// so a deploy neither restarts an idle run's clock nor stops it.
+func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 	if r.rec.TurnEndField == "" {
 		return func() {}
 	}
@@ -51,11 +55,37 @@ func (w *Worker) trackTurns(r *run) (stop func()) {
 		waiting bool
 		idle    *time.Timer
 	)
+	startIdle := func(d time.Duration) {
+		if r.rec.IdleTimeout <= 0 {
+			return
+		}
+		idle = time.AfterFunc(max(d, 0), func() {
+			r.log.Info().Dur("idle_timeout", r.rec.IdleTimeout).Msg("agent waited for input past its idle timeout; stopping it")
+			if err := sandbox.StopIdle(r.dir); err != nil && !errors.Is(err, sandbox.ErrNotRunning) {
+				r.log.Warn().Err(err).Msg("stop idle run")
+			}
+		})
+	}
 	r.onTurn = func(ctx context.Context, wait bool) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if wait == waiting {
 			return nil
+		}
+		since := time.Time{}
+		if wait {
+			since = time.Now().UTC()
+		}
+		if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
+			if rec.State.Terminal() || rec.WaitingSince.Equal(since) {
+				return kv.ErrUnchanged
+			}
+			rec.WaitingSince = since
+			return nil
+		}); err != nil && !errors.Is(err, kv.ErrUnchanged) {
+			// The chain still says it; only a successor's idle clock
+			// would start late.
+			r.log.Warn().Err(err).Msg("record the turn state")
 		}
 		s := protocol.StatusRunning
 		if wait {
@@ -69,15 +99,18 @@ func (w *Worker) trackTurns(r *run) (stop func()) {
 			idle.Stop()
 			idle = nil
 		}
-		if wait && r.rec.IdleTimeout > 0 {
-			idle = time.AfterFunc(r.rec.IdleTimeout, func() {
-				r.log.Info().Dur("idle_timeout", r.rec.IdleTimeout).Msg("agent waited for input past its idle timeout; stopping it")
-				if err := sandbox.StopIdle(r.dir); err != nil && !errors.Is(err, sandbox.ErrNotRunning) {
-					r.log.Warn().Err(err).Msg("stop idle run")
-				}
-			})
+		if wait {
+			startIdle(r.rec.IdleTimeout)
 		}
 		return nil
+	}
+	if since := r.rec.WaitingSince; !since.IsZero() {
+		// Taken over while the agent waited.
+		if err := r.chain.PublishStatus(ctx, w.status(r, protocol.StatusWaiting)); err != nil {
+			r.log.Warn().Err(err).Msg("restate waiting")
+		}
+		waiting = true
+		startIdle(r.rec.IdleTimeout - time.Since(since))
 	}
 	return func() {
 		mu.Lock()
