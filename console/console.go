@@ -280,15 +280,23 @@ func (c *Console) serveCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := c.client.Cancel(r.Context(), id)
+	writeReply(w, rep, err)
+}
+
+// writeReply answers with a client call's reply, or with the HTTP status
+// that its error means.
+func writeReply(w http.ResponseWriter, rep any, err error) {
 	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, rep)
 	case errors.Is(err, client.ErrNotFound):
 		writeError(w, http.StatusNotFound, err)
-	case errors.Is(err, client.ErrTerminal):
+	case errors.Is(err, client.ErrTerminal), errors.Is(err, client.ErrNoInput):
 		writeError(w, http.StatusConflict, err)
-	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, err)
+	case errors.Is(err, client.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, err)
 	default:
-		writeJSON(w, http.StatusOK, rep)
+		writeError(w, http.StatusServiceUnavailable, err)
 	}
 }
 
@@ -317,18 +325,7 @@ func (c *Console) serveInput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := c.client.Send(r.Context(), id, body)
-	switch {
-	case errors.Is(err, client.ErrNotFound):
-		writeError(w, http.StatusNotFound, err)
-	case errors.Is(err, client.ErrTerminal), errors.Is(err, client.ErrNoInput):
-		writeError(w, http.StatusConflict, err)
-	case errors.Is(err, client.ErrTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, err)
-	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, err)
-	default:
-		writeJSON(w, http.StatusOK, rep)
-	}
+	writeReply(w, rep, err)
 }
 
 func (c *Console) serveToken(w http.ResponseWriter, r *http.Request) {
