@@ -33,7 +33,9 @@ func d(name string) ent       { return ent{name: name, typ: tar.TypeDir, mode: 0
 func sl(name, target string) ent {
 	return ent{name: name, typ: tar.TypeSymlink, link: target, mode: 0o777}
 }
-func hl(name, target string) ent { return ent{name: name, typ: tar.TypeLink, link: target, mode: 0o644} }
+func hl(name, target string) ent {
+	return ent{name: name, typ: tar.TypeLink, link: target, mode: 0o644}
+}
 
 func tarOf(t testing.TB, ents ...ent) []byte {
 	t.Helper()
@@ -190,7 +192,7 @@ func TestExtractKeeps(t *testing.T) {
 	data := tarOf(t,
 		d("src"), f("src/main.go", "package main\n"),
 		ent{name: "bin/run", typ: tar.TypeReg, body: "#!/bin/sh\n", mode: 0o4755}, // setuid, cleared
-		ent{name: "shared", typ: tar.TypeDir, mode: 0o1777},                      // sticky, cleared
+		ent{name: "shared", typ: tar.TypeDir, mode: 0o1777},                       // sticky, cleared
 		f(latin1, "bonjour"),
 		f("dup", "first"), f("dup", "second"), // the later entry wins
 		sl("link", "src/main.go"), sl("src/up", "../dup"), sl("dangling", "nowhere"),
