@@ -54,7 +54,7 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 		}
 	}()
 	start := time.Now()
-	res, err := outputs.Capture(cctx, w.outputs, r.id, r.dir.Workspace(), spec.Files, pol)
+	res, err := outputs.Capture(cctx, w.outputs, r.id, r.dir.Workspace(), outputs.FilesBaseline(spec.Files), pol)
 	if err != nil {
 		if ctx.Err() != nil {
 			r.log.Warn().Err(err).Msg("stopped while capturing outputs; handing the run off")
