@@ -203,7 +203,7 @@ func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte
 	}
 	// The job's files go over the archive's: a job tweaks a shared
 	// archive with a few files of its own.
-	if err := writeSeeds(ws, spec.Files, uid, gid); err != nil {
+	if err := WriteSeeds(ws, spec.Files, uid, gid); err != nil {
 		return nil, err
 	}
 	if err := writeNew(dir.Spec(), mustJSON(spec)); err != nil {
@@ -243,10 +243,12 @@ func seedWorkspace(ctx context.Context, ws string, seed SeedFunc, uid, gid int) 
 	return nil
 }
 
-// writeSeeds writes the seed files under ws through an os.Root, so no
+// WriteSeeds writes the seed files under ws through an os.Root, so no
 // name (or symlink) reaches outside it, giving each file and directory
-// it creates to uid and gid.
-func writeSeeds(ws string, files map[string]string, uid, gid int) error {
+// it creates to uid and gid (-1 leaves an id unchanged). Start writes a
+// run's; the worker writes them again over a workspace archive to lay out
+// the diff's baseline as the run was seeded.
+func WriteSeeds(ws string, files map[string]string, uid, gid int) error {
 	if len(files) == 0 {
 		return nil
 	}
