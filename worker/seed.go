@@ -3,10 +3,12 @@ package worker
 import (
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,8 +57,19 @@ func (w *Worker) pinWorkspace(ctx context.Context, job protocol.Job) (*sandbox.W
 	if max := w.cfg.WorkspaceLimits().MaxBytes; info.Size > uint64(max) {
 		return nil, fmt.Errorf("%w: workspace archive %q is %d bytes, more than maxWorkspaceBytes (%d)", protocol.ErrOversize, name, info.Size, max)
 	}
+	// A name that says its content (as baton submit --workspace names
+	// archives) must be true: a replaced object of that name is refused.
+	if m := contentName.FindStringSubmatch(name); m != nil {
+		sum, _ := hex.DecodeString(m[1])
+		if want := "SHA-256=" + base64.URLEncoding.EncodeToString(sum); info.Digest != want {
+			return nil, fmt.Errorf("%w: workspace archive %q has the digest %s, not the one its name says", protocol.ErrInvalidJob, name, info.Digest)
+		}
+	}
 	return &sandbox.WorkspaceArchive{Object: name, Digest: info.Digest, Size: info.Size}, nil
 }
+
+// contentName matches an archive named by its SHA-256.
+var contentName = regexp.MustCompile(`^sha256-([0-9a-f]{64})\.tar(\.gz)?$`)
 
 // seedWorkspace is the sandbox.SeedFunc of a run seeded from arch: it
 // extracts the archive into the new workspace, giving it to the sandbox
