@@ -373,7 +373,7 @@ type fieldReader interface {
 	duration(field string) (Duration, error)
 	integer(field string) (int64, error)
 	outputs(field string) (*JobOutputs, error)
-	workspace(field string) (*WorkspaceRef, error)
+	object(field, want string, keys []string, value func(key string) error) (bool, error)
 }
 
 // decodeField reads the value of key into j; seen catches duplicate keys.
@@ -408,7 +408,7 @@ func decodeField(r fieldReader, key string, seen map[string]bool, j *Job) error 
 	case "outputs":
 		j.Outputs, err = r.outputs(key)
 	case "workspace":
-		j.Workspace, err = r.workspace(key)
+		j.Workspace, err = decodeWorkspace(r, key)
 	case "retries":
 		var n int64
 		n, err = r.integer(key)

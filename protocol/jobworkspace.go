@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"encoding/json"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -43,77 +42,16 @@ func validateWorkspace(w *WorkspaceRef) error {
 
 const workspaceWant = `an object like {"object": "sha256-….tar.gz"}`
 
-func (r *jsonReader) workspace(field string) (*WorkspaceRef, error) {
-	tok, err := r.token()
-	if err != nil || tok == nil {
-		return nil, err
-	}
-	if tok != json.Delim('{') {
-		return nil, wrongType(field, workspaceWant, jsonKind(tok))
-	}
+// decodeWorkspace reads the workspace field's value in either encoding.
+func decodeWorkspace(r fieldReader, field string) (*WorkspaceRef, error) {
 	ws := &WorkspaceRef{}
-	seen := map[string]bool{}
-	for {
-		tok, err := r.token()
-		if err != nil {
-			return nil, err
-		}
-		if tok == json.Delim('}') {
-			return ws, nil
-		}
-		key, _ := tok.(string)
-		if err := workspaceKey(field, key, seen); err != nil {
-			return nil, err
-		}
-		if ws.Object, err = r.str(field + ".object"); err != nil {
-			return nil, err
-		}
-	}
-}
-
-func (r *msgpackReader) workspace(field string) (*WorkspaceRef, error) {
-	if null, err := r.null(); err != nil || null {
+	present, err := r.object(field, workspaceWant, []string{"object"}, func(string) error {
+		var err error
+		ws.Object, err = r.str(field + ".object")
+		return err
+	})
+	if !present || err != nil {
 		return nil, err
-	}
-	c, _ := r.peek() // null peeked already
-	if !isMapCode(c) {
-		return nil, wrongType(field, workspaceWant, msgpackKind(c))
-	}
-	n, err := r.length(r.dec.DecodeMapLen())
-	if err != nil {
-		return nil, err
-	}
-	ws := &WorkspaceRef{}
-	seen := map[string]bool{}
-	for range n {
-		c, err := r.peek()
-		if err != nil {
-			return nil, err
-		}
-		if !isStringCode(c) {
-			return nil, jobErr(ErrMalformedJob, "field %q keys must be strings, found %s", field, msgpackKind(c))
-		}
-		key, err := r.string()
-		if err != nil {
-			return nil, err
-		}
-		if err := workspaceKey(field, key, seen); err != nil {
-			return nil, err
-		}
-		if ws.Object, err = r.str(field + ".object"); err != nil {
-			return nil, err
-		}
 	}
 	return ws, nil
-}
-
-func workspaceKey(field, key string, seen map[string]bool) error {
-	if key != "object" {
-		return jobErr(ErrUnknownField, "field %q has no key %s (keys: object)", field, q(key))
-	}
-	if seen[key] {
-		return jobErr(ErrMalformedJob, "field %q has the key %s twice", field, q(key))
-	}
-	seen[key] = true
-	return nil
 }

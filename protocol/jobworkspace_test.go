@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -34,8 +32,7 @@ func TestJobWorkspace(t *testing.T) {
 		{"twice", `{"object":"a","object":"b"}`, nil, protocol.ErrMalformedJob},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data := `{"runId":"r","profile":"p","workspace":` + tc.json + `}`
-			j, err := protocol.DecodeJob([]byte(data), "", protocol.Limits{})
+			j, err, mj, merr := decodeWithField(t, "workspace", tc.json)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("json: %v, want %v", err, tc.err)
@@ -46,15 +43,7 @@ func TestJobWorkspace(t *testing.T) {
 			} else if err != nil || !reflect.DeepEqual(j.Workspace, tc.want) {
 				t.Fatalf("json: %+v, %v", j.Workspace, err)
 			}
-			var v any
-			if err := msgpack.Unmarshal(mustMsgpack(t, tc.json), &v); err != nil {
-				t.Fatal(err)
-			}
-			mp, err := msgpack.Marshal(map[string]any{"runId": "r", "profile": "p", "workspace": v})
-			if err != nil {
-				t.Fatal(err)
-			}
-			j, err = protocol.DecodeJob(mp, protocol.ContentTypeMsgpack, protocol.Limits{})
+			j, err = mj, merr
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) && tc.name != "twice" { // a Go map has no duplicate key
 					t.Fatalf("msgpack: %v, want %v", err, tc.err)

@@ -28,8 +28,8 @@ type ent struct {
 	size int64 // when not len(body): a header that lies
 }
 
-func f(name, body string) ent { return ent{name: name, typ: tar.TypeReg, body: body, mode: 0o644} }
-func d(name string) ent       { return ent{name: name, typ: tar.TypeDir, mode: 0o755} }
+func file(name, body string) ent { return ent{name: name, typ: tar.TypeReg, body: body, mode: 0o644} }
+func d(name string) ent          { return ent{name: name, typ: tar.TypeDir, mode: 0o755} }
 func sl(name, target string) ent {
 	return ent{name: name, typ: tar.TypeSymlink, link: target, mode: 0o777}
 }
@@ -126,14 +126,14 @@ func TestExtractRefuses(t *testing.T) {
 	small := unpack.Limits{MaxBytes: 1 << 20, MaxEntries: 100}
 	many := make([]ent, 101)
 	for i := range many {
-		many[i] = f(strings.Repeat("x", i+1), "")
+		many[i] = file(strings.Repeat("x", i+1), "")
 	}
-	good := gz(t, tarOf(t, f("a.txt", strings.Repeat("hello\n", 5000)), f("b.txt", "b")))
+	good := gz(t, tarOf(t, file("a.txt", strings.Repeat("hello\n", 5000)), file("b.txt", "b")))
 	corrupt := slices.Clone(good)
 	corrupt[len(corrupt)/2] ^= 0xff
 	badCRC := slices.Clone(good)
 	badCRC[len(badCRC)-8] ^= 0xff // the gzip trailer's CRC-32
-	plain := tarOf(t, f("a.txt", strings.Repeat("hello\n", 5000)))
+	plain := tarOf(t, file("a.txt", strings.Repeat("hello\n", 5000)))
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -141,25 +141,25 @@ func TestExtractRefuses(t *testing.T) {
 		want error
 		msg  string
 	}{
-		{"dotdot", tarOf(t, f("../x", "evil")), small, unpack.ErrUnsafe, `"../x" climbs out`},
-		{"dotdot inside", tarOf(t, f("a/../../x", "evil")), small, unpack.ErrUnsafe, "climbs out"},
-		{"absolute", tarOf(t, f("/tmp/x", "evil")), small, unpack.ErrUnsafe, `"/tmp/x" is absolute`},
+		{"dotdot", tarOf(t, file("../x", "evil")), small, unpack.ErrUnsafe, `"../x" climbs out`},
+		{"dotdot inside", tarOf(t, file("a/../../x", "evil")), small, unpack.ErrUnsafe, "climbs out"},
+		{"absolute", tarOf(t, file("/tmp/x", "evil")), small, unpack.ErrUnsafe, `"/tmp/x" is absolute`},
 		{"absolute link", tarOf(t, sl("etc", "/etc")), small, unpack.ErrUnsafe, `points out, to "/etc"`},
 		{"link up", tarOf(t, d("a"), sl("a/up", "../..")), small, unpack.ErrUnsafe, `"a/up" points out`},
-		{"file through a link", tarOf(t, sl("l", "."), f("l/x", "evil")), small, unpack.ErrUnsafe, `"l/x" goes through the link "l"`},
-		{"file through a link out", tarOf(t, sl("l", "/tmp"), f("l/x", "evil")), small, unpack.ErrUnsafe, "points out"},
-		{"file through a file", tarOf(t, f("a", "x"), f("a/b", "y")), small, unpack.ErrUnsafe, `goes through the file "a"`},
+		{"file through a link", tarOf(t, sl("l", "."), file("l/x", "evil")), small, unpack.ErrUnsafe, `"l/x" goes through the link "l"`},
+		{"file through a link out", tarOf(t, sl("l", "/tmp"), file("l/x", "evil")), small, unpack.ErrUnsafe, "points out"},
+		{"file through a file", tarOf(t, file("a", "x"), file("a/b", "y")), small, unpack.ErrUnsafe, `goes through the file "a"`},
 		{"link chain out", tarOf(t, sl("p", "q/.."), sl("q", ".")), small, unpack.ErrUnsafe, `"p" points out`},
 		{"link loop", tarOf(t, sl("a", "b"), sl("b", "a/x")), small, unpack.ErrUnsafe, "loops"},
 		{"hard link out", tarOf(t, hl("pw", "/etc/passwd")), small, unpack.ErrUnsafe, "absolute"},
 		{"hard link up", tarOf(t, hl("pw", "../x")), small, unpack.ErrUnsafe, "climbs out"},
-		{"hard link to nothing", tarOf(t, hl("h", "later"), f("later", "x")), small, unpack.ErrUnsafe, "not to a file earlier"},
+		{"hard link to nothing", tarOf(t, hl("h", "later"), file("later", "x")), small, unpack.ErrUnsafe, "not to a file earlier"},
 		{"hard link to a link", tarOf(t, sl("s", "a"), hl("h", "s")), small, unpack.ErrUnsafe, "not to a file earlier"},
 		{"char device", tarOf(t, ent{name: "null", typ: tar.TypeChar, mode: 0o666}), small, unpack.ErrUnsafe, `"null" is a device`},
 		{"block device", tarOf(t, ent{name: "sda", typ: tar.TypeBlock, mode: 0o666}), small, unpack.ErrUnsafe, "is a device"},
 		{"fifo", tarOf(t, ent{name: "p", typ: tar.TypeFifo, mode: 0o666}), small, unpack.ErrUnsafe, `"p" is a FIFO`},
-		{"dir then file", tarOf(t, d("a"), f("a", "x")), small, unpack.ErrUnsafe, "is a directory and, later, not one"},
-		{"file then dir", tarOf(t, f("a", "x"), d("a")), small, unpack.ErrUnsafe, "is a directory and, earlier, not one"},
+		{"dir then file", tarOf(t, d("a"), file("a", "x")), small, unpack.ErrUnsafe, "is a directory and, later, not one"},
+		{"file then dir", tarOf(t, file("a", "x"), d("a")), small, unpack.ErrUnsafe, "is a directory and, earlier, not one"},
 		{"gzip bomb", zeros(t, 64<<20), small, unpack.ErrLimit, "larger than 1048576 bytes"},
 		{"archive too big", plain, unpack.Limits{MaxBytes: 10_000}, unpack.ErrLimit, "larger than 10000"},
 		{"too many entries", tarOf(t, many...), small, unpack.ErrLimit, "more than 100 entries"},
@@ -190,15 +190,15 @@ func TestExtractRefuses(t *testing.T) {
 func TestExtractKeeps(t *testing.T) {
 	latin1 := "caf\xe9.txt" // not UTF-8: Linux names are bytes
 	data := tarOf(t,
-		d("src"), f("src/main.go", "package main\n"),
+		d("src"), file("src/main.go", "package main\n"),
 		ent{name: "bin/run", typ: tar.TypeReg, body: "#!/bin/sh\n", mode: 0o4755}, // setuid, cleared
 		ent{name: "shared", typ: tar.TypeDir, mode: 0o1777},                       // sticky, cleared
-		f(latin1, "bonjour"),
-		f("dup", "first"), f("dup", "second"), // the later entry wins
+		file(latin1, "bonjour"),
+		file("dup", "first"), file("dup", "second"), // the later entry wins
 		sl("link", "src/main.go"), sl("src/up", "../dup"), sl("dangling", "nowhere"),
 		hl("hard", "src/main.go"),
-		f("./dot/x", "dot"),
-		ent{name: "ro", typ: tar.TypeDir, mode: 0o555}, f("ro/inside", "in a read-only directory"),
+		file("./dot/x", "dot"),
+		ent{name: "ro", typ: tar.TypeDir, mode: 0o555}, file("ro/inside", "in a read-only directory"),
 	)
 	for _, tc := range []struct {
 		name string
@@ -252,7 +252,7 @@ func TestExtractOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	data := tarOf(t, f("a/b/c.txt", "x"), sl("l", "a"), hl("h", "a/b/c.txt"), d("e"))
+	data := tarOf(t, file("a/b/c.txt", "x"), sl("l", "a"), hl("h", "a/b/c.txt"), d("e"))
 	if _, err := unpack.Extract(context.Background(), bytes.NewReader(data), root,
 		unpack.Options{Chown: true, UID: 65534, GID: 65533}); err != nil {
 		t.Fatal(err)
@@ -277,7 +277,7 @@ func TestExtractCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	if _, err := unpack.Extract(ctx, bytes.NewReader(tarOf(t, f("a", "x"))), root, unpack.Options{}); !errors.Is(err, context.Canceled) {
+	if _, err := unpack.Extract(ctx, bytes.NewReader(tarOf(t, file("a", "x"))), root, unpack.Options{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
 }
