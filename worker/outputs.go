@@ -58,15 +58,19 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 	// A baseline that cannot be laid out (its archive expired or replaced
 	// since) costs the diff, not the files.
 	var baseErr string
-	base, done, err := w.baseline(cctx, r, spec)
-	if err != nil {
-		if cctx.Err() != nil && ctx.Err() != nil {
+	base, done := outputs.FilesBaseline(nil), func() {}
+	if pol.Diff {
+		b, d, err := w.baseline(cctx, r, spec)
+		switch {
+		case err == nil:
+			base, done = b, d
+		case cctx.Err() != nil && ctx.Err() != nil:
 			r.log.Warn().Err(err).Msg("stopped while laying out the diff's baseline; handing the run off")
 			w.handoff(r)
 			return false
+		default:
+			baseErr, pol.Diff = "no diff: its baseline: "+err.Error(), false
 		}
-		baseErr = "no diff: its baseline: " + err.Error()
-		pol.Diff, base, done = false, outputs.FilesBaseline(nil), func() {}
 	}
 	defer done()
 	res, err := outputs.Capture(cctx, w.outputs, r.id, r.dir.Workspace(), base, pol)

@@ -180,13 +180,17 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		return nil
 	}
 	// A missing or oversize archive is known before the run exists: the
-	// job goes to the DLQ with the reason.
-	arch, err := w.pinWorkspace(ctx, job)
-	if errors.Is(err, protocol.ErrInvalidJob) || errors.Is(err, protocol.ErrOversize) {
-		w.intake.Reject(ctx, msg, err)
-		return nil
-	} else if err != nil {
-		log.Warn().Err(err).Msg("job will be redelivered")
+	// job goes to the DLQ with the reason. A redelivered job's run may
+	// exist (its worker died while starting it): that run goes on as any
+	// other, and fails when it comes to be seeded.
+	arch, archErr := w.pinWorkspace(ctx, job)
+	if errors.Is(archErr, protocol.ErrInvalidJob) || errors.Is(archErr, protocol.ErrOversize) {
+		if md, _ := msg.Metadata(); md == nil || md.NumDelivered == 1 {
+			w.intake.Reject(ctx, msg, archErr)
+			return nil
+		}
+	} else if archErr != nil {
+		log.Warn().Err(archErr).Msg("job will be redelivered")
 		_ = msg.NakWithDelay(time.Second)
 		return nil
 	}
@@ -344,8 +348,8 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		}
 	}()
 	startOpts := []sandbox.StartOption{sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)}
-	if arch != nil {
-		startOpts = append(startOpts, sandbox.WithSeed(w.seedWorkspace(arch, msg, r.log)))
+	if job.Workspace != nil {
+		startOpts = append(startOpts, sandbox.WithSeed(w.seedWorkspace(job.Workspace.Object, arch, archErr, msg, r.log)))
 	}
 	if _, err := sandbox.Start(startCtx, spec, inv.Input, startOpts...); errors.Is(err, errSuperseded) {
 		r.log.Warn().Err(err).Msg("another worker took this run over before its runner started; leaving it")

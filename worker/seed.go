@@ -71,12 +71,16 @@ func (w *Worker) pinWorkspace(ctx context.Context, job protocol.Job) (*sandbox.W
 // contentName matches an archive named by its SHA-256.
 var contentName = regexp.MustCompile(`^sha256-([0-9a-f]{64})\.tar(\.gz)?$`)
 
-// seedWorkspace is the sandbox.SeedFunc of a run seeded from arch: it
+// seedWorkspace is the sandbox.SeedFunc of a run seeded from the archive
+// object, pinned as arch (nil when pinning failed with pinErr): it
 // extracts the archive into the new workspace, giving it to the sandbox
 // ids, and keeps the job from being redelivered meanwhile (a large
 // archive may take longer than AckWait).
-func (w *Worker) seedWorkspace(arch *sandbox.WorkspaceArchive, msg jetstream.Msg, log zerolog.Logger) sandbox.SeedFunc {
+func (w *Worker) seedWorkspace(object string, arch *sandbox.WorkspaceArchive, pinErr error, msg jetstream.Msg, log zerolog.Logger) sandbox.SeedFunc {
 	return func(ctx context.Context, ws *os.Root, uid, gid int) error {
+		if arch == nil {
+			return &archiveError{object, pinErr}
+		}
 		tick := time.NewTicker(max(w.ackWait/3, time.Second))
 		defer tick.Stop()
 		done := make(chan struct{})
@@ -143,7 +147,7 @@ func (w *Worker) baseline(ctx context.Context, r *run, spec sandbox.Spec) (_ out
 	if err != nil {
 		return nil, nil, err
 	}
-	done = func() {
+	cleanup := func() {
 		root.Close()
 		if err := removeTree(dir); err != nil {
 			r.log.Warn().Err(err).Msg("remove the diff's baseline")
@@ -151,7 +155,7 @@ func (w *Worker) baseline(ctx context.Context, r *run, spec sandbox.Spec) (_ out
 	}
 	defer func() {
 		if err != nil {
-			done()
+			cleanup()
 		}
 	}()
 	if _, err := w.extractArchive(ctx, spec.Workspace, root, unpack.Options{Limits: w.cfg.WorkspaceLimits()}); err != nil {
@@ -160,5 +164,5 @@ func (w *Worker) baseline(ctx context.Context, r *run, spec sandbox.Spec) (_ out
 	if err := sandbox.WriteSeeds(dir, spec.Files, -1, -1); err != nil {
 		return nil, nil, err
 	}
-	return outputs.TreeBaseline(root), done, nil
+	return outputs.TreeBaseline(root), cleanup, nil
 }

@@ -258,3 +258,35 @@ func randomText(n int) string {
 	}
 	return string(b)
 }
+
+// TestSeedArchiveGoneBeforeCapture: an archive deleted while its run goes
+// on (expired, say) costs the run its diff, with the reason, and not its
+// files.
+func TestSeedArchiveGoneBeforeCapture(t *testing.T) {
+	h := newHarness(t, withOutputsProfile)
+	h.putArchive("short-lived.tar.gz", entry{name: "README.md", body: "hi\n"})
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "edit", "workspace": map[string]string{"object": "short-lived.tar.gz"},
+		"args": []string{"while [ ! -e go ]; do sleep 0.1; done 2>/dev/null; mkdir out; echo r > out/r.md"}})
+	h.waitStatus(id, protocol.StatusStarted)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	obs, err := h.js.ObjectStore(ctx, h.names.WorkspacesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Delete(ctx, "short-lived.tar.gz"); err != nil {
+		t.Fatal(err)
+	}
+	// The agent goes on once the archive is gone.
+	if err := os.WriteFile(filepath.Join(h.stateDir, "runs", id, "workspace", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := h.terminal(id)
+	if st.Status != protocol.StatusSucceeded || !strings.Contains(st.OutputsError, `no diff: its baseline: workspace archive "short-lived.tar.gz"`) {
+		t.Fatalf("terminal %+v", st)
+	}
+	if got := h.checkOutputs(id, st); len(got) != 1 || got[id+"/files/out/r.md"] != "r\n" {
+		t.Fatalf("outputs %v; want the file alone", got)
+	}
+}
