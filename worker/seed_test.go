@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
 )
@@ -132,6 +133,33 @@ echo new > new.txt`
 		if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != h.cfg.SandboxUID {
 			t.Errorf("a seeded file is uid %d's, not the sandbox uid %d's", uid, h.cfg.SandboxUID)
 		}
+	}
+	// Pruning the run removes nothing from the workspaces bucket, whose
+	// objects stay until its TTL (workspacesMaxAge, its max_age).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	testenv.WaitFor(t, 10*time.Second, "the finished marker", func() bool { _, err := os.Stat(filepath.Join(dir, "finished")); return err == nil })
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(filepath.Join(dir, "finished"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 15*time.Second, "prune to remove the run's directory", func() bool {
+		pruned, err := worker.Prune(ctx, h.stateDir, time.Minute)
+		return err == nil && len(pruned) == 1
+	})
+	obs, err := h.js.ObjectStore(ctx, h.names.WorkspacesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.GetInfo(ctx, "repo.tar.gz"); err != nil {
+		t.Fatalf("the archive after prune: %v", err)
+	}
+	stream, err := h.js.Stream(ctx, "OBJ_"+h.names.WorkspacesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := stream.CachedInfo().Config; cfg.MaxAge != config.DefaultWorkspacesMaxAge {
+		t.Fatalf("workspaces bucket max_age %v", cfg.MaxAge)
 	}
 }
 
