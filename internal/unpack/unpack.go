@@ -39,6 +39,13 @@ const (
 	// maxLinkHops bounds the links one resolution follows, as the kernel's
 	// ELOOP does.
 	maxLinkHops = 40
+	// maxPath is the longest path (and link target) Linux takes.
+	maxPath = 4095
+	// linkBudget bounds the bytes of paths looked up while checking an
+	// archive's links: thousands of ordinary links cost kilobytes, while
+	// links made to cost a resolution each of 40 hops of 2,000 segments
+	// stop here instead of taking the worker's time.
+	linkBudget = 256 << 20
 )
 
 // Limits bound one extraction.
@@ -85,7 +92,7 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o Options) (Stats,
 	o.Limits = o.Limits.withDefaults()
 	sum := sha256.New()
 	raw := &counter{r: io.TeeReader(r, sum), max: o.MaxBytes, what: "the archive"}
-	x := &extractor{ctx: ctx, root: root, o: o, kinds: map[string]kind{}, links: map[string]string{}}
+	x := &extractor{ctx: ctx, root: root, o: o, kinds: map[string]kind{}, links: map[string]string{}, linkBudget: linkBudget}
 	err := x.run(raw)
 	st := Stats{Entries: x.entries, Bytes: x.bytes, Read: raw.n}
 	if err == nil {
@@ -115,6 +122,8 @@ type extractor struct {
 	dirs    []dirMode         // modes set once every entry is in
 	entries int
 	bytes   int64
+	// linkBudget is what is left of the bytes resolve may look up.
+	linkBudget int
 }
 
 type dirMode struct {
@@ -354,6 +363,8 @@ func (x *extractor) symlink(name, target string) error {
 		return fmt.Errorf("%w: the link %s points out, to %s", ErrUnsafe, quote(name), quote(target))
 	case strings.IndexByte(target, 0) >= 0:
 		return fmt.Errorf("%w: the link %s has a NUL byte", ErrUnsafe, quote(name))
+	case len(target) > maxPath:
+		return fmt.Errorf("%w: the link %s has a target longer than %d bytes", ErrUnsafe, quote(name), maxPath)
 	}
 	if err := x.replace(name); err != nil {
 		return err
@@ -398,11 +409,17 @@ func (x *extractor) checkLinks() error {
 }
 
 // resolve follows the link name the way the kernel would through the
-// archive's tree and fails when it leaves the directory or loops.
+// archive's tree and fails when it leaves the directory or loops. It
+// costs a step per path segment, taken from the archive's budget.
 func (x *extractor) resolve(name string) error {
-	var dir []string // where we are, from the top
+	// cur is where we are, from the top; starts[i] is where its i-th
+	// segment starts.
+	var cur []byte
+	var starts []int
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		dir = strings.Split(name[:i], "/")
+		for seg := range strings.SplitSeq(name[:i], "/") {
+			starts, cur = push(starts, cur, seg)
+		}
 	}
 	todo := strings.Split(x.links[name], "/")
 	for hops := 0; len(todo) > 0; {
@@ -412,24 +429,38 @@ func (x *extractor) resolve(name string) error {
 		case "", ".":
 			continue
 		case "..":
-			if len(dir) == 0 {
+			if len(starts) == 0 {
 				return fmt.Errorf("%w: the link %s points out of the workspace", ErrUnsafe, quote(name))
 			}
-			dir = dir[:len(dir)-1]
+			cur, starts = cur[:max(starts[len(starts)-1]-1, 0)], starts[:len(starts)-1]
 			continue
 		}
-		cur := strings.Join(append(dir, seg), "/")
-		target, isLink := x.links[cur]
+		starts, cur = push(starts, cur, seg)
+		if x.linkBudget -= len(cur); x.linkBudget < 0 {
+			return fmt.Errorf("%w: its links are too intricate to check (at %s)", ErrLimit, quote(name))
+		}
+		if len(cur) > maxPath {
+			return fmt.Errorf("%w: the link %s resolves to a path longer than %d bytes", ErrUnsafe, quote(name), maxPath)
+		}
+		target, isLink := x.links[string(cur)]
 		if !isLink {
-			dir = append(dir, seg)
 			continue
 		}
+		cur, starts = cur[:max(starts[len(starts)-1]-1, 0)], starts[:len(starts)-1]
 		if hops++; hops > maxLinkHops {
 			return fmt.Errorf("%w: the link %s loops", ErrUnsafe, quote(name))
 		}
 		todo = append(strings.Split(target, "/"), todo...)
 	}
 	return nil
+}
+
+// push appends the segment seg to the path cur.
+func push(starts []int, cur []byte, seg string) ([]int, []byte) {
+	if len(cur) > 0 {
+		cur = append(cur, '/')
+	}
+	return append(starts, len(cur)), append(cur, seg...)
 }
 
 func (x *extractor) chown(name string) error {
@@ -446,6 +477,9 @@ func (x *extractor) chown(name string) error {
 func (x *extractor) fail(name string, err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return fmt.Errorf("%w: no space left for %s (the run's disk limit)", ErrLimit, quote(name))
+	}
+	if errors.Is(err, syscall.ENAMETOOLONG) {
+		return fmt.Errorf("%w: the name %s is too long", ErrCorrupt, quote(name))
 	}
 	if errors.Is(err, ErrLimit) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -134,6 +135,12 @@ func TestExtractRefuses(t *testing.T) {
 	badCRC := slices.Clone(good)
 	badCRC[len(badCRC)-8] ^= 0xff // the gzip trailer's CRC-32
 	plain := tarOf(t, file("a.txt", strings.Repeat("hello\n", 5000)))
+	// Links each costing a long resolution, deep in the tree.
+	deep := strings.TrimSuffix(strings.Repeat(strings.Repeat("d", 250)+"/", 8), "/")
+	intricate := []ent{d(deep)}
+	for i := range 200 {
+		intricate = append(intricate, sl(fmt.Sprintf("%s/l%d", deep, i), strings.Repeat("x/../", 800)+"x"))
+	}
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -151,6 +158,9 @@ func TestExtractRefuses(t *testing.T) {
 		{"file through a file", tarOf(t, file("a", "x"), file("a/b", "y")), small, unpack.ErrUnsafe, `goes through the file "a"`},
 		{"link chain out", tarOf(t, sl("p", "q/.."), sl("q", ".")), small, unpack.ErrUnsafe, `"p" points out`},
 		{"link loop", tarOf(t, sl("a", "b"), sl("b", "a/x")), small, unpack.ErrUnsafe, "loops"},
+		{"link target too long", tarOf(t, sl("l", strings.Repeat("a/", 2100))), small, unpack.ErrUnsafe, "target longer than 4095 bytes"},
+		{"links too intricate", tarOf(t, intricate...), unpack.Limits{}, unpack.ErrLimit, "links are too intricate"},
+		{"link inside through ..", tarOf(t, d("a"), d("b"), sl("a/l", "../b"), sl("a/m", "l/../../../x")), small, unpack.ErrUnsafe, `"a/m" points out`},
 		{"hard link out", tarOf(t, hl("pw", "/etc/passwd")), small, unpack.ErrUnsafe, "absolute"},
 		{"hard link up", tarOf(t, hl("pw", "../x")), small, unpack.ErrUnsafe, "climbs out"},
 		{"hard link to nothing", tarOf(t, hl("h", "later"), file("later", "x")), small, unpack.ErrUnsafe, "not to a file earlier"},
