@@ -23,6 +23,10 @@ import (
 // workspaceInfoTimeout bounds the look-up of a job's archive.
 const workspaceInfoTimeout = 10 * time.Second
 
+// seedTimeout bounds the extraction of a workspace archive: 1 GiB of
+// files takes a minute or two on a slow disk.
+const seedTimeout = 10 * time.Minute
+
 // archiveError is a workspace archive that cannot seed its run; its
 // message names the archive and what is wrong with it.
 type archiveError struct {
@@ -96,7 +100,12 @@ func (w *Worker) seedWorkspace(object string, arch *sandbox.WorkspaceArchive, pi
 			}
 		}()
 		start := time.Now()
-		st, err := w.extractArchive(ctx, arch, ws, unpack.Options{Limits: w.cfg.WorkspaceLimits(), Chown: uid >= 0, UID: uid, GID: gid})
+		sctx, cancel := context.WithTimeout(ctx, seedTimeout)
+		defer cancel()
+		st, err := w.extractArchive(sctx, arch, ws, unpack.Options{Limits: w.cfg.WorkspaceLimits(), Chown: uid >= 0, UID: uid, GID: gid})
+		if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+			return &archiveError{object, fmt.Errorf("not extracted within %v", seedTimeout)}
+		}
 		if err != nil {
 			return err
 		}
