@@ -166,6 +166,38 @@ func ExampleClient_Outputs() {
 	// +done
 }
 
+// Upload a repository once and seed a run's workspace with it: the worker
+// extracts the archive before the agent starts, and the run's diff shows
+// only what the agent changed.
+func ExampleClient_PutWorkspaceDir() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	c := client.New(js, protocol.MustNames("baton"))
+	repo, err := os.MkdirTemp("", "baton-example-repo-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(repo)
+	if err := os.WriteFile(filepath.Join(repo, "main.go"), []byte("package main\n"), 0o644); err != nil {
+		panic(err)
+	}
+	name, err := c.PutWorkspaceDir(ctx, repo)
+	if err != nil {
+		fmt.Println("put:", err)
+		return
+	}
+	// The same tree again is the same object, stored once.
+	again, _ := c.PutWorkspaceDir(ctx, repo)
+	fmt.Println(strings.HasPrefix(name, "sha256-"), strings.HasSuffix(name, ".tar.gz"), again == name)
+	err = c.Submit(ctx, protocol.Job{RunID: "example-3", Profile: "demo", Input: "fix it",
+		Workspace: &protocol.WorkspaceRef{Object: name}})
+	fmt.Println("submitted:", err == nil)
+	// Output:
+	// true true true
+	// submitted: true
+}
+
 // fakeCapture does what a worker does at a run's end: capture its workspace
 // into the outputs bucket, then publish the terminal status listing it.
 func fakeCapture(ctx context.Context, js jetstream.JetStream, names protocol.Names, runID string) {

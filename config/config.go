@@ -19,6 +19,16 @@ type Config struct {
 	// OutputsMaxAge is how long captured outputs are kept: the outputs
 	// bucket's TTL (default 7 days; at least 1m).
 	OutputsMaxAge time.Duration `yaml:"outputsMaxAge"`
+	// WorkspacesMaxAge is how long uploaded workspace archives are kept:
+	// the workspaces bucket's TTL (default 7 days; at least 1m).
+	WorkspacesMaxAge time.Duration `yaml:"workspacesMaxAge"`
+	// MaxWorkspaceBytes bounds a job's workspace archive, as stored and
+	// as its files' total size (default 1 GiB); the run's disk limit
+	// bounds it too.
+	MaxWorkspaceBytes ByteSize `yaml:"maxWorkspaceBytes"`
+	// MaxWorkspaceEntries bounds a workspace archive's entries (default
+	// 200,000).
+	MaxWorkspaceEntries int `yaml:"maxWorkspaceEntries"`
 	// RunRetention is how long a finished run's directory (journal, stderr,
 	// workspace) stays on its node before the worker removes it (default
 	// 7 days).

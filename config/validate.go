@@ -59,6 +59,15 @@ func (c *Config) Validate() error {
 	if c.OutputsMaxAge != 0 && c.OutputsMaxAge < minOutputsAge {
 		bad("outputsMaxAge", "%s is too short; it must be at least %s", c.OutputsMaxAge, minOutputsAge)
 	}
+	if c.WorkspacesMaxAge != 0 && c.WorkspacesMaxAge < minOutputsAge {
+		bad("workspacesMaxAge", "%s is too short; it must be at least %s", c.WorkspacesMaxAge, minOutputsAge)
+	}
+	if c.MaxWorkspaceBytes > math.MaxInt64 {
+		bad("maxWorkspaceBytes", "%d is out of range", uint64(c.MaxWorkspaceBytes))
+	}
+	if c.MaxWorkspaceEntries < 0 {
+		bad("maxWorkspaceEntries", "%d is out of range (0 for the default, %d)", c.MaxWorkspaceEntries, DefaultMaxWorkspaceEntries)
+	}
 	if c.RunRetention < minRetention {
 		bad("runRetention", "%s is too short; it must be at least %s", c.RunRetention, minRetention)
 	}

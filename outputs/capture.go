@@ -79,12 +79,12 @@ type Result struct {
 }
 
 // Capture stores what pol asks of the workspace at dir in obs under
-// runID's names, the diff against baseline (seed path → content) first,
+// runID's names, the diff against src (nil: nothing was seeded) first,
 // then the chosen files in path order. It returns an error only when the
 // store failed (the caller may redo the capture: same names, same
 // objects); a limit reached, or a workspace that cannot be read, is the
 // Result's Error.
-func Capture(ctx context.Context, obs jetstream.ObjectStore, runID, dir string, baseline map[string]string, pol Policy) (res Result, err error) {
+func Capture(ctx context.Context, obs jetstream.ObjectStore, runID, dir string, src Baseline, pol Policy) (res Result, err error) {
 	if pol.Empty() {
 		return res, nil
 	}
@@ -98,8 +98,15 @@ func Capture(ctx context.Context, obs jetstream.ObjectStore, runID, dir string, 
 		return res, nil
 	}
 	defer root.Close()
-	baseline = cleanBaseline(baseline)
-	s, err := walk(root, baseline, pol)
+	if src == nil {
+		src = FilesBaseline(nil)
+	}
+	base, err := src.entries()
+	if err != nil {
+		res.Error = err.Error()
+		return res, nil
+	}
+	s, err := walk(root, src, base, pol)
 	if err != nil {
 		res.Error = err.Error()
 		return res, nil
@@ -112,7 +119,7 @@ func Capture(ctx context.Context, obs jetstream.ObjectStore, runID, dir string, 
 	}()
 	budget := pol.maxBytes()
 	if pol.Diff {
-		info, err := putDiff(ctx, obs, runID, root, s, baseline, budget)
+		info, err := putDiff(ctx, obs, runID, root, s, src, base, budget)
 		var de *diffError
 		switch {
 		case errors.As(err, &de):
@@ -195,12 +202,12 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func putDiff(ctx context.Context, obs jetstream.ObjectStore, runID string, root *os.Root, s *scan, baseline map[string]string, budget int64) (*jetstream.ObjectInfo, error) {
+func putDiff(ctx context.Context, obs jetstream.ObjectStore, runID string, root *os.Root, s *scan, src Baseline, base map[string]baseEntry, budget int64) (*jetstream.ObjectInfo, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := writeDiff(&limitWriter{w: pw, n: budget, max: budget}, root, s, baseline)
+		err := writeDiff(&limitWriter{w: pw, n: budget, max: budget}, root, s, src, base, budget)
 		var de *diffError
 		if err != nil && !errors.As(err, &de) && !errors.Is(err, io.ErrClosedPipe) {
 			err = &diffError{fmt.Errorf("diff: %w", err)}

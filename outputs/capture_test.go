@@ -49,7 +49,7 @@ func capture(t *testing.T, obs jetstream.ObjectStore, runID, dir string, base ma
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := outputs.Capture(ctx, obs, runID, dir, base, pol)
+	res, err := outputs.Capture(ctx, obs, runID, dir, outputs.FilesBaseline(base), pol)
 	if err != nil {
 		t.Fatalf("capture: %v", err)
 	}

@@ -21,8 +21,9 @@ type diffItem struct {
 }
 
 // writeDiff writes a git-style unified diff of the scanned workspace
-// against baseline to w.
-func writeDiff(w io.Writer, root *os.Root, s *scan, baseline map[string]string) error {
+// against the baseline to w; a seeded file larger than budget is not read
+// (the diff could not hold it).
+func writeDiff(w io.Writer, root *os.Root, s *scan, src Baseline, base map[string]baseEntry, budget int64) error {
 	items := make([]diffItem, 0, len(s.entries)+len(s.deleted))
 	for i := range s.entries {
 		if s.entries[i].op != opSame {
@@ -48,14 +49,20 @@ func writeDiff(w io.Writer, root *os.Root, s *scan, baseline map[string]string) 
 	})
 	bw := bufio.NewWriterSize(w, 64<<10)
 	for _, it := range items {
+		var old string
 		var err error
+		if it.e == nil || it.e.op == opModify {
+			if old, err = readBase(src, it.rel, base[it.rel], budget); err != nil {
+				return err
+			}
+		}
 		switch {
 		case it.e == nil:
-			err = diffDelete(bw, it.rel, baseline[it.rel])
+			err = diffDelete(bw, it.rel, base[it.rel], old)
 		case it.e.op == opAdd:
 			err = diffAdd(bw, root, it.e)
 		default:
-			err = diffModify(bw, root, it.e, baseline[it.rel])
+			err = diffModify(bw, root, it.e, old)
 		}
 		if err != nil {
 			return err
@@ -64,24 +71,20 @@ func writeDiff(w io.Writer, root *os.Root, s *scan, baseline map[string]string) 
 	return bw.Flush()
 }
 
-func mode(e *entry) string {
-	switch {
-	case e.link:
-		return "120000"
-	case e.exec:
-		return "100755"
-	}
-	return "100644"
-}
+func mode(e *entry) string { return baseEntry{link: e.link, exec: e.exec}.mode() }
 
 func header(w *bufio.Writer, rel string) {
 	fmt.Fprintf(w, "diff --git %s %s\n", quoteGit("a/", rel), quoteGit("b/", rel))
 }
 
-func diffDelete(w *bufio.Writer, rel, old string) error {
+func diffDelete(w *bufio.Writer, rel string, b baseEntry, old string) error {
 	header(w, rel)
-	fmt.Fprintf(w, "deleted file mode 100644\n")
+	fmt.Fprintf(w, "deleted file mode %s\n", b.mode())
 	if old == "" {
+		return nil
+	}
+	if b.link {
+		fmt.Fprintf(w, "--- %s\n+++ /dev/null\n@@ -1 +0,0 @@\n-%s\n\\ No newline at end of file\n", quoteGit("a/", rel), old)
 		return nil
 	}
 	if strings.IndexByte(old[:min(len(old), 8000)], 0) >= 0 {
@@ -122,8 +125,8 @@ func diffAdd(w *bufio.Writer, root *os.Root, e *entry) error {
 
 func diffModify(w *bufio.Writer, root *os.Root, e *entry, old string) error {
 	header(w, e.rel)
-	if e.exec {
-		fmt.Fprintf(w, "old mode 100644\nnew mode 100755\n")
+	if e.exec != e.oldExec {
+		fmt.Fprintf(w, "old mode %s\nnew mode %s\n", baseEntry{exec: e.oldExec}.mode(), mode(e))
 	}
 	if e.size > inMemory {
 		return diffBig(w, root, e, old, true)

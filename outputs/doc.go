@@ -9,7 +9,9 @@
 // not printable UTF-8, and stops at a byte, entry and file limit with a
 // reason instead of running out of time or memory. The baseline is never
 // read from the workspace: the caller passes it from where the agent cannot
-// write (the run's spec).
+// write (FilesBaseline: the seed files the run's spec keeps; TreeBaseline:
+// a directory where the worker extracted the run's workspace archive again,
+// read from the store, with the seed files written over it).
 //
 // Capture is idempotent: the object names depend only on the run and the
 // paths, and putting an object of an existing name replaces it, so a

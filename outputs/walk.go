@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"slices"
 )
 
@@ -31,8 +30,10 @@ type entry struct {
 	target string // a link's target
 	size   int64  // a file's apparent size (sparse files count whole)
 	exec   bool
-	op     op
-	file   bool // chosen by a files pattern
+	// oldExec: the seeded file was executable (a modified file's old mode).
+	oldExec bool
+	op      op
+	file    bool // chosen by a files pattern
 }
 
 // scan is the result of walking a workspace.
@@ -56,21 +57,22 @@ func (s *scan) note(format string, args ...any) {
 
 // walker walks a workspace through root, never following a link.
 type walker struct {
-	root     *os.Root
-	baseline map[string]string
-	pol      Policy
-	seen     map[string]bool // baseline paths found as files
-	n        int             // entries listed
-	s        scan
+	root *os.Root
+	src  Baseline
+	base map[string]baseEntry
+	pol  Policy
+	seen map[string]bool // baseline paths found as files
+	n    int             // entries listed
+	s    scan
 }
 
-// walk lists the workspace under root against baseline (path → content).
-func walk(root *os.Root, baseline map[string]string, pol Policy) (*scan, error) {
-	w := &walker{root: root, baseline: baseline, pol: pol, seen: map[string]bool{}}
+// walk lists the workspace under root against the baseline's entries.
+func walk(root *os.Root, src Baseline, base map[string]baseEntry, pol Policy) (*scan, error) {
+	w := &walker{root: root, src: src, base: base, pol: pol, seen: map[string]bool{}}
 	if err := w.dir("."); err != nil {
 		return nil, err
 	}
-	for _, p := range sortedKeys(baseline) {
+	for _, p := range sortedKeys(base) {
 		if !w.seen[p] {
 			w.s.deleted = append(w.s.deleted, p)
 		}
@@ -124,6 +126,11 @@ func (w *walker) dir(rel string) error {
 				w.s.note("%s: link not read: %v", EscapePath(p), err)
 				continue
 			}
+			if b, ok := w.base[p]; ok && b.link && b.target == target {
+				w.seen[p] = true
+				w.add(entry{rel: p, link: true, target: target, size: int64(len(target)), op: opSame}, true)
+				continue
+			}
 			w.add(entry{rel: p, link: true, target: target, size: int64(len(target))}, false)
 		case t.IsRegular():
 			if err := w.file(p); err != nil {
@@ -147,25 +154,22 @@ func (w *walker) file(p string) error {
 		return fmt.Errorf("%s: %w", EscapePath(p), errNotRegular)
 	}
 	e := entry{rel: p, size: st.Size(), exec: st.Mode()&0o111 != 0}
-	base, seeded := w.baseline[p]
-	if !seeded {
+	b, seeded := w.base[p]
+	if !seeded || b.link {
+		// A seeded link become a file stays unseen: git shows a deletion
+		// and an addition.
 		e.op = opAdd
 		w.add(e, false)
 		return nil
 	}
 	w.seen[p] = true
-	e.op = opModify
-	if e.size == int64(len(base)) && !e.exec {
-		f, _, err := openRegular(w.root, p)
+	e.op, e.oldExec = opModify, b.exec
+	if e.size == b.size && e.exec == b.exec {
+		same, err := sameContent(w.root, w.src, p, e.size)
 		if err != nil {
 			return err
 		}
-		cur, err := io.ReadAll(io.LimitReader(f, e.size+1))
-		f.Close()
-		if err != nil {
-			return err
-		}
-		if string(cur) == base {
+		if same {
 			e.op = opSame
 		}
 	}
@@ -175,9 +179,7 @@ func (w *walker) file(p string) error {
 
 // add keeps e if the diff or the files patterns want it.
 func (w *walker) add(e entry, seeded bool) {
-	// A seed file replaced by a link stays unseen: git shows a deletion
-	// and an addition.
-	if e.link || !seeded {
+	if !seeded {
 		e.op = opAdd
 	}
 	e.file = len(w.pol.Files) > 0 && MatchAny(w.pol.Files, e.rel) && (len(w.pol.Within) == 0 || MatchAny(w.pol.Within, e.rel))
@@ -200,21 +202,11 @@ func kindOf(t fs.FileMode) string {
 	return "not a regular file, directory or link"
 }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// cleanBaseline keys a seed map by the slash-separated clean path the walk
-// lists, as the seeding wrote them.
-func cleanBaseline(files map[string]string) map[string]string {
-	out := make(map[string]string, len(files))
-	for k, v := range files {
-		out[path.Clean(k)] = v
-	}
-	return out
 }

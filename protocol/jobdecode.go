@@ -80,7 +80,7 @@ func ValidEnvKey(k string) bool {
 func ValidProfileName(name string) bool { return validChars(name, 64, "_.-") }
 
 // jobFields are the job's field names, in the order errors list them.
-var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries", "limits", "outputs"}
+var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries", "limits", "outputs", "workspace"}
 
 // DecodeJob decodes and validates a job. It is msgpack when contentType (a
 // Content-Type header value; parameters are ignored) is application/msgpack
@@ -175,6 +175,9 @@ func (j Job) Validate(lim Limits) error {
 		return jobErr(ErrInvalidJob, "field \"retries\" is %d; it must be between 0 and %d", j.Retries, MaxRetries)
 	}
 	if err := validateOutputs(j.Outputs); err != nil {
+		return err
+	}
+	if err := validateWorkspace(j.Workspace); err != nil {
 		return err
 	}
 	if j.Retries > 0 && len(j.RunID) > MaxRetriedRunID {
@@ -370,6 +373,7 @@ type fieldReader interface {
 	duration(field string) (Duration, error)
 	integer(field string) (int64, error)
 	outputs(field string) (*JobOutputs, error)
+	object(field, want string, keys []string, value func(key string) error) (bool, error)
 }
 
 // decodeField reads the value of key into j; seen catches duplicate keys.
@@ -403,6 +407,8 @@ func decodeField(r fieldReader, key string, seen map[string]bool, j *Job) error 
 		j.Limits, err = r.strMap(key)
 	case "outputs":
 		j.Outputs, err = r.outputs(key)
+	case "workspace":
+		j.Workspace, err = decodeWorkspace(r, key)
 	case "retries":
 		var n int64
 		n, err = r.integer(key)

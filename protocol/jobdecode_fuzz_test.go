@@ -43,12 +43,19 @@ func FuzzDecodeJob(f *testing.F) {
 		`{"runId":"r","profile":"p","outputs":{"diff":false,"files":["out/**"]}}`,
 		`{"runId":"r","profile":"p","outputs":{"diff":null,"files":[]}}`,
 		`{"runId":"r","profile":"p","outputs":{"tar":1}}`,
+		`{"runId":"r","profile":"p","workspace":{"object":"sha256-00.tar.gz"}}`,
+		`{"runId":"r","profile":"p","workspace":{"object":null}}`,
+		`{"runId":"r","profile":"p","workspace":{"object":"a","object":"b"}}`,
+		`{"runId":"r","profile":"p","workspace":"repo.tar"}`,
 	} {
 		f.Add([]byte(s), false)
 	}
 	f.Add([]byte{0x82, 0xa5, 'r', 'u', 'n', 'I', 'd', 0xa1, 'r', 0xa7, 'p', 'r', 'o', 'f', 'i', 'l', 'e', 0xa1, 'p'}, true)
 	f.Add([]byte{0x83, 0xa5, 'r', 'u', 'n', 'I', 'd', 0xa1, 'r', 0xa7, 'p', 'r', 'o', 'f', 'i', 'l', 'e', 0xa1, 'p', 0xa7, 't', 'i', 'm', 'e', 'o', 'u', 't', 0xcb, 0x7f, 0xf0, 0, 0, 0, 0, 0, 0}, true)
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff}, true)
+	// {"runId":"r","profile":"p","workspace":{"object":"a"}}
+	f.Add([]byte{0x83, 0xa5, 'r', 'u', 'n', 'I', 'd', 0xa1, 'r', 0xa7, 'p', 'r', 'o', 'f', 'i', 'l', 'e', 0xa1, 'p',
+		0xa9, 'w', 'o', 'r', 'k', 's', 'p', 'a', 'c', 'e', 0x81, 0xa6, 'o', 'b', 'j', 'e', 'c', 't', 0xa1, 'a'}, true)
 
 	f.Fuzz(func(t *testing.T, data []byte, mp bool) {
 		ct := protocol.ContentTypeJSON

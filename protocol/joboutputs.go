@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -59,105 +60,129 @@ func normalizeOutputs(j *Job) {
 const outputsWant = `an object like {"diff": false, "files": ["out/**"]}`
 
 func (r *jsonReader) outputs(field string) (*JobOutputs, error) {
-	tok, err := r.token()
-	if err != nil || tok == nil {
-		return nil, err
-	}
-	if tok != json.Delim('{') {
-		return nil, wrongType(field, outputsWant, jsonKind(tok))
-	}
 	o := &JobOutputs{}
-	seen := map[string]bool{}
-	for {
+	present, err := r.object(field, outputsWant, []string{"diff", "files"}, func(key string) error {
+		if key == "files" {
+			var err error
+			o.Files, err = r.strList(field + ".files")
+			return err
+		}
 		tok, err := r.token()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if tok == json.Delim('}') {
-			return o, nil
-		}
-		key, _ := tok.(string)
-		if err := outputsKey(field, key, seen); err != nil {
-			return nil, err
-		}
-		switch key {
-		case "diff":
-			tok, err := r.token()
-			if err != nil {
-				return nil, err
-			}
-			switch v := tok.(type) {
-			case bool:
-				o.Diff = &v
-			case nil:
-			default:
-				return nil, wrongType(field+".diff", "true or false", jsonKind(tok))
-			}
-		case "files":
-			if o.Files, err = r.strList(field + ".files"); err != nil {
-				return nil, err
-			}
-		}
-	}
-}
-
-func (r *msgpackReader) outputs(field string) (*JobOutputs, error) {
-	if null, err := r.null(); err != nil || null {
-		return nil, err
-	}
-	c, _ := r.peek() // null peeked already
-	if !isMapCode(c) {
-		return nil, wrongType(field, outputsWant, msgpackKind(c))
-	}
-	n, err := r.length(r.dec.DecodeMapLen())
-	if err != nil {
-		return nil, err
-	}
-	o := &JobOutputs{}
-	seen := map[string]bool{}
-	for range n {
-		c, err := r.peek()
-		if err != nil {
-			return nil, err
-		}
-		if !isStringCode(c) {
-			return nil, jobErr(ErrMalformedJob, "field %q keys must be strings, found %s", field, msgpackKind(c))
-		}
-		key, err := r.string()
-		if err != nil {
-			return nil, err
-		}
-		if err := outputsKey(field, key, seen); err != nil {
-			return nil, err
-		}
-		switch key {
-		case "diff":
-			if null, err := r.null(); err != nil {
-				return nil, err
-			} else if null {
-				continue
-			}
-			c, _ := r.peek()
-			if c != msgpcode.True && c != msgpcode.False {
-				return nil, wrongType(field+".diff", "true or false", msgpackKind(c))
-			}
-			v, err := r.dec.DecodeBool()
-			if err != nil {
-				return nil, r.fail(err)
-			}
+		switch v := tok.(type) {
+		case bool:
 			o.Diff = &v
-		case "files":
-			if o.Files, err = r.strList(field + ".files"); err != nil {
-				return nil, err
-			}
+		case nil:
+		default:
+			return wrongType(field+".diff", "true or false", jsonKind(tok))
 		}
+		return nil
+	})
+	if !present || err != nil {
+		return nil, err
 	}
 	return o, nil
 }
 
-func outputsKey(field, key string, seen map[string]bool) error {
-	if key != "diff" && key != "files" {
-		return jobErr(ErrUnknownField, "field %q has no key %s (keys: diff, files)", field, q(key))
+func (r *msgpackReader) outputs(field string) (*JobOutputs, error) {
+	o := &JobOutputs{}
+	present, err := r.object(field, outputsWant, []string{"diff", "files"}, func(key string) error {
+		if key == "files" {
+			var err error
+			o.Files, err = r.strList(field + ".files")
+			return err
+		}
+		if null, err := r.null(); err != nil || null {
+			return err
+		}
+		c, _ := r.peek()
+		if c != msgpcode.True && c != msgpcode.False {
+			return wrongType(field+".diff", "true or false", msgpackKind(c))
+		}
+		v, err := r.dec.DecodeBool()
+		if err != nil {
+			return r.fail(err)
+		}
+		o.Diff = &v
+		return nil
+	})
+	if !present || err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// object reads the object value of field, whose keys may be only keys,
+// each once, calling value for each to read its value. It reports false
+// for null.
+func (r *jsonReader) object(field, want string, keys []string, value func(key string) error) (bool, error) {
+	tok, err := r.token()
+	if err != nil || tok == nil {
+		return false, err
+	}
+	if tok != json.Delim('{') {
+		return false, wrongType(field, want, jsonKind(tok))
+	}
+	seen := map[string]bool{}
+	for {
+		tok, err := r.token()
+		if err != nil {
+			return false, err
+		}
+		if tok == json.Delim('}') {
+			return true, nil
+		}
+		key, _ := tok.(string)
+		if err := objectKey(field, key, keys, seen); err != nil {
+			return false, err
+		}
+		if err := value(key); err != nil {
+			return false, err
+		}
+	}
+}
+
+// object is jsonReader.object for msgpack.
+func (r *msgpackReader) object(field, want string, keys []string, value func(key string) error) (bool, error) {
+	if null, err := r.null(); err != nil || null {
+		return false, err
+	}
+	c, _ := r.peek() // null peeked already
+	if !isMapCode(c) {
+		return false, wrongType(field, want, msgpackKind(c))
+	}
+	n, err := r.length(r.dec.DecodeMapLen())
+	if err != nil {
+		return false, err
+	}
+	seen := map[string]bool{}
+	for range n {
+		c, err := r.peek()
+		if err != nil {
+			return false, err
+		}
+		if !isStringCode(c) {
+			return false, jobErr(ErrMalformedJob, "field %q keys must be strings, found %s", field, msgpackKind(c))
+		}
+		key, err := r.string()
+		if err != nil {
+			return false, err
+		}
+		if err := objectKey(field, key, keys, seen); err != nil {
+			return false, err
+		}
+		if err := value(key); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func objectKey(field, key string, keys []string, seen map[string]bool) error {
+	if !slices.Contains(keys, key) {
+		return jobErr(ErrUnknownField, "field %q has no key %s (keys: %s)", field, q(key), strings.Join(keys, ", "))
 	}
 	if seen[key] {
 		return jobErr(ErrMalformedJob, "field %q has the key %s twice", field, q(key))

@@ -32,8 +32,7 @@ func TestJobOutputs(t *testing.T) {
 		{"long pattern", `{"files":["` + strings.Repeat("a", 300) + `"]}`, nil, protocol.ErrInvalidJob},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data := `{"runId":"r","profile":"p","outputs":` + tc.json + `}`
-			j, err := protocol.DecodeJob([]byte(data), "", protocol.Limits{})
+			j, err, mj, merr := decodeWithField(t, "outputs", tc.json)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("json: %v, want %v", err, tc.err)
@@ -41,16 +40,7 @@ func TestJobOutputs(t *testing.T) {
 			} else if err != nil || !reflect.DeepEqual(j.Outputs, tc.want) {
 				t.Fatalf("json: %+v, %v", j.Outputs, err)
 			}
-			// The same in msgpack.
-			var v any
-			if err := msgpack.Unmarshal(mustMsgpack(t, tc.json), &v); err != nil {
-				t.Fatal(err)
-			}
-			mp, err := msgpack.Marshal(map[string]any{"runId": "r", "profile": "p", "outputs": v})
-			if err != nil {
-				t.Fatal(err)
-			}
-			j, err = protocol.DecodeJob(mp, protocol.ContentTypeMsgpack, protocol.Limits{})
+			j, err = mj, merr
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) && tc.name != "twice" { // a Go map has no duplicate key
 					t.Fatalf("msgpack: %v, want %v", err, tc.err)
@@ -72,6 +62,23 @@ func TestJobOutputs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// decodeWithField decodes a job whose field has the JSON value js, as JSON
+// and as msgpack.
+func decodeWithField(t *testing.T, field, js string) (protocol.Job, error, protocol.Job, error) {
+	t.Helper()
+	j, err := protocol.DecodeJob([]byte(`{"runId":"r","profile":"p","`+field+`":`+js+`}`), "", protocol.Limits{})
+	var v any
+	if err := msgpack.Unmarshal(mustMsgpack(t, js), &v); err != nil {
+		t.Fatal(err)
+	}
+	mp, merr := msgpack.Marshal(map[string]any{"runId": "r", "profile": "p", field: v})
+	if merr != nil {
+		t.Fatal(merr)
+	}
+	mj, merr := protocol.DecodeJob(mp, protocol.ContentTypeMsgpack, protocol.Limits{})
+	return j, err, mj, merr
 }
 
 // mustMsgpack turns a JSON value into msgpack.

@@ -580,6 +580,7 @@ func specSummary(s Spec) string {
 		"argv":      s.Argv,
 		"env":       redactEnv(s.Env),
 		"files":     len(s.Files),
+		"workspace": s.Workspace,
 		"deadline":  deadline,
 		"killGrace": s.killGrace().String(),
 		"network":   netMode(s.Network),

@@ -6,6 +6,16 @@ import (
 	"github.com/batonhq/baton/config"
 )
 
+// WorkspaceArchive is an object of the workspaces bucket as a run was
+// seeded from it.
+type WorkspaceArchive struct {
+	Object string `json:"object"`
+	// Digest is the object's digest ("SHA-256=<base64url>") when the run
+	// started; the archive is used only while it still has it.
+	Digest string `json:"digest"`
+	Size   uint64 `json:"size"`
+}
+
 // Spec is everything the runner chain needs to run one agent. The worker
 // writes it to the run directory's spec file (0600) and every stage reads it
 // from there.
@@ -26,6 +36,10 @@ type Spec struct {
 	// Kept here, where the agent cannot write, they are the baseline the
 	// workspace's diff is taken against when the run ends.
 	Files map[string]string `json:"files,omitempty"`
+	// Workspace is the archive the workspace was seeded from before its
+	// Files, pinned by its digest: the diff's baseline is that archive,
+	// read again from the store when the run ends.
+	Workspace *WorkspaceArchive `json:"workspace,omitempty"`
 	// Outputs is what the worker captures from the workspace at the end.
 	Outputs config.Outputs `json:"outputs,omitzero"`
 	// Nonce ends the journal's sentinel; the agent never sees it.

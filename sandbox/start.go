@@ -42,6 +42,22 @@ type StartOption func(*startOptions)
 type startOptions struct {
 	binary      string
 	beforeSpawn func() error
+	seed        SeedFunc
+}
+
+// SeedFunc fills a new run's workspace, ws, before its seed files are
+// written over it and before the runner is spawned. uid and gid are
+// whom what it creates must belong to (the sandbox ids of a root
+// worker's run), or -1 when the files stay the caller's.
+type SeedFunc func(ctx context.Context, ws *os.Root, uid, gid int) error
+
+// WithSeed has Start fill the workspace with fn (a workspace archive)
+// once it exists, with its disk limit, and before the spec's seed files
+// are written. If fn fails, Start removes the run directory, spawns
+// nothing and returns fn's error: no agent ever sees a half-filled
+// workspace.
+func WithSeed(fn SeedFunc) StartOption {
+	return func(o *startOptions) { o.seed = fn }
 }
 
 func newStartOptions(opts []StartOption) (startOptions, error) {
@@ -97,7 +113,7 @@ func Start(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*
 		return nil, err
 	}
 	dir := journal.Dir(spec.RunDir)
-	made, err := prepareRunDir(ctx, dir, spec, input, os.Geteuid(), os.Getegid())
+	made, err := prepareRunDir(ctx, dir, spec, input, os.Geteuid(), os.Getegid(), o.seed)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +155,7 @@ func Respawn(ctx context.Context, dir journal.Dir, opts ...StartOption) (*Runner
 // prepareRunDir lays out a new run directory, removing it if any step
 // fails. It returns the directory open, for removeRunDir; the caller
 // closes it.
-func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte, euid, egid int) (_ *os.File, err error) {
+func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte, euid, egid int, seed SeedFunc) (_ *os.File, err error) {
 	if err := os.MkdirAll(filepath.Dir(string(dir)), 0o700); err != nil {
 		return nil, fmt.Errorf("sandbox: create the runs directory: %w", err)
 	}
@@ -180,7 +196,14 @@ func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte
 	if err := os.Lchown(ws, uid, gid); err != nil {
 		return nil, fmt.Errorf("sandbox: give the workspace to the sandbox uid: %w", err)
 	}
-	if err := writeSeeds(ws, spec.Files, uid, gid); err != nil {
+	if seed != nil {
+		if err := seedWorkspace(ctx, ws, seed, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	// The job's files go over the archive's: a job tweaks a shared
+	// archive with a few files of its own.
+	if err := WriteSeeds(ws, spec.Files, uid, gid); err != nil {
 		return nil, err
 	}
 	if err := writeNew(dir.Spec(), mustJSON(spec)); err != nil {
@@ -208,10 +231,24 @@ func removeRunDir(dir journal.Dir, made *os.File) {
 	_ = os.RemoveAll(string(dir))
 }
 
-// writeSeeds writes the seed files under ws through an os.Root, so no
+func seedWorkspace(ctx context.Context, ws string, seed SeedFunc, uid, gid int) error {
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return fmt.Errorf("sandbox: open the workspace: %w", err)
+	}
+	defer root.Close()
+	if err := seed(ctx, root, uid, gid); err != nil {
+		return fmt.Errorf("sandbox: seed the workspace: %w", err)
+	}
+	return nil
+}
+
+// WriteSeeds writes the seed files under ws through an os.Root, so no
 // name (or symlink) reaches outside it, giving each file and directory
-// it creates to uid and gid.
-func writeSeeds(ws string, files map[string]string, uid, gid int) error {
+// it creates to uid and gid (-1 leaves an id unchanged). Start writes a
+// run's; the worker writes them again over a workspace archive to lay out
+// the diff's baseline as the run was seeded.
+func WriteSeeds(ws string, files map[string]string, uid, gid int) error {
 	if len(files) == 0 {
 		return nil
 	}

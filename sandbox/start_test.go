@@ -16,7 +16,7 @@ func TestPrepareRunDir(t *testing.T) {
 	spec.Files = map[string]string{"a.txt": "A", "dir/sub/b.txt": "B"}
 	dir := journal.Dir(spec.RunDir)
 	// As an unprivileged worker: no chown.
-	made, err := prepareRunDir(t.Context(), dir, spec, []byte("input"), 1000, 1000)
+	made, err := prepareRunDir(t.Context(), dir, spec, []byte("input"), 1000, 1000, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestPrepareRunDir(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || back.Nonce != spec.Nonce || back.RunDir != spec.RunDir {
 		t.Errorf("spec file %s: %v", b, err)
 	}
-	if _, err := prepareRunDir(t.Context(), dir, spec, nil, 1000, 1000); !errors.Is(err, ErrRunExists) {
+	if _, err := prepareRunDir(t.Context(), dir, spec, nil, 1000, 1000, nil); !errors.Is(err, ErrRunExists) {
 		t.Errorf("second prepareRunDir = %v, want ErrRunExists", err)
 	}
 }
@@ -60,7 +60,7 @@ func TestPrepareRunDirCleansUpOnFailure(t *testing.T) {
 	spec.RunDir = filepath.Join(t.TempDir(), "runs", "run-1")
 	// "a" is a file, so "a/b" cannot be written.
 	spec.Files = map[string]string{"a": "file", "a/b": "under a file"}
-	_, err := prepareRunDir(t.Context(), journal.Dir(spec.RunDir), spec, nil, 1000, 1000)
+	_, err := prepareRunDir(t.Context(), journal.Dir(spec.RunDir), spec, nil, 1000, 1000, nil)
 	if err == nil {
 		t.Fatal("prepareRunDir with conflicting seed files succeeded")
 	}
@@ -77,14 +77,14 @@ func TestRemoveRunDirLeavesAnotherStartsDirectory(t *testing.T) {
 	spec := validSpec()
 	spec.RunDir = filepath.Join(t.TempDir(), "runs", "run-1")
 	dir := journal.Dir(spec.RunDir)
-	first, err := prepareRunDir(t.Context(), dir, spec, nil, 1000, 1000)
+	first, err := prepareRunDir(t.Context(), dir, spec, nil, 1000, 1000, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(spec.RunDir); err != nil {
 		t.Fatal(err)
 	}
-	second, err := prepareRunDir(t.Context(), dir, spec, []byte("second"), 1000, 1000)
+	second, err := prepareRunDir(t.Context(), dir, spec, []byte("second"), 1000, 1000, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

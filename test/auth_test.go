@@ -168,6 +168,18 @@ func TestNATSPermissions(t *testing.T) {
 		t.Fatalf("outputs --get all as client: %q, %v", b, err)
 	}
 
+	// Workspaces: the client uploads an archive, the worker seeds a run
+	// from it (reading BATON_WORKSPACES within its permissions).
+	repo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(repo, "seeded.txt"), []byte("from the archive\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	asClient(0, "submit", "--profile", "out", "--run-id", "auth-ws", "--workspace", repo,
+		"--arg=test \"$(cat seeded.txt)\" = 'from the archive' && echo changed >> seeded.txt", "--watch")
+	if o := asClient(0, "outputs", "auth-ws", "--get", "diff.patch", "-o", got); !strings.Contains(o, "diff.patch") {
+		t.Fatalf("outputs of the seeded run:\n%s", o)
+	}
+
 	// The viewer's live feed had the whole run, ending with its status.
 	var last *nats.Msg
 	testenv.WaitFor(t, 10*time.Second, "the viewer's terminal status", func() bool {
@@ -342,6 +354,10 @@ func attacks(t *testing.T, c *conn, user string, deniedPublish func(*conn, strin
 		{"purge the outputs", "$JS.API.STREAM.PURGE.OBJ_" + names.OutputsBucket(), ""},
 		{"delete the outputs bucket", "$JS.API.STREAM.DELETE.OBJ_" + names.OutputsBucket(), ""},
 		{"change the outputs bucket's TTL", "$JS.API.STREAM.UPDATE.OBJ_" + names.OutputsBucket(), `{"name":"OBJ_` + names.OutputsBucket() + `"}`},
+		{"delete a workspace archive", "$JS.API.STREAM.MSG.DELETE.OBJ_" + names.WorkspacesBucket(), `{"seq":1}`},
+		{"purge the workspace archives", "$JS.API.STREAM.PURGE.OBJ_" + names.WorkspacesBucket(), ""},
+		{"delete the workspaces bucket", "$JS.API.STREAM.DELETE.OBJ_" + names.WorkspacesBucket(), ""},
+		{"change the workspaces bucket's TTL", "$JS.API.STREAM.UPDATE.OBJ_" + names.WorkspacesBucket(), `{"name":"OBJ_` + names.WorkspacesBucket() + `"}`},
 	} {
 		t.Logf("%s tries to %s", user, a.what)
 		deniedPublish(c, a.subject, []byte(a.body))

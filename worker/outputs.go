@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton/outputs"
@@ -54,7 +55,25 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 		}
 	}()
 	start := time.Now()
-	res, err := outputs.Capture(cctx, w.outputs, r.id, r.dir.Workspace(), spec.Files, pol)
+	// A baseline that cannot be laid out (its archive expired or replaced
+	// since) costs the diff, not the files.
+	var baseErr string
+	base, done := outputs.FilesBaseline(nil), func() {}
+	if pol.Diff {
+		b, d, err := w.baseline(cctx, r, spec)
+		switch {
+		case err == nil:
+			base, done = b, d
+		case cctx.Err() != nil && ctx.Err() != nil:
+			r.log.Warn().Err(err).Msg("stopped while laying out the diff's baseline; handing the run off")
+			w.handoff(r)
+			return false
+		default:
+			baseErr, pol.Diff = "no diff: its baseline: "+err.Error(), false
+		}
+	}
+	defer done()
+	res, err := outputs.Capture(cctx, w.outputs, r.id, r.dir.Workspace(), base, pol)
 	if err != nil {
 		if ctx.Err() != nil {
 			r.log.Warn().Err(err).Msg("stopped while capturing outputs; handing the run off")
@@ -64,6 +83,9 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 			r.lease.Stop()
 		}
 		return false
+	}
+	if baseErr != "" {
+		res.Error = strings.TrimSuffix(baseErr+"; "+res.Error, "; ")
 	}
 	st.Outputs, st.OutputsError, st.OutputsNotes = res.Outputs, res.Error, res.Notes
 	ev := r.log.Info()

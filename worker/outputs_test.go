@@ -25,6 +25,27 @@ func withOutputsProfile(_ *server.Options, c *config.Config) {
 		Outputs: config.Outputs{Diff: true, Files: []string{"out/**"}}, Limits: config.Limits{Outputs: 1 << 20}}
 }
 
+// prune has worker.Prune remove the finished run's directory.
+func (h *harness) prune(runID string) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dir := filepath.Join(h.stateDir, "runs", runID)
+	testenv.WaitFor(h.t, 10*time.Second, "the finished marker", func() bool { _, err := os.Stat(filepath.Join(dir, "finished")); return err == nil })
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(filepath.Join(dir, "finished"), old, old); err != nil {
+		h.t.Fatal(err)
+	}
+	// (Once runner-outer has let go of the run, a moment after its end.)
+	testenv.WaitFor(h.t, 15*time.Second, "prune to remove the run's directory", func() bool {
+		pruned, err := worker.Prune(ctx, h.stateDir, time.Minute)
+		return err == nil && len(pruned) == 1
+	})
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		h.t.Fatalf("run directory after prune: %v", err)
+	}
+}
+
 // checkOutputs fetches every object a status lists and checks its size and
 // digest, and that the bucket holds nothing else of the run.
 func (h *harness) checkOutputs(runID string, st protocol.Status) map[string]string {
@@ -88,22 +109,9 @@ func TestOutputsCapturedAtRunEnd(t *testing.T) {
 	}
 	// Pruning the run's directory removes nothing from the store: the
 	// outputs stay until the bucket's TTL (outputsMaxAge, its max_age).
+	h.prune(id)
 	pctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	dir := filepath.Join(h.stateDir, "runs", id)
-	testenv.WaitFor(t, 10*time.Second, "the finished marker", func() bool { _, err := os.Stat(filepath.Join(dir, "finished")); return err == nil })
-	old := time.Now().Add(-2 * time.Minute)
-	if err := os.Chtimes(filepath.Join(dir, "finished"), old, old); err != nil {
-		t.Fatal(err)
-	}
-	// (Once runner-outer has let go of the run, a moment after its end.)
-	testenv.WaitFor(t, 15*time.Second, "prune to remove the run's directory", func() bool {
-		pruned, err := worker.Prune(pctx, h.stateDir, time.Minute)
-		return err == nil && len(pruned) == 1
-	})
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatalf("run directory after prune: %v", err)
-	}
 	h.checkOutputs(id, st)
 	stream, err := h.js.Stream(pctx, "OBJ_"+h.names.OutputsBucket())
 	if err != nil {

@@ -179,6 +179,21 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		w.intake.Reject(ctx, msg, err)
 		return nil
 	}
+	// A missing or oversize archive is known before the run exists: the
+	// job goes to the DLQ with the reason. A redelivered job's run may
+	// exist (its worker died while starting it): that run goes on as any
+	// other, and fails when it comes to be seeded.
+	arch, archErr := w.pinWorkspace(ctx, job)
+	if errors.Is(archErr, protocol.ErrInvalidJob) || errors.Is(archErr, protocol.ErrOversize) {
+		if md, _ := msg.Metadata(); md == nil || md.NumDelivered == 1 {
+			w.intake.Reject(ctx, msg, archErr)
+			return nil
+		}
+	} else if archErr != nil {
+		log.Warn().Err(archErr).Msg("job will be redelivered")
+		_ = msg.NakWithDelay(time.Second)
+		return nil
+	}
 	now := time.Now().UTC()
 	restart := false
 	rec := kv.RunRecord{
@@ -308,7 +323,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		Nonce: r.nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
 		Network: inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
 		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,
-		CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs,
+		CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs, Workspace: arch,
 	}
 	// The last word before the runner: mark the record spawning, by CAS,
 	// or learn that another worker took the run over meanwhile.
@@ -332,7 +347,11 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		case <-startCtx.Done():
 		}
 	}()
-	if _, err := sandbox.Start(startCtx, spec, inv.Input, sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)); errors.Is(err, errSuperseded) {
+	startOpts := []sandbox.StartOption{sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)}
+	if job.Workspace != nil {
+		startOpts = append(startOpts, sandbox.WithSeed(w.seedWorkspace(job.Workspace.Object, arch, archErr, msg, r.log)))
+	}
+	if _, err := sandbox.Start(startCtx, spec, inv.Input, startOpts...); errors.Is(err, errSuperseded) {
 		r.log.Warn().Err(err).Msg("another worker took this run over before its runner started; leaving it")
 		_ = l.Release(ctx, 0, 0)
 		return nil
@@ -364,7 +383,11 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	} else if err != nil {
 		// The run exists and cannot start: it ends failed, once.
 		r.log.Error().Err(err).Msg("start runner")
-		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "sandbox did not start: " + err.Error()})
+		reason := "sandbox did not start: " + err.Error()
+		if ae := (*archiveError)(nil); errors.As(err, &ae) {
+			reason = "the workspace was not seeded: " + ae.Error()
+		}
+		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: reason})
 		_ = msg.DoubleAck(ctx)
 		return nil
 	}

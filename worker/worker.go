@@ -62,6 +62,9 @@ type Worker struct {
 	nodeRuns jetstream.KeyValue
 	// outputs is the bucket runs' captures go to (see captureOutputs).
 	outputs jetstream.ObjectStore
+	// workspaces is the bucket of archives jobs seed their workspaces
+	// from (see seedWorkspace).
+	workspaces jetstream.ObjectStore
 
 	// beatFailed is when this worker's node heartbeat last failed (unix
 	// nanoseconds): the reaper trusts no absence it saw around then.
@@ -186,7 +189,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		LeaseTTL:      w.cfg.LeaseTTL,
 		EventsMaxAge:  w.cfg.EventsMaxAge,
 		RecordTTL:     w.cfg.RecordTTL(),
-		OutputsMaxAge: w.cfg.OutputsTTL(),
+		OutputsMaxAge: w.cfg.OutputsTTL(), WorkspacesMaxAge: w.cfg.WorkspacesTTL(),
 		// Validated to fit.
 		EventsMaxBytes: int64(w.cfg.EventsMaxBytes),
 		JobsMaxBytes:   int64(w.cfg.JobsMaxBytes), JobsMaxMsgs: w.cfg.JobsMaxMsgs,
@@ -199,7 +202,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)
 	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
 	w.nodeRuns = res.NodeRuns
-	w.outputs = res.Outputs
+	w.outputs, w.workspaces = res.Outputs, res.Workspaces
 	w.intake = consumer.New(w.js, w.names, w.cfg,
 		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
 		consumer.WithAckWait(w.ackWait),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,8 @@ type submitFlags struct {
 	// interactive attaches instead of watching; streamJSON wraps its lines.
 	interactive, streamJSON bool
 	json                    bool
+	// workspace is a directory or archive uploaded to seed the workspace.
+	workspace string
 }
 
 func newSubmitCmd(g *globals) *cobra.Command {
@@ -44,6 +47,12 @@ that has the profile starts the run; the job's input is written to the
 agent's stdin. Submitting the same --run-id again (within the stream's
 two-minute duplicates window) does not start a second run.
 
+--workspace uploads a directory (as a gzipped tar, without sockets and
+devices) or a tar or gzipped tar to the workspaces bucket, named
+sha256-<hex>.tar[.gz] so the same archive is stored once, and has the
+worker extract it into the workspace before the agent starts (the job's
+--file files are written over it).
+
 With --watch it then follows the run like 'baton watch', and its exit
 status follows the run's: 0 if it succeeded, 1 if not, 2 if watching failed.
 With --interactive it attaches like 'baton attach': each line of stdin is
@@ -55,6 +64,9 @@ stdin closes the agent's stdin.`,
   # Input from stdin, a seed file, a bounded time, a label
   git diff | baton submit --profile reviewer --input - \
       --file CONTRIBUTING.md=./CONTRIBUTING.md --timeout 10m --label pr=1234
+
+  # Seed the workspace with a repository (tarred and gzipped, uploaded once)
+  baton submit --profile claude --workspace ./repo --input 'fix the failing test' --watch
 
   # A conversation: type follow-ups, Ctrl-D ends it
   baton submit --profile claude-chat --interactive --stream-json --input 'fix the flaky test'
@@ -72,6 +84,13 @@ stdin closes the agent's stdin.`,
 				return err
 			}
 			defer s.close()
+			if f.workspace != "" {
+				name, err := putWorkspace(cmd.Context(), s.c, f.workspace)
+				if err != nil {
+					return err
+				}
+				job.Workspace = &protocol.WorkspaceRef{Object: name}
+			}
 			err = s.c.Submit(cmd.Context(), job)
 			dup := errors.Is(err, client.ErrDuplicate)
 			if err != nil && !dup {
@@ -110,6 +129,7 @@ stdin closes the agent's stdin.`,
 	fl.DurationVar(&f.timeout, "timeout", 0, "limit on the run's duration, e.g. 10m (only shortens the profile's)")
 	fl.StringVar(&f.output, "output-limit", "", "cap on what the agent prints on stdout, e.g. 1MiB (only lowers the profile's)")
 	fl.StringArrayVar(&f.files, "file", nil, "PATH=LOCALFILE: seed the workspace's PATH with a local text file (repeatable)")
+	fl.StringVar(&f.workspace, "workspace", "", "DIR or FILE.tar[.gz]: upload it to the workspaces bucket (named by its SHA-256, so once) and seed the workspace with it")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label copied to the run record (repeatable)")
 	fl.BoolVar(&f.watch, "watch", false, "follow the run until it ends, like 'baton watch'")
 	fl.BoolVar(&f.interactive, "interactive", false, "then attach: follow the run and send each line of stdin as input, like 'baton attach' (profile stdin: stream)")
@@ -208,4 +228,22 @@ func parseFiles(values []string, readFile func(string) ([]byte, error)) (map[str
 		files[p] = string(b)
 	}
 	return files, nil
+}
+
+// putWorkspace uploads the directory or archive at p and returns its
+// object name.
+func putWorkspace(ctx context.Context, c *client.Client, p string) (string, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("--workspace: %w", err)
+	}
+	if fi.IsDir() {
+		return c.PutWorkspaceDir(ctx, p)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return "", fmt.Errorf("--workspace: %w", err)
+	}
+	defer f.Close()
+	return c.PutWorkspace(ctx, f)
 }

@@ -25,6 +25,8 @@ type Options struct {
 	NodeTTL   time.Duration // default 3 × LeaseTTL
 	// OutputsMaxAge is the outputs bucket's TTL (default 7 days).
 	OutputsMaxAge time.Duration
+	// WorkspacesMaxAge is the workspaces bucket's TTL (default 7 days).
+	WorkspacesMaxAge time.Duration
 	// MaxJobBytes bounds one job; the jobs stream refuses larger ones, so the
 	// bound is stated once, by the server.
 	MaxJobBytes int32
@@ -60,6 +62,9 @@ func (o *Options) defaults() {
 	if o.OutputsMaxAge <= 0 {
 		o.OutputsMaxAge = 7 * 24 * time.Hour
 	}
+	if o.WorkspacesMaxAge <= 0 {
+		o.WorkspacesMaxAge = 7 * 24 * time.Hour
+	}
 	if o.NodeTTL <= 0 {
 		o.NodeTTL = 3 * o.LeaseTTL
 	}
@@ -74,6 +79,9 @@ type Resources struct {
 	NodeRuns          jetstream.KeyValue
 	// Outputs is the Object Store bucket of captured run outputs.
 	Outputs jetstream.ObjectStore
+	// Workspaces is the Object Store bucket of archives jobs seed their
+	// workspaces from.
+	Workspaces jetstream.ObjectStore
 }
 
 // Ensure creates or updates every stream and bucket named by n.
@@ -205,6 +213,15 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		Bucket:      n.OutputsBucket(),
 		Description: "baton run outputs: <runId>/diff.patch and <runId>/files/<path>; bucket TTL is outputsMaxAge",
 		TTL:         o.OutputsMaxAge,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return nil, err
+	}
+	if r.Workspaces, err = ensureObjectStore(ctx, js, jetstream.ObjectStoreConfig{
+		Bucket:      n.WorkspacesBucket(),
+		Description: "baton workspace archives (tar or tar.gz) jobs seed their workspaces from; bucket TTL is workspacesMaxAge",
+		TTL:         o.WorkspacesMaxAge,
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 	}); err != nil {

@@ -1,0 +1,20 @@
+// Package unpack extracts a workspace archive (a tar, optionally gzipped,
+// told apart by its magic bytes) into a directory safely: the archive is
+// outside data, made by anyone who may submit a job, and extraction runs
+// as root on the worker's host.
+//
+// Nothing is written outside the directory: names are relative and never
+// climb with "..", and no entry is written through a symbolic link, a
+// file or anything but a directory an earlier entry of the same archive
+// created (the classic tar-slip through a link), which the os.Root every
+// operation goes through would refuse anyway. Symbolic links are kept
+// only when every one of them, resolved through the others, stays inside;
+// hard links only to earlier regular files of the archive. Devices, FIFOs
+// and sockets are refused; setuid, setgid and sticky bits are cleared.
+// The files' total size, the entries and the uncompressed stream are
+// bounded, so a gzip bomb stops at the limit, and a full disk stops it
+// with ErrLimit too.
+//
+// A failed extraction leaves a partial tree: the caller discards it (a
+// run's workspace is never used half extracted).
+package unpack

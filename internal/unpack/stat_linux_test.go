@@ -1,0 +1,5 @@
+package unpack_test
+
+import "syscall"
+
+type syscallStat = syscall.Stat_t

@@ -1,0 +1,177 @@
+package worker
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/batonhq/baton/internal/unpack"
+	"github.com/batonhq/baton/outputs"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
+)
+
+// workspaceInfoTimeout bounds the look-up of a job's archive.
+const workspaceInfoTimeout = 10 * time.Second
+
+// seedTimeout bounds the extraction of a workspace archive: 1 GiB of
+// files takes a minute or two on a slow disk.
+const seedTimeout = 10 * time.Minute
+
+// archiveError is a workspace archive that cannot seed its run; its
+// message names the archive and what is wrong with it.
+type archiveError struct {
+	object string
+	err    error
+}
+
+func (e *archiveError) Error() string {
+	return fmt.Sprintf("workspace archive %q: %v", e.object, e.err)
+}
+func (e *archiveError) Unwrap() error { return e.err }
+
+// pinWorkspace looks up the archive job names before its run exists and
+// pins it by its digest. An archive missing or over maxWorkspaceBytes is
+// the job's fault, and the error wraps a job sentinel (the job goes to
+// the DLQ); any other error is NATS's (the job is tried again).
+func (w *Worker) pinWorkspace(ctx context.Context, job protocol.Job) (*sandbox.WorkspaceArchive, error) {
+	if job.Workspace == nil {
+		return nil, nil
+	}
+	name := job.Workspace.Object
+	ictx, cancel := context.WithTimeout(ctx, workspaceInfoTimeout)
+	defer cancel()
+	info, err := w.workspaces.GetInfo(ictx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("%w: workspace archive %q is not in the bucket %s (upload it with baton submit --workspace, or nats object put)",
+			protocol.ErrInvalidJob, name, w.names.WorkspacesBucket())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up workspace archive %q: %w", name, err)
+	}
+	if max := w.cfg.WorkspaceLimits().MaxBytes; info.Size > uint64(max) {
+		return nil, fmt.Errorf("%w: workspace archive %q is %d bytes, more than maxWorkspaceBytes (%d)", protocol.ErrOversize, name, info.Size, max)
+	}
+	// A name that says its content (as baton submit --workspace names
+	// archives) must be true: a replaced object of that name is refused.
+	if m := contentName.FindStringSubmatch(name); m != nil {
+		sum, _ := hex.DecodeString(m[1])
+		if want := "SHA-256=" + base64.URLEncoding.EncodeToString(sum); info.Digest != want {
+			return nil, fmt.Errorf("%w: workspace archive %q has the digest %s, not the one its name says", protocol.ErrInvalidJob, name, info.Digest)
+		}
+	}
+	return &sandbox.WorkspaceArchive{Object: name, Digest: info.Digest, Size: info.Size}, nil
+}
+
+// contentName matches an archive named by its SHA-256.
+var contentName = regexp.MustCompile(`^sha256-([0-9a-f]{64})\.tar(\.gz)?$`)
+
+// seedWorkspace is the sandbox.SeedFunc of a run seeded from the archive
+// object, pinned as arch (nil when pinning failed with pinErr): it
+// extracts the archive into the new workspace, giving it to the sandbox
+// ids, and keeps the job from being redelivered meanwhile (a large
+// archive may take longer than AckWait).
+func (w *Worker) seedWorkspace(object string, arch *sandbox.WorkspaceArchive, pinErr error, msg jetstream.Msg, log zerolog.Logger) sandbox.SeedFunc {
+	return func(ctx context.Context, ws *os.Root, uid, gid int) error {
+		if arch == nil {
+			return &archiveError{object, pinErr}
+		}
+		tick := time.NewTicker(max(w.ackWait/3, time.Second))
+		defer tick.Stop()
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			for {
+				select {
+				case <-tick.C:
+					_ = msg.InProgress()
+				case <-done:
+					return
+				}
+			}
+		}()
+		start := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, seedTimeout)
+		defer cancel()
+		st, err := w.extractArchive(sctx, arch, ws, unpack.Options{Limits: w.cfg.WorkspaceLimits(), Chown: uid >= 0, UID: uid, GID: gid})
+		if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+			return &archiveError{object, fmt.Errorf("not extracted within %v", seedTimeout)}
+		}
+		if err != nil {
+			return err
+		}
+		log.Info().Str("archive", arch.Object).Int("entries", st.Entries).Int64("bytes", st.Bytes).
+			Dur("took", time.Since(start)).Msg("workspace seeded from its archive")
+		return nil
+	}
+}
+
+// extractArchive extracts arch from the workspaces bucket into root,
+// failing when the object no longer has the digest it was pinned by.
+func (w *Worker) extractArchive(ctx context.Context, arch *sandbox.WorkspaceArchive, root *os.Root, o unpack.Options) (unpack.Stats, error) {
+	obj, err := w.workspaces.Get(ctx, arch.Object)
+	if err != nil {
+		return unpack.Stats{}, &archiveError{arch.Object, err}
+	}
+	defer obj.Close()
+	st, err := unpack.Extract(ctx, obj, root, o)
+	if err != nil {
+		return st, &archiveError{arch.Object, err}
+	}
+	if got := "SHA-256=" + base64.URLEncoding.EncodeToString(st.SHA256[:]); got != arch.Digest {
+		return st, &archiveError{arch.Object, fmt.Errorf("its digest is %s, not %s as when the job was accepted: the object was replaced", got, arch.Digest)}
+	}
+	return st, nil
+}
+
+// baselineDir is where a run's workspace archive is extracted again, with
+// its seed files, as the diff's baseline: in the run directory, which the
+// agent cannot reach.
+func baselineDir(r *run) string { return filepath.Join(string(r.dir), "baseline") }
+
+// baseline lays out what r's workspace was seeded with, from the store
+// (pinned by the digest its spec recorded) and its spec, never from the
+// workspace. The caller calls done when the capture is over.
+func (w *Worker) baseline(ctx context.Context, r *run, spec sandbox.Spec) (_ outputs.Baseline, done func(), err error) {
+	if spec.Workspace == nil {
+		return outputs.FilesBaseline(spec.Files), func() {}, nil
+	}
+	dir := baselineDir(r)
+	if err := removeTree(dir); err != nil { // a capture cut short before
+		return nil, nil, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() {
+		root.Close()
+		if err := removeTree(dir); err != nil {
+			r.log.Warn().Err(err).Msg("remove the diff's baseline")
+		}
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	if _, err := w.extractArchive(ctx, spec.Workspace, root, unpack.Options{Limits: w.cfg.WorkspaceLimits()}); err != nil {
+		return nil, nil, err
+	}
+	if err := sandbox.WriteSeeds(dir, spec.Files, -1, -1); err != nil {
+		return nil, nil, err
+	}
+	return outputs.TreeBaseline(root), cleanup, nil
+}
