@@ -869,7 +869,8 @@ func TestStateRecordsEveryPhase(t *testing.T) {
 	for _, p := range []string{
 		"outer/spec", "outer/lock", "outer/pid-file", "outer/journal", "outer/stderr", "outer/prepare", "outer/start-inner", "outer/ready",
 		"outer/journal-copy", "outer/inner-exit", "outer/status", "outer/finish",
-		"inner/loopback-up", "inner/network", "inner/clone-child", "inner/child-exit",
+		"outer/init", "outer/init-exit",
+		"inner/loopback-up", "inner/network", "inner/clone-child",
 		"inner-child/mount-private", "inner-child/host-sources", "inner-child/root-tmpfs", "inner-child/system-dirs", "inner-child/etc", "inner-child/dev",
 		"inner-child/proc", "inner-child/tmp", "inner-child/workspace", "inner-child/mounts", "inner-child/pivot-root",
 		"inner-child/seal", "inner-child/hostname", "inner-child/resolve-agent", "inner-child/start-agent", "inner-child/agent-exit",
