@@ -228,7 +228,7 @@ func startExecStage(spec childSpec, es execSpec, exe *os.File) (int, error) {
 		[]string{"baton", "runner-exec", "--spec", "/proc/self/fd/" + strconv.Itoa(fdExecSpec)},
 		&syscall.ProcAttr{
 			Dir:   es.Dir,
-			Env:   []string{},
+			Env:   stageEnv,
 			Files: []uintptr{0, 1, 2, specFile.Fd(), errW.Fd()},
 			Sys: &syscall.SysProcAttr{
 				Setpgid:                    true,

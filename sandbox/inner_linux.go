@@ -250,7 +250,7 @@ func cloneChild(spec childSpec, st *state, report *os.File) error {
 		// binary's directories.
 		Path:   "/proc/self/exe",
 		Args:   []string{os.Args[0], "runner-inner-child", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
-		Env:    []string{},
+		Env:    stageEnv,
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,

@@ -279,7 +279,7 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		// The running binary, even if a deploy replaced the file.
 		Path:   "/proc/self/exe",
 		Args:   []string{os.Args[0], "runner-inner", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
-		Env:    []string{},
+		Env:    stageEnv,
 		Stdin:  stdinR,
 		Stdout: stdoutW,
 		Stderr: o.stderr,
