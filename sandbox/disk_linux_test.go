@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,5 +87,84 @@ echo unreachable`)...)
 	}
 	if err := os.RemoveAll(string(hogDir)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWorkspacePool: after two bounded runs started from one state
+// directory, the starting process makes images of their size ahead, in
+// <state>/workspace-pool/<pid>; the next run of that size takes one whole (moved out of the pool, so no
+// other run can have it), and its workspace is as a fresh one: empty but
+// for the agent's files, 0700, the sandbox uid's, bounded.
+func TestWorkspacePool(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the disk bound is a filesystem per run, which only a root worker mounts: run as root")
+	}
+	const disk = 48 << 20
+	first := newSpec(t, sh("echo first > f")...)
+	first.Limits.Disk = disk
+	waitEnd(t, start(t, first, ""), first.Nonce, 20*time.Second)
+	again := newSpec(t, sh("echo again > f")...)
+	again.Limits.Disk = disk
+	again.RunDir = filepath.Join(filepath.Dir(first.RunDir), again.RunID)
+	waitEnd(t, start(t, again, ""), again.Nonce, 20*time.Second)
+
+	pool := filepath.Join(filepath.Dir(filepath.Dir(first.RunDir)), "workspace-pool", strconv.Itoa(os.Getpid()))
+	images := func() map[uint64]string {
+		entries, _ := os.ReadDir(pool)
+		m := map[uint64]string{}
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".img") {
+				if info, err := e.Info(); err == nil {
+					m[info.Sys().(*syscall.Stat_t).Ino] = e.Name()
+				}
+			}
+		}
+		return m
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	// Full (8 images), the filler has stopped: the pool holds still.
+	for len(images()) < 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d images ready in %s 20 s after two bounded runs started, want 8", len(images()), pool)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := images()
+
+	second := newSpec(t, sh("ls -A; stat -c '%a' .; echo second > g; df -k . | tail -1")...)
+	second.Limits.Disk = disk
+	second.RunID = "run-pooled"
+	second.RunDir = filepath.Join(filepath.Dir(first.RunDir), second.RunID)
+	dir := start(t, second, "")
+	stdout, s := waitEnd(t, dir, second.Nonce, 20*time.Second)
+	wantSentinel(t, s, 0, journal.ReasonExit, "")
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(string(dir), "workspace.img"), &st); err != nil {
+		t.Fatal(err)
+	}
+	name, pooled := before[st.Ino]
+	if !pooled {
+		t.Fatalf("the second run's image (inode %d) is not one of the pool's %v", st.Ino, before)
+	}
+	if _, err := os.Stat(filepath.Join(pool, name)); !os.IsNotExist(err) {
+		t.Errorf("the taken image %s is still in the pool (%v)", name, err)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 || lines[0] != "700" {
+		t.Fatalf("the pooled workspace listed %q: want it empty and 0700", stdout)
+	}
+	// The take had the pool refilled; let it finish before the test's
+	// directory goes.
+	for len(images()) < 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool was not refilled within 20 s: %d images", len(images()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// df's second field: the filesystem's size in KiB.
+	if f := strings.Fields(lines[1]); len(f) < 2 {
+		t.Errorf("df printed %q", lines[1])
+	} else if kib, err := strconv.Atoi(f[1]); err != nil || kib == 0 || kib > disk>>10 {
+		t.Errorf("the pooled workspace's size %q is not within %d KiB", lines[1], disk>>10)
 	}
 }
