@@ -33,7 +33,13 @@ const mkfsTimeout = 30 * time.Second
 func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid int) error {
 	img := workspaceImage(dir)
 	if !takeImage(dir, size, uid, gid) {
-		if err := makeImage(ctx, img, size, uid, gid); err != nil {
+		f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrDiskSetup, err)
+		}
+		err = formatImage(ctx, f, size, uid, gid)
+		f.Close()
+		if err != nil {
 			return fmt.Errorf("%w: %w", ErrDiskSetup, err)
 		}
 	}

@@ -90,11 +90,12 @@ echo unreachable`)...)
 	}
 }
 
-// TestWorkspacePool: after two bounded runs started from one state
-// directory, the starting process makes images of their size ahead, in
-// <state>/workspace-pool/<pid>; the next run of that size takes one whole (moved out of the pool, so no
-// other run can have it), and its workspace is as a fresh one: empty but
-// for the agent's files, 0700, the sandbox uid's, bounded.
+// TestWorkspacePool: after two bounded runs started from one runs
+// directory, the starting process makes images of their size ahead,
+// unnamed files of that directory (O_TMPFILE) it holds open; the next run
+// of that size gets one (linked in as its workspace.img, and no longer
+// held, so no other run can have it), and its workspace is as a fresh
+// one: empty, 0700, bounded.
 func TestWorkspacePool(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the disk bound is a filesystem per run, which only a root worker mounts: run as root")
@@ -102,30 +103,36 @@ func TestWorkspacePool(t *testing.T) {
 	const disk = 48 << 20
 	first := newSpec(t, sh("echo first > f")...)
 	first.Limits.Disk = disk
+	runs := filepath.Dir(first.RunDir)
 	waitEnd(t, start(t, first, ""), first.Nonce, 20*time.Second)
 	again := newSpec(t, sh("echo again > f")...)
 	again.Limits.Disk = disk
-	again.RunDir = filepath.Join(filepath.Dir(first.RunDir), again.RunID)
+	again.RunDir = filepath.Join(runs, again.RunID)
 	waitEnd(t, start(t, again, ""), again.Nonce, 20*time.Second)
 
-	pool := filepath.Join(filepath.Dir(filepath.Dir(first.RunDir)), "workspace-pool", strconv.Itoa(os.Getpid()))
-	images := func() map[uint64]string {
-		entries, _ := os.ReadDir(pool)
-		m := map[uint64]string{}
-		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), ".img") {
-				if info, err := e.Info(); err == nil {
-					m[info.Sys().(*syscall.Stat_t).Ino] = e.Name()
-				}
+	// The pool's images: this process's descriptors of unnamed files in
+	// the runs directory ("<runs>/#<inode> (deleted)"), by inode.
+	images := func() map[uint64]bool {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		m := map[uint64]bool{}
+		for _, e := range fds {
+			p := filepath.Join("/proc/self/fd", e.Name())
+			link, err := os.Readlink(p)
+			if err != nil || !strings.HasPrefix(link, runs+"/#") {
+				continue
+			}
+			var st syscall.Stat_t
+			if syscall.Stat(p, &st) == nil {
+				m[st.Ino] = true
 			}
 		}
 		return m
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	// Full (8 images), the filler has stopped: the pool holds still.
+	deadline := time.Now().Add(20 * time.Second)
 	for len(images()) < 8 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d images ready in %s 20 s after two bounded runs started, want 8", len(images()), pool)
+			t.Fatalf("%d images ready 20 s after two bounded runs started, want 8", len(images()))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -133,8 +140,7 @@ func TestWorkspacePool(t *testing.T) {
 
 	second := newSpec(t, sh("ls -A; stat -c '%a' .; echo second > g; df -k . | tail -1")...)
 	second.Limits.Disk = disk
-	second.RunID = "run-pooled"
-	second.RunDir = filepath.Join(filepath.Dir(first.RunDir), second.RunID)
+	second.RunDir = filepath.Join(runs, second.RunID)
 	dir := start(t, second, "")
 	stdout, s := waitEnd(t, dir, second.Nonce, 20*time.Second)
 	wantSentinel(t, s, 0, journal.ReasonExit, "")
@@ -142,24 +148,15 @@ func TestWorkspacePool(t *testing.T) {
 	if err := syscall.Stat(filepath.Join(string(dir), "workspace.img"), &st); err != nil {
 		t.Fatal(err)
 	}
-	name, pooled := before[st.Ino]
-	if !pooled {
-		t.Fatalf("the second run's image (inode %d) is not one of the pool's %v", st.Ino, before)
+	if !before[st.Ino] {
+		t.Fatalf("the run's image (inode %d) is not one of the pool's %v", st.Ino, before)
 	}
-	if _, err := os.Stat(filepath.Join(pool, name)); !os.IsNotExist(err) {
-		t.Errorf("the taken image %s is still in the pool (%v)", name, err)
+	if images()[st.Ino] {
+		t.Errorf("the pool still holds the image it gave (inode %d)", st.Ino)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	if len(lines) != 2 || lines[0] != "700" {
 		t.Fatalf("the pooled workspace listed %q: want it empty and 0700", stdout)
-	}
-	// The take had the pool refilled; let it finish before the test's
-	// directory goes.
-	for len(images()) < 8 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool was not refilled within 20 s: %d images", len(images()))
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	// df's second field: the filesystem's size in KiB.
 	if f := strings.Fields(lines[1]); len(f) < 2 {

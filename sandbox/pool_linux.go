@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,19 +17,21 @@ import (
 )
 
 // A root worker's bounded workspace is an ext4 image that mkfs.ext4 makes
-// (tens of milliseconds idle, past its 30 s bound when hundreds of runs
-// start at once on a loaded host). The pool makes them ahead: per state
-// directory and (size, uid, gid), up to poolImages images ready in
-// <state>/workspace-pool/<pid>/, made by this process in the background
-// and each moved (renamed) into exactly one run directory. An image in
-// the pool was never mounted; one that was taken is the run's and never
-// comes back. A start that finds no image of its size makes its own.
+// (about 12 ms alone, past its 30 s bound when hundreds of runs start at
+// once on a loaded host). The pool makes them ahead: per runs directory
+// and (size, uid, gid), up to poolImages images, made by this process in
+// the background as unnamed files (O_TMPFILE) in the runs directory. A
+// start links one into its run directory as its workspace.img: an image
+// was never mounted before, is only ever one run's, and never comes back.
+// Unnamed, a pooled image is nothing on disk once the process ends, and
+// the pool leaves nothing in the directory to clean up. A start that
+// finds none of its size makes its own.
 
 // poolImages is how many images of one size the pool keeps ready.
 const poolImages = 8
 
 type poolKey struct {
-	dir      string // this process's pool directory
+	runs     string // the runs directory: the run directory's parent
 	size     uint64
 	uid, gid int
 }
@@ -38,7 +39,7 @@ type poolKey struct {
 type imagePool struct {
 	key     poolKey
 	mu      sync.Mutex
-	ready   []string // paths of made images, newest last
+	ready   []*os.File // unnamed images, newest last
 	filling bool
 	takes   int // starts that asked for an image
 }
@@ -46,52 +47,32 @@ type imagePool struct {
 var (
 	poolsMu sync.Mutex
 	pools   = map[poolKey]*imagePool{}
-	// cleaned holds the pool roots whose dead processes' leftovers this
-	// process removed.
-	cleaned = map[string]bool{}
 )
 
-// poolDir is the directory of this process's images for the runs beside
-// dir: <state>/workspace-pool/<pid>, where dir is <state>/runs/<id>.
-func poolDir(dir journal.Dir) string {
-	return filepath.Join(filepath.Dir(filepath.Dir(string(dir))), "workspace-pool", strconv.Itoa(os.Getpid()))
-}
-
-// takeImage moves a ready image of the size and owner into dir as its
+// takeImage links a ready image of the size and owner into dir as its
 // workspace image, and has the pool refilled. It reports false when it
-// had none (the caller makes one): the pool is empty or the move failed.
+// had none (the caller makes one): the pool is empty or the link failed.
 func takeImage(dir journal.Dir, size uint64, uid, gid int) bool {
-	p := pool(poolKey{dir: poolDir(dir), size: size, uid: uid, gid: gid})
+	p := pool(poolKey{runs: filepath.Dir(string(dir)), size: size, uid: uid, gid: gid})
 	defer p.refill()
-	for {
-		p.mu.Lock()
-		n := len(p.ready)
-		if n == 0 {
-			p.mu.Unlock()
-			return false
-		}
-		img := p.ready[n-1]
-		p.ready = p.ready[:n-1]
+	p.mu.Lock()
+	n := len(p.ready)
+	if n == 0 {
 		p.mu.Unlock()
-		// Never over an existing file; the image leaves the pool whole.
-		err := unix.Renameat2(unix.AT_FDCWD, img, unix.AT_FDCWD, workspaceImage(dir), unix.RENAME_NOREPLACE)
-		if err == nil {
-			return true
-		}
-		_ = os.Remove(img)
-		if !errors.Is(err, unix.ENOENT) {
-			return false // another filesystem, say: make one in place
-		}
+		return false
 	}
+	img := p.ready[n-1]
+	p.ready = p.ready[:n-1]
+	p.mu.Unlock()
+	defer img.Close()
+	// Never over an existing file.
+	err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(img.Fd())), unix.AT_FDCWD, workspaceImage(dir), unix.AT_SYMLINK_FOLLOW)
+	return err == nil
 }
 
 func pool(k poolKey) *imagePool {
 	poolsMu.Lock()
 	defer poolsMu.Unlock()
-	if root := filepath.Dir(k.dir); !cleaned[root] {
-		cleaned[root] = true
-		removeDeadPools(root)
-	}
 	p := pools[k]
 	if p == nil {
 		p = &imagePool{key: k}
@@ -100,25 +81,11 @@ func pool(k poolKey) *imagePool {
 	return p
 }
 
-// removeDeadPools removes the pool directories of processes that no
-// longer run (a worker that died or stopped): their images are nobody's.
-func removeDeadPools(root string) {
-	entries, _ := os.ReadDir(root)
-	for _, e := range entries {
-		pid, err := parsePID([]byte(e.Name()))
-		if err != nil {
-			continue
-		}
-		if pid == os.Getpid() || errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
-			_ = os.RemoveAll(filepath.Join(root, e.Name()))
-		}
-	}
-}
-
 // refill makes images in the background until poolImages are ready; one
 // filler per pool at a time, one mkfs at a time, each within mkfsTimeout.
-// A failure stops it until the next take. A state directory that saw one
-// start (a test's, a one-off) gets no pool: from the second on it does.
+// A failure (the directory gone, no O_TMPFILE there) stops it until the
+// next take. A runs directory that saw one start (a test's, a one-off)
+// gets no pool: from the second on it does.
 func (p *imagePool) refill() {
 	p.mu.Lock()
 	p.takes++
@@ -134,14 +101,6 @@ func (p *imagePool) refill() {
 			p.filling = false
 			p.mu.Unlock()
 		}()
-		// The state directory's own pool directory, never the state
-		// directory itself: a filler outliving its state directory stops.
-		if err := os.Mkdir(filepath.Dir(p.key.dir), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return
-		}
-		if err := os.Mkdir(p.key.dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return
-		}
 		for {
 			p.mu.Lock()
 			enough := len(p.ready) >= poolImages
@@ -149,32 +108,25 @@ func (p *imagePool) refill() {
 			if enough {
 				return
 			}
-			final := filepath.Join(p.key.dir, fmt.Sprintf("%d-%d-%d-%s.img", p.key.size, p.key.uid, p.key.gid, journal.NewNonce()[:16]))
-			tmp := final + ".tmp"
-			if err := makeImage(context.Background(), tmp, p.key.size, p.key.uid, p.key.gid); err != nil {
-				_ = os.Remove(tmp)
+			fd, err := unix.Open(p.key.runs, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+			if err != nil {
 				return
 			}
-			// Complete images only: a filler killed mid-mkfs leaves a .tmp.
-			if err := os.Rename(tmp, final); err != nil {
-				_ = os.Remove(tmp)
+			f := os.NewFile(uintptr(fd), "workspace-image")
+			if err := formatImage(context.Background(), f, p.key.size, p.key.uid, p.key.gid); err != nil {
+				f.Close()
 				return
 			}
 			p.mu.Lock()
-			p.ready = append(p.ready, final)
+			p.ready = append(p.ready, f)
 			p.mu.Unlock()
 		}
 	}()
 }
 
-// makeImage creates path as a sparse image of size bytes holding a fresh
-// ext4 filesystem whose root is uid:gid's.
-func makeImage(ctx context.Context, path string, size uint64, uid, gid int) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// formatImage sizes f, an empty regular file, to size bytes (sparse) and
+// makes it a fresh ext4 filesystem whose root is uid:gid's.
+func formatImage(ctx context.Context, f *os.File, size uint64, uid, gid int) error {
 	if err := f.Truncate(int64(size)); err != nil {
 		return fmt.Errorf("size the image: %w", err)
 	}
@@ -188,8 +140,10 @@ func makeImage(ctx context.Context, path string, size uint64, uid, gid int) erro
 	// no resize inode (a workspace never grows) spares mkfs the reserved
 	// descriptor blocks: 172 KiB written instead of 2.2 MiB for 4 GiB,
 	// and a quarter to a third less time when many runs start at once.
+	// mkfs gets the file as its fd 3: an unnamed one has no other path.
 	cmd := exec.Command(mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode",
-		"-E", fmt.Sprintf("root_owner=%d:%d,lazy_itable_init=1,nodiscard", max(uid, 0), max(gid, 0)), path)
+		"-E", fmt.Sprintf("root_owner=%d:%d,lazy_itable_init=1,nodiscard", max(uid, 0), max(gid, 0)), "/proc/self/fd/3")
+	cmd.ExtraFiles = []*os.File{f}
 	if out, err := bounded.Output(ctx, mkfsTimeout, cmd); err != nil {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
 	}
