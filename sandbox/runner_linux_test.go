@@ -1003,3 +1003,52 @@ func TestOutputLimit(t *testing.T) {
 		wantSentinel(t, s, 0, journal.ReasonExit, "")
 	})
 }
+
+// TestIdleRunKeepsTwoRunnerProcesses: while its agent runs, a run's tree
+// is runner-outer, the sandbox's init (its child: runner-inner has exited
+// and the init was reparented) and the agent, whose runner-exec stage
+// became it: two runner processes, the floor docs/sandbox.md explains.
+func TestIdleRunKeepsTwoRunnerProcesses(t *testing.T) {
+	t.Parallel()
+	m := marker(t)
+	spec := newSpec(t, "/bin/sleep", m)
+	dir := start(t, spec, "")
+	agent := waitPIDs(t, 1, "/bin/sleep", m)[0]
+	b, err := os.ReadFile(dir.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// parent and command line of a host pid
+	proc := func(pid int) (int, string) {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatalf("process %d: %v", pid, err)
+		}
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		ppid, _ := strconv.Atoi(f[1])
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return ppid, strings.Join(strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")[1:], " ")
+	}
+	// runner-inner exits right after handing the init over: allow it that.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		initPID, _ := proc(agent)
+		ppid, cmd := proc(initPID)
+		if ppid == outer && strings.HasPrefix(cmd, "runner-inner-child ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent's parent %d is %q, child of %d; want runner-inner-child, child of runner-outer %d", initPID, cmd, ppid, outer)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := sandbox.Cancel(dir); err != nil {
+		t.Fatal(err)
+	}
+	_, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+	wantSentinel(t, s, 143, journal.ReasonCancel, "TERM")
+}
