@@ -39,7 +39,7 @@ const (
 // makes / read-only. It then starts the agent through the exec stage
 // (`runner-exec`) in the workspace, in its own process group and user
 // namespace as the agent uid, with stdio inherited and no other
-// descriptor. As init it reaps every orphan and passes runner-inner's
+// descriptor. As init it reaps every orphan and passes runner-outer's
 // stop requests (fd 6) to the agent's process group; it takes no signal
 // but SIGCHLD, so the agent, which shares its host uid, cannot stop it.
 // When the agent ends it writes the agent's status on fd 3 and exits,
@@ -60,6 +60,10 @@ func RunInnerChild(ctx context.Context, specPath string) error {
 	defer signal.Stop(sigs)
 	st := stateOn(os.NewFile(fdState, "state"), "inner-child")
 	defer st.close()
+	// Non-blocking, so the runtime's poller waits on it, not a thread.
+	if err := unix.SetNonblock(fdControl, true); err != nil {
+		return fmt.Errorf("runner-inner-child: control pipe: %w", err)
+	}
 	stops := readStops(os.NewFile(fdControl, "control"))
 	res := runChild(ctx, specPath, st, sigs, stops)
 	st.ok("report", fmt.Sprintf("exit %d signal %q", res.Exit, res.Signal))
@@ -69,17 +73,20 @@ func RunInnerChild(ctx context.Context, specPath string) error {
 	return nil
 }
 
-// readStops delivers the signals runner-inner asks to send the agent.
+// readStops delivers the signals runner-outer asks to send the agent.
+// The pipe's end means runner-outer is gone (or killed the sandbox): the
+// init then exits, which kills everything in its pid namespace, so no
+// agent runs unjournaled.
 func readStops(ctl *os.File) <-chan syscall.Signal {
 	ch := make(chan syscall.Signal, 4)
 	go func() {
-		defer ctl.Close()
 		sc := bufio.NewScanner(io.LimitReader(ctl, 1<<20))
 		for sc.Scan() {
 			if sig, ok := signalNumber(sc.Text()); ok && (sig == unix.SIGTERM || sig == unix.SIGINT) {
 				ch <- sig
 			}
 		}
+		os.Exit(1)
 	}()
 	return ch
 }
@@ -221,7 +228,7 @@ func startExecStage(spec childSpec, es execSpec, exe *os.File) (int, error) {
 		[]string{"baton", "runner-exec", "--spec", "/proc/self/fd/" + strconv.Itoa(fdExecSpec)},
 		&syscall.ProcAttr{
 			Dir:   es.Dir,
-			Env:   []string{},
+			Env:   stageEnv,
 			Files: []uintptr{0, 1, 2, specFile.Fd(), errW.Fd()},
 			Sys: &syscall.SysProcAttr{
 				Setpgid:                    true,

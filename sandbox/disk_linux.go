@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/journal"
 )
 
@@ -35,26 +32,22 @@ const mkfsTimeout = 30 * time.Second
 // ReleaseWorkspace. The loop device clears itself at unmount.
 func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid int) error {
 	img := workspaceImage(dir)
-	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if !takeImage(dir, size, uid, gid) {
+		f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrDiskSetup, err)
+		}
+		err = formatImage(ctx, f, size, uid, gid)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrDiskSetup, err)
+		}
+	}
+	f, err := os.OpenFile(img, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrDiskSetup, err)
 	}
 	defer f.Close()
-	if err := f.Truncate(int64(size)); err != nil {
-		return fmt.Errorf("%w: size the image: %w", ErrDiskSetup, err)
-	}
-	mkfs, err := exec.LookPath("mkfs.ext4")
-	if err != nil {
-		return fmt.Errorf("%w: mkfs.ext4 not found (install e2fsprogs): %w", ErrDiskSetup, err)
-	}
-	// No journal and no reserved blocks: the workspace is one run's
-	// scratch space, and the agent gets every byte of its limit. Lazy
-	// inode tables (never zeroed, see noinit_itable) keep the image sparse.
-	cmd := exec.Command(mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal",
-		"-E", fmt.Sprintf("root_owner=%d:%d,lazy_itable_init=1,nodiscard", max(uid, 0), max(gid, 0)), img)
-	if out, err := bounded.Output(ctx, mkfsTimeout, cmd); err != nil {
-		return fmt.Errorf("%w: %w: %s", ErrDiskSetup, err, strings.TrimSpace(string(out)))
-	}
 	loop, err := attachLoop(f)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrDiskSetup, err)

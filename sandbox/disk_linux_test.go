@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,5 +87,81 @@ echo unreachable`)...)
 	}
 	if err := os.RemoveAll(string(hogDir)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWorkspacePool: after two bounded runs started from one runs
+// directory, the starting process makes images of their size ahead,
+// unnamed files of that directory (O_TMPFILE) it holds open; the next run
+// of that size gets one (linked in as its workspace.img, and no longer
+// held, so no other run can have it), and its workspace is as a fresh
+// one: empty, 0700, bounded.
+func TestWorkspacePool(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the disk bound is a filesystem per run, which only a root worker mounts: run as root")
+	}
+	const disk = 48 << 20
+	first := newSpec(t, sh("echo first > f")...)
+	first.Limits.Disk = disk
+	runs := filepath.Dir(first.RunDir)
+	waitEnd(t, start(t, first, ""), first.Nonce, 20*time.Second)
+	again := newSpec(t, sh("echo again > f")...)
+	again.Limits.Disk = disk
+	again.RunDir = filepath.Join(runs, again.RunID)
+	waitEnd(t, start(t, again, ""), again.Nonce, 20*time.Second)
+
+	// The pool's images: this process's descriptors of unnamed files in
+	// the runs directory ("<runs>/#<inode> (deleted)"), by inode.
+	images := func() map[uint64]bool {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		m := map[uint64]bool{}
+		for _, e := range fds {
+			p := filepath.Join("/proc/self/fd", e.Name())
+			link, err := os.Readlink(p)
+			if err != nil || !strings.HasPrefix(link, runs+"/#") {
+				continue
+			}
+			var st syscall.Stat_t
+			if syscall.Stat(p, &st) == nil {
+				m[st.Ino] = true
+			}
+		}
+		return m
+	}
+	// Full (8 images), the filler has stopped: the pool holds still.
+	deadline := time.Now().Add(20 * time.Second)
+	for len(images()) < 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d images ready 20 s after two bounded runs started, want 8", len(images()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := images()
+
+	second := newSpec(t, sh("ls -A; stat -c '%a' .; echo second > g; df -k . | tail -1")...)
+	second.Limits.Disk = disk
+	second.RunDir = filepath.Join(runs, second.RunID)
+	dir := start(t, second, "")
+	stdout, s := waitEnd(t, dir, second.Nonce, 20*time.Second)
+	wantSentinel(t, s, 0, journal.ReasonExit, "")
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(string(dir), "workspace.img"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !before[st.Ino] {
+		t.Fatalf("the run's image (inode %d) is not one of the pool's %v", st.Ino, before)
+	}
+	if images()[st.Ino] {
+		t.Errorf("the pool still holds the image it gave (inode %d)", st.Ino)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 || lines[0] != "700" {
+		t.Fatalf("the pooled workspace listed %q: want it empty and 0700", stdout)
+	}
+	// df's second field: the filesystem's size in KiB.
+	if f := strings.Fields(lines[1]); len(f) < 2 {
+		t.Errorf("df printed %q", lines[1])
+	} else if kib, err := strconv.Atoi(f[1]); err != nil || kib == 0 || kib > disk>>10 {
+		t.Errorf("the pooled workspace's size %q is not within %d KiB", lines[1], disk>>10)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -20,12 +19,13 @@ import (
 
 // Descriptors of the chain below runner-outer.
 const (
-	fdStatus    = 3 // status pipe, towards the stage above
+	fdStatus    = 3 // status pipe, read by runner-outer
 	fdSpec      = 4 // this stage's spec (a sealed memfd)
 	fdState     = 5 // state.ndjson
 	fdWorkspace = 6 // runner-inner: the workspace directory
-	fdNet       = 7 // runner-inner: socket pair with runner-outer (network only)
-	fdControl   = 6 // runner-inner-child: stop requests from runner-inner
+	fdChain     = 7 // runner-inner: socket pair with runner-outer (egress sockets, the init's pidfd)
+	fdStops     = 8 // runner-inner: the control pipe's read end, passed on to the init
+	fdControl   = 6 // runner-inner-child: stop requests from runner-outer
 )
 
 // childNamespaces are created at once by the clone of runner-inner-child
@@ -50,31 +50,37 @@ const nftWait = 5 * time.Second
 // runner-outer, and with CIDR entries installs the nft ruleset in one
 // transaction and waits for pasta to configure the tap. It then clones
 // runner-inner-child into new user, mount, pid, ipc, uts and cgroup
-// namespaces, passes SIGTERM and SIGINT on to it as stop requests, and
-// relays its status line to runner-outer, or says why there is none.
-// Cancelling ctx acts as SIGTERM.
-func RunInner(ctx context.Context, specPath string) error {
+// namespaces, hands runner-outer a pidfd of it and exits: the child,
+// reparented to runner-outer (a child subreaper), holds the namespaces
+// from then on, reports to runner-outer on the status pipe and takes
+// runner-outer's stop requests on the control pipe. runner-inner owns
+// nothing that must outlive the start (docs/sandbox.md, "The chain").
+// A setup that fails reports why on the status pipe instead.
+func RunInner(_ context.Context, specPath string) error {
 	report := os.NewFile(fdStatus, "status")
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("runner-inner: mark descriptors close-on-exec: %w", err)
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
-	defer signal.Stop(sigs)
 	st := stateOn(os.NewFile(fdState, "state"), "inner")
 	defer st.close()
-	res := runInner(ctx, specPath, st, sigs)
+	res, started := runInner(specPath, st, report)
+	if started {
+		return nil
+	}
 	if _, err := report.Write(res.line()); err != nil {
 		return fmt.Errorf("runner-inner: report status: %w", err)
 	}
 	return nil
 }
 
-func runInner(ctx context.Context, specPath string, st *state, sigs <-chan os.Signal) chainStatus {
-	fail := func(phase string, err error) chainStatus {
+// runInner sets the namespace up and starts the sandbox; started reports
+// that the sandbox's init runs and runner-outer holds its pidfd, else
+// the status says why not.
+func runInner(specPath string, st *state, report *os.File) (_ chainStatus, started bool) {
+	fail := func(phase string, err error) (chainStatus, bool) {
 		err = fmt.Errorf("runner-inner: %s: %w", phase, err)
 		st.fail(phase, err)
-		return chainStatus{Exit: 1, Error: err.Error()}
+		return chainStatus{Exit: 1, Error: err.Error()}, false
 	}
 	b, err := readBounded(specPath)
 	if err != nil {
@@ -114,11 +120,10 @@ func runInner(ctx context.Context, specPath string, st *state, sigs <-chan os.Si
 		st.ok("pasta-ready", "default route after "+time.Since(began).Round(time.Millisecond).String())
 	}
 	st.ok("network", spec.Net.Mode)
-	res, err := cloneChild(ctx, spec.Child, st, sigs)
-	if err != nil {
+	if err := cloneChild(spec.Child, st, report); err != nil {
 		return fail("clone-child", err)
 	}
-	return res
+	return chainStatus{}, true
 }
 
 func decodeInnerSpec(b []byte) (innerSpec, error) {
@@ -167,18 +172,18 @@ func handOverEgressSockets() error {
 			unix.Close(fd)
 		}
 	}()
-	if err := unix.Sendmsg(fdNet, []byte("sockets"), unix.UnixRights(socks...), nil, 0); err != nil {
+	if err := unix.Sendmsg(fdChain, []byte("sockets"), unix.UnixRights(socks...), nil, 0); err != nil {
 		return fmt.Errorf("send the sockets to runner-outer: %w", err)
 	}
 	buf := make([]byte, 64)
-	n, err := unix.Read(fdNet, buf)
+	n, err := unix.Read(fdChain, buf)
 	switch {
 	case err != nil:
 		return fmt.Errorf("wait for runner-outer: %w", err)
 	case string(buf[:n]) != "serving":
 		return fmt.Errorf("runner-outer answered %q", buf[:n])
 	}
-	return unix.Close(fdNet)
+	return nil
 }
 
 // egressSockets are the proxy's TCP listener and the DNS stub's UDP and
@@ -229,35 +234,29 @@ func waitDefaultRoute(limit time.Duration) error {
 	}
 }
 
-// cloneChild runs runner-inner-child in the sandbox's namespaces and
-// returns what it reported, or why it reported nothing.
-func cloneChild(ctx context.Context, spec childSpec, st *state, sigs <-chan os.Signal) (chainStatus, error) {
+// cloneChild starts runner-inner-child in the sandbox's namespaces and
+// hands runner-outer a pidfd of it. The child has no parent-death signal:
+// this stage exits next, and the child then lives as long as runner-outer
+// holds the control pipe's write end (it ends itself when the pipe
+// closes, runner-outer's death included).
+func cloneChild(spec childSpec, st *state, report *os.File) error {
 	specFile, err := sealedFile("baton-child-spec", mustJSON(spec))
 	if err != nil {
-		return chainStatus{}, fmt.Errorf("child spec: %w", err)
+		return fmt.Errorf("child spec: %w", err)
 	}
 	defer specFile.Close()
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		return chainStatus{}, fmt.Errorf("status pipe: %w", err)
-	}
-	defer statusR.Close()
-	ctlR, ctlW, err := os.Pipe()
-	if err != nil {
-		statusW.Close()
-		return chainStatus{}, fmt.Errorf("control pipe: %w", err)
-	}
-	defer ctlW.Close()
 	cmd := &exec.Cmd{
 		// Through /proc/self/exe, exec needs no search permission on the
 		// binary's directories.
-		Path:       "/proc/self/exe",
-		Args:       []string{os.Args[0], "runner-inner-child", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
-		Env:        []string{},
-		Stdin:      os.Stdin,
-		Stdout:     os.Stdout,
-		Stderr:     os.Stderr,
-		ExtraFiles: []*os.File{statusW, specFile, os.NewFile(fdState, "state"), ctlR}, // fds 3..6
+		Path:   "/proc/self/exe",
+		Args:   []string{os.Args[0], "runner-inner-child", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
+		Env:    stageEnv,
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		// fds 3..6: runner-outer's status pipe, the spec, state.ndjson
+		// and runner-outer's control pipe.
+		ExtraFiles: []*os.File{report, specFile, os.NewFile(fdState, "state"), os.NewFile(fdStops, "control")},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: childNamespaces,
 			// uid 0 of its namespace is uid 0 of this one: the sandbox uid
@@ -265,54 +264,29 @@ func cloneChild(ctx context.Context, spec childSpec, st *state, sigs <-chan os.S
 			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
 			GidMappingsEnableSetgroups: false,
-			// The sandbox dies with runner-inner, so runner-outer's SIGKILL
-			// of runner-inner tears down the whole pid namespace.
-			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	done, err := startLocked(cmd)
-	statusW.Close()
-	ctlR.Close()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the sandbox: %w%s", err, cloneHint(err, os.Geteuid()))
+	}
+	// Its pid cannot be reused before it is reaped, and nobody reaps it
+	// before runner-outer, which it is reparented to when this stage exits.
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
 	if err != nil {
-		return chainStatus{}, fmt.Errorf("start the sandbox: %w%s", err, cloneHint(err, os.Geteuid()))
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("pidfd of the sandbox's init: %w", err)
 	}
-	st.ok("clone-child", fmt.Sprintf("pid %d", cmd.Process.Pid))
-	reported := make(chan statusRead, 1)
-	go func() { reported <- readChainStatus(statusR) }()
-	ctxDone := ctx.Done()
-	var waitErr error
-	for running := true; running; {
-		select {
-		case sig := <-sigs:
-			// A stop request, never a signal: the sandbox's init takes
-			// no signal the agent could send it too.
-			_, _ = fmt.Fprintln(ctlW, signalName(sig.(syscall.Signal)))
-		case <-ctxDone:
-			ctxDone = nil
-			_, _ = fmt.Fprintln(ctlW, "TERM")
-		case waitErr = <-done:
-			running = false
-		}
+	defer unix.Close(pidfd)
+	if err := unix.Sendmsg(fdChain, []byte(initMessage), unix.UnixRights(pidfd), nil, 0); err != nil {
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("send the init's pidfd to runner-outer: %w", err)
 	}
-	how := describeExit(waitErr)
-	st.ok("child-exit", how)
-	r := <-reported
-	switch {
-	case r.status != nil:
-		return *r.status, nil
-	case r.err != nil:
-		return chainStatus{Exit: 1, Error: fmt.Sprintf("runner-inner-child (%s) reported garbage: %v", how, r.err)}, nil
-	}
-	res := chainStatus{Exit: 1}
-	var ee *exec.ExitError
-	if errors.As(waitErr, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res = statusOf(ws)
-		}
-	}
-	res.Error = "the sandbox's init (runner-inner-child) ended without reporting: " + how + "; see stderr.log and state.ndjson"
-	return res, nil
+	st.ok("clone-child", fmt.Sprintf("pid %d, handed to runner-outer", cmd.Process.Pid))
+	return nil
 }
+
+// initMessage goes with the pidfd of the sandbox's init.
+const initMessage = "init"
 
 // sealedFile is a memfd holding b that nobody can change.
 func sealedFile(name string, b []byte) (*os.File, error) {

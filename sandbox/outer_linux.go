@@ -94,6 +94,9 @@ type outerRun struct {
 	stderr *os.File
 	stdout *os.File // read end of the agent's stdout
 	status *os.File // read end of the chain's status pipe
+	ctl    *os.File // write end of the control pipe: stop requests to the sandbox's init
+	chain  *os.File // socket pair with runner-inner: egress sockets, the init's pidfd
+	init   *initProc
 	plan   *outerPlan
 	net    *outerNet // nil with no network
 	disk   *os.File  // the workspace, if it is bounded (see limits.disk)
@@ -151,6 +154,13 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 	}
 	o.disk = boundedWorkspace(o.dir)
 	o.st.ok("prepare", o.plan.summary())
+	// runner-inner exits once the sandbox runs: its child, the sandbox's
+	// init, is reparented here, so this runner can wait for it.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		o.plan.closeFiles()
+		o.cleanup()
+		return nil, o.startFailed("subreaper", err)
+	}
 	if detail, err := dropPrivileges(o.spec); err != nil {
 		o.plan.closeFiles()
 		o.cleanup()
@@ -166,7 +176,7 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 	o.st.ok("start-inner", fmt.Sprintf("pid %d", inner.cmd.Process.Pid))
 	if o.plan.inner.Net.Mode != netNone {
 		if err := o.startNetwork(ctx, inner); err != nil {
-			_ = inner.cmd.Process.Kill()
+			o.killChain(inner)
 			<-inner.done
 			// runner-inner may have said why it ended (nft failed or
 			// hung, say): the cause, where err is its consequence.
@@ -241,29 +251,40 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		return nil, fmt.Errorf("inner spec: %w", err)
 	}
 	defer specFile.Close()
-	var netChild *os.File
+	// Stop requests go to the sandbox's init on a pipe whose write end
+	// only this runner holds: its close (this runner's death included)
+	// ends the sandbox.
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		stdoutR.Close()
+		statusR.Close()
+		return nil, fmt.Errorf("control pipe: %w", err)
+	}
+	defer ctlR.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		stdoutR.Close()
+		statusR.Close()
+		ctlW.Close()
+		return nil, fmt.Errorf("chain socket pair: %w", err)
+	}
+	chainChild := os.NewFile(uintptr(fds[1]), "chain-child")
+	defer chainChild.Close()
+	o.chain = os.NewFile(uintptr(fds[0]), "chain")
 	if p.inner.Net.Mode != netNone {
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			stdoutR.Close()
-			statusR.Close()
-			return nil, fmt.Errorf("network socket pair: %w", err)
-		}
-		netChild = os.NewFile(uintptr(fds[1]), "net-child")
-		defer netChild.Close()
-		o.net = &outerNet{ctl: os.NewFile(uintptr(fds[0]), "net")}
+		o.net = &outerNet{}
 	}
 	uid, gid := os.Geteuid(), os.Getegid()
 	cmd := &exec.Cmd{
 		// The running binary, even if a deploy replaced the file.
 		Path:   "/proc/self/exe",
 		Args:   []string{os.Args[0], "runner-inner", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
-		Env:    []string{},
+		Env:    stageEnv,
 		Stdin:  stdinR,
 		Stdout: stdoutW,
 		Stderr: o.stderr,
-		// fds 3..7, as inner_linux.go numbers them.
-		ExtraFiles: []*os.File{statusW, specFile, p.state, p.workspace, netChild},
+		// fds 3..8, as inner_linux.go numbers them.
+		ExtraFiles: []*os.File{statusW, specFile, p.state, p.workspace, chainChild, ctlR},
 		SysProcAttr: &syscall.SysProcAttr{
 			// Its own user namespace (owned by this uid, so pasta, running
 			// as this uid, may join it) and network namespace.
@@ -272,7 +293,9 @@ func (o *outerRun) startInner() (*innerProc, error) {
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
 			GidMappingsEnableSetgroups: false,
 			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
-			// The chain dies with the runner: nobody else journals the agent.
+			// The chain dies with the runner: nobody else journals the
+			// agent. (The sandbox's init, reparented here, ends when the
+			// control pipe closes instead.)
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
@@ -286,19 +309,19 @@ func (o *outerRun) startInner() (*innerProc, error) {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
 		stdoutR.Close()
 		statusR.Close()
+		ctlW.Close()
 		return nil, fmt.Errorf("set dumpable: %w", err)
 	}
 	done, err := startLocked(cmd)
 	if err != nil {
 		stdoutR.Close()
 		statusR.Close()
-		if o.net != nil {
-			o.net.ctl.Close()
-			o.net = nil
-		}
+		ctlW.Close()
+		o.chain.Close()
+		o.net = nil
 		return nil, fmt.Errorf("start runner-inner: %w%s", err, cloneHint(err, uid))
 	}
-	o.stdout, o.status = stdoutR, statusR
+	o.stdout, o.status, o.ctl = stdoutR, statusR, ctlW
 	// The input file is the stdin writer's now, not the plan's.
 	input := p.input
 	p.input, started = nil, true
@@ -306,9 +329,9 @@ func (o *outerRun) startInner() (*innerProc, error) {
 	if o.spec.InterruptLine != "" {
 		line = []byte(o.spec.InterruptLine)
 	}
-	// runner-inner relays SIGINT to the agent's process group, as a stop
-	// request that does not stop the run.
-	interrupt := func() error { return cmd.Process.Signal(unix.SIGINT) }
+	// The sandbox's init sends SIGINT to the agent's process group: a
+	// stop request that does not stop the run.
+	interrupt := func() error { return o.request(unix.SIGINT) }
 	o.stdin = feedStdin(stdinW, input, o.spec.Stdin.OrDefault() == config.StdinStream, o.st, line, interrupt)
 	return &innerProc{cmd: cmd, done: done}, nil
 }
@@ -369,9 +392,8 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 		}
 		out.stop = r
 		o.st.ok("stop", r.detail)
-		// runner-inner relays it to the sandbox's init, which sends it to
-		// the agent's process group.
-		_ = inner.cmd.Process.Signal(unix.SIGTERM)
+		// The sandbox's init sends it to the agent's process group.
+		_ = o.request(unix.SIGTERM)
 		grace = time.After(out.grace)
 	}
 	kill := func(why string) {
@@ -380,15 +402,17 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 		}
 		out.killed = true
 		o.st.ok("kill", why)
-		// runner-inner's death kills the sandbox's init (its parent-death
-		// signal), and with it every process in the pid namespace.
-		_ = inner.cmd.Process.Kill()
+		o.killChain(inner)
 	}
 	ctxDone := ctx.Done()
 	var pastaDone <-chan error
 	if o.net != nil {
 		pastaDone = o.net.pastaDone
 	}
+	innerDone := inner.done
+	var initDone <-chan syscall.WaitStatus
+	var initExit syscall.WaitStatus
+	initEnded := false
 	copying, running := true, true
 	for copying || running {
 		select {
@@ -405,7 +429,7 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 			o.st.fail("pasta-exit", errors.New(why))
 			if running && out.failure == "" {
 				out.failure = why
-				_ = inner.cmd.Process.Kill()
+				o.killChain(inner)
 			}
 		case err := <-copied:
 			copying = false
@@ -416,7 +440,7 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 				o.st.fail("journal-copy", err)
 				o.stdout.Close()
 				if running {
-					_ = inner.cmd.Process.Kill()
+					o.killChain(inner)
 				}
 			} else if err != nil {
 				// The journal cannot take the agent's output: end the run
@@ -426,10 +450,41 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 				o.stdout.Close()
 				kill("the journal failed")
 			}
-		case err := <-inner.done:
+		case err := <-innerDone:
+			innerDone = nil
+			how := describeExit(err)
+			o.st.ok("inner-exit", how)
+			ip, rerr := receiveInit(o.chain)
+			o.chain.Close()
+			if ip == nil {
+				// runner-inner failed before the sandbox ran (and said why
+				// on the status pipe), or died.
+				running = false
+				out.chainErr = how
+				if rerr != nil {
+					o.st.fail("init", rerr)
+					out.chainErr += "; " + rerr.Error()
+				}
+				// An init whose pidfd never came ends with this pipe.
+				o.ctl.Close()
+				continue
+			}
+			o.init = ip
+			o.st.ok("init", "runner-inner handed over the sandbox's init")
+			if initDone, err = ip.wait(); err != nil {
+				o.st.fail("init", err)
+				out.chainErr = err.Error()
+				o.killChain(inner)
+				running = false
+			} else if out.killed {
+				o.killChain(inner)
+			}
+		case ws := <-initDone:
+			initDone = nil
 			running = false
-			out.chainErr = describeExit(err)
-			o.st.ok("inner-exit", out.chainErr)
+			initEnded, initExit = true, ws
+			out.chainErr = describeWait(ws)
+			o.st.ok("init-exit", out.chainErr)
 		case <-deadline:
 			stop(stopRequest{reason: journal.ReasonTimeout, detail: "deadline " + o.spec.Deadline.Format(time.RFC3339Nano)})
 		case <-ctxDone:
@@ -455,7 +510,12 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 		}
 	}
 	o.stdout.Close()
-	if r := <-reported; r.err != nil {
+	o.ctl.Close()
+	r := <-reported
+	if r.status == nil && initEnded {
+		r = initUnreported(r, initExit, out.chainErr)
+	}
+	if r.err != nil {
 		o.st.fail("status", r.err)
 		out.chainErr += "; " + r.err.Error()
 	} else if r.status != nil {
@@ -486,14 +546,49 @@ func (o *outerRun) finish(s journal.Sentinel) error {
 	return nil
 }
 
+// request asks the sandbox's init to send sig to the agent's process
+// group; a request made before the init runs waits in the pipe.
+func (o *outerRun) request(sig syscall.Signal) error {
+	_, err := fmt.Fprintln(o.ctl, signalName(sig))
+	return err
+}
+
+// killChain kills what runs of the chain: runner-inner if it has not
+// exited yet, and the sandbox's init, whose death (as pid 1) kills every
+// process of its pid namespace. Closing the control pipe ends an init
+// whose pidfd never arrived.
+func (o *outerRun) killChain(inner *innerProc) {
+	_ = inner.cmd.Process.Kill()
+	if o.init != nil {
+		_ = unix.PidfdSendSignal(int(o.init.fd.Fd()), unix.SIGKILL, nil, 0)
+	}
+	o.ctl.Close()
+}
+
+// initUnreported is the status of an init that ended without a (valid)
+// status line: the agent's fate is unknown, so the run is an error, with
+// the signal that killed the init if one did.
+func initUnreported(r statusRead, ws syscall.WaitStatus, how string) statusRead {
+	if r.err != nil {
+		return statusRead{status: &chainStatus{Exit: 1, Error: fmt.Sprintf("runner-inner-child (%s) reported garbage: %v", how, r.err)}}
+	}
+	res := chainStatus{Exit: 1}
+	if ws.Signaled() {
+		res = statusOf(ws)
+	}
+	res.Error = "the sandbox's init (runner-inner-child) ended without reporting: " + how + "; see stderr.log and state.ndjson"
+	return statusRead{status: &res}
+}
+
 // statusRead is what the status pipe held when the chain closed it.
 type statusRead struct {
 	status *chainStatus // nil when nothing was reported
 	err    error
 }
 
-// readChainStatus reads the one status line runner-inner writes before
-// it exits; empty means it reported nothing.
+// readChainStatus reads the one status line of the chain: runner-inner's
+// when it could not start the sandbox, else the sandbox init's. Empty
+// means neither reported.
 func readChainStatus(r io.ReadCloser) statusRead {
 	defer r.Close()
 	b, err := io.ReadAll(io.LimitReader(r, maxStatusLine+1))
@@ -510,12 +605,20 @@ func readChainStatus(r io.ReadCloser) statusRead {
 	return statusRead{status: &c}
 }
 
+// describeWait says how a process ended, from its wait status.
+func describeWait(ws syscall.WaitStatus) string {
+	if ws.Signaled() {
+		return "killed by SIG" + signalName(ws.Signal())
+	}
+	return fmt.Sprintf("exit status %d", ws.ExitStatus())
+}
+
 // describeExit says how a stage of the chain ended.
 func describeExit(err error) string {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by SIG" + signalName(ws.Signal())
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
+			return describeWait(ws)
 		}
 		return fmt.Sprintf("exit status %d", ee.ExitCode())
 	}

@@ -27,7 +27,6 @@ const (
 
 // outerNet is runner-outer's side of the sandbox's network.
 type outerNet struct {
-	ctl       *os.File // socket pair with runner-inner
 	pasta     *exec.Cmd
 	pastaDone <-chan error
 	pastaErr  *bounded.Buffer
@@ -60,7 +59,7 @@ func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 		n.pastaDone = done
 		o.st.ok("pasta-start", strings.Join(n.pasta.Args, " "))
 	}
-	socks, err := receiveSockets(n.ctl)
+	socks, err := receiveSockets(o.chain)
 	if err != nil {
 		if n.pasta != nil {
 			select {
@@ -97,7 +96,7 @@ func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 	n.served.Go(func() { _ = proxy.Serve(netCtx, proxyL) })
 	n.served.Go(func() { _ = dns.ServeUDP(netCtx, dnsPC) })
 	n.served.Go(func() { _ = dns.ServeTCP(netCtx, dnsL) })
-	if _, err := n.ctl.Write([]byte("serving")); err != nil {
+	if _, err := o.chain.Write([]byte("serving")); err != nil {
 		return fmt.Errorf("tell runner-inner: %w", err)
 	}
 	o.st.ok("egress", "serving the proxy on "+proxyAddr+" and the DNS stub on "+dnsAddr+" inside the sandbox")
@@ -168,7 +167,6 @@ func (o *outerRun) cleanup() {
 				<-n.pastaDone
 			}
 		}
-		n.ctl.Close()
 	}
 	if o.plan != nil {
 		o.plan.cgroup.close()

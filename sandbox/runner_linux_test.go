@@ -869,7 +869,8 @@ func TestStateRecordsEveryPhase(t *testing.T) {
 	for _, p := range []string{
 		"outer/spec", "outer/lock", "outer/pid-file", "outer/journal", "outer/stderr", "outer/prepare", "outer/start-inner", "outer/ready",
 		"outer/journal-copy", "outer/inner-exit", "outer/status", "outer/finish",
-		"inner/loopback-up", "inner/network", "inner/clone-child", "inner/child-exit",
+		"outer/init", "outer/init-exit",
+		"inner/loopback-up", "inner/network", "inner/clone-child",
 		"inner-child/mount-private", "inner-child/host-sources", "inner-child/root-tmpfs", "inner-child/system-dirs", "inner-child/etc", "inner-child/dev",
 		"inner-child/proc", "inner-child/tmp", "inner-child/workspace", "inner-child/mounts", "inner-child/pivot-root",
 		"inner-child/seal", "inner-child/hostname", "inner-child/resolve-agent", "inner-child/start-agent", "inner-child/agent-exit",
@@ -1001,4 +1002,53 @@ func TestOutputLimit(t *testing.T) {
 		}
 		wantSentinel(t, s, 0, journal.ReasonExit, "")
 	})
+}
+
+// TestIdleRunKeepsTwoRunnerProcesses: while its agent runs, a run's tree
+// is runner-outer, the sandbox's init (its child: runner-inner has exited
+// and the init was reparented) and the agent, whose runner-exec stage
+// became it: two runner processes, the floor docs/sandbox.md explains.
+func TestIdleRunKeepsTwoRunnerProcesses(t *testing.T) {
+	t.Parallel()
+	m := marker(t)
+	spec := newSpec(t, "/bin/sleep", m)
+	dir := start(t, spec, "")
+	agent := waitPIDs(t, 1, "/bin/sleep", m)[0]
+	b, err := os.ReadFile(dir.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// parent and command line of a host pid
+	proc := func(pid int) (int, string) {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatalf("process %d: %v", pid, err)
+		}
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		ppid, _ := strconv.Atoi(f[1])
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return ppid, strings.Join(strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")[1:], " ")
+	}
+	// runner-inner exits right after handing the init over: allow it that.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		initPID, _ := proc(agent)
+		ppid, cmd := proc(initPID)
+		if ppid == outer && strings.HasPrefix(cmd, "runner-inner-child ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent's parent %d is %q, child of %d; want runner-inner-child, child of runner-outer %d", initPID, cmd, ppid, outer)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := sandbox.Cancel(dir); err != nil {
+		t.Fatal(err)
+	}
+	_, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+	wantSentinel(t, s, 143, journal.ReasonCancel, "TERM")
 }

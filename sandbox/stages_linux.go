@@ -14,8 +14,8 @@ var Stages = []struct {
 	Run   func(ctx context.Context, specPath string) error
 }{
 	{"runner-outer", "Supervise one run: journal the agent, enforce its deadline (spawned by the worker)", RunOuter},
-	{"runner-inner", "Start the sandbox's namespaces and relay the agent's status (spawned by runner-outer)", RunInner},
-	{"runner-inner-child", "Set up the sandbox and run the agent as its init (cloned by runner-inner)", RunInnerChild},
+	{"runner-inner", "Set up the sandbox's network namespace, start its init and exit (spawned by runner-outer)", RunInner},
+	{"runner-inner-child", "Set up the sandbox and run the agent as its init (cloned by runner-inner, then runner-outer's child)", RunInnerChild},
 	{"runner-exec", "Drop capabilities, apply rlimits and seccomp, and exec the agent (started by runner-inner-child)", RunExec},
 }
 
@@ -28,3 +28,8 @@ func RunStage(ctx context.Context, name, specPath string) error {
 	}
 	return fmt.Errorf("sandbox: no runner stage %q", name)
 }
+
+// stageEnv is every stage's environment. One P: a stage mostly waits, and
+// each P costs an idle run memory (its caches, another thread) for as
+// long as the run lives (docs/benchmarks.md, "Density").
+var stageEnv = []string{"GOMAXPROCS=1"}

@@ -32,7 +32,7 @@ func spawnRunner(ctx context.Context, binary string, dir journal.Dir) (int, erro
 		Args: []string{binary, "runner-outer", "--spec", dir.Spec()},
 		// Only what the runner needs: the worker's environment may hold
 		// credentials, and nothing of it is the agent's.
-		Env:        []string{readyFDEnv + "=3"},
+		Env:        append([]string{readyFDEnv + "=3"}, stageEnv...),
 		ExtraFiles: []*os.File{w},
 		// Its own session: no signal for the worker's process group or
 		// terminal reaches it. No Pdeathsig: it outlives the worker.

@@ -70,19 +70,34 @@ func WatchRunner(ctx context.Context, dir journal.Dir) (<-chan struct{}, error) 
 		f.Close()
 		return nil, fmt.Errorf("%w: %w", ErrNoWatch, err)
 	}
-	// A descriptor the poller does not take would block a thread in Read.
-	if err := f.SetReadDeadline(time.Time{}); err != nil {
+	err = watchPidfd(ctx, f, func(exited bool) {
 		f.Close()
-		return nil, fmt.Errorf("%w: pidfd not pollable: %w", ErrNoWatch, err)
-	}
-	rc, err := f.SyscallConn()
+		if exited {
+			close(gone)
+		}
+	})
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%w: %w", ErrNoWatch, err)
 	}
+	return gone, nil
+}
+
+// watchPidfd calls then(true) from a goroutine once the process of the
+// non-blocking pidfd f has exited, or then(false) if ctx ends first. The
+// runtime's poller waits on f: no thread blocks, and nothing wakes
+// periodically.
+func watchPidfd(ctx context.Context, f *os.File, then func(exited bool)) error {
+	// A descriptor the poller does not take would block a thread in Read.
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("pidfd not pollable: %w", err)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
 	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
 	go func() {
-		defer f.Close()
 		defer stop()
 		// A pidfd reads as ready once its process has exited.
 		err := rc.Read(func(fd uintptr) bool {
@@ -94,9 +109,7 @@ func WatchRunner(ctx context.Context, dir journal.Dir) (<-chan struct{}, error) 
 				}
 			}
 		})
-		if err == nil {
-			close(gone)
-		}
+		then(err == nil)
 	}()
-	return gone, nil
+	return nil
 }
