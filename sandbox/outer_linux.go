@@ -438,9 +438,13 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 				// period would only let it print more for nobody.
 				out.outputLimit = int64(o.spec.Limits.Output)
 				o.st.fail("journal-copy", err)
-				o.stdout.Close()
 				if running {
+					// Killed with its stdout still open: closed first,
+					// the agent could die of SIGPIPE and report that
+					// before the SIGKILL lands. The pipe closes below.
 					o.killChain(inner)
+				} else {
+					o.stdout.Close()
 				}
 			} else if err != nil {
 				// The journal cannot take the agent's output: end the run
@@ -476,7 +480,7 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 				out.chainErr = err.Error()
 				o.killChain(inner)
 				running = false
-			} else if out.killed {
+			} else if out.killed || out.outputLimit > 0 {
 				o.killChain(inner)
 			}
 		case ws := <-initDone:

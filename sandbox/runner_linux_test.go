@@ -986,6 +986,9 @@ func TestOutputLimit(t *testing.T) {
 			t.Errorf("journal before the sentinel: %d bytes ending %q; want the first %d bytes printed and a newline",
 				len(stdout), stdout[max(0, len(stdout)-30):], limit)
 		}
+		if s.Exit != 137 {
+			t.Log(readFile(t, dir.State()))
+		}
 		wantSentinel(t, s, 137, journal.ReasonOutputLimit, "KILL")
 		if !strings.Contains(s.Detail, "output limit") || !strings.Contains(s.Detail, "65536 bytes") {
 			t.Errorf("detail %q does not name the output limit", s.Detail)
