@@ -3,3 +3,8 @@ package worker
 // RaceEnabled lets the external tests size their work: under the race
 // detector, gzip and tar run several times slower.
 const RaceEnabled = raceEnabled
+
+// WithBeforeMark runs f before a start marks its run spawning.
+func WithBeforeMark(f func(runID string)) Option {
+	return func(w *Worker) { w.testBeforeMark = f }
+}

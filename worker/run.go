@@ -179,6 +179,14 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		w.intake.Reject(ctx, msg, err)
 		return nil
 	}
+	if !w.beginStart(job.RunID) {
+		// Redelivered while this worker still starts it (a loaded node
+		// past AckWait): that start settles the job.
+		log.Debug().Msg("redelivered job of a run this worker is starting; later")
+		_ = msg.NakWithDelay(w.cfg.LeaseTTL)
+		return nil
+	}
+	defer w.endStart(job.RunID)
 	// A missing or oversize archive is known before the run exists: the
 	// job goes to the DLQ with the reason. A redelivered job's run may
 	// exist (its worker died while starting it): that run goes on as any
@@ -325,16 +333,6 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,
 		CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs, Workspace: arch,
 	}
-	// The last word before the runner: mark the record spawning, by CAS,
-	// or learn that another worker took the run over meanwhile.
-	marked := false // the runner is spawned only once the mark is written
-	spawning := func() error {
-		cur, rev, err := markSpawning(ctx, w.js, w.runs, r.id, rec, recRev)
-		if err == nil {
-			r.rec, recRev, marked = cur, rev, true
-		}
-		return err
-	}
 	// A lease lost while preparing (NATS away longer than its TTL) stops
 	// the start as the worker stopping does: the run may be another
 	// worker's by now.
@@ -347,6 +345,26 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		case <-startCtx.Done():
 		}
 	}()
+	// The last word before the runner: mark the record spawning, by CAS,
+	// or learn that another worker took the run over meanwhile.
+	marked := false // the runner is spawned only once the mark is written
+	spawning := func() error {
+		if w.testBeforeMark != nil {
+			w.testBeforeMark(r.id)
+		}
+		if err := startCtx.Err(); err != nil {
+			// The lease was lost (or the worker is stopping) while
+			// preparing, which can outlast it on a loaded node: the run
+			// may be started by another attempt already, and the mark
+			// cannot tell that one from us when it is of this worker.
+			return fmt.Errorf("not spawned: the lease was lost or the worker is stopping: %w", err)
+		}
+		cur, rev, err := markSpawning(ctx, w.js, w.runs, r.id, rec, recRev)
+		if err == nil {
+			r.rec, recRev, marked = cur, rev, true
+		}
+		return err
+	}
 	startOpts := []sandbox.StartOption{sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)}
 	if job.Workspace != nil {
 		startOpts = append(startOpts, sandbox.WithSeed(w.seedWorkspace(job.Workspace.Object, arch, archErr, msg, r.log)))
@@ -984,4 +1002,22 @@ func (w *Worker) isActive(runID string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.active[runID] != nil
+}
+
+// beginStart registers a start of runID, or reports false when one is
+// under way in this worker; endStart ends it.
+func (w *Worker) beginStart(runID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.starting[runID] {
+		return false
+	}
+	w.starting[runID] = true
+	return true
+}
+
+func (w *Worker) endStart(runID string) {
+	w.mu.Lock()
+	delete(w.starting, runID)
+	w.mu.Unlock()
 }

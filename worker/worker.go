@@ -72,6 +72,13 @@ type Worker struct {
 
 	mu     sync.Mutex
 	active map[string]*run
+	// starting holds the runs a start of this worker is preparing: all
+	// its attempts share its id, which is what tells a takeover from our
+	// own write (markSpawning), so they never overlap.
+	starting map[string]bool
+	// testBeforeMark, set by tests, runs before a start marks its run
+	// spawning.
+	testBeforeMark func(runID string)
 	// inputPokes wake the input feeders of the runs held here (input.go).
 	inputPokes map[string]chan struct{}
 }
@@ -141,8 +148,8 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		log:     zerolog.Nop(),
 		grace:   10 * time.Second,
 		ackWait: 60 * time.Second,
-		active:  map[string]*run{},
-		ready:   make(chan struct{}),
+		active:  map[string]*run{}, starting: map[string]bool{},
+		ready: make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(w)

@@ -1431,3 +1431,54 @@ func TestStartMovedToAnotherNodeIsCleaned(t *testing.T) {
 		t.Fatalf("the directory of this node's starting run was removed: %v", err)
 	}
 }
+
+// TestRedeliveredJobWhileStartingStartsOnce: a job redelivered (AckWait
+// passed) to the worker still preparing its run, whose lease was lost
+// meanwhile, starts the run once. Found by the cluster chaos soak (seed
+// 1796138333941547334): on a loaded node the redelivery took the run over
+// from the same worker's first start, whose mark then passed for its own
+// (same worker, same node) and spawned a second runner; that one found
+// the run locked and the run was failed while the first one's agent ran.
+func TestRedeliveredJobWhileStartingStartsOnce(t *testing.T) {
+	h := newHarness(t)
+	h.stopWorker("w1")
+	ctx := t.Context()
+	leases, err := h.js.KeyValue(ctx, h.names.LeasesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := newRunID(t)
+	var calls atomic.Int32
+	second := make(chan struct{})
+	h.addWorker("w2", worker.WithAckWait(time.Second), worker.WithBeforeMark(func(runID string) {
+		if runID != id {
+			return
+		}
+		if calls.Add(1) > 1 {
+			// The second start, having taken the run over, lets the
+			// first one go on to its mark first.
+			close(second)
+			time.Sleep(300 * time.Millisecond)
+			return
+		}
+		// The first start loses its lease while it prepares, and
+		// prepares past AckWait.
+		if err := leases.Delete(ctx, id); err != nil {
+			t.Error(err)
+		}
+		select {
+		case <-second:
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	// Lines for 3 s: a second runner's failure would come while the run is live.
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "30", "--rate", "10"}})
+	msgs := h.chain(id, 40*time.Second)
+	st := statuses(t, msgs)
+	if last := st[len(st)-1]; last.Status != protocol.StatusSucceeded {
+		t.Fatalf("terminal %+v, want succeeded: one start, one runner", last)
+	}
+	if n := h.assertChainMatchesJournal(id, msgs); n < 30 {
+		t.Fatalf("the chain holds %d lines, want the agent's 30", n)
+	}
+}
