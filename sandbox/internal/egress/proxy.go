@@ -255,14 +255,20 @@ func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		reply(c, statusBadRequest, "want CONNECT host:port or an absolute http:// URL")
 		return
 	}
-	// The body is forwarded as framed by Content-Length, and only so:
-	// the upstream connection carries this one request.
-	if len(req.header["Transfer-Encoding"]) > 0 {
-		reply(c, statusNotImplemented, "a request body in Transfer-Encoding is not forwarded; send Content-Length, or use CONNECT")
-		return
-	}
+	// The body goes as the request frames it, checked, and nothing after
+	// it: the upstream connection carries this one request.
+	te, cl := req.header["Transfer-Encoding"], req.header["Content-Length"]
 	var size int64
-	if cl := req.header["Content-Length"]; len(cl) > 0 {
+	switch {
+	case len(te) > 0 && len(cl) > 0:
+		reply(c, statusBadRequest, "both Transfer-Encoding and Content-Length")
+		return
+	case len(te) > 0:
+		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+			reply(c, statusNotImplemented, "a Transfer-Encoding other than chunked")
+			return
+		}
+	case len(cl) > 0:
 		size, err = strconv.ParseInt(cl[0], 10, 64)
 		if err != nil || size < 0 || slices.ContainsFunc(cl, func(v string) bool { return v != cl[0] }) {
 			reply(c, statusBadRequest, "bad Content-Length")
@@ -295,10 +301,62 @@ func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 	if _, err := io.WriteString(t, head.String()); err != nil {
 		return
 	}
-	if _, err := io.CopyN(t, br, size); err != nil {
+	if len(te) > 0 {
+		err = copyChunked(t, br)
+	} else {
+		_, err = io.CopyN(t, br, size)
+	}
+	if err != nil {
 		return
 	}
 	_, _ = io.Copy(c, t)
+}
+
+// copyChunked copies a chunked body from br to w as it came, up to and
+// with its last chunk, checking each chunk's framing; a trailer section
+// is refused.
+func copyChunked(w io.Writer, br *bufio.Reader) error {
+	for {
+		line, err := br.ReadSlice('\n') // bounded by br's buffer
+		if err != nil {
+			return err
+		}
+		size, ok := chunkSize(line)
+		if !ok {
+			return errMalformed
+		}
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		if _, err := io.CopyN(w, br, size); err != nil {
+			return err
+		}
+		end, err := br.ReadSlice('\n')
+		if err != nil || string(end) != "\r\n" {
+			return errMalformed
+		}
+		if _, err := w.Write(end); err != nil {
+			return err
+		}
+		if size == 0 {
+			return nil
+		}
+	}
+}
+
+// chunkSize parses a chunk-size line, "1a\r\n" or "1a;ext=v\r\n".
+func chunkSize(line []byte) (int64, bool) {
+	l, ok := strings.CutSuffix(string(line), "\r\n")
+	if !ok || strings.ContainsAny(l, "\r\n") {
+		return 0, false
+	}
+	hex, _, _ := strings.Cut(l, ";")
+	hex = strings.TrimRight(hex, " \t")
+	if hex == "" || len(hex) > 15 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(hex, 16, 63)
+	return int64(n), err == nil
 }
 
 // pipe copies both ways until both directions are done, passing on a
