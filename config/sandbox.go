@@ -147,12 +147,12 @@ func (l Limits) Validate() error { return l.Spec().Validate() }
 
 // Spec is l as the runner spec carries it.
 func (l Limits) Spec() runspec.Limits {
-	r := make(runspec.Rlimits, len(l.Rlimits))
-	for n, v := range l.Rlimits {
-		r[n] = runspec.RlimitValue(v)
-	}
-	if l.Rlimits == nil {
-		r = nil
+	var r runspec.Rlimits
+	if l.Rlimits != nil {
+		r = make(runspec.Rlimits, len(l.Rlimits))
+		for n, v := range l.Rlimits {
+			r[n] = runspec.RlimitValue(v)
+		}
 	}
 	return runspec.Limits{Pids: l.Pids, Memory: uint64(l.Memory), CPUs: l.CPUs, Tmp: uint64(l.Tmp), Disk: uint64(l.Disk),
 		Rlimits: r, Output: uint64(l.Output), Outputs: uint64(l.Outputs)}
