@@ -2,6 +2,8 @@ package config
 
 import (
 	"time"
+
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // Config is the worker's configuration file.
@@ -119,17 +121,7 @@ type Profile struct {
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is
 // the scalar `none` or a mapping
 // `{allow: [api.example.com, .example.org, 10.20.0.0/16], hosts: {...}}`.
-type Network struct {
-	// Allow lists what the agent may reach, lower-cased: host names, an
-	// entry with a leading dot (".example.org") for every name under it,
-	// and CIDR prefixes ("10.20.0.0/16") of private or link-local
-	// addresses the agent may reach although they are not public. Empty
-	// means none.
-	Allow []string `yaml:"allow" json:"allow,omitempty"`
-	// Hosts pins allowed names to addresses, as /etc/hosts would, for
-	// names the resolver does not know (a test host, an internal service).
-	Hosts map[string]string `yaml:"hosts" json:"hosts,omitempty"`
-}
+type Network runspec.Network
 
 // RecordTTL is how long a finished run's record is kept: RecordRetention,
 // or EventsMaxAge when that is not set.

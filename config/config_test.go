@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -295,26 +294,6 @@ func TestValidateProgrammatic(t *testing.T) {
 	for i, w := range want {
 		if !strings.HasPrefix(lines[i], w) {
 			t.Errorf("problem %d = %q, want it to start with %q", i, lines[i], w)
-		}
-	}
-}
-
-func TestNetworkJSON(t *testing.T) {
-	// The sandbox spec carries a Network as JSON; none is an empty object.
-	for _, tc := range []struct {
-		n    config.Network
-		want string
-	}{
-		{config.Network{}, `{}`},
-		{config.Network{Allow: []string{"a.example.com", ".example.org"}}, `{"allow":["a.example.com",".example.org"]}`},
-	} {
-		b, err := json.Marshal(tc.n)
-		if err != nil || string(b) != tc.want {
-			t.Fatalf("Marshal(%+v) = %s, %v; want %s", tc.n, b, err, tc.want)
-		}
-		var back config.Network
-		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, tc.n) {
-			t.Fatalf("Unmarshal(%s) = %+v, %v", b, back, err)
 		}
 	}
 }

@@ -5,18 +5,17 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // StdinMode is how a run's stdin pipe is fed (a profile's `stdin`).
-type StdinMode string
+type StdinMode = runspec.StdinMode
 
+// Stdin modes.
 const (
-	// StdinOnce writes the job's input to the agent's stdin and closes it.
-	StdinOnce StdinMode = "once"
-	// StdinStream writes the job's input and keeps stdin open: input
-	// messages sent to the run follow, each written once, in order, until
-	// one carries end-of-input or the run ends.
-	StdinStream StdinMode = "stream"
+	StdinOnce   = runspec.StdinOnce
+	StdinStream = runspec.StdinStream
 )
 
 // TurnEnd is a profile's `turnEnd`, e.g. {field: type, equals: result}.
@@ -32,16 +31,6 @@ const (
 	// under any server's max payload and the journal's max line.
 	MaxInputBytesLimit = 256 << 10
 )
-
-// OrDefault is m, or StdinOnce when m is empty.
-func (m StdinMode) OrDefault() StdinMode {
-	if m == "" {
-		return StdinOnce
-	}
-	return m
-}
-
-func (m StdinMode) valid() bool { return m == "" || m == StdinOnce || m == StdinStream }
 
 // Interrupt is how `baton interrupt` stops an agent's current turn (a
 // profile's `interrupt`): the scalar `signal` (the default: SIGINT to the

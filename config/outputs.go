@@ -8,21 +8,12 @@ import (
 
 	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // Outputs is what a profile captures from a run's workspace when it ends
 // (every terminal status but lost), into the outputs bucket.
-type Outputs struct {
-	// Diff asks for <runId>/diff.patch: the workspace against its seed.
-	Diff bool `yaml:"diff" json:"diff,omitempty"`
-	// Files are patterns of workspace files stored whole as
-	// <runId>/files/<path>: "*" and "?" within a segment, "**" for any
-	// number of segments ("out/**", "**/*.md").
-	Files []string `yaml:"files" json:"files,omitempty"`
-	// Within are a job's patterns (protocol.JobOutputs): a file is
-	// captured only if it matches Files and, when set, one of these.
-	Within []string `yaml:"-" json:"within,omitempty"`
-}
+type Outputs runspec.Outputs
 
 // Defaults of outputs.
 const (

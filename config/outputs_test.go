@@ -24,12 +24,12 @@ profiles:
 		t.Fatalf("outputs TTL %v", c.OutputsTTL())
 	}
 	inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: "p"}, "/bin/baton")
-	if err != nil || !inv.Outputs.Diff || len(inv.Outputs.Files) != 2 || inv.Limits.OutputsBytes() != 10<<20 {
+	if err != nil || !inv.Outputs.Diff || len(inv.Outputs.Files) != 2 || int64(inv.Limits.Outputs) != 10<<20 {
 		t.Fatalf("invocation %+v, %v", inv, err)
 	}
 	// A job may lower the limit, never raise it.
 	inv, err = c.Resolve(protocol.Job{RunID: "r", Profile: "p", Limits: map[string]string{"outputs": "1MiB"}}, "/bin/baton")
-	if err != nil || inv.Limits.OutputsBytes() != 1<<20 {
+	if err != nil || int64(inv.Limits.Outputs) != 1<<20 {
 		t.Fatalf("lowered: %+v, %v", inv.Limits, err)
 	}
 	if _, err := c.Resolve(protocol.Job{RunID: "r", Profile: "p", Limits: map[string]string{"outputs": "11MiB"}}, "/bin/baton"); !errors.Is(err, protocol.ErrNotAllowed) {

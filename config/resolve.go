@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // baseEnv is what every agent starts from; HOME is the sandbox's to set.
@@ -30,13 +31,13 @@ type Invocation struct {
 	Input   []byte
 	Files   map[string]string
 	Timeout time.Duration
-	Network Network
+	Network runspec.Network
 	// Outputs is what the run's capture stores (the profile's).
-	Outputs Outputs
+	Outputs runspec.Outputs
 	// Mounts, Limits, AgentUID and AgentGID are the profile's, for the
 	// sandbox.
-	Mounts   []Mount
-	Limits   Limits
+	Mounts   []runspec.Mount
+	Limits   runspec.Limits
 	AgentUID int
 	AgentGID int
 	// Stdin is the profile's stdin mode, StdinOnce when it sets none.
@@ -118,8 +119,8 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		switch {
 		case jd > int64(disk):
 			return Invocation{}, reject(protocol.ErrNotAllowed, "disk %d exceeds profile %q limit of %d bytes", jd, job.Profile, disk)
-		case jd < minDisk:
-			return Invocation{}, reject(protocol.ErrNotAllowed, "disk %d is below the smallest workspace, %d bytes", jd, minDisk)
+		case jd < runspec.MinDiskBytes:
+			return Invocation{}, reject(protocol.ErrNotAllowed, "disk %d is below the smallest workspace, %d bytes", jd, runspec.MinDiskBytes)
 		}
 		limits.Disk = ByteSize(jd)
 	}
@@ -134,6 +135,11 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	outs, err := p.Outputs.narrow(job.Profile, job.Outputs)
 	if err != nil {
 		return Invocation{}, err
+	}
+
+	var mounts []runspec.Mount
+	for _, m := range p.Mounts {
+		mounts = append(mounts, runspec.Mount(m))
 	}
 
 	env := maps.Clone(baseEnv)
@@ -151,10 +157,10 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Input:       []byte(job.Input),
 		Files:       maps.Clone(job.Files),
 		Timeout:     timeout,
-		Network:     Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
-		Mounts:      slices.Clone(p.Mounts),
-		Limits:      limits,
-		Outputs:     outs,
+		Network:     runspec.Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
+		Mounts:      mounts,
+		Limits:      limits.Spec(),
+		Outputs:     runspec.Outputs(outs),
 		AgentUID:    p.AgentUID,
 		AgentGID:    p.AgentGID,
 		Stdin:       p.Stdin.OrDefault(),

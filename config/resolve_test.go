@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 func testConfig(t *testing.T) *config.Config {
@@ -57,8 +58,8 @@ func TestResolve(t *testing.T) {
 		Input:   []byte("hello"),
 		Files:   map[string]string{"a.txt": "A"},
 		Timeout: 10 * time.Minute,
-		Network: config.Network{Allow: []string{"api.example.com"}},
-		Limits:  config.Limits{Output: config.DefaultOutputLimit},
+		Network: runspec.Network{Allow: []string{"api.example.com"}},
+		Limits:  runspec.Limits{Output: uint64(config.DefaultOutputLimit)},
 		Stdin:   config.StdinOnce,
 	}
 	if !reflect.DeepEqual(inv, want) {
@@ -133,7 +134,7 @@ func TestResolveOutputLimit(t *testing.T) {
 			job.Limits = map[string]string{protocol.JobLimitOutput: tc.job}
 		}
 		inv, err := c.Resolve(job, "/b")
-		if err != nil || inv.Limits.Output != tc.want {
+		if err != nil || inv.Limits.Output != uint64(tc.want) {
 			t.Errorf("profile %s, job output %q: got %d, %v; want %d", tc.profile, tc.job, inv.Limits.Output, err, tc.want)
 		}
 	}
@@ -215,7 +216,7 @@ func TestResolveDisk(t *testing.T) {
 	} {
 		inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: tc.profile, Limits: diskLimit(tc.job)}, "/b")
 		switch {
-		case tc.ok && (err != nil || inv.Limits.Disk != tc.want):
+		case tc.ok && (err != nil || inv.Limits.Disk != uint64(tc.want)):
 			t.Errorf("%s, job disk %d: %d, %v; want %d", tc.profile, tc.job, inv.Limits.Disk, err, tc.want)
 		case !tc.ok && !errors.Is(err, protocol.ErrNotAllowed):
 			t.Errorf("%s, job disk %d: %v, want ErrNotAllowed", tc.profile, tc.job, err)

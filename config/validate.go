@@ -155,7 +155,7 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("%s.limits.%w", at, e))
 			}
 		}
-		if !p.Stdin.valid() {
+		if !p.Stdin.Valid() {
 			bad(at+".stdin", "%q must be %s or %s", p.Stdin, StdinOnce, StdinStream)
 		}
 		if err := p.Interrupt.validate(p.Stdin.OrDefault()); err != nil {

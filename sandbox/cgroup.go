@@ -7,19 +7,19 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // cpuPeriod is the cpu.max period, in microseconds.
 const cpuPeriod = 100000
 
 // needsCgroup reports whether limits ask for what only a cgroup enforces.
-func needsCgroup(l config.Limits) bool { return l.Memory > 0 || l.CPUs > 0 }
+func needsCgroup(l runspec.Limits) bool { return l.Memory > 0 || l.CPUs > 0 }
 
 // cgroupFiles are the interface files of a run's cgroup v2 and their
 // contents: memory.max (and no swap) and cpu.max when the profile sets
 // them, and pids.max always.
-func cgroupFiles(l config.Limits) map[string]string {
+func cgroupFiles(l runspec.Limits) map[string]string {
 	pids := l.Pids
 	if pids == 0 {
 		pids = DefaultPids

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // runCgroup is a run's cgroup v2, open for clone's CLONE_INTO_CGROUP.
@@ -24,7 +24,7 @@ type runCgroup struct {
 // limits, owned by uid and gid (the sandbox's, which start the chain in
 // it). With no parent it returns nil, or an error when the limits need a
 // cgroup: nothing runs with less isolation than its profile asks for.
-func openRunCgroup(parent, runID string, l config.Limits, uid, gid int) (*runCgroup, error) {
+func openRunCgroup(parent, runID string, l runspec.Limits, uid, gid int) (*runCgroup, error) {
 	if parent == "" {
 		if needsCgroup(l) {
 			return nil, errors.New("the profile limits memory or cpus, which needs a delegated cgroup v2" +

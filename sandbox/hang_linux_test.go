@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // hangingTool is a stand-in for a tool the runner runs (pasta, nft) that
@@ -74,7 +74,7 @@ func TestHungNetworkToolFailsTheRun(t *testing.T) {
 		t.Run(tc.tool, func(t *testing.T) {
 			hangingTool(t, tools, tc.tool, pids)
 			spec := newSpec(t, "/bin/true")
-			spec.Network = config.Network{Allow: []string{"10.255.255.0/30"}}
+			spec.Network = runspec.Network{Allow: []string{"10.255.255.0/30"}}
 			began := time.Now()
 			_, err := sandbox.Start(context.Background(), spec, nil, sandbox.WithBinary(bin))
 			dir := journal.Dir(spec.RunDir)

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // echoLoop answers each stdin line with "echo:<line>", then says "eof".
@@ -21,7 +21,7 @@ const echoLoop = `while read -r l; do echo "echo:$l"; done; echo eof`
 func TestStreamInput(t *testing.T) {
 	t.Parallel()
 	spec := newSpec(t, sh(`test -p /dev/stdin && echo pipe; `+echoLoop)...)
-	spec.Stdin = config.StdinStream
+	spec.Stdin = runspec.StdinStream
 	dir := start(t, spec, "first\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -128,7 +128,7 @@ func TestInterruptBySignal(t *testing.T) {
 func TestInterruptByLine(t *testing.T) {
 	t.Parallel()
 	spec := newSpec(t, sh(echoLoop)...)
-	spec.Stdin, spec.InterruptLine = config.StdinStream, `{"type":"control_request","request":{"subtype":"interrupt"}}`
+	spec.Stdin, spec.InterruptLine = runspec.StdinStream, `{"type":"control_request","request":{"subtype":"interrupt"}}`
 	dir := start(t, spec, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

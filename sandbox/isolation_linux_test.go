@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // TestSandboxFilesystem: the agent's root is built, not the host's: the
@@ -172,7 +172,7 @@ echo "state=$(awk '/^State:/ {print $2}' /proc/1/status)"
 func TestRlimits(t *testing.T) {
 	t.Parallel()
 	spec := newSpec(t)
-	spec.Limits = config.Limits{Pids: 40, Rlimits: config.Rlimits{"nofile": 64, "fsize": 1 << 20}}
+	spec.Limits = runspec.Limits{Pids: 40, Rlimits: runspec.Rlimits{"nofile": 64, "fsize": 1 << 20}}
 	script := `
 awk '/^Max (open files|processes|file size|core file size)/ { gsub(/ /, "_", $0); print }' /proc/self/limits | sed -E 's/^Max_([a-z_]+[a-z])_+([0-9a-z]+)_+([0-9a-z]+).*/\1=\2 \3/'
 head -c 3000000 /dev/zero > big; echo "head=$?"
@@ -207,7 +207,7 @@ func TestProfileMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := newSpec(t)
-	spec.Mounts = []config.Mount{{Source: ro}, {Source: rw, Target: "/srv/out", Writable: true}}
+	spec.Mounts = []runspec.Mount{{Source: ro}, {Source: rw, Target: "/srv/out", Writable: true}}
 	script := fmt.Sprintf(`
 echo "read=$(cat %[1]s/tool.txt)"
 echo x > %[1]s/new 2>/dev/null && echo "ro-write=done" || echo "ro-write=refused"
@@ -247,11 +247,11 @@ func TestStartFailsWithoutWhatTheProfileNeeds(t *testing.T) {
 		mutate func(*sandbox.Spec)
 		detail string
 	}{
-		{"missing mount", func(s *sandbox.Spec) { s.Mounts = []config.Mount{{Source: "/no/such/dir"}} }, "mount /no/such/dir"},
+		{"missing mount", func(s *sandbox.Spec) { s.Mounts = []runspec.Mount{{Source: "/no/such/dir"}} }, "mount /no/such/dir"},
 		{"mount of the run directories", func(s *sandbox.Spec) {
-			s.Mounts = []config.Mount{{Source: filepath.Dir(s.RunDir), Target: "/srv/runs"}}
+			s.Mounts = []runspec.Mount{{Source: filepath.Dir(s.RunDir), Target: "/srv/runs"}}
 		}, "would show the node's run directories"},
-		{"mount of /", func(s *sandbox.Spec) { s.Mounts = []config.Mount{{Source: "/", Target: "/srv/host"}} }, "would show the node's run directories"},
+		{"mount of /", func(s *sandbox.Spec) { s.Mounts = []runspec.Mount{{Source: "/", Target: "/srv/host"}} }, "would show the node's run directories"},
 		{"memory without a cgroup", func(s *sandbox.Spec) { s.Limits.Memory = 64 << 20 }, "needs a delegated cgroup v2"},
 		{"cgroup v1", func(s *sandbox.Spec) { s.Limits.CPUs = 1; s.CgroupParent = "/sys/fs/cgroup/cpu" }, "not a cgroup v2 directory"},
 	}
@@ -303,7 +303,7 @@ func TestNetworkProxyOnly(t *testing.T) {
 	t.Parallel()
 	host := helloHost(t)
 	spec := newSpec(t)
-	spec.Network = config.Network{Allow: []string{"th.test"}, Hosts: map[string]string{"th.test": host.Addr.String()}}
+	spec.Network = runspec.Network{Allow: []string{"th.test"}, Hosts: map[string]string{"th.test": host.Addr.String()}}
 	script := fmt.Sprintf(`
 echo "ifaces=$(ls /proc/sys/net/ipv4/conf | grep -v -e all -e default | tr '\n' ' ')"
 echo "proxy=$(curl -sS -m 5 http://th.test:%[1]d/ 2>&1)"
@@ -331,7 +331,7 @@ func TestNetworkPasta(t *testing.T) {
 	needTun(t)
 	host := helloHost(t)
 	spec := newSpec(t)
-	spec.Network = config.Network{Allow: []string{"th.test", host.Prefix.String()}, Hosts: map[string]string{"th.test": host.Addr.String()}}
+	spec.Network = runspec.Network{Allow: []string{"th.test", host.Prefix.String()}, Hosts: map[string]string{"th.test": host.Addr.String()}}
 	script := fmt.Sprintf(`
 echo "proxy=$(curl -sS -m 5 http://th.test:%[1]d/ 2>&1)"
 echo "direct=$(curl -sS -m 5 --noproxy '*' http://%[2]s:%[1]d/ 2>&1)"
@@ -377,7 +377,7 @@ func TestNetworkPastaAnyUser(t *testing.T) {
 	t.Parallel()
 	needTun(t)
 	spec := newSpec(t)
-	spec.Network = config.Network{Allow: []string{"api.example.com", "10.255.255.0/30"}}
+	spec.Network = runspec.Network{Allow: []string{"api.example.com", "10.255.255.0/30"}}
 	script := `
 echo "ifaces=$(ls /proc/sys/net/ipv4/conf | grep -v -e all -e default | wc -l)"
 echo "route=$(awk '$2 == "00000000" { print "default" }' /proc/net/route | head -1)"

@@ -19,8 +19,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // RunOuter is `baton runner-outer --spec PATH`, the host side of the
@@ -332,7 +332,7 @@ func (o *outerRun) startInner() (*innerProc, error) {
 	// The sandbox's init sends SIGINT to the agent's process group: a
 	// stop request that does not stop the run.
 	interrupt := func() error { return o.request(unix.SIGINT) }
-	o.stdin = feedStdin(stdinW, input, o.spec.Stdin.OrDefault() == config.StdinStream, o.st, line, interrupt)
+	o.stdin = feedStdin(stdinW, input, o.spec.Stdin.OrDefault() == runspec.StdinStream, o.st, line, interrupt)
 	return &innerProc{cmd: cmd, done: done}, nil
 }
 

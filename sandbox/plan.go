@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // Network modes of a run.
@@ -26,7 +26,7 @@ const (
 )
 
 // netMode is the network a spec needs.
-func netMode(n config.Network) string {
+func netMode(n runspec.Network) string {
 	switch {
 	case len(n.Allow) == 0:
 		return netNone
@@ -113,7 +113,7 @@ const (
 	DefaultPids     = 1024
 	DefaultTmpBytes = 1 << 30
 	// DefaultDiskBytes bounds a root worker's workspace (limits.disk).
-	DefaultDiskBytes = config.DefaultDiskBytes
+	DefaultDiskBytes = runspec.DefaultDiskBytes
 	maxShmBytes      = 64 << 20
 )
 
@@ -122,7 +122,7 @@ const (
 // profile asks, since they would land in the workspace, and files no
 // larger than limits.disk unless the profile sets fsize (the whole bound
 // when a non-root worker cannot give the workspace its own filesystem).
-func rlimitsFor(l config.Limits) []rlimit {
+func rlimitsFor(l runspec.Limits) []rlimit {
 	m := map[string]uint64{"core": 0, "fsize": diskBytes(l)}
 	for n, v := range l.Rlimits {
 		m[n] = uint64(v)
@@ -142,7 +142,7 @@ func rlimitsFor(l config.Limits) []rlimit {
 }
 
 // tmpSizes are the sizes of /tmp and /dev/shm.
-func tmpSizes(l config.Limits) (tmp, shm uint64) {
+func tmpSizes(l runspec.Limits) (tmp, shm uint64) {
 	tmp = uint64(l.Tmp)
 	if tmp == 0 {
 		tmp = DefaultTmpBytes
@@ -151,7 +151,7 @@ func tmpSizes(l config.Limits) (tmp, shm uint64) {
 }
 
 // diskBytes is the size of the workspace's filesystem.
-func diskBytes(l config.Limits) uint64 {
+func diskBytes(l runspec.Limits) uint64 {
 	if l.Disk == 0 {
 		return DefaultDiskBytes
 	}
@@ -350,7 +350,7 @@ func (c childSpec) validate() error {
 		return bad("no size for /tmp or /dev/shm")
 	}
 	for _, r := range c.Rlimits {
-		if !slices.Contains(config.RlimitNames, r.Name) {
+		if !slices.Contains(runspec.RlimitNames, r.Name) {
 			return bad("rlimit %q", r.Name)
 		}
 	}
@@ -380,7 +380,7 @@ func decodeExecSpec(b []byte) (execSpec, error) {
 		return execSpec{}, err
 	}
 	for _, r := range e.Rlimits {
-		if !slices.Contains(config.RlimitNames, r.Name) {
+		if !slices.Contains(runspec.RlimitNames, r.Name) {
 			return execSpec{}, fmt.Errorf("%w: exec spec: rlimit %q", ErrInvalidSpec, r.Name)
 		}
 	}

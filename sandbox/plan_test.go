@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 func TestNetMode(t *testing.T) {
@@ -21,7 +21,7 @@ func TestNetMode(t *testing.T) {
 		{[]string{"api.example.com", "10.0.0.0/8"}, netPasta},
 		{[]string{"fd00::/8"}, netPasta},
 	} {
-		if got := netMode(config.Network{Allow: c.allow}); got != c.want {
+		if got := netMode(runspec.Network{Allow: c.allow}); got != c.want {
 			t.Errorf("netMode(%q) = %s, want %s", c.allow, got, c.want)
 		}
 	}
@@ -30,18 +30,18 @@ func TestNetMode(t *testing.T) {
 func TestRlimitsFor(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		l    config.Limits
+		l    runspec.Limits
 		want []rlimit
 	}{
-		{"defaults", config.Limits{}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", DefaultPids}}},
-		{"pids", config.Limits{Pids: 64}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", 64}}},
-		{"nproc below pids", config.Limits{Pids: 64, Rlimits: config.Rlimits{"nproc": 10}}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", 10}}},
-		{"nproc above pids", config.Limits{Pids: 64, Rlimits: config.Rlimits{"nproc": 100}}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", 64}}},
-		{"core asked for", config.Limits{Rlimits: config.Rlimits{"core": config.Unlimited, "nofile": 9}},
-			[]rlimit{{"core", config.Unlimited}, {"fsize", DefaultDiskBytes}, {"nofile", 9}, {"nproc", DefaultPids}}},
-		{"fsize from disk", config.Limits{Disk: 64 << 20}, []rlimit{{"core", 0}, {"fsize", 64 << 20}, {"nproc", DefaultPids}}},
-		{"fsize asked for", config.Limits{Disk: 64 << 20, Rlimits: config.Rlimits{"fsize": config.Unlimited}},
-			[]rlimit{{"core", 0}, {"fsize", config.Unlimited}, {"nproc", DefaultPids}}},
+		{"defaults", runspec.Limits{}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", DefaultPids}}},
+		{"pids", runspec.Limits{Pids: 64}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", 64}}},
+		{"nproc below pids", runspec.Limits{Pids: 64, Rlimits: runspec.Rlimits{"nproc": 10}}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", 10}}},
+		{"nproc above pids", runspec.Limits{Pids: 64, Rlimits: runspec.Rlimits{"nproc": 100}}, []rlimit{{"core", 0}, {"fsize", DefaultDiskBytes}, {"nproc", 64}}},
+		{"core asked for", runspec.Limits{Rlimits: runspec.Rlimits{"core": runspec.Unlimited, "nofile": 9}},
+			[]rlimit{{"core", runspec.Unlimited}, {"fsize", DefaultDiskBytes}, {"nofile", 9}, {"nproc", DefaultPids}}},
+		{"fsize from disk", runspec.Limits{Disk: 64 << 20}, []rlimit{{"core", 0}, {"fsize", 64 << 20}, {"nproc", DefaultPids}}},
+		{"fsize asked for", runspec.Limits{Disk: 64 << 20, Rlimits: runspec.Rlimits{"fsize": runspec.Unlimited}},
+			[]rlimit{{"core", 0}, {"fsize", runspec.Unlimited}, {"nproc", DefaultPids}}},
 	} {
 		if got := rlimitsFor(c.l); !slices.Equal(got, c.want) {
 			t.Errorf("%s: rlimitsFor = %v, want %v", c.name, got, c.want)
@@ -50,10 +50,10 @@ func TestRlimitsFor(t *testing.T) {
 }
 
 func TestTmpSizes(t *testing.T) {
-	if tmp, shm := tmpSizes(config.Limits{}); tmp != DefaultTmpBytes || shm != maxShmBytes {
+	if tmp, shm := tmpSizes(runspec.Limits{}); tmp != DefaultTmpBytes || shm != maxShmBytes {
 		t.Errorf("defaults %d %d", tmp, shm)
 	}
-	if tmp, shm := tmpSizes(config.Limits{Tmp: 8 << 20}); tmp != 8<<20 || shm != 8<<20 {
+	if tmp, shm := tmpSizes(runspec.Limits{Tmp: 8 << 20}); tmp != 8<<20 || shm != 8<<20 {
 		t.Errorf("small tmp %d %d", tmp, shm)
 	}
 }
@@ -204,10 +204,10 @@ func FuzzDefaultRoute(f *testing.F) {
 }
 
 func TestCgroupFiles(t *testing.T) {
-	if got := cgroupFiles(config.Limits{}); len(got) != 1 || got["pids.max"] != "1024" {
+	if got := cgroupFiles(runspec.Limits{}); len(got) != 1 || got["pids.max"] != "1024" {
 		t.Errorf("defaults: %v", got)
 	}
-	got := cgroupFiles(config.Limits{Pids: 64, Memory: 512 << 20, CPUs: 1.5})
+	got := cgroupFiles(runspec.Limits{Pids: 64, Memory: 512 << 20, CPUs: 1.5})
 	want := map[string]string{"pids.max": "64", "memory.max": "536870912", "memory.swap.max": "0", "cpu.max": "150000 100000"}
 	for k, v := range want {
 		if got[k] != v {
@@ -217,10 +217,10 @@ func TestCgroupFiles(t *testing.T) {
 	if c := cgroupControllers(got); !slices.Equal(c, []string{"cpu", "memory", "pids"}) {
 		t.Errorf("controllers %q", c)
 	}
-	if got := cgroupFiles(config.Limits{CPUs: 0.001})["cpu.max"]; got != "1000 100000" {
+	if got := cgroupFiles(runspec.Limits{CPUs: 0.001})["cpu.max"]; got != "1000 100000" {
 		t.Errorf("a tiny cpu share: %q", got)
 	}
-	if needsCgroup(config.Limits{Pids: 5}) || !needsCgroup(config.Limits{Memory: 1 << 20}) || !needsCgroup(config.Limits{CPUs: 1}) {
+	if needsCgroup(runspec.Limits{Pids: 5}) || !needsCgroup(runspec.Limits{Memory: 1 << 20}) || !needsCgroup(runspec.Limits{CPUs: 1}) {
 		t.Error("needsCgroup")
 	}
 }

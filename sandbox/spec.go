@@ -3,7 +3,7 @@ package sandbox
 import (
 	"time"
 
-	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // WorkspaceArchive is an object of the workspaces bucket as a run was
@@ -41,7 +41,7 @@ type Spec struct {
 	// read again from the store when the run ends.
 	Workspace *WorkspaceArchive `json:"workspace,omitempty"`
 	// Outputs is what the worker captures from the workspace at the end.
-	Outputs config.Outputs `json:"outputs,omitzero"`
+	Outputs runspec.Outputs `json:"outputs,omitzero"`
 	// Nonce ends the journal's sentinel; the agent never sees it.
 	Nonce string `json:"nonce"`
 	// Deadline is when the runner stops the agent (SIGTERM, then SIGKILL
@@ -49,7 +49,7 @@ type Spec struct {
 	Deadline  time.Time     `json:"deadline"`
 	KillGrace time.Duration `json:"killGrace"`
 	// Network is the agent's network policy.
-	Network config.Network `json:"network"`
+	Network runspec.Network `json:"network"`
 	// SandboxUID and SandboxGID are the host ids the agent runs as when
 	// the runner starts as root.
 	SandboxUID int `json:"sandboxUid"`
@@ -60,16 +60,16 @@ type Spec struct {
 	AgentGID int `json:"agentGid,omitempty"`
 	// Mounts are host paths bound into the sandbox, read-only unless
 	// writable.
-	Mounts []config.Mount `json:"mounts,omitempty"`
+	Mounts []runspec.Mount `json:"mounts,omitempty"`
 	// Limits bound the run's resources.
-	Limits config.Limits `json:"limits"`
+	Limits runspec.Limits `json:"limits"`
 	// CgroupParent is the node's delegated cgroup v2 directory, under
 	// which the run gets a cgroup for Limits.Memory, CPUs and Pids; empty
 	// when there is none.
 	CgroupParent string `json:"cgroupParent,omitempty"`
-	// Stdin is how the agent's stdin pipe is fed: config.StdinOnce (also
-	// when empty) or config.StdinStream.
-	Stdin config.StdinMode `json:"stdin,omitempty"`
+	// Stdin is how the agent's stdin pipe is fed: runspec.StdinOnce (also
+	// when empty) or runspec.StdinStream.
+	Stdin runspec.StdinMode `json:"stdin,omitempty"`
 	// InterruptLine is written to stdin on an interrupt; empty: SIGINT
 	// to the agent's process group.
 	InterruptLine string `json:"interruptLine,omitempty"`

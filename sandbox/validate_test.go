@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 func validSpec() Spec {
@@ -57,13 +57,13 @@ func TestValidate(t *testing.T) {
 		{"absolute seed", func(s *Spec) { s.Files = map[string]string{"/etc/passwd": ""} }, ErrInvalidSpec, "inside the workspace"},
 		{"seed is workspace", func(s *Spec) { s.Files = map[string]string{"a/..": ""} }, ErrInvalidSpec, "workspace itself"},
 		{"duplicate seeds", func(s *Spec) { s.Files = map[string]string{"a": "", "./a": ""} }, ErrInvalidSpec, "same file"},
-		{"bad allowlist", func(s *Spec) { s.Network = config.Network{Allow: []string{"127.0.0.0/8"}} }, ErrInvalidSpec, "covers 127.0.0.0/8"},
+		{"bad allowlist", func(s *Spec) { s.Network = runspec.Network{Allow: []string{"127.0.0.0/8"}} }, ErrInvalidSpec, "covers 127.0.0.0/8"},
 		{"pin off the list", func(s *Spec) {
-			s.Network = config.Network{Allow: []string{"a.example.com"}, Hosts: map[string]string{"b.example.com": "10.0.0.1"}}
+			s.Network = runspec.Network{Allow: []string{"a.example.com"}, Hosts: map[string]string{"b.example.com": "10.0.0.1"}}
 		}, ErrInvalidSpec, "not on the allowlist"},
-		{"mount over /usr", func(s *Spec) { s.Mounts = []config.Mount{{Source: "/opt/x", Target: "/usr/x"}} }, ErrInvalidSpec, "under /usr"},
-		{"relative mount", func(s *Spec) { s.Mounts = []config.Mount{{Source: "opt"}} }, ErrInvalidSpec, "absolute"},
-		{"bad rlimit", func(s *Spec) { s.Limits.Rlimits = config.Rlimits{"files": 1} }, ErrInvalidSpec, "unknown limit"},
+		{"mount over /usr", func(s *Spec) { s.Mounts = []runspec.Mount{{Source: "/opt/x", Target: "/usr/x"}} }, ErrInvalidSpec, "under /usr"},
+		{"relative mount", func(s *Spec) { s.Mounts = []runspec.Mount{{Source: "opt"}} }, ErrInvalidSpec, "absolute"},
+		{"bad rlimit", func(s *Spec) { s.Limits.Rlimits = runspec.Rlimits{"files": 1} }, ErrInvalidSpec, "unknown limit"},
 		{"negative pids", func(s *Spec) { s.Limits.Pids = -1 }, ErrInvalidSpec, "pids"},
 		{"agent uid", func(s *Spec) { s.AgentUID = -1 }, ErrInvalidSpec, "agent uid"},
 		{"cgroup parent", func(s *Spec) { s.CgroupParent = "sys/fs/cgroup" }, ErrInvalidSpec, "cgroup parent"},

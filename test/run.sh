@@ -35,6 +35,7 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 chmod 0755 "$bin"
 go build -o "$bin/baton" ./cmd/baton
-go build -o "$bin/baton-runner" ./cmd/baton-runner # found beside baton by workers
+# Found beside baton by workers; static, as README's install line builds it.
+CGO_ENABLED=0 go build -o "$bin/baton-runner" ./cmd/baton-runner
 export BATON_BIN="$bin/baton"
 go test -race -count=1 -timeout 14m "$@" ./...

@@ -31,7 +31,7 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 		st.OutputsError = "cannot read the run's spec: " + err.Error()
 		return true
 	}
-	pol := outputs.Policy{Diff: spec.Outputs.Diff, Files: spec.Outputs.Files, Within: spec.Outputs.Within, MaxBytes: spec.Limits.OutputsBytes()}
+	pol := outputs.Policy{Diff: spec.Outputs.Diff, Files: spec.Outputs.Files, Within: spec.Outputs.Within, MaxBytes: int64(spec.Limits.Outputs)}
 	if pol.Empty() {
 		return true
 	}

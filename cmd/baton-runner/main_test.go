@@ -36,3 +36,43 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// notLinked are packages the runner must not link. Every run keeps two
+// runner processes alive as long as it lasts, and a package's init
+// allocates heap that is never given back, in each of them: nats.go and
+// its TLS and HTTP, yaml and regexp (all of which came with package
+// config) and net/http (the egress proxy's) took baton's PSS per idle run
+// to 2.6 MiB. Profile types the runner needs live in sandbox/runspec,
+// which imports the standard library only, and the egress proxy reads
+// request heads with net/textproto.
+var notLinked = []string{
+	"github.com/nats-io/",
+	"go.yaml.in/yaml",
+	"gopkg.in/yaml",
+	"regexp",
+	"crypto/tls",
+	"net/http",
+	"github.com/batonhq/baton/config",
+	"github.com/batonhq/baton/outputs",
+	"github.com/batonhq/baton/internal/unpack",
+}
+
+// TestDeps: `go list -deps` of the runner names none of notLinked.
+func TestDeps(t *testing.T) {
+	out, err := testenv.Build(exec.Command("go", "list", "-deps", "."))
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 || deps[len(deps)-1] != "github.com/batonhq/baton/cmd/baton-runner" {
+		t.Fatalf("go list -deps printed no dependency list:\n%s", out)
+	}
+	for _, d := range deps {
+		for _, bad := range notLinked {
+			if d == bad || strings.HasPrefix(d, bad) && (strings.HasSuffix(bad, "/") || strings.HasPrefix(d, bad+"/")) {
+				t.Errorf("baton-runner links %s (matches %q): every live runner process pays for its package init; "+
+					"find the import with `go list -f '{{.ImportPath}}: {{.Imports}}' -deps ./cmd/baton-runner | grep %s`", d, bad, bad)
+			}
+		}
+	}
+}

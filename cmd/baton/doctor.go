@@ -54,6 +54,6 @@ func runnerCheck(baton string) sandbox.Check {
 	}
 	c.Severity = sandbox.SevWarn
 	c.Detail = "not beside baton (" + filepath.Dir(baton) + "): runs start from baton itself, some 15 ms slower each"
-	c.Fix = "install baton-runner from the same build beside baton (go install github.com/batonhq/baton/cmd/...), or give workers --runner PATH"
+	c.Fix = "install baton-runner from the same build beside baton (CGO_ENABLED=0 go install github.com/batonhq/baton/cmd/...), or give workers --runner PATH"
 	return c
 }

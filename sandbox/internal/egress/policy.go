@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 var (
@@ -23,7 +23,7 @@ var (
 
 // Policy decides what an agent may reach.
 type Policy struct {
-	net      config.Network
+	net      runspec.Network
 	prefixes []netip.Prefix
 	resolve  func(ctx context.Context, host string) ([]netip.Addr, error)
 	local    func() ([]netip.Addr, error)
@@ -48,7 +48,7 @@ func WithLocalAddrs(f func() ([]netip.Addr, error)) Option {
 }
 
 // NewPolicy is the policy of n, which must validate.
-func NewPolicy(n config.Network, opts ...Option) (*Policy, error) {
+func NewPolicy(n runspec.Network, opts ...Option) (*Policy, error) {
 	if err := n.Validate(); err != nil {
 		return nil, fmt.Errorf("egress: %w", err)
 	}

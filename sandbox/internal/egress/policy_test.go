@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // testPolicy allows api.example.com (resolving to the addresses in dns),
@@ -18,7 +18,7 @@ import (
 func testPolicy(t *testing.T, dns map[string][]string) (*Policy, *[]string) {
 	t.Helper()
 	var lookups []string
-	p, err := NewPolicy(config.Network{
+	p, err := NewPolicy(runspec.Network{
 		Allow: []string{"api.example.com", ".example.org", "test.internal", "10.213.7.0/30", "fd00:7::/64"},
 		Hosts: map[string]string{"test.internal": "10.213.7.2"},
 	},
@@ -154,7 +154,7 @@ func TestTargets(t *testing.T) {
 // TestCheckAddrNAT64Listed: listing the NAT64 prefix opens only what the
 // IPv4 address behind it would open.
 func TestCheckAddrNAT64Listed(t *testing.T) {
-	p, err := NewPolicy(config.Network{Allow: []string{"64:ff9b::/96", "10.213.7.0/30"}},
+	p, err := NewPolicy(runspec.Network{Allow: []string{"64:ff9b::/96", "10.213.7.0/30"}},
 		WithLocalAddrs(func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.0.2.2")}, nil }))
 	if err != nil {
 		t.Fatal(err)
@@ -176,11 +176,11 @@ func TestCheckAddrNAT64Listed(t *testing.T) {
 }
 
 func TestNewPolicyRefusesInvalidNetwork(t *testing.T) {
-	if _, err := NewPolicy(config.Network{Allow: []string{"127.0.0.0/8"}}); err == nil {
+	if _, err := NewPolicy(runspec.Network{Allow: []string{"127.0.0.0/8"}}); err == nil {
 		t.Fatal("a loopback CIDR made a policy")
 	}
 }
 
-func testNetwork() config.Network {
-	return config.Network{Allow: []string{"api.example.com", ".example.org"}}
+func testNetwork() runspec.Network {
+	return runspec.Network{Allow: []string{"api.example.com", ".example.org"}}
 }

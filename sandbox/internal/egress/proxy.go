@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
-	"net/http"
 	"net/netip"
+	"net/textproto"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +33,9 @@ type Logf func(format string, args ...any)
 
 // Proxy is an HTTP proxy enforcing a Policy: CONNECT host:port tunnels,
 // and absolute-form requests (GET http://host/path) forwarded one per
-// connection.
+// connection. It reads request heads itself, without net/http: it runs in
+// runner-outer, which lives as long as its run, and net/http's package
+// init (with crypto/tls) costs every runner process memory.
 type Proxy struct {
 	policy *Policy
 	logf   Logf
@@ -75,7 +80,7 @@ func (x *Proxy) Serve(ctx context.Context, l net.Listener) error {
 		case x.slots <- struct{}{}:
 		default:
 			x.logf("proxy: refused a connection: %d connections open", maxProxyConns)
-			reply(c, http.StatusServiceUnavailable, "too many connections")
+			reply(c, statusUnavailable, "too many connections")
 			c.Close()
 			continue
 		}
@@ -94,22 +99,91 @@ func (x *Proxy) handle(ctx context.Context, c net.Conn) {
 	lr := &io.LimitedReader{R: c, N: maxHead}
 	br := bufio.NewReader(lr)
 	_ = c.SetReadDeadline(time.Now().Add(headTimeout))
-	req, err := http.ReadRequest(br)
+	req, err := readRequest(br)
 	if err != nil {
 		if lr.N <= 0 {
-			reply(c, http.StatusRequestHeaderFieldsTooLarge, "request head too large")
+			reply(c, statusHeadTooLarge, "request head too large")
 		} else if !errors.Is(err, io.EOF) {
-			reply(c, http.StatusBadRequest, "malformed request")
+			reply(c, statusBadRequest, "malformed request")
 		}
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	lr.N = math.MaxInt64 // the body, if any, is not the head
-	if req.Method == http.MethodConnect {
+	if req.method == "CONNECT" {
 		x.connect(ctx, c, br, req)
 		return
 	}
-	x.forward(ctx, c, req)
+	x.forward(ctx, c, br, req)
+}
+
+// Status codes the proxy replies with.
+const (
+	statusOK             = 200
+	statusBadRequest     = 400
+	statusForbidden      = 403
+	statusHeadTooLarge   = 431
+	statusNotImplemented = 501
+	statusBadGateway     = 502
+	statusUnavailable    = 503
+)
+
+var statusText = map[int]string{
+	statusOK: "OK", statusBadRequest: "Bad Request", statusForbidden: "Forbidden",
+	statusHeadTooLarge: "Request Header Fields Too Large", statusNotImplemented: "Not Implemented",
+	statusBadGateway: "Bad Gateway", statusUnavailable: "Service Unavailable",
+}
+
+// request is a request's head: its line and its header, whose names and
+// values textproto has checked.
+type request struct {
+	method, target string
+	header         textproto.MIMEHeader
+}
+
+var errMalformed = errors.New("malformed request line")
+
+// readRequest reads an HTTP/1.x request head.
+func readRequest(br *bufio.Reader) (*request, error) {
+	tp := textproto.NewReader(br)
+	line, err := tp.ReadLine()
+	if err != nil {
+		return nil, err
+	}
+	method, rest, ok1 := strings.Cut(line, " ")
+	target, proto, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || !isToken(method) || target == "" || strings.ContainsAny(target, " \t") ||
+		proto != "HTTP/1.1" && proto != "HTTP/1.0" {
+		return nil, errMalformed
+	}
+	h, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return nil, err
+	}
+	// textproto keeps a name with a space before its colon, unchanged:
+	// refused, as "Content-Length :" would frame the body differently
+	// here and upstream.
+	for k := range h {
+		if !isToken(k) {
+			return nil, errMalformed
+		}
+	}
+	return &request{method: method, target: target, header: h}, nil
+}
+
+// isToken: an HTTP method and a field name are tokens (RFC 9110 section
+// 5.6.2).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // hostPort splits a CONNECT target or URL host, defaulting the port.
@@ -132,7 +206,7 @@ func hostPort(hp, defPort string) (string, uint16, error) {
 func (x *Proxy) open(ctx context.Context, host string, port uint16) (net.Conn, int, error) {
 	addrs, err := x.policy.Targets(ctx, host)
 	if err != nil {
-		return nil, http.StatusForbidden, err
+		return nil, statusForbidden, err
 	}
 	var last error
 	for _, a := range addrs {
@@ -142,18 +216,18 @@ func (x *Proxy) open(ctx context.Context, host string, port uint16) (net.Conn, i
 		}
 		last = err
 	}
-	return nil, http.StatusBadGateway, fmt.Errorf("connect to %s port %d: %w", host, port, last)
+	return nil, statusBadGateway, fmt.Errorf("connect to %s port %d: %w", host, port, last)
 }
 
-func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *http.Request) {
-	host, port, err := hostPort(req.RequestURI, "")
+func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *request) {
+	host, port, err := hostPort(req.target, "")
 	if err != nil {
-		reply(c, http.StatusBadRequest, err.Error())
+		reply(c, statusBadRequest, err.Error())
 		return
 	}
 	t, code, err := x.open(ctx, host, port)
 	if err != nil {
-		x.logf("proxy: CONNECT %s: %v", req.RequestURI, err)
+		x.logf("proxy: CONNECT %s: %v", req.target, err)
 		reply(c, code, err.Error())
 		return
 	}
@@ -171,35 +245,118 @@ func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 	pipe(c, t)
 }
 
-// hopHeaders are the proxy's own, never forwarded.
-var hopHeaders = []string{"Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade"}
+// hopHeaders are the proxy's own, never forwarded; Host is written from
+// the URL, as the request's target names it.
+var hopHeaders = []string{"Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade", "Host"}
 
-func (x *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request) {
-	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" {
-		reply(c, http.StatusBadRequest, "want CONNECT host:port or an absolute http:// URL")
+func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *request) {
+	u, err := url.ParseRequestURI(req.target)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		reply(c, statusBadRequest, "want CONNECT host:port or an absolute http:// URL")
 		return
 	}
-	host, port, err := hostPort(req.URL.Host, "80")
+	// The body goes as the request frames it, checked, and nothing after
+	// it: the upstream connection carries this one request.
+	te, cl := req.header["Transfer-Encoding"], req.header["Content-Length"]
+	var size int64
+	switch {
+	case len(te) > 0 && len(cl) > 0:
+		reply(c, statusBadRequest, "both Transfer-Encoding and Content-Length")
+		return
+	case len(te) > 0:
+		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+			reply(c, statusNotImplemented, "a Transfer-Encoding other than chunked")
+			return
+		}
+	case len(cl) > 0:
+		size, err = strconv.ParseInt(cl[0], 10, 64)
+		if err != nil || size < 0 || slices.ContainsFunc(cl, func(v string) bool { return v != cl[0] }) {
+			reply(c, statusBadRequest, "bad Content-Length")
+			return
+		}
+	}
+	host, port, err := hostPort(u.Host, "80")
 	if err != nil {
-		reply(c, http.StatusBadRequest, err.Error())
+		reply(c, statusBadRequest, err.Error())
 		return
 	}
 	t, code, err := x.open(ctx, host, port)
 	if err != nil {
-		x.logf("proxy: %s %s: %v", req.Method, req.URL.Redacted(), err)
+		x.logf("proxy: %s %s: %v", req.method, u.Redacted(), err)
 		reply(c, code, err.Error())
 		return
 	}
 	defer t.Close()
 	for _, h := range hopHeaders {
-		req.Header.Del(h)
+		delete(req.header, h)
 	}
-	req.RequestURI = ""
-	req.Close = true
-	if err := req.Write(t); err != nil {
+	var head strings.Builder
+	fmt.Fprintf(&head, "%s %s HTTP/1.1\r\nHost: %s\r\n", req.method, u.RequestURI(), u.Host)
+	for _, k := range slices.Sorted(maps.Keys(req.header)) {
+		for _, v := range req.header[k] {
+			fmt.Fprintf(&head, "%s: %s\r\n", k, v)
+		}
+	}
+	head.WriteString("Connection: close\r\n\r\n")
+	if _, err := io.WriteString(t, head.String()); err != nil {
+		return
+	}
+	if len(te) > 0 {
+		err = copyChunked(t, br)
+	} else {
+		_, err = io.CopyN(t, br, size)
+	}
+	if err != nil {
 		return
 	}
 	_, _ = io.Copy(c, t)
+}
+
+// copyChunked copies a chunked body from br to w as it came, up to and
+// with its last chunk, checking each chunk's framing; a trailer section
+// is refused.
+func copyChunked(w io.Writer, br *bufio.Reader) error {
+	for {
+		line, err := br.ReadSlice('\n') // bounded by br's buffer
+		if err != nil {
+			return err
+		}
+		size, ok := chunkSize(line)
+		if !ok {
+			return errMalformed
+		}
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		if _, err := io.CopyN(w, br, size); err != nil {
+			return err
+		}
+		end, err := br.ReadSlice('\n')
+		if err != nil || string(end) != "\r\n" {
+			return errMalformed
+		}
+		if _, err := w.Write(end); err != nil {
+			return err
+		}
+		if size == 0 {
+			return nil
+		}
+	}
+}
+
+// chunkSize parses a chunk-size line, "1a\r\n" or "1a;ext=v\r\n".
+func chunkSize(line []byte) (int64, bool) {
+	l, ok := strings.CutSuffix(string(line), "\r\n")
+	if !ok || strings.ContainsAny(l, "\r\n") {
+		return 0, false
+	}
+	hex, _, _ := strings.Cut(l, ";")
+	hex = strings.TrimRight(hex, " \t")
+	if hex == "" || len(hex) > 15 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(hex, 16, 63)
+	return int64(n), err == nil
 }
 
 // pipe copies both ways until both directions are done, passing on a
@@ -224,5 +381,5 @@ func reply(c net.Conn, code int, msg string) {
 	body := proxyUserAgent + ": " + msg + "\n"
 	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-		code, http.StatusText(code), len(body), body)
+		code, statusText[code], len(body), body)
 }

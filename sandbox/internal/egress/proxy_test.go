@@ -31,7 +31,8 @@ func newProxyFixture(t *testing.T) *proxyFixture {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "origin saw %s %s host=%s proxy-auth=%q", r.Method, r.RequestURI, r.Host, r.Header.Get("Proxy-Authorization"))
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "origin saw %s %s host=%s proxy-auth=%q body=%q", r.Method, r.RequestURI, r.Host, r.Header.Get("Proxy-Authorization"), body)
 	})}
 	go srv.Serve(origin)
 	t.Cleanup(func() { srv.Close() })
@@ -118,6 +119,29 @@ func TestProxyForwardsPlainHTTP(t *testing.T) {
 	if len(f.dialed) != 1 || f.dialed[0] != netip.MustParseAddrPort("10.213.7.2:8080") {
 		t.Errorf("dialed %v", f.dialed)
 	}
+	// A body goes as its Content-Length frames it, and nothing after it:
+	// a second request in the same write never reaches the origin.
+	got = f.roundTrip(t, "POST http://test.internal:8080/p HTTP/1.1\r\nHost: elsewhere.example\r\nContent-Length: 5\r\n\r\nhelloGET http://test.internal:8080/2 HTTP/1.1\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.Contains(got, `origin saw POST /p host=test.internal:8080 proxy-auth="" body="hello"`) || strings.Contains(got, "/2") {
+		t.Errorf("reply %q", got)
+	}
+	got = f.roundTrip(t, "POST http://test.internal:8080/c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n6\r\n world\r\n0\r\n\r\nGET http://test.internal:8080/2 HTTP/1.1\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.Contains(got, `origin saw POST /c host=test.internal:8080 proxy-auth="" body="hello world"`) || strings.Contains(got, "/2") {
+		t.Errorf("chunked: reply %q", got)
+	}
+}
+
+func TestChunkSize(t *testing.T) {
+	for line, want := range map[string]int64{"0\r\n": 0, "1a\r\n": 26, "FF;name=v\r\n": 255, "10 ;x\r\n": 16} {
+		if n, ok := chunkSize([]byte(line)); !ok || n != want {
+			t.Errorf("chunkSize(%q) = %d, %v; want %d", line, n, ok, want)
+		}
+	}
+	for _, line := range []string{"\r\n", "x\r\n", "-1\r\n", "5\n", "5\r\r\n", "1000000000000000\r\n", " 5\r\n"} {
+		if n, ok := chunkSize([]byte(line)); ok {
+			t.Errorf("chunkSize(%q) = %d, accepted", line, n)
+		}
+	}
 }
 
 func TestProxyRefuses(t *testing.T) {
@@ -139,6 +163,11 @@ func TestProxyRefuses(t *testing.T) {
 		{"origin form", "GET /x HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 400, "absolute http:// URL"},
 		{"https URL without CONNECT", "GET https://api.example.com/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 400, "absolute http:// URL"},
 		{"garbage", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 400, "malformed"},
+		{"gzip body", "POST http://test.internal:8080/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501, "Transfer-Encoding"},
+		{"length and chunked", "POST http://test.internal:8080/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", 400, "both"},
+		{"two lengths", "POST http://test.internal:8080/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400, "Content-Length"},
+		{"no version", "GET http://test.internal:8080/\r\n\r\n", 400, "malformed"},
+		{"bad header", "GET http://test.internal:8080/ HTTP/1.1\r\nX Y: 1\r\n\r\n", 400, "malformed"},
 		{"huge head", "GET http://api.example.com/ HTTP/1.1\r\nX: " + strings.Repeat("a", maxHead) + "\r\n\r\n", 431, "too large"},
 	} {
 		got := f.roundTrip(t, tc.raw)
