@@ -177,7 +177,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		return nil, err
 	}
 	if r.Leases, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket:         n.LeasesBucket(),
+		Bucket:      n.LeasesBucket(),
 		Description: "baton run leases and worker liveness keys (msgpack); a liveness key expires after the lease TTL",
 		History:     1,
 		// No bucket TTL: a run's lease is written only when taken, handed
