@@ -816,7 +816,7 @@ func (w *Worker) handoff(r *run) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.grace)
 	defer cancel()
 	if err := r.chain.PublishStatus(ctx, w.status(r, protocol.StatusHandoff)); err != nil {
-		r.log.Warn().Err(err).Msg("publish handoff; the lease will expire instead")
+		r.log.Warn().Err(err).Msg("publish handoff; the lease is released later instead")
 		r.lease.Stop()
 		return
 	}

@@ -127,7 +127,8 @@ func WithMetrics(reg prometheus.Registerer) Option { return func(w *Worker) { w.
 func WithAckWait(d time.Duration) Option { return func(w *Worker) { w.ackWait = d } }
 
 // WithGrace bounds the hand-off of every run when the worker stops
-// (default 10s): past it, a run's lease is left to expire instead.
+// (default 10s): past it, a run is left to recovery instead (its lease ends
+// with the worker's liveness key).
 func WithGrace(d time.Duration) Option { return func(w *Worker) { w.grace = d } }
 
 // New returns a worker publishing through nc.
