@@ -499,6 +499,34 @@ func (lv *Liveness) register(s *session, key string, rev uint64, rec kv.LeaseRec
 	return l, nil
 }
 
+// Observe tells lv that runID's lease key was written at revision rev (a
+// value, a delete or a purge), as a watch of the bucket sees it. A lease
+// held here whose key another writer changed is lost at once: held leases
+// are not renewed, so an idle holder would otherwise learn it only at its
+// next publish (fenced on the chain). Such writes come from an operator, or
+// from a worker of the older design whose bucket TTL expired the lease
+// (docs/operations.md); a successor's takeover needs this worker's
+// liveness gone, which it knows first.
+func (lv *Liveness) Observe(runID string, rev uint64) {
+	lv.mu.Lock()
+	var l *Lease
+	if lv.sess != nil {
+		l = lv.sess.leases[runID]
+	}
+	lv.mu.Unlock()
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	// Our own writes: the one that took the lease, or a final one in
+	// flight, whose event may come before its reply.
+	ours := rev <= l.rev || l.writing
+	l.mu.Unlock()
+	if !ours {
+		l.lose(fmt.Errorf("%w: run %s: its key was written at revision %d by another writer", ErrLost, runID, rev))
+	}
+}
+
 func (lv *Liveness) unregister(l *Lease) {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
@@ -522,6 +550,7 @@ type Lease struct {
 	mu      sync.Mutex
 	rev     uint64 // revision of our last write known to have landed
 	doubt   bool   // a final write of unknown outcome was sent
+	writing bool   // a final write is under way
 	stopped bool   // Stop was called
 	ended   bool   // released or deleted
 	err     error  // why it was lost
@@ -632,7 +661,13 @@ func (l *Lease) finalWrite(ctx context.Context, op string, write func(rev uint64
 		return err
 	}
 	rev := l.rev
+	l.writing = true
 	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.writing = false
+		l.mu.Unlock()
+	}()
 	for {
 		err := write(rev)
 		switch {

@@ -570,3 +570,85 @@ func TestReplicatedTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestObserve feeds a watch of the bucket to the holder's liveness, as the
+// worker does: a write of another writer on a held lease's key loses it at
+// once; the holder's own writes do not.
+func TestObserve(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		write func(t *testing.T, e env, a *lease.Lease)
+		lost  bool
+	}{
+		{"nothing", func(*testing.T, env, *lease.Lease) {}, false},
+		{"own release", func(t *testing.T, e env, a *lease.Lease) {
+			if err := a.Release(ctxT(t), 5, 1); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"own delete", func(t *testing.T, e env, a *lease.Lease) {
+			if err := a.Delete(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"deleted by another", func(t *testing.T, e env, a *lease.Lease) {
+			if err := e.leases.Delete(ctxT(t), "run1", 0); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"overwritten by another", func(t *testing.T, e env, a *lease.Lease) {
+			if _, err := e.leases.Update(ctxT(t), "run1", kv.LeaseRecord{Worker: "op", State: kv.LeaseReleased}, a.Epoch()); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			ctx := ctxT(t)
+			lv := e.live(t, holderA)
+			seen := make(chan uint64, 16)
+			ch, err := e.leases.WatchWith(ctx, "*", jetstream.UpdatesOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for ent := range ch {
+					lv.Observe(ent.Key, ent.Revision)
+					seen <- ent.Revision
+				}
+			}()
+			a := acquire(t, lv, "run1")
+			if rev := <-seen; rev != a.Epoch() {
+				t.Fatalf("watch saw revision %d, want the acquire's %d", rev, a.Epoch())
+			}
+			tc.write(t, e, a)
+			if tc.name != "nothing" {
+				// Observe has run on the write once the watch passes it on.
+				select {
+				case rev := <-seen:
+					if rev <= a.Epoch() {
+						t.Fatalf("watch saw revision %d after %d", rev, a.Epoch())
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("the watch did not see the write")
+				}
+			}
+			select {
+			case <-a.Lost():
+				if !tc.lost {
+					t.Fatalf("lost: %v", a.Err())
+				}
+				if err := a.Err(); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "another writer") {
+					t.Fatalf("Err = %v", err)
+				}
+			default:
+				if tc.lost {
+					t.Fatal("not lost after another writer changed the key")
+				}
+			}
+		})
+	}
+}

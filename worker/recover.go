@@ -89,6 +89,8 @@ func (w *Worker) watchLeases(ctx context.Context) {
 				w.log.Warn().Str("key", e.Key).Msg("lease key is not a valid run id; skipped")
 				continue
 			}
+			// A lease held here whose key another writer changed is lost.
+			w.live.Observe(e.Key, e.Revision)
 			gone := e.Op == jetstream.KeyValuePurge || e.Op == jetstream.KeyValueDelete
 			if gone || (e.Err == nil && e.Value.State == kv.LeaseReleased) {
 				w.offer(ctx, e.Key, fmt.Sprintf("attach:%s:lease:%d", e.Key, e.Revision))
