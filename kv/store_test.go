@@ -198,7 +198,7 @@ func TestWatch(t *testing.T) {
 	res, _ := setup(t, provision.Options{LeaseTTL: time.Second})
 	ctx := ctxT(t)
 	leases := kv.NewStore[kv.LeaseRecord](res.Leases)
-	if _, err := leases.Create(ctx, "old", kv.LeaseRecord{Worker: "w0"}); err != nil {
+	if _, err := leases.CreateTTL(ctx, "old", kv.LeaseRecord{Worker: "w0"}, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	wctx, stop := context.WithCancel(ctx)
@@ -235,14 +235,14 @@ func TestWatch(t *testing.T) {
 	if e := next(); e.Key != "r" || e.Op != jetstream.KeyValueDelete {
 		t.Fatalf("delete entry %+v", e)
 	}
-	if _, err := res.Leases.Put(ctx, "bad", []byte{0xc1}); err != nil {
+	if _, err := res.Leases.Create(ctx, "bad", []byte{0xc1}, jetstream.KeyTTL(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if e := next(); e.Key != "bad" || !errors.Is(e.Err, kv.ErrDecode) {
 		t.Fatalf("undecodable entry %+v", e)
 	}
-	// Bucket TTL (1s) expires "old" and "bad" (and the delete marker of
-	// "r"): the limit markers come through as purges.
+	// Their per-message TTL (1s) expires "old" and "bad": the limit
+	// markers come through as purges.
 	purged := map[string]bool{}
 	for !purged["old"] || !purged["bad"] {
 		e := next()
