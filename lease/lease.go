@@ -401,7 +401,10 @@ func (lv *Liveness) Acquire(ctx context.Context, runID string) (*Lease, error) {
 		if !errors.Is(err, kv.ErrExists) {
 			return nil, fmt.Errorf("lease: acquire %s: %w", runID, err)
 		}
-		cur, curRev, err := lv.leases.Get(ctx, runID)
+		// From the leader: a lagging replica's older revision would show
+		// a lease released a moment ago as still held (a hand-off's
+		// successor refused, its attach job dropped until the next scan).
+		cur, curRev, err := lv.leases.GetFromLeader(ctx, lv.js, runID)
 		if errors.Is(err, kv.ErrNotFound) { // deleted since: create again
 			lastErr = err
 			continue
