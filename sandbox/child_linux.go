@@ -113,8 +113,10 @@ func readStops(ctl *os.File) *stopReader {
 // halt stops reading, leaving the pipe to whoever reads it next, and
 // returns the stops read but not yet taken: a line is read whole (each
 // is one write of a few bytes) and delivered before the reader halts.
-func (r *stopReader) halt() []syscall.Signal {
-	_ = r.ctl.SetReadDeadline(time.Now())
+func (r *stopReader) halt() ([]syscall.Signal, error) {
+	if err := r.ctl.SetReadDeadline(time.Now()); err != nil {
+		return nil, fmt.Errorf("halt the stop reader: %w", err)
+	}
 	var pending []syscall.Signal
 	for {
 		select {
@@ -126,8 +128,7 @@ func (r *stopReader) halt() []syscall.Signal {
 				case sig := <-r.C:
 					pending = append(pending, sig)
 				default:
-					_ = r.ctl.SetReadDeadline(time.Time{})
-					return pending
+					return pending, r.ctl.SetReadDeadline(time.Time{})
 				}
 			}
 		}
@@ -219,8 +220,8 @@ func loopbackUp() error {
 
 // runAgent hands the agent's start and the wait for it to a fresh
 // process: it execs the wait stage (`runner-init-wait`, RunInitWait),
-// which keeps pid 1, its children, namespaces, credentials and
-// descriptors 0-8 but not the heap and threads the setup left behind
+// which keeps pid 1, its children, namespaces, credentials and the
+// descriptors it passes, but not the heap and threads the setup left behind
 // (docs/benchmarks.md, "Where the floor is"). The exec comes before the
 // agent starts: until the wait stage has ignored every signal again, the
 // runtime's handlers would let the agent stop its init. If the exec
@@ -239,23 +240,20 @@ func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *
 		return chainStatus{Exit: 126, Error: err.Error()}
 	}
 	defer execSpecFile.Close()
-	w := waitSpec{AgentUID: spec.AgentUID, AgentGID: spec.AgentGID, Dir: ws}
-	for _, sig := range stops.halt() {
-		w.Stops = append(w.Stops, int(sig))
+	w := waitSpec{AgentUID: spec.AgentUID, AgentGID: spec.AgentGID, Dir: ws, Exe: int(exe.Fd()), ExecSpec: int(execSpecFile.Fd())}
+	pending, err := stops.halt()
+	if err == nil {
+		for _, sig := range pending {
+			w.Stops = append(w.Stops, int(sig))
+		}
+		err = execWaitStage(w)
+		stops = readStops(stops.ctl)
 	}
-	err = execWaitStage(w, exe, execSpecFile)
-	// Still here: the exec failed, and the descriptors are close-on-exec
-	// again, at the numbers the wait stage would have had them.
+	// Still here: the wait stage did not start; its descriptors are
+	// close-on-exec again.
 	st.fail("wait-stage", err)
-	return superviseAgent(ctx, w, st, sigs, readStops(stops.ctl))
+	return superviseAgent(ctx, w, st, sigs, stops)
 }
-
-// Descriptors of the wait stage, beside fdStatus, fdState and fdControl.
-const (
-	fdWaitSpec     = fdSpec // its spec (a sealed memfd)
-	fdWaitExe      = 7      // the runner binary, for the exec stage
-	fdWaitExecSpec = 8      // the exec stage's spec
-)
 
 // waitSpec is what the wait stage needs to start the agent and wait for
 // it: the exec stage's spec aside, which it passes on unread.
@@ -263,46 +261,29 @@ type waitSpec struct {
 	AgentUID int    `json:"agentUid"`
 	AgentGID int    `json:"agentGid"`
 	Dir      string `json:"dir"`
+	Exe      int    `json:"exe"`             // descriptor of the runner binary
+	ExecSpec int    `json:"execSpec"`        // descriptor of the exec stage's spec
 	Stops    []int  `json:"stops,omitempty"` // read by the init before the exec
 }
 
-// execWaitStage execs this binary as the wait stage and returns only if
-// that failed, with every descriptor from 3 up close-on-exec.
-func execWaitStage(w waitSpec, exe, execSpecFile *os.File) error {
+// execWaitStage execs this binary as the wait stage, passing it the
+// status pipe, the state file, the control pipe, w's descriptors and w
+// itself, and returns only if that failed, with every descriptor from 3
+// up close-on-exec again.
+func execWaitStage(w waitSpec) error {
 	specFile, err := sealedFile("baton-wait-spec", mustJSON(w))
 	if err != nil {
 		return err
 	}
 	defer specFile.Close()
-	// Copies above the targets first, so that placing one cannot close
-	// the source of another.
-	moves := []struct{ from, to int }{
-		{int(specFile.Fd()), fdWaitSpec},
-		{int(exe.Fd()), fdWaitExe},
-		{int(execSpecFile.Fd()), fdWaitExecSpec},
-	}
-	for i := range moves {
-		hi, err := unix.FcntlInt(uintptr(moves[i].from), unix.F_DUPFD_CLOEXEC, 64)
-		if err != nil {
-			return fmt.Errorf("place descriptors: %w", err)
-		}
-		defer unix.Close(hi)
-		moves[i].from = hi
-	}
-	for _, m := range moves {
-		if err := unix.Dup3(m.from, m.to, 0); err != nil {
-			return fmt.Errorf("place descriptors: %w", err)
-		}
-	}
-	for _, fd := range []int{fdStatus, fdState, fdControl} {
+	defer unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	for _, fd := range []int{fdStatus, fdState, fdControl, w.Exe, w.ExecSpec, int(specFile.Fd())} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
-			_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 			return fmt.Errorf("pass descriptors: %w", err)
 		}
 	}
-	err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(fdWaitExe),
-		[]string{"baton", "runner-init-wait", "--spec", "/proc/self/fd/" + strconv.Itoa(fdWaitSpec)}, stageEnv)
-	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(w.Exe),
+		[]string{"baton", "runner-init-wait", "--spec", "/proc/self/fd/" + strconv.Itoa(int(specFile.Fd()))}, stageEnv)
 	return fmt.Errorf("exec the wait stage: %w", err)
 }
 
@@ -354,8 +335,8 @@ func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.S
 	}
 }
 
-// startExecStage starts `runner-exec` (fdWaitExe) with its spec
-// (fdWaitExecSpec) as the agent: in a user namespace of its own where it
+// startExecStage starts `runner-exec` (w.Exe) with its spec
+// (w.ExecSpec) as the agent: in a user namespace of its own where it
 // is the agent uid (mapped to this namespace's 0), holding CAP_SETPCAP
 // only as long as it takes to empty its bounding set. It returns once the
 // agent runs, or with why the exec stage could not start it; in that case
@@ -366,12 +347,12 @@ func startExecStage(w waitSpec) (int, error) {
 		return 0, err
 	}
 	defer errR.Close()
-	pid, err := syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(fdWaitExe),
+	pid, err := syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(w.Exe),
 		[]string{"baton", "runner-exec", "--spec", "/proc/self/fd/" + strconv.Itoa(fdExecSpec)},
 		&syscall.ProcAttr{
 			Dir:   w.Dir,
 			Env:   stageEnv,
-			Files: []uintptr{0, 1, 2, fdWaitExecSpec, errW.Fd()},
+			Files: []uintptr{0, 1, 2, uintptr(w.ExecSpec), errW.Fd()},
 			Sys: &syscall.SysProcAttr{
 				Setpgid:                    true,
 				Cloneflags:                 syscall.CLONE_NEWUSER,

@@ -1074,7 +1074,7 @@ func TestInitWaitStageReports(t *testing.T) {
 			spec := newSpec(t, sh(`tr '\0' ' ' < /proc/1/cmdline; echo; `+c.script)...)
 			dir := start(t, spec, "")
 			stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
-			if !strings.HasPrefix(stdout, "baton runner-init-wait --spec /proc/self/fd/4 ") {
+			if !strings.HasPrefix(stdout, "baton runner-init-wait --spec /proc/self/fd/") {
 				t.Errorf("pid 1 runs %q, want the wait stage", stdout)
 			}
 			reason := journal.ReasonExit
