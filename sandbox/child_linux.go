@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -36,21 +37,29 @@ const (
 // kernel's knobs read-only and host internals masked, a private /tmp, the
 // workspace read-write, the profile's mounts, and the baton binary when
 // the agent is baton; it pivots into it, detaches the host's root and
-// makes / read-only. It then starts the agent through the exec stage
-// (`runner-exec`) in the workspace, in its own process group and user
-// namespace as the agent uid, with stdio inherited and no other
-// descriptor. As init it reaps every orphan and passes runner-outer's
-// stop requests (fd 6) to the agent's process group; it takes no signal
-// but SIGCHLD, so the agent, which shares its host uid, cannot stop it.
-// When the agent ends it writes the agent's status on fd 3 and exits,
-// which kills whatever is left in the namespace. Cancelling ctx acts as a
-// stop request.
+// makes / read-only. It then execs the wait stage (RunInitWait), which
+// starts the agent through the exec stage (`runner-exec`) in the
+// workspace, in its own process group and user namespace as the agent
+// uid, with stdio inherited and no other descriptor. As init it reaps
+// every orphan and passes runner-outer's stop requests (fd 6) to the
+// agent's process group; it takes no signal but SIGCHLD, so the agent,
+// which shares its host uid, cannot stop it. When the agent ends it
+// writes the agent's status on fd 3 and exits, which kills whatever is
+// left in the namespace. Cancelling ctx acts as a stop request.
 func RunInnerChild(ctx context.Context, specPath string) error {
+	return asInit(ctx, "runner-inner-child", func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
+		return runChild(ctx, specPath, st, sigs, stops)
+	})
+}
+
+// asInit runs body as the sandbox's init and reports the status it
+// returns: on fd 3, and in state.ndjson (fd 5) as its last record.
+func asInit(ctx context.Context, stage string, body func(*state, <-chan os.Signal, *stopReader) chainStatus) error {
 	report := os.NewFile(fdStatus, "status")
 	// The agent inherits stdio only: not the status pipe, the spec, the
 	// state file or the control pipe.
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return fmt.Errorf("runner-inner-child: mark descriptors close-on-exec: %w", err)
+		return fmt.Errorf("%s: mark descriptors close-on-exec: %w", stage, err)
 	}
 	// Init of a pid namespace gets, from inside it, only the signals it
 	// handles: ignoring all but SIGCHLD leaves the agent nothing to send.
@@ -62,23 +71,29 @@ func RunInnerChild(ctx context.Context, specPath string) error {
 	defer st.close()
 	// Non-blocking, so the runtime's poller waits on it, not a thread.
 	if err := unix.SetNonblock(fdControl, true); err != nil {
-		return fmt.Errorf("runner-inner-child: control pipe: %w", err)
+		return fmt.Errorf("%s: control pipe: %w", stage, err)
 	}
-	stops := readStops(os.NewFile(fdControl, "control"))
-	res := runChild(ctx, specPath, st, sigs, stops)
+	res := body(st, sigs, readStops(os.NewFile(fdControl, "control")))
 	st.ok("report", fmt.Sprintf("exit %d signal %q", res.Exit, res.Signal))
 	if _, err := report.Write(res.line()); err != nil {
-		return fmt.Errorf("runner-inner-child: report status: %w", err)
+		return fmt.Errorf("%s: report status: %w", stage, err)
 	}
 	return nil
 }
 
-// readStops delivers the signals runner-outer asks to send the agent.
-// The pipe's end means runner-outer is gone (or killed the sandbox): the
-// init then exits, which kills everything in its pid namespace, so no
-// agent runs unjournaled.
-func readStops(ctl *os.File) <-chan syscall.Signal {
+// stopReader delivers the signals runner-outer asks to send the agent
+// (on C). The pipe's end means runner-outer is gone (or killed the
+// sandbox): the init then exits, which kills everything in its pid
+// namespace, so no agent runs unjournaled.
+type stopReader struct {
+	C    <-chan syscall.Signal
+	ctl  *os.File
+	done chan struct{}
+}
+
+func readStops(ctl *os.File) *stopReader {
 	ch := make(chan syscall.Signal, 4)
+	r := &stopReader{C: ch, ctl: ctl, done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(io.LimitReader(ctl, 1<<20))
 		for sc.Scan() {
@@ -86,12 +101,41 @@ func readStops(ctl *os.File) <-chan syscall.Signal {
 				ch <- sig
 			}
 		}
+		if errors.Is(sc.Err(), os.ErrDeadlineExceeded) {
+			close(r.done) // halted
+			return
+		}
 		os.Exit(1)
 	}()
-	return ch
+	return r
 }
 
-func runChild(ctx context.Context, specPath string, st *state, sigs <-chan os.Signal, stops <-chan syscall.Signal) chainStatus {
+// halt stops reading, leaving the pipe to whoever reads it next, and
+// returns the stops read but not yet taken: a line is read whole (each
+// is one write of a few bytes) and delivered before the reader halts.
+func (r *stopReader) halt() ([]syscall.Signal, error) {
+	if err := r.ctl.SetReadDeadline(time.Now()); err != nil {
+		return nil, fmt.Errorf("halt the stop reader: %w", err)
+	}
+	var pending []syscall.Signal
+	for {
+		select {
+		case sig := <-r.C:
+			pending = append(pending, sig)
+		case <-r.done:
+			for {
+				select {
+				case sig := <-r.C:
+					pending = append(pending, sig)
+				default:
+					return pending, r.ctl.SetReadDeadline(time.Time{})
+				}
+			}
+		}
+	}
+}
+
+func runChild(ctx context.Context, specPath string, st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
 	b, err := readBounded(specPath)
 	if err != nil {
 		return setupFailed(st, "spec", err)
@@ -174,9 +218,15 @@ func loopbackUp() error {
 	return nil
 }
 
-// runAgent starts the agent through the exec stage and, as the
-// namespace's init, reaps every process until the agent has ended.
-func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *state, sigs <-chan os.Signal, stops <-chan syscall.Signal) chainStatus {
+// runAgent hands the agent's start and the wait for it to a fresh
+// process: it execs the wait stage (`runner-init-wait`, RunInitWait),
+// which keeps pid 1, its children, namespaces, credentials and the
+// descriptors it passes, but not the heap and threads the setup left behind
+// (docs/benchmarks.md, "Where the floor is"). The exec comes before the
+// agent starts: until the wait stage has ignored every signal again, the
+// runtime's handlers would let the agent stop its init. If the exec
+// fails, the init does the same in-process.
+func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
 	env := agentEnv(spec.Env, ws)
 	path, err := lookPath(spec.Argv[0], env, ws)
 	if err != nil {
@@ -184,12 +234,89 @@ func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *
 		return chainStatus{Exit: startExitCode(err), Error: err.Error()}
 	}
 	st.ok("resolve-agent", path)
-	pid, err := startExecStage(spec, execSpec{Path: path, Argv: spec.Argv, Env: env, Dir: ws, Rlimits: spec.Rlimits}, exe)
+	execSpecFile, err := sealedFile("baton-exec-spec", mustJSON(execSpec{Path: path, Argv: spec.Argv, Env: env, Dir: ws, Rlimits: spec.Rlimits}))
 	if err != nil {
 		st.fail("start-agent", err)
 		return chainStatus{Exit: 126, Error: err.Error()}
 	}
-	st.ok("start-agent", fmt.Sprintf("pid %d, uid %d, gid %d", pid, spec.AgentUID, spec.AgentGID))
+	defer execSpecFile.Close()
+	w := waitSpec{AgentUID: spec.AgentUID, AgentGID: spec.AgentGID, Dir: ws, Exe: int(exe.Fd()), ExecSpec: int(execSpecFile.Fd())}
+	pending, err := stops.halt()
+	if err == nil {
+		for _, sig := range pending {
+			w.Stops = append(w.Stops, int(sig))
+		}
+		err = execWaitStage(w)
+		stops = readStops(stops.ctl)
+	}
+	// Still here: the wait stage did not start; its descriptors are
+	// close-on-exec again.
+	st.fail("wait-stage", err)
+	return superviseAgent(ctx, w, st, sigs, stops)
+}
+
+// waitSpec is what the wait stage needs to start the agent and wait for
+// it: the exec stage's spec aside, which it passes on unread.
+type waitSpec struct {
+	AgentUID int    `json:"agentUid"`
+	AgentGID int    `json:"agentGid"`
+	Dir      string `json:"dir"`
+	Exe      int    `json:"exe"`             // descriptor of the runner binary
+	ExecSpec int    `json:"execSpec"`        // descriptor of the exec stage's spec
+	Stops    []int  `json:"stops,omitempty"` // read by the init before the exec
+}
+
+// execWaitStage execs this binary as the wait stage, passing it the
+// status pipe, the state file, the control pipe, w's descriptors and w
+// itself, and returns only if that failed, with every descriptor from 3
+// up close-on-exec again.
+func execWaitStage(w waitSpec) error {
+	specFile, err := sealedFile("baton-wait-spec", mustJSON(w))
+	if err != nil {
+		return err
+	}
+	defer specFile.Close()
+	defer unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	for _, fd := range []int{fdStatus, fdState, fdControl, w.Exe, w.ExecSpec, int(specFile.Fd())} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("pass descriptors: %w", err)
+		}
+	}
+	err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(w.Exe),
+		[]string{"baton", "runner-init-wait", "--spec", "/proc/self/fd/" + strconv.Itoa(int(specFile.Fd()))}, stageEnv)
+	return fmt.Errorf("exec the wait stage: %w", err)
+}
+
+// RunInitWait is `baton runner-init-wait --spec PATH`: the sandbox's
+// init once runner-inner-child has set the sandbox up and exec'd it, pid
+// 1 still. It starts the agent through the exec stage, forwards stops,
+// reaps, and reports the agent's status as runner-inner-child would have.
+func RunInitWait(ctx context.Context, specPath string) error {
+	return asInit(ctx, "runner-init-wait", func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
+		b, err := readBounded(specPath)
+		if err != nil {
+			return setupFailed(st, "wait-spec", err)
+		}
+		var w waitSpec
+		if err := decodeStrict(b, &w); err != nil {
+			return setupFailed(st, "wait-spec", err)
+		}
+		return superviseAgent(ctx, w, st, sigs, stops)
+	})
+}
+
+// superviseAgent starts the agent through the exec stage and, as the
+// namespace's init, reaps every process until the agent has ended.
+func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
+	pid, err := startExecStage(w)
+	if err != nil {
+		st.fail("start-agent", err)
+		return chainStatus{Exit: 126, Error: err.Error()}
+	}
+	st.ok("start-agent", fmt.Sprintf("pid %d, uid %d, gid %d", pid, w.AgentUID, w.AgentGID))
+	for _, sig := range w.Stops {
+		forward(pid, syscall.Signal(sig))
+	}
 	ctxDone := ctx.Done()
 	for {
 		if ws, ok := reap(pid); ok {
@@ -199,7 +326,7 @@ func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *
 		}
 		select {
 		case <-sigs:
-		case sig := <-stops:
+		case sig := <-stops.C:
 			forward(pid, sig)
 		case <-ctxDone:
 			ctxDone = nil
@@ -208,33 +335,29 @@ func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *
 	}
 }
 
-// startExecStage starts `runner-exec` as the agent: in a user namespace
-// of its own where it is the agent uid (mapped to this namespace's 0),
-// holding CAP_SETPCAP only as long as it takes to empty its bounding set.
-// It returns once the agent runs, or with why the exec stage could not
-// start it; in that case the stage has been reaped.
-func startExecStage(spec childSpec, es execSpec, exe *os.File) (int, error) {
-	specFile, err := sealedFile("baton-exec-spec", mustJSON(es))
-	if err != nil {
-		return 0, err
-	}
-	defer specFile.Close()
+// startExecStage starts `runner-exec` (w.Exe) with its spec
+// (w.ExecSpec) as the agent: in a user namespace of its own where it
+// is the agent uid (mapped to this namespace's 0), holding CAP_SETPCAP
+// only as long as it takes to empty its bounding set. It returns once the
+// agent runs, or with why the exec stage could not start it; in that case
+// the stage has been reaped.
+func startExecStage(w waitSpec) (int, error) {
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		return 0, err
 	}
 	defer errR.Close()
-	pid, err := syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(int(exe.Fd())),
+	pid, err := syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(w.Exe),
 		[]string{"baton", "runner-exec", "--spec", "/proc/self/fd/" + strconv.Itoa(fdExecSpec)},
 		&syscall.ProcAttr{
-			Dir:   es.Dir,
+			Dir:   w.Dir,
 			Env:   stageEnv,
-			Files: []uintptr{0, 1, 2, specFile.Fd(), errW.Fd()},
+			Files: []uintptr{0, 1, 2, uintptr(w.ExecSpec), errW.Fd()},
 			Sys: &syscall.SysProcAttr{
 				Setpgid:                    true,
 				Cloneflags:                 syscall.CLONE_NEWUSER,
-				UidMappings:                []syscall.SysProcIDMap{{ContainerID: spec.AgentUID, HostID: 0, Size: 1}},
-				GidMappings:                []syscall.SysProcIDMap{{ContainerID: spec.AgentGID, HostID: 0, Size: 1}},
+				UidMappings:                []syscall.SysProcIDMap{{ContainerID: w.AgentUID, HostID: 0, Size: 1}},
+				GidMappings:                []syscall.SysProcIDMap{{ContainerID: w.AgentGID, HostID: 0, Size: 1}},
 				GidMappingsEnableSetgroups: false,
 				AmbientCaps:                []uintptr{unix.CAP_SETPCAP},
 			},

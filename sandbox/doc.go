@@ -18,7 +18,9 @@
 //	  │                 the egress sockets, the nft ruleset, waits for pasta
 //	  └ runner-inner-child  pid 1 of new user, mount, pid, ipc, uts and cgroup
 //	    │                   namespaces: builds the agent's root on a tmpfs,
-//	    │                   pivot_root, then reaps as init; takes no signal
+//	    │                   pivot_root, then execs itself, pid 1 still, as
+//	    │ runner-init-wait  which starts the agent and reaps as init, with a
+//	    │                   fresh heap; takes no signal
 //	    └ runner-exec   the agent's uid in a user namespace of its own:
 //	      │             empties its capabilities, sets the rlimits,
 //	      │             no_new_privs and the seccomp filter, then execs

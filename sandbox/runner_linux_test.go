@@ -302,13 +302,13 @@ cat /proc/1/fd/4 2>/dev/null; echo
 env
 `
 	m, stdout := facts(t, spec, script)
-	// pid 1 is runner-inner-child, whose Go runtime threads take the next
-	// few pids; the agent follows them.
+	// pid 1 is the init, re-exec'd as the wait stage, whose Go runtime
+	// threads take the next few pids; the agent follows them.
 	if n, err := strconv.Atoi(m["pid"]); err != nil || n < 2 || n > 32 {
 		t.Errorf("agent pid = %q, want a small pid of a namespace of its own", m["pid"])
 	}
-	if !strings.Contains(m["init"], "runner-inner-child") {
-		t.Errorf("pid 1 runs %q, want runner-inner-child", m["init"])
+	if !strings.Contains(m["init"], "runner-init-wait") {
+		t.Errorf("pid 1 runs %q, want runner-init-wait", m["init"])
 	}
 	procs := strings.Fields(m["procs"])
 	if len(procs) == 0 || procs[0] != "1" || len(procs) > 8 {
@@ -1009,7 +1009,7 @@ func TestOutputLimit(t *testing.T) {
 
 // TestIdleRunKeepsTwoRunnerProcesses: while its agent runs, a run's tree
 // is runner-outer, the sandbox's init (its child: runner-inner has exited
-// and the init was reparented) and the agent, whose runner-exec stage
+// and the init was reparented; re-exec'd as the wait stage) and the agent, whose runner-exec stage
 // became it: two runner processes, the floor docs/sandbox.md explains.
 func TestIdleRunKeepsTwoRunnerProcesses(t *testing.T) {
 	t.Parallel()
@@ -1041,11 +1041,11 @@ func TestIdleRunKeepsTwoRunnerProcesses(t *testing.T) {
 	for {
 		initPID, _ := proc(agent)
 		ppid, cmd := proc(initPID)
-		if ppid == outer && strings.HasPrefix(cmd, "runner-inner-child ") {
+		if ppid == outer && strings.HasPrefix(cmd, "runner-init-wait ") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the agent's parent %d is %q, child of %d; want runner-inner-child, child of runner-outer %d", initPID, cmd, ppid, outer)
+			t.Fatalf("the agent's parent %d is %q, child of %d; want runner-init-wait, child of runner-outer %d", initPID, cmd, ppid, outer)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -1054,4 +1054,47 @@ func TestIdleRunKeepsTwoRunnerProcesses(t *testing.T) {
 	}
 	_, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
 	wantSentinel(t, s, 143, journal.ReasonCancel, "TERM")
+}
+
+// TestInitWaitStageReports: the init that starts and waits for the agent
+// is the wait stage runner-inner-child exec'd into, and it reports the
+// agent's end as the init always did: the sentinel, and state.ndjson's
+// start-agent, agent-exit and report records, with no fallback.
+func TestInitWaitStageReports(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, script, signal, record string
+		exit                         int
+	}{
+		{"exit 3", `exit 3`, "", `exit 3 signal \"\"`, 3},
+		{"killed by SIGTERM", `kill -TERM $$`, "TERM", `exit 143 signal \"TERM\"`, 143},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			spec := newSpec(t, sh(`tr '\0' ' ' < /proc/1/cmdline; echo; `+c.script)...)
+			dir := start(t, spec, "")
+			stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+			if !strings.HasPrefix(stdout, "baton runner-init-wait --spec /proc/self/fd/") {
+				t.Errorf("pid 1 runs %q, want the wait stage", stdout)
+			}
+			reason := journal.ReasonExit
+			if c.signal != "" {
+				reason = journal.ReasonSignal
+			}
+			wantSentinel(t, s, c.exit, reason, c.signal)
+			state := readFile(t, dir.State())
+			for _, want := range []string{
+				`"stage":"inner-child","phase":"start-agent","status":"ok"`,
+				`"stage":"inner-child","phase":"agent-exit","status":"ok","detail":"` + c.record + `"`,
+				`"stage":"inner-child","phase":"report","status":"ok","detail":"` + c.record + `"`,
+			} {
+				if !strings.Contains(state, want) {
+					t.Errorf("state.ndjson lacks %s:\n%s", want, state)
+				}
+			}
+			if strings.Contains(state, `"wait-stage"`) {
+				t.Errorf("the init fell back to waiting in-process:\n%s", state)
+			}
+		})
+	}
 }

@@ -16,6 +16,7 @@ var Stages = []struct {
 	{"runner-outer", "Supervise one run: journal the agent, enforce its deadline (spawned by the worker)", RunOuter},
 	{"runner-inner", "Set up the sandbox's network namespace, start its init and exit (spawned by runner-outer)", RunInner},
 	{"runner-inner-child", "Set up the sandbox and run the agent as its init (cloned by runner-inner, then runner-outer's child)", RunInnerChild},
+	{"runner-init-wait", "Start the agent and wait for it as the sandbox's init, its setup done (exec'd by runner-inner-child)", RunInitWait},
 	{"runner-exec", "Drop capabilities, apply rlimits and seccomp, and exec the agent (started by runner-inner-child)", RunExec},
 }
 
