@@ -83,9 +83,12 @@ type Liveness struct {
 	margin time.Duration
 	log    zerolog.Logger
 
-	mu     sync.Mutex
-	sess   *session // nil between a loss and the next session, and once closed
-	next   *pending // a session being opened whose Create may have landed
+	mu   sync.Mutex
+	sess *session // nil between a loss and the next session, and once closed
+	next *pending // a session being opened whose Create may have landed
+	// lost is this process's lost session, whose key the next session
+	// replaces at once instead of waiting it out; nil if none.
+	lost   *session
 	closed bool
 
 	stop     chan struct{}
@@ -113,8 +116,9 @@ type pending struct {
 // renews it in the background every TTL/3 until Close. ttl is the lease TTL:
 // a worker dead that long has lost its leases. A key left by a dead
 // process of the same worker id is waited out (at most a TTL). A session
-// lost later (no renewal within TTL - TTL/6) is replaced by a new one once
-// its key is gone.
+// lost later (no renewal within TTL - TTL/6) is replaced by a new one as
+// soon as NATS answers: the key is overwritten, since this process gave
+// the lost session's leases up already.
 func Live(ctx context.Context, js jetstream.JetStream, store *kv.Leases, h Holder, ttl time.Duration, opts ...Option) (*Liveness, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("lease: ttl must be positive, got %s", ttl)
@@ -163,19 +167,33 @@ func (lv *Liveness) Session() uint64 {
 	return lv.sess.id
 }
 
-// open starts a session: it creates the liveness key with a new id. A
-// Create of unknown outcome is retried with the same id, and found landed
-// by reading the key.
+// open starts a session: it creates the liveness key with a new id, or
+// overwrites the one of this process's lost session. A write of unknown
+// outcome is retried with the same id, and found landed by reading the key.
 func (lv *Liveness) open(ctx context.Context) error {
 	lv.mu.Lock()
 	if lv.next == nil {
 		lv.next = &pending{id: newSessionID(), sent: time.Now()}
 	}
 	p := lv.next
+	lost := lv.lost
 	lv.mu.Unlock()
 	val := kv.LiveRecord{Worker: lv.holder.Worker, Node: lv.holder.Node, Session: p.id}
 	sent := time.Now()
-	rev, err := lv.live.CreateTTL(ctx, lv.key, val, lv.ttl)
+	var rev uint64
+	err := kv.ErrExists
+	if lost != nil {
+		// Our own session was lost: this process has given up its leases
+		// already (each Lease.Lost is closed), so the key may name the
+		// new session at once, and the old session's leases are free to
+		// take, fenced by the chain as any takeover (I1). Waiting the key
+		// out would leave the worker unable to take any run for up to a
+		// TTL after every NATS outage.
+		rev, err = lv.replaceLost(ctx, lost, val)
+	}
+	if errors.Is(err, kv.ErrExists) {
+		rev, err = lv.live.CreateTTL(ctx, lv.key, val, lv.ttl)
+	}
 	if errors.Is(err, kv.ErrExists) {
 		cur, curRev, gerr := lv.live.GetFromLeader(ctx, lv.js, lv.key)
 		if gerr != nil || cur != val {
@@ -188,13 +206,45 @@ func (lv *Liveness) open(ctx context.Context) error {
 	}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
-	lv.next = nil
+	lv.next, lv.lost = nil, nil
 	if lv.closed {
 		return ErrNotLive
 	}
 	lv.sess = &session{id: p.id, rev: rev, lastOK: sent, leases: map[string]*Lease{}}
 	lv.log.Debug().Uint64("session", p.id).Msg("liveness session opened")
 	return nil
+}
+
+// replaceLost writes val over the liveness key while it still holds the
+// lost session's value, at whatever revision (a renewal of unknown outcome
+// may have landed). kv.ErrExists means it is gone or another's: create.
+func (lv *Liveness) replaceLost(ctx context.Context, lost *session, val kv.LiveRecord) (uint64, error) {
+	lv.mu.Lock()
+	rev := lost.rev
+	lv.mu.Unlock()
+	for range 2 {
+		nrev, err := lv.live.UpdateTTL(ctx, lv.js, lv.key, val, rev, lv.ttl)
+		if !errors.Is(err, kv.ErrConflict) && !errors.Is(err, kv.ErrNotFound) {
+			return nrev, err
+		}
+		cur, curRev, gerr := lv.live.GetFromLeader(ctx, lv.js, lv.key)
+		switch {
+		case gerr == nil && cur == val:
+			return curRev, nil // an earlier attempt of ours landed
+		case gerr == nil && cur.Session == lost.id && curRev != rev:
+			rev = curRev
+		case gerr != nil && !errors.Is(gerr, kv.ErrNotFound):
+			return 0, gerr
+		default:
+			lv.mu.Lock()
+			if lv.lost == lost {
+				lv.lost = nil
+			}
+			lv.mu.Unlock()
+			return 0, kv.ErrExists
+		}
+	}
+	return 0, kv.ErrExists
 }
 
 func newSessionID() uint64 {
@@ -333,7 +383,7 @@ func (lv *Liveness) lose(s *session, err error) {
 	leases := s.leases
 	s.leases = nil
 	if lv.sess == s {
-		lv.sess = nil
+		lv.sess, lv.lost = nil, s
 	}
 	lv.mu.Unlock()
 	if len(leases) > 0 || !errors.Is(err, ErrNotLive) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -651,4 +653,130 @@ func TestObserve(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOutageReopensAtOnce: a worker cut off from NATS past TTL − TTL/6
+// loses its session and every lease of it; once NATS answers again it
+// opens a new session by overwriting its key, which never expires in
+// between (the chaos soak found workers unable to take any run for up to a
+// TTL after each NATS restart while they waited their own key out). The
+// lost session's leases are free to take at once.
+func TestOutageReopensAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const outTTL = 4 * time.Second
+	p := newPausableProxy(t, e.srv.Addr().String())
+	nc, err := nats.Connect("nats://"+p.addr(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	store, err := kv.Open[kv.LeaseRecord](ctx, js, protocol.MustNames("").LeasesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, err := lease.Live(ctx, js, store, holderA, outTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lv.Close(context.Background()) })
+	first := lv.Session()
+	held := acquire(t, lv, "run1")
+	// Watched from the test's own connection: an expiry of the key
+	// would show as a purge or delete.
+	w, err := e.leases.KV().Watch(ctx, lease.LiveKey(holderA.Node, holderA.Worker), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	p.pause()
+	lostWithin(t, held, outTTL, "an outage")
+	p.resume()
+	testenv.WaitFor(t, outTTL, "a new session", func() bool { s := lv.Session(); return s != 0 && s != first })
+	for {
+		select {
+		case ent := <-w.Updates():
+			if ent != nil && ent.Operation() != jetstream.KeyValuePut {
+				t.Fatalf("the liveness key was %v between the sessions: the new one waited the old key out", ent.Operation())
+			}
+			continue
+		default:
+		}
+		break
+	}
+	// Another worker takes the lost session's lease at once.
+	lvb := e.live(t, holderB)
+	b := acquire(t, lvb, "run1")
+	if b.Epoch() <= held.Epoch() {
+		t.Fatalf("epoch %d after %d", b.Epoch(), held.Epoch())
+	}
+}
+
+// pausableProxy forwards TCP to a server until paused: then it drops
+// every connection and refuses new ones, as a network outage would.
+type pausableProxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	paused bool
+	conns  []net.Conn
+}
+
+func newPausableProxy(t *testing.T, target string) *pausableProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pausableProxy{l: l, target: target}
+	t.Cleanup(func() { l.Close(); p.pause() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			paused := p.paused
+			p.mu.Unlock()
+			if paused {
+				c.Close()
+				continue
+			}
+			u, err := net.DialTimeout("tcp", target, 2*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); u.Close() }()
+			go func() { _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *pausableProxy) addr() string { return p.l.Addr().String() }
+
+func (p *pausableProxy) pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paused = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *pausableProxy) resume() {
+	p.mu.Lock()
+	p.paused = false
+	p.mu.Unlock()
 }

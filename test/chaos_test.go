@@ -288,6 +288,15 @@ func summarize(ds []time.Duration) string {
 	return fmt.Sprintf("n=%d median=%v worst=%v", len(sorted), sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond))
 }
 
+// logGap logs one hand-off or recovery gap when BATON_CHAOS_GAPS is set:
+// which run, from which worker to which, for reading the slow ones
+// against the workers' logs.
+func logGap(t *testing.T, kind, runID, from, to string, gap time.Duration) {
+	if os.Getenv("BATON_CHAOS_GAPS") != "" {
+		t.Logf("gap: %s of %s from %s to %s: %v", kind, runID, from, to, gap.Round(time.Millisecond))
+	}
+}
+
 // pidOf reads the pid out of a worker id "<node>-<pid>-<random>".
 func pidOf(workerID string) int {
 	parts := strings.Split(workerID, "-")
@@ -496,10 +505,12 @@ func checkRun(t *testing.T, r chaosRun, msgs []jetstream.Msg, journalPath string
 			if st.Status == protocol.StatusAttached && lastStatus == protocol.StatusHandoff {
 				// SIGTERM of the holder is just before its handoff status.
 				stats.handoffs = append(stats.handoffs, md.Timestamp.Sub(lastStatusTime))
+				logGap(t, "hand-off", r.id, holder, st.Worker, md.Timestamp.Sub(lastStatusTime))
 			} else if st.Status == protocol.StatusAttached {
 				// A crash: from the SIGKILL of the holder, if it was killed.
 				if at, ok := stats.killed[pidOf(holder)]; ok && md.Timestamp.After(at) {
 					stats.recoveries = append(stats.recoveries, md.Timestamp.Sub(at))
+					logGap(t, "recovery", r.id, holder, st.Worker, md.Timestamp.Sub(at))
 				}
 			}
 			if st.Status == protocol.StatusStarted || st.Status == protocol.StatusAttached {
