@@ -102,6 +102,10 @@ func (s *Store[T]) GetFromLeader(ctx context.Context, js jetstream.JetStream, ke
 	return e.Value, e.Revision, err
 }
 
+// leaderGetTimeout bounds a read from the leader whose context has no
+// deadline, as JetStream's own API calls are bounded by default.
+const leaderGetTimeout = 5 * time.Second
+
 // EntryFromLeader is GetFromLeader with the write's time (Created, the
 // server's clock). A key whose last message is a delete, a purge or the
 // marker a TTL expiry leaves gives ErrNotFound.
@@ -111,6 +115,14 @@ func (s *Store[T]) EntryFromLeader(ctx context.Context, js jetstream.JetStream, 
 	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
 		return zero, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// A stream without a leader (an election, a lost server) answers
+		// nothing: a core request would wait for ever, and with it the
+		// recovery scan that asked (found by the cluster chaos suite).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, leaderGetTimeout)
+		defer cancel()
 	}
 	reply, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+s.kv.Bucket(), req)
 	if err != nil {

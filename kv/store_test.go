@@ -347,3 +347,43 @@ func TestGetFromLeader(t *testing.T) {
 		t.Fatalf("deleted key: %v, want ErrNotFound", err)
 	}
 }
+
+// TestGetFromLeaderWithoutLeader: with no stream leader (quorum lost) a
+// read from the leader gets no answer at all; without a deadline of its
+// own it must still give up (the cluster chaos suite saw a recovery scan
+// wait for ever on one, and a run never recovered).
+func TestGetFromLeaderWithoutLeader(t *testing.T) {
+	t.Parallel()
+	servers := testenv.RunCluster(t, 3)
+	nc, js := testenv.ConnectCluster(t, servers)
+	ctx := ctxT(t)
+	res, err := provision.Ensure(ctx, js, protocol.MustNames(""), provision.Options{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := kv.NewStore[kv.RunRecord](res.Runs)
+	if _, err := runs.Create(ctx, "r1", kv.RunRecord{RunID: "r1", State: kv.RunStarting, Node: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	// Keep the server the client is connected to; stop the two others.
+	for _, s := range servers {
+		if s.ClientURL() != nc.ConnectedUrl() {
+			s.Shutdown()
+		}
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := runs.GetFromLeader(context.Background(), js, "r1")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("read from a stream without a leader succeeded")
+		}
+		t.Logf("gave up after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("GetFromLeader without a deadline still waiting after 20s for a stream without a leader")
+	}
+}
