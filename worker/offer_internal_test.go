@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"os"
 	"testing"
 	"time"
@@ -36,10 +35,6 @@ func TestOfferAgainAfterTheLeaseChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.leases, w.runs = kv.NewStore[kv.LeaseRecord](res.Leases), kv.NewStore[kv.RunRecord](res.Runs)
-	if w.live, err = lease.Live(ctx, js, w.leases, lease.Holder{Worker: w.id, Node: "n"}, 3*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.live.Close(context.Background()) })
 	const id = "r1"
 	dir, err := w.runDir(id)
 	if err != nil {
@@ -53,12 +48,7 @@ func TestOfferAgainAfterTheLeaseChanged(t *testing.T) {
 	}
 	handOff := func(holder string) {
 		t.Helper()
-		lv, err := lease.Live(ctx, js, w.leases, lease.Holder{Worker: holder, Node: "n"}, 3*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = lv.Close(ctx) }()
-		l, err := lv.Acquire(ctx, id)
+		l, err := lease.Acquire(ctx, w.leases, id, lease.Holder{Worker: holder, Node: "n"}, 3*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
