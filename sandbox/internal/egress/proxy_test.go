@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -200,4 +201,48 @@ func TestHostPort(t *testing.T) {
 	if _, _, err := hostPort("a.com", ""); err == nil {
 		t.Error("a CONNECT target without a port was accepted")
 	}
+}
+
+// FuzzReadRequest: the proxy's own request-head parser takes what the
+// agent sends. Whatever it is, it gives a head or an error, never a
+// panic, and a head it accepts has a token method, a target without
+// blanks and token header names (what the forwarder relies on).
+func FuzzReadRequest(f *testing.F) {
+	for _, s := range []string{
+		"GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n",
+		"CONNECT example.com:443 HTTP/1.1\r\n\r\n",
+		"POST http://x/ HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc",
+		"GET http://x/ HTTP/1.1\r\nContent-Length : 1\r\n\r\n",
+		"GET  / HTTP/1.1\r\n\r\n",
+		"\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := readRequest(bufio.NewReader(bytes.NewReader(b)))
+		if err != nil {
+			return
+		}
+		if !isToken(req.method) || req.target == "" || strings.ContainsAny(req.target, " \t") {
+			t.Fatalf("accepted request line: method %q target %q", req.method, req.target)
+		}
+		for k := range req.header {
+			if !isToken(k) {
+				t.Fatalf("accepted header name %q", k)
+			}
+		}
+	})
+}
+
+// FuzzChunkSize: a chunk-size line gives a size or a refusal, never a
+// negative size.
+func FuzzChunkSize(f *testing.F) {
+	for _, s := range []string{"1a\r\n", "0\r\n", "ff;ext=1\r\n", "\r\n", "-1\r\n", "fffffffffffffffff\r\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if n, ok := chunkSize(line); ok && n < 0 {
+			t.Fatalf("chunkSize(%q) = %d", line, n)
+		}
+	})
 }
