@@ -66,17 +66,28 @@ func TestCaptureOnR3Cluster(t *testing.T) {
 		t.Fatalf("leader %q is none of the nodes", leader)
 	}
 	_, js2 := testenv.ConnectCluster(t, servers[rest[0]:rest[0]+1])
+	// Each attempt has its own bound: while the cluster elects new leaders a
+	// JetStream API request can go unanswered, and one attempt waiting on the
+	// whole test's context would use up every retry.
+	attempt := func(f func(context.Context) error) func() bool {
+		return func() bool {
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			err = f(actx)
+			return err == nil
+		}
+	}
 	var obs jetstream.ObjectStore
-	testenv.WaitFor(t, 30*time.Second, "the outputs bucket after its leader left", func() bool {
-		obs, err = js2.ObjectStore(ctx, names.OutputsBucket())
-		return err == nil
-	})
+	testenv.WaitFor(t, 60*time.Second, "the outputs bucket after its leader left", attempt(func(actx context.Context) (err error) {
+		obs, err = js2.ObjectStore(actx, names.OutputsBucket())
+		return err
+	}))
 	for _, o := range first.Outputs {
 		var b []byte
-		testenv.WaitFor(t, 30*time.Second, "reading "+o.Name+" after the leader left", func() bool {
-			b, err = obs.GetBytes(ctx, o.Name)
-			return err == nil
-		})
+		testenv.WaitFor(t, 60*time.Second, "reading "+o.Name+" after the leader left", attempt(func(actx context.Context) (err error) {
+			b, err = obs.GetBytes(actx, o.Name)
+			return err
+		}))
 		if uint64(len(b)) != o.Size || digest(b) != o.Digest {
 			t.Fatalf("%s after failover: %d bytes %s, listed %+v", o.Name, len(b), digest(b), o)
 		}
@@ -86,8 +97,10 @@ func TestCaptureOnR3Cluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second outputs.Result
-	testenv.WaitFor(t, 60*time.Second, "a capture after the failover", func() bool {
-		second, err = outputs.Capture(ctx, obs, "r3-b", ws, nil, outputs.Policy{Diff: true, Files: []string{"out/**"}})
+	testenv.WaitFor(t, 90*time.Second, "a capture after the failover", func() bool {
+		actx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		second, err = outputs.Capture(actx, obs, "r3-b", ws, nil, outputs.Policy{Diff: true, Files: []string{"out/**"}})
 		return err == nil
 	})
 	if second.Error != "" || len(second.Outputs) != 51 {

@@ -64,6 +64,7 @@ type natsProc struct {
 	args  []string
 	dir   string
 	cmd   *exec.Cmd
+	done  chan struct{} // closed when cmd has been waited for
 	log   *os.File
 	mu    sync.Mutex
 	alive bool
@@ -87,6 +88,9 @@ func (p *natsProc) start() {
 		p.t.Fatal(err)
 	}
 	p.alive = true
+	cmd, done := p.cmd, make(chan struct{})
+	p.done = done
+	go func() { _ = cmd.Wait(); close(done) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.port), time.Second)
@@ -94,11 +98,29 @@ func (p *natsProc) start() {
 			c.Close()
 			return
 		}
+		select {
+		case <-done:
+			p.alive = false
+			p.t.Fatalf("nats-server %s exited (%v) before listening on %d; its log ends:\n%s", p.name, cmd.ProcessState, p.port, logTail(p.log, 2000))
+		default:
+		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("nats-server %s did not listen on %d", p.name, p.port)
+			p.t.Fatalf("nats-server %s did not listen on %d within 20 s; its log ends:\n%s", p.name, p.port, logTail(p.log, 2000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// logTail is the last n bytes of the log f writes to.
+func logTail(f *os.File, n int64) string {
+	if f == nil {
+		return "(no log)"
+	}
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		return err.Error()
+	}
+	return string(b[max(0, int64(len(b))-n):])
 }
 
 // stop ends the server with sig and waits for it.
@@ -109,13 +131,11 @@ func (p *natsProc) stop(sig syscall.Signal) {
 		return
 	}
 	_ = p.cmd.Process.Signal(sig)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.done:
 	case <-time.After(15 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-done
+		<-p.done
 	}
 	p.alive = false
 }
