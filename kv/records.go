@@ -81,6 +81,20 @@ type LeaseRecord struct {
 	State   LeaseState `msgpack:"state"`
 	Offset  int64      `msgpack:"offset"`
 	LastSeq uint64     `msgpack:"lastSeq"`
+	// Session is the holder's liveness session (LiveRecord.Session): a held
+	// lease lives as long as its holder's liveness key carries it. Zero in
+	// leases written by workers from before liveness keys, which renewed
+	// each lease instead.
+	Session uint64 `msgpack:"session,omitempty"`
+}
+
+// LiveRecord is the value of a worker's liveness key in the leases bucket
+// (msgpack): renewed with a per-message TTL, it stands for every lease the
+// worker holds in the session it names.
+type LiveRecord struct {
+	Worker  string `msgpack:"worker"`
+	Node    string `msgpack:"node"`
+	Session uint64 `msgpack:"session"`
 }
 
 // NodeRecord is a node's heartbeat in the nodes bucket (msgpack).

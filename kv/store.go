@@ -93,32 +93,40 @@ func (s *Store[T]) Get(ctx context.Context, key string) (T, uint64, error) {
 	return v, e.Revision(), nil
 }
 
-// leaderGetTimeout bounds a read from the leader whose context has no
-// deadline, as JetStream's own API calls are bounded by default.
-const leaderGetTimeout = 5 * time.Second
-
 // GetFromLeader is Get answered by the leader of the bucket's stream,
 // through js's connection. KV reads are direct gets, which a lagging
 // replica of a replicated bucket may answer with an older revision; a
 // writer that must know whether its own write landed reads here.
 func (s *Store[T]) GetFromLeader(ctx context.Context, js jetstream.JetStream, key string) (T, uint64, error) {
-	var zero T
+	e, err := s.EntryFromLeader(ctx, js, key)
+	return e.Value, e.Revision, err
+}
+
+// leaderGetTimeout bounds a read from the leader whose context has no
+// deadline, as JetStream's own API calls are bounded by default.
+const leaderGetTimeout = 5 * time.Second
+
+// EntryFromLeader is GetFromLeader with the write's time (Created, the
+// server's clock). A key whose last message is a delete, a purge or the
+// marker a TTL expiry leaves gives ErrNotFound.
+func (s *Store[T]) EntryFromLeader(ctx context.Context, js jetstream.JetStream, key string) (Entry[T], error) {
+	var zero Entry[T]
 	subject := "$KV." + s.kv.Bucket() + "." + key
 	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
-		return zero, 0, err
+		return zero, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		// A stream without a leader (an election, a lost server) answers
 		// nothing: a core request would wait for ever, and with it the
-		// caller (found by the cluster chaos suite).
+		// recovery scan that asked (found by the cluster chaos suite).
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, leaderGetTimeout)
 		defer cancel()
 	}
 	reply, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+s.kv.Bucket(), req)
 	if err != nil {
-		return zero, 0, wrapErr(s.kv.Bucket(), "get", key, err)
+		return zero, wrapErr(s.kv.Bucket(), "get", key, err)
 	}
 	var resp struct {
 		Error *struct {
@@ -127,36 +135,52 @@ func (s *Store[T]) GetFromLeader(ctx context.Context, js jetstream.JetStream, ke
 			Description string `json:"description"`
 		} `json:"error"`
 		Message *struct {
-			Seq    uint64 `json:"seq"`
-			Header []byte `json:"hdrs"`
-			Data   []byte `json:"data"`
+			Seq    uint64    `json:"seq"`
+			Header []byte    `json:"hdrs"`
+			Data   []byte    `json:"data"`
+			Time   time.Time `json:"time"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return zero, 0, fmt.Errorf("kv: get %s/%s from the leader: %w", s.kv.Bucket(), key, err)
+		return zero, fmt.Errorf("kv: get %s/%s from the leader: %w", s.kv.Bucket(), key, err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
-		return zero, 0, fmt.Errorf("kv: get %s/%s: %w", s.kv.Bucket(), key, ErrNotFound)
+		return zero, fmt.Errorf("kv: get %s/%s: %w", s.kv.Bucket(), key, ErrNotFound)
 	case resp.Error != nil:
-		return zero, 0, fmt.Errorf("kv: get %s/%s from the leader: %s (%d)", s.kv.Bucket(), key, resp.Error.Description, resp.Error.ErrCode)
+		return zero, fmt.Errorf("kv: get %s/%s from the leader: %s (%d)", s.kv.Bucket(), key, resp.Error.Description, resp.Error.ErrCode)
 	case resp.Message == nil:
-		return zero, 0, fmt.Errorf("kv: get %s/%s from the leader: an answer without a message", s.kv.Bucket(), key)
+		return zero, fmt.Errorf("kv: get %s/%s from the leader: an answer without a message", s.kv.Bucket(), key)
 	}
-	if len(resp.Message.Header) > 0 {
-		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
+	m := resp.Message
+	e := Entry[T]{Key: key, Revision: m.Seq, Op: jetstream.KeyValuePut, Created: m.Time}
+	if len(m.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(m.Header)
 		if err != nil {
-			return zero, 0, fmt.Errorf("kv: get %s/%s from the leader: %w", s.kv.Bucket(), key, err)
+			return zero, fmt.Errorf("kv: get %s/%s from the leader: %w", s.kv.Bucket(), key, err)
 		}
-		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
-			return zero, resp.Message.Seq, fmt.Errorf("kv: get %s/%s: %w", s.kv.Bucket(), key, ErrNotFound)
+		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" || h.Get(jetstream.MarkerReasonHeader) != "" {
+			return Entry[T]{Key: key, Revision: m.Seq}, fmt.Errorf("kv: get %s/%s: %w", s.kv.Bucket(), key, ErrNotFound)
 		}
 	}
-	v, err := Decode[T](key, resp.Message.Seq, resp.Message.Data)
+	if e.Value, err = Decode[T](key, m.Seq, m.Data); err != nil {
+		return Entry[T]{Key: key, Revision: m.Seq}, err
+	}
+	return e, nil
+}
+
+// CreateTTL is Create whose write expires after ttl (a per-message TTL;
+// the bucket must allow them, see LimitMarkerTTL).
+func (s *Store[T]) CreateTTL(ctx context.Context, key string, v T, ttl time.Duration) (uint64, error) {
+	b, err := encode(v)
 	if err != nil {
-		return zero, resp.Message.Seq, err
+		return 0, fmt.Errorf("kv: create %s/%s: %w", s.kv.Bucket(), key, err)
 	}
-	return v, resp.Message.Seq, nil
+	rev, err := s.kv.Create(ctx, key, b, jetstream.KeyTTL(ttl))
+	if err != nil {
+		return 0, wrapErr(s.kv.Bucket(), "create", key, err)
+	}
+	return rev, nil
 }
 
 // Create writes v under key only if the key has no live value, and returns
@@ -269,6 +293,21 @@ func (s *Store[T]) Delete(ctx context.Context, key string, rev uint64) error {
 	return nil
 }
 
+// Purge removes key's values with a purge marker that itself expires
+// after markerTTL (so a bucket without MaxAge keeps no marker per key
+// ever), only if its revision is rev; rev 0 purges unconditionally.
+// Watchers see the marker as a purge.
+func (s *Store[T]) Purge(ctx context.Context, key string, rev uint64, markerTTL time.Duration) error {
+	opts := []jetstream.KVDeleteOpt{jetstream.PurgeTTL(markerTTL)}
+	if rev > 0 {
+		opts = append(opts, jetstream.LastRevision(rev))
+	}
+	if err := s.kv.Purge(ctx, key, opts...); err != nil {
+		return wrapErr(s.kv.Bucket(), "purge", key, err)
+	}
+	return nil
+}
+
 // Keys returns the keys that have a live value; an empty bucket gives an
 // empty slice.
 func (s *Store[T]) Keys(ctx context.Context) ([]string, error) {
@@ -329,6 +368,21 @@ func (s *Store[T]) WatchWith(ctx context.Context, key string, opts ...jetstream.
 	if err != nil {
 		return nil, wrapErr(s.kv.Bucket(), "watch", key, err)
 	}
+	return s.relay(ctx, w), nil
+}
+
+// WatchFiltered is WatchWith over several keys or key filters at once, in
+// one consumer.
+func (s *Store[T]) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (<-chan Entry[T], error) {
+	w, err := s.kv.WatchFiltered(ctx, keys, opts...)
+	if err != nil {
+		return nil, wrapErr(s.kv.Bucket(), "watch", strings.Join(keys, ","), err)
+	}
+	return s.relay(ctx, w), nil
+}
+
+// relay turns w's updates into entries until ctx ends.
+func (s *Store[T]) relay(ctx context.Context, w jetstream.KeyWatcher) <-chan Entry[T] {
 	out := make(chan Entry[T], 64)
 	go func() {
 		defer close(out)
@@ -352,7 +406,7 @@ func (s *Store[T]) WatchWith(ctx context.Context, key string, opts ...jetstream.
 			}
 		}
 	}()
-	return out, nil
+	return out
 }
 
 func toEntry[T any](e jetstream.KeyValueEntry) Entry[T] {

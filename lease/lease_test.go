@@ -3,12 +3,16 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/internal/provision"
@@ -27,6 +31,8 @@ var (
 
 type env struct {
 	srv    *server.Server
+	url    string
+	js     jetstream.JetStream
 	leases *kv.Leases
 }
 
@@ -34,7 +40,7 @@ func setup(t *testing.T) env {
 	t.Helper()
 	s := testenv.RunServer(t)
 	_, js := testenv.Connect(t, s)
-	return env{srv: s, leases: provisionLeases(t, js, provision.Options{LeaseTTL: ttl})}
+	return env{srv: s, url: s.ClientURL(), js: js, leases: provisionLeases(t, js, provision.Options{LeaseTTL: ttl})}
 }
 
 func provisionLeases(t *testing.T, js jetstream.JetStream, o provision.Options) *kv.Leases {
@@ -54,187 +60,425 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func TestCreateHeldReleasedTakeover(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	ctx := ctxT(t)
-
-	a, err := lease.Acquire(ctx, e.leases, "run1", holderA, ttl)
+// live opens h's liveness on the test's connection.
+func (e env) live(t *testing.T, h lease.Holder) *lease.Liveness {
+	t.Helper()
+	lv, err := lease.Live(ctxT(t), e.js, e.leases, h, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Epoch() == 0 || a.Revision() != a.Epoch() || a.Previous() != nil {
-		t.Fatalf("fresh lease: epoch %d revision %d previous %v", a.Epoch(), a.Revision(), a.Previous())
-	}
-	if r := a.Record(); r.State != kv.LeaseHeld || r.Worker != "w-a" || r.Epoch != a.Epoch() || r.Offset != 0 {
-		t.Fatalf("fresh record %+v", r)
-	}
-	_, err = lease.Acquire(ctx, e.leases, "run1", holderB, ttl)
-	if !errors.Is(err, lease.ErrHeld) || !strings.Contains(err.Error(), `"w-a"`) {
-		t.Fatalf("Acquire of a held lease: %v, want ErrHeld naming w-a", err)
-	}
+	t.Cleanup(func() { _ = lv.Close(context.Background()) })
+	return lv
+}
 
-	if err := a.Release(ctx, 1234, 56); err != nil {
-		t.Fatal(err)
-	}
-	got, _, err := e.leases.Get(ctx, "run1")
-	want := kv.LeaseRecord{Worker: "w-a", Node: "n1", Epoch: a.Epoch(), State: kv.LeaseReleased, Offset: 1234, LastSeq: 56}
-	if err != nil || got != want {
-		t.Fatalf("released value %+v, %v; want %+v", got, err, want)
-	}
-	if err := a.Release(ctx, 1, 1); !errors.Is(err, lease.ErrEnded) {
-		t.Fatalf("second Release: %v, want ErrEnded", err)
-	}
-
-	b, err := lease.Acquire(ctx, e.leases, "run1", holderB, ttl)
+// liveCut opens h's liveness on a connection of its own and returns the
+// function that cuts it: the worker then stalls as far as NATS can tell
+// (a partition, a long pause), and its liveness key expires.
+func (e env) liveCut(t *testing.T, url string, h lease.Holder) (*lease.Liveness, func()) {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Epoch() <= a.Epoch() {
-		t.Fatalf("epoch did not increase: %d then %d", a.Epoch(), b.Epoch())
-	}
-	if r := b.Record(); r.Offset != 1234 || r.LastSeq != 56 || r.State != kv.LeaseHeld || r.Worker != "w-b" || r.Epoch != b.Epoch() {
-		t.Fatalf("taken-over record %+v: must resume from the released offset and sequence", r)
-	}
-	if p := b.Previous(); p == nil || *p != want {
-		t.Fatalf("Previous = %+v, want %+v", p, want)
-	}
-	if _, err := lease.Acquire(ctx, e.leases, "run1", holderA, ttl); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("Acquire of the retaken lease: %v", err)
-	}
-	// The run finishes: the lease goes away, and its id can be leased anew
-	// with a higher epoch still.
-	if err := b.Delete(ctx); err != nil {
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.leases.Get(ctx, "run1"); !errors.Is(err, kv.ErrNotFound) {
-		t.Fatalf("after Delete: %v", err)
+	store, err := kv.Open[kv.LeaseRecord](ctxT(t), js, protocol.MustNames("").LeasesBucket())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := b.Delete(ctx); !errors.Is(err, lease.ErrEnded) {
-		t.Fatalf("second Delete: %v", err)
+	lv, err := lease.Live(ctxT(t), js, store, h, ttl)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c, err := lease.Acquire(ctx, e.leases, "run1", holderA, ttl)
-	if err != nil || c.Epoch() <= b.Epoch() {
-		t.Fatalf("Acquire after Delete: %v, epoch %v after %d", err, c, b.Epoch())
+	t.Cleanup(func() { _ = lv.Close(context.Background()) })
+	return lv, nc.Close
+}
+
+func acquire(t *testing.T, lv *lease.Liveness, run string) *lease.Lease {
+	t.Helper()
+	l, err := lv.Acquire(ctxT(t), run)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return l
+}
+
+func lostWithin(t *testing.T, l *lease.Lease, d time.Duration, what string) {
+	t.Helper()
 	select {
-	case <-a.Lost():
-		t.Fatal("a released lease must not report Lost")
-	case <-b.Lost():
-		t.Fatal("a deleted lease must not report Lost")
-	default:
+	case <-l.Lost():
+	case <-time.After(d):
+		t.Fatalf("%s: lease not lost within %s", what, d)
 	}
 }
 
-func TestRenewalKeepsLease(t *testing.T) {
+// TestAcquire takes run1's lease as B after each way a lease can be left
+// by A (or by a worker of the older design, which renewed each lease).
+func TestAcquire(t *testing.T) {
+	t.Parallel()
+	type outcome struct {
+		held     bool   // ErrHeld
+		offset   int64  // inherited from a released lease
+		lastSeq  uint64 // likewise
+		previous string // state of the lease taken over, "" for a Create
+	}
+	cases := []struct {
+		name string
+		// prepare leaves run1's key as the case needs it and returns the
+		// epoch B's must exceed.
+		prepare func(t *testing.T, e env) uint64
+		want    outcome
+	}{
+		{"no lease", func(*testing.T, env) uint64 { return 0 }, outcome{}},
+		{"held, holder live", func(t *testing.T, e env) uint64 {
+			return acquire(t, e.live(t, holderA), "run1").Epoch()
+		}, outcome{held: true}},
+		{"released", func(t *testing.T, e env) uint64 {
+			a := acquire(t, e.live(t, holderA), "run1")
+			if err := a.Release(ctxT(t), 1234, 56); err != nil {
+				t.Fatal(err)
+			}
+			return a.Epoch()
+		}, outcome{offset: 1234, lastSeq: 56, previous: "released"}},
+		{"held, holder's liveness expired", func(t *testing.T, e env) uint64 {
+			lv, cut := e.liveCut(t, e.url, holderA)
+			a := acquire(t, lv, "run1")
+			w, err := e.leases.WatchWith(ctxT(t), lease.LiveKeys("n1"), jetstream.UpdatesOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut()
+			cutAt := time.Now()
+			// The expiry leaves a marker, which recovery reacts to: within
+			// the TTL and a second of the holder's last renewal.
+			for {
+				select {
+				case ent := <-w:
+					if ent.Op != jetstream.KeyValuePurge {
+						continue
+					}
+					if d := time.Since(cutAt); d > ttl+time.Second {
+						t.Fatalf("expiry marker %s after the cut, later than TTL + 1 s", d)
+					}
+					lostWithin(t, a, ttl, "the stalled holder")
+					return a.Epoch()
+				case <-time.After(3 * ttl):
+					t.Fatal("no expiry marker of the stalled holder's liveness key")
+				}
+			}
+		}, outcome{previous: "held"}},
+		{"held, holder's liveness closed", func(t *testing.T, e env) uint64 {
+			lv := e.live(t, holderA)
+			a := acquire(t, lv, "run1")
+			if err := lv.Close(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			lostWithin(t, a, time.Second, "a closed liveness")
+			return a.Epoch()
+		}, outcome{previous: "held"}},
+		{"held, its worker restarted under the same id", func(t *testing.T, e env) uint64 {
+			lv, cut := e.liveCut(t, e.url, holderA)
+			a := acquire(t, lv, "run1")
+			cut() // killed; it comes back at once
+			started := time.Now()
+			again := e.live(t, holderA)
+			if d := time.Since(started); d > ttl+500*time.Millisecond {
+				t.Fatalf("the restarted worker waited %s for its old key", d)
+			}
+			if again.Session() == 0 {
+				t.Fatal("no session")
+			}
+			return a.Epoch()
+		}, outcome{previous: "held"}},
+		{"held by an older worker, renewed", func(t *testing.T, e env) uint64 {
+			rev, err := e.leases.Create(ctxT(t), "run1", kv.LeaseRecord{Worker: "old", Node: "n1", State: kv.LeaseHeld})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rev
+		}, outcome{held: true}},
+		{"held by an older worker, not renewed for a TTL", func(t *testing.T, e env) uint64 {
+			rev, err := e.leases.Create(ctxT(t), "run1", kv.LeaseRecord{Worker: "old", Node: "n1", State: kv.LeaseHeld})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(ttl + 100*time.Millisecond)
+			return rev
+		}, outcome{previous: "held"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			ctx := ctxT(t)
+			before := tc.prepare(t, e)
+			lvb := e.live(t, holderB)
+			b, err := lvb.Acquire(ctx, "run1")
+			if tc.want.held {
+				if !errors.Is(err, lease.ErrHeld) {
+					t.Fatalf("Acquire: %v, want ErrHeld", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Epoch() <= before || b.Revision() != b.Epoch() {
+				t.Fatalf("epoch %d (revision %d) after %d", b.Epoch(), b.Revision(), before)
+			}
+			want := kv.LeaseRecord{Worker: "w-b", Node: "n1", Epoch: b.Epoch(), State: kv.LeaseHeld, Offset: tc.want.offset, LastSeq: tc.want.lastSeq, Session: lvb.Session()}
+			if r := b.Record(); r != want {
+				t.Fatalf("record %+v, want %+v", r, want)
+			}
+			if p := b.Previous(); tc.want.previous == "" && p != nil || tc.want.previous != "" && (p == nil || string(p.State) != tc.want.previous) {
+				t.Fatalf("Previous = %+v, want state %q", p, tc.want.previous)
+			}
+			// Stored as taken, not renewed: the epoch is the entry's revision.
+			got, rev, err := e.leases.Get(ctx, "run1")
+			if want.Epoch = 0; err != nil || got != want || rev != b.Epoch() {
+				t.Fatalf("stored %+v at %d, %v; want %+v at %d", got, rev, err, want, b.Epoch())
+			}
+			// B holds it now: nobody else takes it, B itself neither.
+			if _, err := e.live(t, lease.Holder{Worker: "w-c", Node: "n1"}).Acquire(ctx, "run1"); !errors.Is(err, lease.ErrHeld) {
+				t.Fatalf("a third worker's Acquire: %v, want ErrHeld", err)
+			}
+			if _, err := lvb.Acquire(ctx, "run1"); !errors.Is(err, lease.ErrHeld) {
+				t.Fatalf("the holder's second Acquire: %v, want ErrHeld", err)
+			}
+		})
+	}
+}
+
+// TestIdleLeasesCostNoWrite: while its worker lives, a lease is never
+// written and never taken; the worker's one liveness key is what is
+// renewed, about three times a TTL.
+func TestIdleLeasesCostNoWrite(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := ctxT(t)
-	a, err := lease.Acquire(ctx, e.leases, "run1", holderA, ttl)
+	lv := e.live(t, holderA)
+	held := map[string]*lease.Lease{}
+	for i := range 20 {
+		id := fmt.Sprintf("run%d", i)
+		held[id] = acquire(t, lv, id)
+	}
+	writes, err := e.leases.WatchFiltered(ctx, []string{"*", lease.LiveKey("n1", "w-a")}, jetstream.UpdatesOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Progress(500, 42)
-	a.Start(ctx)
-	a.Start(ctx) // a second Start does nothing
+	lvb := e.live(t, holderB)
+	renewals := 0
 	deadline := time.After(3500 * time.Millisecond)
+	probe := time.NewTicker(300 * time.Millisecond)
+	defer probe.Stop()
 	for done := false; !done; {
 		select {
-		case <-a.Lost():
-			t.Fatalf("lease lost while renewed: %v", a.Err())
+		case <-held["run0"].Lost():
+			t.Fatalf("lease lost while its worker lives: %v", held["run0"].Err())
+		case ent := <-writes:
+			if ent.Key != lease.LiveKey("n1", "w-a") {
+				t.Fatalf("an idle run's lease was written: %+v", ent)
+			}
+			renewals++
+		case <-probe.C:
+			if _, err := lvb.Acquire(ctx, "run7"); !errors.Is(err, lease.ErrHeld) {
+				t.Fatalf("another worker acquired a live worker's lease: %v", err)
+			}
 		case <-deadline:
 			done = true
-		case <-time.After(200 * time.Millisecond):
-			if _, err := lease.Acquire(ctx, e.leases, "run1", holderB, ttl); !errors.Is(err, lease.ErrHeld) {
-				t.Fatalf("another worker acquired a renewed lease: %v", err)
-			}
 		}
 	}
-	got, rev, err := e.leases.Get(ctx, "run1")
-	if err != nil {
-		t.Fatal(err)
+	if renewals < 8 || renewals > 13 {
+		t.Fatalf("%d liveness renewals in 3.5 TTLs, want about 10", renewals)
 	}
-	want := kv.LeaseRecord{Worker: "w-a", Node: "n1", Epoch: a.Epoch(), State: kv.LeaseHeld, Offset: 500, LastSeq: 42}
-	if got != want {
-		t.Fatalf("renewed value %+v, want %+v (epoch and progress written by renewals)", got, want)
-	}
-	// About 3 renewals per TTL over 3.5 TTLs.
-	if rev != a.Revision() || rev < a.Epoch()+8 {
-		t.Fatalf("revision %d (lease says %d) after 3.5 TTLs of renewal from epoch %d", rev, a.Revision(), a.Epoch())
-	}
-	if a.Err() != nil {
-		t.Fatalf("Err = %v", a.Err())
-	}
-	if err := a.Delete(ctx); err != nil {
-		t.Fatalf("Delete after renewals: %v", err)
+	for id, l := range held {
+		if _, rev, err := e.leases.Get(ctx, id); err != nil || rev != l.Epoch() {
+			t.Fatalf("%s: revision %d, %v; want its epoch %d", id, rev, err, l.Epoch())
+		}
 	}
 }
 
-func TestStoppedLeaseExpires(t *testing.T) {
+// TestLivenessLossLosesEveryLease: a worker whose liveness key cannot be
+// renewed loses every lease of the session at once, on its own clock,
+// before its key can expire; one whose key was removed learns it at the
+// next renewal, and renews in a new session whose leases are new ones.
+func TestLivenessLossLosesEveryLease(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	ctx := ctxT(t)
-	watch, err := e.leases.Watch(ctx, "run1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := lease.Acquire(ctx, e.leases, "run1", holderA, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Start(ctx)
-	time.Sleep(ttl / 2) // at least one renewal
-	a.Stop()            // the worker crashes: nobody renews
-	stopped := time.Now()
-
-	var sawPut bool
-	for expired := false; !expired; {
-		select {
-		case ent := <-watch:
-			switch ent.Op {
-			case jetstream.KeyValuePut:
-				sawPut = true
-			case jetstream.KeyValuePurge:
-				expired = true
-			default:
-				t.Fatalf("unexpected entry %+v", ent)
+	cases := []struct {
+		name string
+		// fail makes A's renewals fail; within is how soon after it every
+		// lease must be lost, and why names the cause.
+		fail    func(t *testing.T, e env)
+		within  time.Duration
+		why     string
+		reopens bool
+	}{
+		{"server gone", func(t *testing.T, e env) { e.srv.Shutdown() },
+			ttl - ttl/6 + 300*time.Millisecond, "no successful renewal", false},
+		{"key removed", func(t *testing.T, e env) {
+			if err := e.leases.Delete(ctxT(t), lease.LiveKey("n1", "w-a"), 0); err != nil {
+				t.Fatal(err)
 			}
-		case <-time.After(5 * ttl):
-			t.Fatal("no expiry marker seen within 5 TTLs")
-		}
+		}, ttl/3 + 300*time.Millisecond, "no longer current", true},
 	}
-	if !sawPut {
-		t.Fatal("watcher saw no write of the lease before its expiry")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			lv := e.live(t, holderA)
+			first := lv.Session()
+			var held []*lease.Lease
+			for i := range 5 {
+				held = append(held, acquire(t, lv, fmt.Sprintf("run%d", i)))
+			}
+			time.Sleep(ttl / 2)
+			tc.fail(t, e)
+			failed := time.Now()
+			for _, l := range held {
+				lostWithin(t, l, tc.within-time.Since(failed), tc.name)
+				if err := l.Err(); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), tc.why) {
+					t.Fatalf("Err = %v, want ErrLost saying %q", err, tc.why)
+				}
+			}
+			if !tc.reopens {
+				return
+			}
+			ctx := ctxT(t)
+			if err := held[0].Release(ctx, 1, 1); !errors.Is(err, lease.ErrLost) {
+				t.Fatalf("Release of a lease of the lost session: %v", err)
+			}
+			testenv.WaitFor(t, 2*ttl, "a new session", func() bool { return lv.Session() != 0 })
+			if lv.Session() == first {
+				t.Fatal("the new session has the lost one's id")
+			}
+			// The lost session's leases are free: this worker takes them
+			// again, under new epochs, as any other worker could.
+			again := acquire(t, lv, "run0")
+			if again.Epoch() <= held[0].Epoch() {
+				t.Fatalf("epoch %d after %d", again.Epoch(), held[0].Epoch())
+			}
+			if _, err := e.live(t, holderB).Acquire(ctx, "run0"); !errors.Is(err, lease.ErrHeld) {
+				t.Fatalf("Acquire of a lease of the new session: %v", err)
+			}
+		})
 	}
-	if d := time.Since(stopped); d < ttl/2 {
-		t.Fatalf("lease expired %s after its last renewal, before the TTL", d)
+}
+
+// TestEnd releases, deletes and stops leases, and checks that each
+// compare-and-set refuses a holder whose lease was taken over.
+func TestEnd(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// end ends a (held by A, its worker live unless taken) and says
+		// what the key must then hold: nil for no value.
+		end  func(t *testing.T, e env, a *lease.Lease) *kv.LeaseRecord
+		lost bool // a.Lost() must be closed after
+	}{
+		{"release", func(t *testing.T, e env, a *lease.Lease) *kv.LeaseRecord {
+			if err := a.Release(ctxT(t), 1234, 56); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Release(ctxT(t), 1, 1); !errors.Is(err, lease.ErrEnded) {
+				t.Fatalf("second Release: %v, want ErrEnded", err)
+			}
+			return &kv.LeaseRecord{Worker: "w-a", Node: "n1", Epoch: a.Epoch(), State: kv.LeaseReleased, Offset: 1234, LastSeq: 56}
+		}, false},
+		{"delete", func(t *testing.T, e env, a *lease.Lease) *kv.LeaseRecord {
+			if err := a.Delete(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Delete(ctxT(t)); !errors.Is(err, lease.ErrEnded) {
+				t.Fatalf("second Delete: %v, want ErrEnded", err)
+			}
+			return nil
+		}, false},
+		{"stop", func(t *testing.T, e env, a *lease.Lease) *kv.LeaseRecord {
+			a.Stop()
+			if _, rev, _ := e.leases.Get(ctxT(t), "run1"); rev != a.Epoch() {
+				t.Fatalf("a stopped lease was written at once (revision %d)", rev)
+			}
+			testenv.WaitFor(t, 2*ttl, "the stopped lease released", func() bool {
+				got, _, _ := e.leases.Get(ctxT(t), "run1")
+				return got.State == kv.LeaseReleased
+			})
+			return &kv.LeaseRecord{Worker: "w-a", Node: "n1", Epoch: a.Epoch(), State: kv.LeaseReleased}
+		}, false},
+		{"release after a takeover", func(t *testing.T, e env, a *lease.Lease) *kv.LeaseRecord {
+			b := takeOver(t, e, a)
+			if err := a.Release(ctxT(t), 10, 1); !errors.Is(err, lease.ErrLost) {
+				t.Fatalf("zombie Release: %v, want ErrLost", err)
+			}
+			return &kv.LeaseRecord{Worker: "w-b", Node: "n1", State: kv.LeaseHeld, Session: b}
+		}, true},
+		{"delete after a takeover", func(t *testing.T, e env, a *lease.Lease) *kv.LeaseRecord {
+			b := takeOver(t, e, a)
+			if err := a.Delete(ctxT(t)); !errors.Is(err, lease.ErrLost) {
+				t.Fatalf("zombie Delete: %v, want ErrLost", err)
+			}
+			return &kv.LeaseRecord{Worker: "w-b", Node: "n1", State: kv.LeaseHeld, Session: b}
+		}, true},
 	}
-	b, err := lease.Acquire(ctx, e.leases, "run1", holderB, ttl)
-	if err != nil {
-		t.Fatalf("Acquire after expiry: %v", err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			a := acquire(t, e.live(t, holderA), "run1")
+			want := tc.end(t, e, a)
+			got, _, err := e.leases.Get(ctxT(t), "run1")
+			switch {
+			case want == nil && !errors.Is(err, kv.ErrNotFound):
+				t.Fatalf("after the end: %+v, %v; want no value", got, err)
+			case want != nil && (err != nil || got != *want):
+				t.Fatalf("after the end: %+v, %v; want %+v", got, err, *want)
+			}
+			select {
+			case <-a.Lost():
+				if !tc.lost {
+					t.Fatalf("Lost closed: %v", a.Err())
+				}
+			default:
+				if tc.lost {
+					t.Fatal("Lost not closed")
+				}
+			}
+			if want == nil || want.State == kv.LeaseReleased {
+				// The key can be leased anew, under a higher epoch.
+				if c := acquire(t, e.live(t, lease.Holder{Worker: "w-c", Node: "n1"}), "run1"); c.Epoch() <= a.Epoch() {
+					t.Fatalf("epoch %d after %d", c.Epoch(), a.Epoch())
+				}
+			}
+		})
 	}
-	if b.Epoch() <= a.Revision() {
-		t.Fatalf("new epoch %d not above the expired lease's last revision %d", b.Epoch(), a.Revision())
+}
+
+// takeOver has B take run1 from a, whose holder's liveness is made to look
+// gone as a successor sees it: the key of a's session removed. It returns
+// B's session.
+func takeOver(t *testing.T, e env, a *lease.Lease) uint64 {
+	t.Helper()
+	if err := e.leases.Delete(ctxT(t), lease.LiveKey("n1", "w-a"), 0); err != nil {
+		t.Fatal(err)
 	}
-	select {
-	case <-a.Lost():
-		t.Fatal("Stop must not close Lost")
-	default:
+	lvb := e.live(t, holderB)
+	b := acquire(t, lvb, "run1")
+	if b.Epoch() <= a.Epoch() {
+		t.Fatalf("epoch %d after %d", b.Epoch(), a.Epoch())
 	}
-	// The stopped holder comes back and tries to hand off: not its lease.
-	if err := a.Release(ctx, 10, 1); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("Release of an expired, retaken lease: %v, want ErrLost", err)
-	}
-	<-a.Lost()
-	if got, _, _ := e.leases.Get(ctx, "run1"); got.Worker != "w-b" || got.State != kv.LeaseHeld {
-		t.Fatalf("the zombie's release touched the new lease: %+v", got)
-	}
+	return lvb.Session()
 }
 
 func TestAcquireRace(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := ctxT(t)
+	var lives []*lease.Liveness
+	for i := range 20 {
+		lives = append(lives, e.live(t, lease.Holder{Worker: fmt.Sprintf("w%d", i), Node: "n1"}))
+	}
 	race := func(round string) *lease.Lease {
 		t.Helper()
 		var (
@@ -243,9 +487,9 @@ func TestAcquireRace(t *testing.T) {
 			winners []*lease.Lease
 			others  []error
 		)
-		for i := range 20 {
+		for _, lv := range lives {
 			wg.Go(func() {
-				l, err := lease.Acquire(ctx, e.leases, "run1", lease.Holder{Worker: "w" + string(rune('a'+i)), Node: "n1"}, ttl)
+				l, err := lv.Acquire(ctx, "run1")
 				mu.Lock()
 				defer mu.Unlock()
 				if err == nil {
@@ -280,134 +524,259 @@ func TestAcquireRace(t *testing.T) {
 	}
 }
 
-func TestTakenOverHolderSeesLost(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	ctx := ctxT(t)
-
-	// A pauses (GC, partition) longer than the TTL: its lease expires and
-	// B takes it. When A runs again it knows by its own clock that its last
-	// write is older than TTL - margin, before any write can fail.
-	a, err := lease.Acquire(ctx, e.leases, "paused", holderA, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b *lease.Lease
-	for waited := time.Duration(0); ; waited += 100 * time.Millisecond {
-		b, err = lease.Acquire(ctx, e.leases, "paused", holderB, ttl)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, lease.ErrHeld) || waited > 5*ttl {
-			t.Fatalf("B could not take the expired lease: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	a.Start(ctx)
-	select {
-	case <-a.Lost():
-	case <-time.After(ttl):
-		t.Fatal("A did not notice that its lease was taken over")
-	}
-	if err := a.Err(); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "no successful renewal") {
-		t.Fatalf("Err = %v", err)
-	}
-	if got, _, _ := e.leases.Get(ctx, "paused"); got.Worker != "w-b" {
-		t.Fatalf("A's renewal overwrote B's lease: %+v", got)
-	}
-	if err := a.Release(ctx, 1, 1); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("Release after loss: %v", err)
-	}
-
-	// Somebody else writes the key of a lease being renewed (an operator
-	// deleting it): the next renewal loses.
-	b.Start(ctx)
-	time.Sleep(ttl / 2)
-	if err := e.leases.Delete(ctx, "paused", 0); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.Lost():
-	case <-time.After(ttl):
-		t.Fatal("B did not notice that its lease was deleted")
-	}
-	if err := b.Err(); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "no longer current") {
-		t.Fatalf("Err = %v", err)
-	}
-}
-
-func TestUnrenewableLeaseIsLost(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	ctx := ctxT(t)
-	a, err := lease.Acquire(ctx, e.leases, "run1", holderA, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Start(ctx)
-	time.Sleep(ttl / 2)
-	// The server goes away: renewals fail and, TTL - TTL/6 after the last
-	// one that landed, the holder must give up on its own.
-	e.srv.Shutdown()
-	down := time.Now()
-	select {
-	case <-a.Lost():
-	case <-time.After(2 * ttl):
-		t.Fatal("lease not lost although no renewal could succeed")
-	}
-	if d := time.Since(down); d > ttl-ttl/6+300*time.Millisecond {
-		t.Fatalf("lost %s after the server went down: later than TTL - margin", d)
-	}
-	if err := a.Err(); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "no successful renewal") {
-		t.Fatalf("Err = %v", err)
-	}
-}
-
-// TestReplicatedTakeover runs acquisition, renewal, hand-off and expiry on
-// R3 buckets, where the server reports CAS conflicts with 10164.
+// TestReplicatedTakeover runs acquisition, liveness, hand-off and expiry
+// on R3 buckets, where the server reports CAS conflicts with 10164 and
+// reads may come from a lagging replica.
 func TestReplicatedTakeover(t *testing.T) {
 	t.Parallel()
 	servers := testenv.RunCluster(t, 3)
 	_, js := testenv.ConnectCluster(t, servers)
-	leases := provisionLeases(t, js, provision.Options{Replicas: 3, LeaseTTL: ttl})
+	e := env{js: js, leases: provisionLeases(t, js, provision.Options{Replicas: 3, LeaseTTL: ttl})}
 	ctx := ctxT(t)
 
-	a, err := lease.Acquire(ctx, leases, "run1", holderA, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Start(ctx)
+	a := acquire(t, e.live(t, holderA), "run1")
 	time.Sleep(3 * ttl / 2)
-	if _, err := lease.Acquire(ctx, leases, "run1", holderB, ttl); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("R3: Acquire of a renewed lease: %v", err)
+	lvb, cutB := e.liveCut(t, testenv.ClusterURL(servers), holderB)
+	if _, err := lvb.Acquire(ctx, "run1"); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("R3: Acquire of a live worker's lease: %v", err)
 	}
 	if err := a.Release(ctx, 77, 7); err != nil {
 		t.Fatal(err)
 	}
-	b, err := lease.Acquire(ctx, leases, "run1", holderB, ttl)
-	if err != nil || b.Epoch() <= a.Revision() || b.Record().Offset != 77 || b.Record().LastSeq != 7 {
-		t.Fatalf("R3 takeover of released lease: %v %+v", err, b)
+	b := acquire(t, lvb, "run1")
+	if b.Epoch() <= a.Revision() || b.Record().Offset != 77 || b.Record().LastSeq != 7 {
+		t.Fatalf("R3 takeover of released lease: %+v", b.Record())
 	}
-	// B crashes; after expiry C wins and B's comeback is refused.
-	b.Stop()
+	// B stalls; once its liveness expires C wins and B's comeback is refused.
+	cutB()
+	lvc := e.live(t, lease.Holder{Worker: "w-c", Node: "n1"})
 	var c *lease.Lease
 	for waited := time.Duration(0); ; waited += 100 * time.Millisecond {
-		c, err = lease.Acquire(ctx, leases, "run1", lease.Holder{Worker: "w-c", Node: "n1"}, ttl)
-		if err == nil {
+		var err error
+		if c, err = lvc.Acquire(ctx, "run1"); err == nil {
 			break
 		}
 		if !errors.Is(err, lease.ErrHeld) || waited > 5*ttl {
-			t.Fatalf("R3: could not take the expired lease: %v", err)
+			t.Fatalf("R3: could not take the stalled worker's lease: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if c.Epoch() <= b.Epoch() {
 		t.Fatalf("R3 epochs: %d then %d", b.Epoch(), c.Epoch())
 	}
+	lostWithin(t, b, ttl, "R3 stalled holder")
 	if err := b.Release(ctx, 1, 1); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("R3: zombie release: %v", err)
 	}
 	if err := c.Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestObserve feeds a watch of the bucket to the holder's liveness, as the
+// worker does: a write of another writer on a held lease's key loses it at
+// once; the holder's own writes do not.
+func TestObserve(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		write func(t *testing.T, e env, a *lease.Lease)
+		lost  bool
+	}{
+		{"nothing", func(*testing.T, env, *lease.Lease) {}, false},
+		{"own release", func(t *testing.T, e env, a *lease.Lease) {
+			if err := a.Release(ctxT(t), 5, 1); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"own delete", func(t *testing.T, e env, a *lease.Lease) {
+			if err := a.Delete(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"deleted by another", func(t *testing.T, e env, a *lease.Lease) {
+			if err := e.leases.Delete(ctxT(t), "run1", 0); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"overwritten by another", func(t *testing.T, e env, a *lease.Lease) {
+			if _, err := e.leases.Update(ctxT(t), "run1", kv.LeaseRecord{Worker: "op", State: kv.LeaseReleased}, a.Epoch()); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			ctx := ctxT(t)
+			lv := e.live(t, holderA)
+			seen := make(chan uint64, 16)
+			ch, err := e.leases.WatchWith(ctx, "*", jetstream.UpdatesOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for ent := range ch {
+					lv.Observe(ent.Key, ent.Revision)
+					seen <- ent.Revision
+				}
+			}()
+			a := acquire(t, lv, "run1")
+			if rev := <-seen; rev != a.Epoch() {
+				t.Fatalf("watch saw revision %d, want the acquire's %d", rev, a.Epoch())
+			}
+			tc.write(t, e, a)
+			if tc.name != "nothing" {
+				// Observe has run on the write once the watch passes it on.
+				select {
+				case rev := <-seen:
+					if rev <= a.Epoch() {
+						t.Fatalf("watch saw revision %d after %d", rev, a.Epoch())
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("the watch did not see the write")
+				}
+			}
+			select {
+			case <-a.Lost():
+				if !tc.lost {
+					t.Fatalf("lost: %v", a.Err())
+				}
+				if err := a.Err(); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "another writer") {
+					t.Fatalf("Err = %v", err)
+				}
+			default:
+				if tc.lost {
+					t.Fatal("not lost after another writer changed the key")
+				}
+			}
+		})
+	}
+}
+
+// TestOutageReopensAtOnce: a worker cut off from NATS past TTL − TTL/6
+// loses its session and every lease of it; once NATS answers again it
+// opens a new session by overwriting its key, which never expires in
+// between (the chaos soak found workers unable to take any run for up to a
+// TTL after each NATS restart while they waited their own key out). The
+// lost session's leases are free to take at once.
+func TestOutageReopensAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const outTTL = 4 * time.Second
+	p := newPausableProxy(t, e.srv.Addr().String())
+	nc, err := nats.Connect("nats://"+p.addr(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	store, err := kv.Open[kv.LeaseRecord](ctx, js, protocol.MustNames("").LeasesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, err := lease.Live(ctx, js, store, holderA, outTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lv.Close(context.Background()) })
+	first := lv.Session()
+	held := acquire(t, lv, "run1")
+	// Watched from the test's own connection: an expiry of the key
+	// would show as a purge or delete.
+	w, err := e.leases.KV().Watch(ctx, lease.LiveKey(holderA.Node, holderA.Worker), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	p.pause()
+	lostWithin(t, held, outTTL, "an outage")
+	p.resume()
+	testenv.WaitFor(t, outTTL, "a new session", func() bool { s := lv.Session(); return s != 0 && s != first })
+	for {
+		select {
+		case ent := <-w.Updates():
+			if ent != nil && ent.Operation() != jetstream.KeyValuePut {
+				t.Fatalf("the liveness key was %v between the sessions: the new one waited the old key out", ent.Operation())
+			}
+			continue
+		default:
+		}
+		break
+	}
+	// Another worker takes the lost session's lease at once.
+	lvb := e.live(t, holderB)
+	b := acquire(t, lvb, "run1")
+	if b.Epoch() <= held.Epoch() {
+		t.Fatalf("epoch %d after %d", b.Epoch(), held.Epoch())
+	}
+}
+
+// pausableProxy forwards TCP to a server until paused: then it drops
+// every connection and refuses new ones, as a network outage would.
+type pausableProxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	paused bool
+	conns  []net.Conn
+}
+
+func newPausableProxy(t *testing.T, target string) *pausableProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pausableProxy{l: l, target: target}
+	t.Cleanup(func() { l.Close(); p.pause() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			paused := p.paused
+			p.mu.Unlock()
+			if paused {
+				c.Close()
+				continue
+			}
+			u, err := net.DialTimeout("tcp", target, 2*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); u.Close() }()
+			go func() { _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *pausableProxy) addr() string { return p.l.Addr().String() }
+
+func (p *pausableProxy) pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paused = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *pausableProxy) resume() {
+	p.mu.Lock()
+	p.paused = false
+	p.mu.Unlock()
 }

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
@@ -270,17 +272,41 @@ func testLostAck(t *testing.T, b *backend) {
 	sub.equals(t, ms)
 }
 
-// testLeaseTakeover is I1 end to end: a holder stalls, its lease expires, a
-// new holder wins the lease, aligns on the chain and writes "attached"; the
-// old holder wakes up and cannot publish.
+// testLeaseTakeover is I1 end to end: a holder stalls, its liveness
+// expires, a new holder wins the lease, aligns on the chain and writes
+// "attached"; the old holder wakes up and cannot publish.
 func testLeaseTakeover(t *testing.T, b *backend) {
 	ctx := ctxT(t)
 	const run = "takeover"
-	la, err := lease.Acquire(ctx, b.leases, run, lease.Holder{Worker: "w-a", Node: "n"}, leaseTTL)
+	// A's liveness is renewed over a connection of its own, cut below: A
+	// stalls as far as NATS can tell, yet keeps its chain.
+	anc, err := nats.Connect(b.nc.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
 	}
-	la.Start(ctx)
+	defer anc.Close()
+	ajs, err := jetstream.New(anc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aLeases, err := kv.Open[kv.LeaseRecord](ctx, ajs, names.LeasesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lva, err := lease.Live(ctx, ajs, aLeases, lease.Holder{Worker: "w-a", Node: "n"}, leaseTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lva.Close(context.Background()) }()
+	lvb, err := lease.Live(ctx, b.js, b.leases, lease.Holder{Worker: "w-b", Node: "n"}, leaseTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lvb.Close(context.Background()) }()
+	la, err := lva.Acquire(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pos, err := publisher.Align(ctx, b.js, names, run)
 	if err != nil || pos.Seq != 0 {
 		t.Fatalf("Align of a new run = %+v, %v", pos, err)
@@ -292,11 +318,11 @@ func testLeaseTakeover(t *testing.T, b *backend) {
 	if err := a.PublishLine(ctx, []byte(`{"n":1}`), 8); err != nil {
 		t.Fatal(err)
 	}
-	la.Stop() // A stalls: no renewal, but it keeps its chain
+	anc.Close() // A stalls: no renewal, but it keeps its chain
 
 	var lb *lease.Lease
 	for deadline := time.Now().Add(5 * leaseTTL); ; {
-		lb, err = lease.Acquire(ctx, b.leases, run, lease.Holder{Worker: "w-b", Node: "n"}, leaseTTL)
+		lb, err = lvb.Acquire(ctx, run)
 		if err == nil {
 			break
 		}

@@ -41,9 +41,10 @@ func Example_handoff() {
 	}
 	leases := kv.NewStore[kv.LeaseRecord](res.Leases)
 
-	// Worker A starts the run.
-	la, _ := lease.Acquire(ctx, leases, "run-1", lease.Holder{Worker: "a", Node: "n1"}, 5*time.Second)
-	la.Start(ctx)
+	// Worker A starts the run. Its liveness key keeps all its leases.
+	lva, _ := lease.Live(ctx, js, leases, lease.Holder{Worker: "a", Node: "n1"}, 5*time.Second)
+	defer lva.Close(ctx)
+	la, _ := lva.Acquire(ctx, "run-1")
 	a := publisher.NewChain(js, names, "run-1", 0, publisher.WithEpoch(la.Epoch()))
 	_ = a.PublishStatus(ctx, protocol.Status{Status: protocol.StatusStarted})
 	_ = a.PublishLine(ctx, []byte(`{"type":"hello"}`), 17)
@@ -51,7 +52,9 @@ func Example_handoff() {
 	_ = la.Release(ctx, 17, a.LastSeq())
 
 	// Worker B takes over where A stopped.
-	lb, _ := lease.Acquire(ctx, leases, "run-1", lease.Holder{Worker: "b", Node: "n1"}, 5*time.Second)
+	lvb, _ := lease.Live(ctx, js, leases, lease.Holder{Worker: "b", Node: "n1"}, 5*time.Second)
+	defer lvb.Close(ctx)
+	lb, _ := lvb.Acquire(ctx, "run-1")
 	pos, _ := publisher.Align(ctx, js, names, "run-1")
 	fmt.Println("resume at offset", pos.Offset, "after a", pos.Status.Status, "status; lease says", lb.Record().Offset)
 	b := publisher.NewChain(js, names, "run-1", pos.Seq, publisher.WithEpoch(lb.Epoch()))

@@ -205,7 +205,12 @@ func hugeLineChild(t *testing.T, role string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := lease.Acquire(ctx, kv.NewStore[kv.LeaseRecord](leases), hugeRunID, lease.Holder{Worker: role, Node: "n"}, 3*time.Second)
+	lv, err := lease.Live(ctx, js, kv.NewStore[kv.LeaseRecord](leases), lease.Holder{Worker: role, Node: "n"}, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lv.Close(context.Background()) }()
+	l, err := lv.Acquire(ctx, hugeRunID)
 	if err != nil {
 		t.Fatal(err)
 	}

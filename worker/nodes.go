@@ -207,14 +207,13 @@ func (w *Worker) markLost(ctx context.Context, runID string, rec kv.RunRecord) {
 		log.Warn().Err(err).Msg("mark run lost")
 		return
 	}
-	l, err := lease.Acquire(ctx, w.leases, runID, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL, lease.WithLogger(log))
+	l, err := w.live.Acquire(ctx, runID)
 	if err != nil {
 		if !errors.Is(err, lease.ErrHeld) {
 			log.Warn().Err(err).Msg("take lease of a lost node's run")
 		}
 		return
 	}
-	l.Start(ctx)
 	r := &run{id: runID, dir: dir, rec: rec, lease: l, log: log.With().Uint64("epoch", l.Epoch()).Logger()}
 	pos, err := publisher.Align(ctx, w.js, w.names, runID)
 	if err != nil {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -35,6 +36,10 @@ func TestOfferAgainAfterTheLeaseChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.leases, w.runs = kv.NewStore[kv.LeaseRecord](res.Leases), kv.NewStore[kv.RunRecord](res.Runs)
+	if w.live, err = lease.Live(ctx, js, w.leases, lease.Holder{Worker: w.id, Node: "n"}, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.live.Close(context.Background()) })
 	const id = "r1"
 	dir, err := w.runDir(id)
 	if err != nil {
@@ -48,7 +53,12 @@ func TestOfferAgainAfterTheLeaseChanged(t *testing.T) {
 	}
 	handOff := func(holder string) {
 		t.Helper()
-		l, err := lease.Acquire(ctx, w.leases, id, lease.Holder{Worker: holder, Node: "n"}, 3*time.Second)
+		lv, err := lease.Live(ctx, js, w.leases, lease.Holder{Worker: holder, Node: "n"}, 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = lv.Close(ctx) }()
+		l, err := lv.Acquire(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

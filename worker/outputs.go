@@ -20,8 +20,9 @@ const captureTimeout = 5 * time.Minute
 // outputs bucket and lists it on st, the terminal status about to be
 // published. It reports whether the status may go out: false when the
 // store failed or the run was given up meanwhile, and then the run is left
-// to a successor (a hand-off when the worker stops, else the lease's
-// expiry), which captures again: the same names, the same objects.
+// to a successor (a hand-off when the worker stops, else the release of a
+// stopped lease one TTL later), which captures again: the same names, the
+// same objects.
 func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status) bool {
 	spec, err := sandbox.ReadSpec(r.dir)
 	if errors.Is(err, fs.ErrNotExist) {

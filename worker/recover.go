@@ -6,27 +6,31 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
 )
 
 // recoverLoop brings runs of this node that nobody publishes back to a
 // worker: at start and every half lease TTL it scans the state dir, and it
-// reacts at once to a lease that expires (its limit marker) or is released.
+// reacts at once to a worker of this node whose liveness key expires (its
+// limit marker) or is removed, and to a lease that is released.
 // Both only publish attach jobs; the attach handler decides, under the
 // lease, whether there is anything to take over.
 func (w *Worker) recoverLoop(ctx context.Context) {
 	go w.watchLeases(ctx)
 	t := time.NewTicker(max(w.cfg.LeaseTTL/2, 100*time.Millisecond))
 	defer t.Stop()
+	window := max(w.cfg.LeaseTTL, time.Millisecond)
 	for {
-		w.scan(ctx)
+		w.scan(ctx, fmt.Sprintf("scan:%d", time.Now().UnixNano()/int64(window)))
 		select {
 		case <-ctx.Done():
 			return
@@ -36,13 +40,15 @@ func (w *Worker) recoverLoop(ctx context.Context) {
 }
 
 // scan offers every unfinished run directory of this node for re-attach.
-func (w *Worker) scan(ctx context.Context) {
+// tag names the occasion (a time window, a liveness key's expiry) in the
+// attach jobs' IDs, so the node's workers that scan for the same one
+// publish one job per run.
+func (w *Worker) scan(ctx context.Context, tag string) {
 	entries, err := os.ReadDir(filepath.Join(w.stateDir, "runs"))
 	if err != nil {
 		w.log.Warn().Err(err).Msg("scan run directories")
 		return
 	}
-	window := time.Now().UnixNano() / int64(max(w.cfg.LeaseTTL, time.Millisecond))
 	for _, e := range entries {
 		if ctx.Err() != nil {
 			return
@@ -51,27 +57,40 @@ func (w *Worker) scan(ctx context.Context) {
 		if !e.IsDir() || !protocol.ValidRunID(id) {
 			continue
 		}
-		// One attach job per run, window and lease revision, however
+		// One attach job per run, occasion and lease revision, however
 		// many workers scan (offer adds the revision).
-		w.offer(ctx, id, fmt.Sprintf("attach:%s:scan:%d", id, window))
+		w.offer(ctx, id, fmt.Sprintf("attach:%s:%s", id, tag))
 	}
 }
 
-// watchLeases offers a run for re-attach as soon as its lease expires or is
-// released.
+// watchLeases offers a run for re-attach as soon as its lease is released,
+// and the runs of this node as soon as one of its workers' liveness keys
+// expires or is removed: that worker's leases are then free to take. It
+// sees one write per lease taken, handed off or ended, and one per worker
+// of the node every TTL/3, never one per run and period.
 func (w *Worker) watchLeases(ctx context.Context) {
+	lives := lease.LiveKeys(w.node)
 	for ctx.Err() == nil {
-		ch, err := w.leases.WatchWith(ctx, "*", jetstream.UpdatesOnly())
+		ch, err := w.leases.WatchFiltered(ctx, []string{"*", lives}, jetstream.UpdatesOnly())
 		if err != nil {
 			w.log.Warn().Err(err).Msg("watch leases")
 			sleep(ctx, time.Second)
 			continue
 		}
 		for e := range ch {
+			if strings.HasPrefix(e.Key, "live.") {
+				if e.Op == jetstream.KeyValuePurge || e.Op == jetstream.KeyValueDelete {
+					w.log.Info().Str("key", e.Key).Msg("a worker of this node lost its liveness; recovering its runs")
+					w.scan(ctx, fmt.Sprintf("live:%d", e.Revision))
+				}
+				continue
+			}
 			if !protocol.ValidRunID(e.Key) {
 				w.log.Warn().Str("key", e.Key).Msg("lease key is not a valid run id; skipped")
 				continue
 			}
+			// A lease held here whose key another writer changed is lost.
+			w.live.Observe(e.Key, e.Revision)
 			gone := e.Op == jetstream.KeyValuePurge || e.Op == jetstream.KeyValueDelete
 			if gone || (e.Err == nil && e.Value.State == kv.LeaseReleased) {
 				w.offer(ctx, e.Key, fmt.Sprintf("attach:%s:lease:%d", e.Key, e.Revision))
@@ -95,7 +114,9 @@ func (w *Worker) offer(ctx context.Context, runID, msgID string) {
 	l, leaseRev, lerr := w.leases.Get(ctx, runID)
 	switch {
 	case lerr == nil && l.State == kv.LeaseHeld:
-		return
+		if held, err := w.live.HeldLive(ctx, runID, l, leaseRev); err != nil || held {
+			return
+		}
 	case lerr != nil && !errors.Is(lerr, kv.ErrNotFound):
 		return
 	}

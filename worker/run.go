@@ -292,14 +292,12 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		}
 		rec, recRev, restart = existing, rev, true
 	}
-	l, err := lease.Acquire(ctx, w.leases, job.RunID, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
-		lease.WithLogger(log))
+	l, err := w.live.Acquire(ctx, job.RunID)
 	if err != nil {
 		log.Warn().Err(err).Msg("take lease of new run; job will be redelivered")
 		_ = msg.NakWithDelay(w.cfg.LeaseTTL)
 		return nil
 	}
-	l.Start(ctx)
 	r := &run{id: job.RunID, dir: dir, rec: rec, lease: l, nonce: journal.NewNonce(),
 		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
 	if restart && !w.clearUnstarted(r) {
@@ -522,11 +520,10 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		}
 		respawn = true
 	}
-	l, err := lease.Acquire(ctx, w.leases, aj.RunID, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
-		lease.WithLogger(log))
+	l, err := w.live.Acquire(ctx, aj.RunID)
 	if errors.Is(err, lease.ErrHeld) {
-		// A live holder publishes it; if it dies, its lease expiry brings
-		// the run back here.
+		// A live holder publishes it; if it dies, the expiry of its
+		// liveness key brings the run back here.
 		log.Debug().Err(err).Msg("run is held; attach job dropped")
 		done()
 		return nil
@@ -536,7 +533,6 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstr
 		_ = msg.NakWithDelay(time.Second)
 		return nil
 	}
-	l.Start(ctx)
 	r := &run{id: aj.RunID, dir: dir, rec: rec, lease: l,
 		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
 	finished, err := w.align(ctx, r)
@@ -740,7 +736,7 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 
 // checkOn is how r's follower learns what its journal cannot say: an
 // event, not a poll. The runner's exit (its pidfd, sandbox.WatchRunner)
-// or the loss of r's lease (the renewal's result) wakes the follower,
+// or the loss of r's lease (its worker's liveness lapsed) wakes the follower,
 // which then runs check; an idle run costs no periodic work. A runner that
 // cannot be watched (no pid file yet) is probed every checkEvery instead.
 // The watch ends with ctx.
@@ -812,7 +808,6 @@ func (r *run) publish(ctx context.Context, lines []journal.Line) error {
 		}
 		r.offset, lines = l.End, lines[1:]
 	}
-	r.lease.Progress(r.offset, r.chain.LastSeq())
 	return nil
 }
 
@@ -839,7 +834,7 @@ func (w *Worker) handoff(r *run) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.grace)
 	defer cancel()
 	if err := r.chain.PublishStatus(ctx, w.status(r, protocol.StatusHandoff)); err != nil {
-		r.log.Warn().Err(err).Msg("publish handoff; the lease will expire instead")
+		r.log.Warn().Err(err).Msg("publish handoff; the lease is released later instead")
 		r.lease.Stop()
 		return
 	}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -74,7 +75,12 @@ func TestAlignRefusesANewerEpoch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := lease.Acquire(ctx, kv.NewStore[kv.LeaseRecord](res.Leases), "r1", lease.Holder{Worker: "old", Node: "n"}, 3*time.Second)
+	lv, err := lease.Live(ctx, js, kv.NewStore[kv.LeaseRecord](res.Leases), lease.Holder{Worker: "old", Node: "n"}, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lv.Close(context.Background()) })
+	l, err := lv.Acquire(ctx, "r1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -57,7 +58,10 @@ type Worker struct {
 	intake *consumer.Intake
 	runs   *kv.Runs
 	leases *kv.Leases
-	nodes  *kv.Nodes
+	// live is this worker's liveness key, which keeps every lease it
+	// holds (package lease).
+	live  *lease.Liveness
+	nodes *kv.Nodes
 	// nodeRuns indexes the unfinished runs by node (see indexRun).
 	nodeRuns jetstream.KeyValue
 	// outputs is the bucket runs' captures go to (see captureOutputs).
@@ -130,7 +134,8 @@ func WithMetrics(reg prometheus.Registerer) Option { return func(w *Worker) { w.
 func WithAckWait(d time.Duration) Option { return func(w *Worker) { w.ackWait = d } }
 
 // WithGrace bounds the hand-off of every run when the worker stops
-// (default 10s): past it, a run's lease is left to expire instead.
+// (default 10s): past it, a run is left to recovery instead (its lease ends
+// with the worker's liveness key).
 func WithGrace(d time.Duration) Option { return func(w *Worker) { w.grace = d } }
 
 // New returns a worker publishing through nc.
@@ -214,6 +219,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
 		consumer.WithAckWait(w.ackWait),
 		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }))
+	// Renewed until every run is handed off and every background loop
+	// has returned (the deferred calls below run first), whatever ctx.
+	if w.live, err = lease.Live(ctx, w.js, w.leases, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
+		lease.WithLogger(w.log)); err != nil {
+		return fmt.Errorf("worker: liveness: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), w.grace)
+		defer cancel()
+		if err := w.live.Close(cctx); err != nil {
+			w.log.Warn().Err(err).Msg("remove liveness key; it expires instead")
+		}
+	}()
 
 	parent := ctx
 	var bg sync.WaitGroup

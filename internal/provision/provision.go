@@ -177,10 +177,15 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		return nil, err
 	}
 	if r.Leases, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket:         n.LeasesBucket(),
-		Description:    "baton run leases (msgpack); bucket TTL is the lease TTL",
-		History:        1,
-		TTL:            o.LeaseTTL,
+		Bucket:      n.LeasesBucket(),
+		Description: "baton run leases and worker liveness keys (msgpack); a liveness key expires after the lease TTL",
+		History:     1,
+		// No bucket TTL: a run's lease is written only when taken, handed
+		// off or ended, and lives as long as its holder's liveness key
+		// (package lease), which carries a per-message TTL; its expiry
+		// leaves a marker watchers see. Setting this on a bucket of the
+		// older design (TTL = lease TTL) is its migration.
+		TTL:            0,
 		LimitMarkerTTL: max(time.Minute, o.LeaseTTL),
 		Storage:        jetstream.FileStorage,
 		Replicas:       o.Replicas,

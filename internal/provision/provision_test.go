@@ -32,13 +32,48 @@ func TestEnsureIsIdempotent(t *testing.T) {
 			t.Fatalf("events stream: atomic=%v direct=%v", info.Config.AllowAtomicPublish, info.Config.AllowDirect)
 		}
 		checkRepublish(t, info.Config)
-		st, err := r.Leases.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.TTL() != 3*time.Second {
-			t.Fatalf("lease TTL = %v", st.TTL())
-		}
+		checkLeases(t, ctx, r.Leases, 3*time.Second)
+	}
+}
+
+// checkLeases: the leases bucket has no TTL of its own (a run's lease is
+// not renewed) and allows the liveness keys' per-message TTLs, whose
+// expiry leaves a marker.
+func checkLeases(t *testing.T, ctx context.Context, b jetstream.KeyValue, leaseTTL time.Duration) {
+	t.Helper()
+	st, err := b.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config
+	if st.TTL() != 0 || !cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL < leaseTTL {
+		t.Fatalf("leases bucket: TTL %v, per-message TTLs %v, marker TTL %v", st.TTL(), cfg.AllowMsgTTL, cfg.SubjectDeleteMarkerTTL)
+	}
+}
+
+// TestEnsureMigratesLeases: a leases bucket of the design that renewed
+// every lease (bucket TTL = lease TTL) loses its TTL in place and keeps
+// its leases.
+func TestEnsureMigratesLeases(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := protocol.MustNames("")
+	old, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.LeasesBucket(), History: 1, TTL: 3 * time.Second, LimitMarkerTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Put(ctx, "r1", []byte{0x80}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := provision.Ensure(ctx, js, n, provision.Options{LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("ensure over an old leases bucket: %v", err)
+	}
+	checkLeases(t, ctx, r.Leases, 3*time.Second)
+	if e, err := r.Leases.Get(ctx, "r1"); err != nil || e.Revision() != 1 {
+		t.Fatalf("lease kept through the migration: %v, %v", e, err)
 	}
 }
 
