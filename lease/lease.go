@@ -94,6 +94,8 @@ type Liveness struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
+
+	beforeRegister func(runID string) // a test's hook: a reply that comes late
 }
 
 // session is one life of the liveness key: its value's random id, and the
@@ -104,6 +106,10 @@ type session struct {
 	lastOK time.Time // when the write at rev was sent (its TTL runs from later)
 	doubt  time.Time // when the first write of unknown outcome since lastOK was sent
 	leases map[string]*Lease
+	// acquiring holds the runs whose Acquire is under way in this process:
+	// a second Acquire of one of them must not take the first's write, not
+	// yet registered, for a dead holder's.
+	acquiring map[string]bool
 	err    error // why it was lost; nil while live
 }
 
@@ -210,7 +216,7 @@ func (lv *Liveness) open(ctx context.Context) error {
 	if lv.closed {
 		return ErrNotLive
 	}
-	lv.sess = &session{id: p.id, rev: rev, lastOK: sent, leases: map[string]*Lease{}}
+	lv.sess = &session{id: p.id, rev: rev, lastOK: sent, leases: map[string]*Lease{}, acquiring: map[string]bool{}}
 	lv.log.Debug().Uint64("session", p.id).Msg("liveness session opened")
 	return nil
 }
@@ -441,6 +447,10 @@ func (lv *Liveness) Acquire(ctx context.Context, runID string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !lv.beginAcquire(s, runID) {
+		return nil, fmt.Errorf("%w: run %s is being taken by this worker already", ErrHeld, runID)
+	}
+	defer lv.endAcquire(s, runID)
 	var lastErr error
 	for range acquireTries {
 		rec := kv.LeaseRecord{Worker: lv.holder.Worker, Node: lv.holder.Node, State: kv.LeaseHeld, Session: s.id}
@@ -485,6 +495,24 @@ func (lv *Liveness) Acquire(ctx context.Context, runID string) (*Lease, error) {
 	return nil, fmt.Errorf("%w: run %s: contended, %d attempts lost: %w", ErrHeld, runID, acquireTries, lastErr)
 }
 
+// beginAcquire marks runID as being acquired in session s, or reports
+// false when it is already (or held).
+func (lv *Liveness) beginAcquire(s *session, runID string) bool {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if s.acquiring[runID] || s.leases[runID] != nil {
+		return false
+	}
+	s.acquiring[runID] = true
+	return true
+}
+
+func (lv *Liveness) endAcquire(s *session, runID string) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	delete(s.acquiring, runID)
+}
+
 // HeldLive reports whether cur, the lease of runID at revision rev, is held
 // by a live holder: not released, and its holder's session still renewed.
 // A lease of this worker's current session counts only while this process
@@ -492,7 +520,11 @@ func (lv *Liveness) Acquire(ctx context.Context, runID string) (*Lease, error) {
 func (lv *Liveness) HeldLive(ctx context.Context, runID string, cur kv.LeaseRecord, rev uint64) (bool, error) {
 	lv.mu.Lock()
 	s := lv.sess
+	taking := s != nil && s.acquiring[runID]
 	lv.mu.Unlock()
+	if taking && cur.State == kv.LeaseHeld && cur.Worker == lv.holder.Worker && cur.Session == s.id {
+		return true, nil // being taken here: its Acquire has not returned yet
+	}
 	return lv.heldLive(ctx, runID, cur, rev, s)
 }
 
@@ -503,6 +535,8 @@ func (lv *Liveness) heldLive(ctx context.Context, runID string, cur kv.LeaseReco
 	if s != nil && cur.Worker == lv.holder.Worker && cur.Session == s.id {
 		lv.mu.Lock()
 		defer lv.mu.Unlock()
+		// Inside Acquire, its own mark is set: a write of ours that
+		// never registered is taken over as any dead session's.
 		return s.leases[runID] != nil, nil
 	}
 	if cur.Session == 0 {
@@ -534,6 +568,9 @@ func (lv *Liveness) heldLive(ctx context.Context, runID string, cur kv.LeaseReco
 }
 
 func (lv *Liveness) register(s *session, key string, rev uint64, rec kv.LeaseRecord, prev *kv.LeaseRecord) (*Lease, error) {
+	if lv.beforeRegister != nil {
+		lv.beforeRegister(key)
+	}
 	rec.Epoch = rev
 	l := &Lease{
 		lv: lv, sess: s, key: key, holder: lv.holder, ttl: lv.ttl,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -779,4 +780,73 @@ func (p *pausableProxy) resume() {
 	p.mu.Lock()
 	p.paused = false
 	p.mu.Unlock()
+}
+
+// TestConcurrentAcquireInOneWorker: two attach jobs of one run handled at
+// once by the same worker (a released lease's watch event and a scan) must
+// not both get the lease. Before Acquire marked the runs it is taking, the
+// second read the first's write, not registered yet, as a dead session's,
+// took it over, and the first's lease was lost to that write (seen in CI by
+// TestConsoleInBrowser as a freshly attached lease lost through Observe).
+func TestConcurrentAcquireInOneWorker(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := ctxT(t)
+	for _, released := range []bool{false, true} {
+		t.Run(fmt.Sprintf("released=%v", released), func(t *testing.T) {
+			lv := e.live(t, holderA)
+			run := fmt.Sprintf("run-%v", released)
+			if released { // taken over from a hand-off, not created
+				if err := acquire(t, lv, run).Release(ctx, 7, 3); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The first write to land waits, unregistered, until the
+			// second Acquire has returned: its reply is late.
+			second := make(chan struct{})
+			var waited atomic.Bool
+			lv.SetBeforeRegister(func(string) {
+				if !waited.Swap(true) {
+					select {
+					case <-second:
+					case <-time.After(10 * time.Second):
+						t.Error("the second acquire did not return within 10 s")
+					}
+				}
+			})
+			type result struct {
+				l   *lease.Lease
+				err error
+			}
+			first := make(chan result, 1)
+			go func() {
+				l, err := lv.Acquire(ctx, run)
+				first <- result{l, err}
+			}()
+			// Let the first take the key before the second looks.
+			testenv.WaitFor(t, 5*time.Second, "the first acquire's write", func() bool {
+				cur, _, err := e.leases.Get(ctx, run)
+				return err == nil && cur.State == kv.LeaseHeld
+			})
+			l2, err2 := lv.Acquire(ctx, run)
+			close(second)
+			r1 := <-first
+			if r1.err != nil {
+				t.Fatalf("first acquire: %v", r1.err)
+			}
+			if err2 == nil {
+				t.Fatalf("both acquires of %s in one worker won (epochs %d and %d)", run, r1.l.Epoch(), l2.Epoch())
+			}
+			if !errors.Is(err2, lease.ErrHeld) {
+				t.Fatalf("second acquire: %v, want ErrHeld", err2)
+			}
+			cur, rev, err := e.leases.Get(ctx, run)
+			if err != nil || rev != r1.l.Epoch() || cur.Session != lv.Session() {
+				t.Fatalf("key %+v at %d (%v), want the first's epoch %d", cur, rev, err, r1.l.Epoch())
+			}
+			if released && (r1.l.Record().Offset != 7 || r1.l.Record().LastSeq != 3) {
+				t.Fatalf("taken over from the release: %+v", r1.l.Record())
+			}
+		})
+	}
 }
