@@ -29,7 +29,8 @@ import (
 // (SIGTERM) random workers and restarts them, and restarts NATS; a cluster
 // also loses a server for good, store and all, to an empty replacement
 // (loseNode). At the end every run must satisfy I1, I2, I4 and I5.
-// BATON_SOAK=1 runs it for ten minutes; BATON_CHAOS_SEED replays a seed.
+// BATON_SOAK=1 runs it for ten minutes; BATON_CHAOS_SEED replays a seed;
+// BATON_CHAOS_KEEP_LOGS=1 keeps the workers' logs of a run that passed.
 
 func TestChaosSingleServer(t *testing.T) { runChaos(t, 1) }
 
@@ -93,11 +94,14 @@ func runChaos(t *testing.T, natsNodes int) {
 		for _, w := range workers {
 			w.stop(syscall.SIGTERM)
 		}
-		if !t.Failed() {
+		if !t.Failed() && os.Getenv("BATON_CHAOS_KEEP_LOGS") == "" {
 			os.RemoveAll(logDir)
 			return
 		}
 		t.Logf("worker logs are kept in %s", logDir)
+		if !t.Failed() {
+			return
+		}
 		if len(failedRuns) == 0 {
 			entries, _ := os.ReadDir(logDir)
 			for _, e := range entries {
