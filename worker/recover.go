@@ -23,9 +23,10 @@ import (
 // reacts at once to a worker of this node whose liveness key expires (its
 // limit marker) or is removed, and to a lease that is released.
 // Both only publish attach jobs; the attach handler decides, under the
-// lease, whether there is anything to take over.
-func (w *Worker) recoverLoop(ctx context.Context) {
-	go w.watchLeases(ctx)
+// lease, whether there is anything to take over. leases is the watch of
+// the leases bucket opened before the worker was ready (nil if that failed).
+func (w *Worker) recoverLoop(ctx context.Context, leases <-chan kv.Entry[kv.LeaseRecord]) {
+	go w.watchLeases(ctx, leases)
 	t := time.NewTicker(max(w.cfg.LeaseTTL/2, 100*time.Millisecond))
 	defer t.Stop()
 	window := max(w.cfg.LeaseTTL, time.Millisecond)
@@ -68,14 +69,15 @@ func (w *Worker) scan(ctx context.Context, tag string) {
 // expires or is removed: that worker's leases are then free to take. It
 // sees one write per lease taken, handed off or ended, and one per worker
 // of the node every TTL/3, never one per run and period.
-func (w *Worker) watchLeases(ctx context.Context) {
-	lives := lease.LiveKeys(w.node)
-	for ctx.Err() == nil {
-		ch, err := w.leases.WatchFiltered(ctx, []string{"*", lives}, jetstream.UpdatesOnly())
-		if err != nil {
-			w.log.Warn().Err(err).Msg("watch leases")
-			sleep(ctx, time.Second)
-			continue
+func (w *Worker) watchLeases(ctx context.Context, ch <-chan kv.Entry[kv.LeaseRecord]) {
+	for ; ctx.Err() == nil; ch = nil {
+		if ch == nil {
+			var err error
+			if ch, err = w.openLeaseWatch(ctx); err != nil {
+				w.log.Warn().Err(err).Msg("watch leases")
+				sleep(ctx, time.Second)
+				continue
+			}
 		}
 		for e := range ch {
 			if strings.HasPrefix(e.Key, "live.") {
@@ -98,6 +100,13 @@ func (w *Worker) watchLeases(ctx context.Context) {
 		}
 		sleep(ctx, 100*time.Millisecond)
 	}
+}
+
+// openLeaseWatch watches the leases bucket for new writes: every run's
+// lease, and the liveness keys of this node's workers. Writes from before
+// it are not replayed (the recovery scan covers what they left).
+func (w *Worker) openLeaseWatch(ctx context.Context) (<-chan kv.Entry[kv.LeaseRecord], error) {
+	return w.leases.WatchFiltered(ctx, []string{"*", lease.LiveKeys(w.node)}, jetstream.UpdatesOnly())
 }
 
 // offer publishes an attach job for a run whose directory is on this node,

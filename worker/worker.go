@@ -244,7 +244,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Go(func() { w.heartbeat(ctx) })
 	bg.Go(func() { w.watchCancels(ctx) })
 	bg.Go(func() { w.watchInputs(ctx) })
-	bg.Go(func() { w.recoverLoop(ctx) })
+	// Watching before Ready: a lease written once the worker is ready is
+	// seen (with no bucket TTL, nothing would bring it back later).
+	leaseWatch, err := w.openLeaseWatch(ctx)
+	if err != nil {
+		w.log.Warn().Err(err).Msg("watch leases; retrying")
+	}
+	bg.Go(func() { w.recoverLoop(ctx, leaseWatch) })
 	bg.Go(func() { w.reapLoop(ctx) })
 	bg.Go(func() { w.pruneLoop(ctx) })
 	// Up before Ready, so a ready worker answers requests.
