@@ -110,7 +110,7 @@ type session struct {
 	// a second Acquire of one of them must not take the first's write, not
 	// yet registered, for a dead holder's.
 	acquiring map[string]bool
-	err    error // why it was lost; nil while live
+	err       error // why it was lost; nil while live
 }
 
 type pending struct {
