@@ -81,6 +81,13 @@ func (e env) liveCut(t *testing.T, url string, h lease.Holder) (*lease.Liveness,
 	if err != nil {
 		t.Fatal(err)
 	}
+	return liveOn(t, nc, h, ttl), nc.Close
+}
+
+// liveOn opens h's liveness with lease TTL d over nc, which it closes when
+// the test ends.
+func liveOn(t *testing.T, nc *nats.Conn, h lease.Holder, d time.Duration) *lease.Liveness {
+	t.Helper()
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -90,12 +97,12 @@ func (e env) liveCut(t *testing.T, url string, h lease.Holder) (*lease.Liveness,
 	if err != nil {
 		t.Fatal(err)
 	}
-	lv, err := lease.Live(ctxT(t), js, store, h, ttl)
+	lv, err := lease.Live(ctxT(t), js, store, h, d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lv.Close(context.Background()) })
-	return lv, nc.Close
+	return lv
 }
 
 func acquire(t *testing.T, lv *lease.Liveness, run string) *lease.Lease {
@@ -671,21 +678,8 @@ func TestOutageReopensAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := ctxT(t)
-	store, err := kv.Open[kv.LeaseRecord](ctx, js, protocol.MustNames("").LeasesBucket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lv, err := lease.Live(ctx, js, store, holderA, outTTL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lv.Close(context.Background()) })
+	lv := liveOn(t, nc, holderA, outTTL)
 	first := lv.Session()
 	held := acquire(t, lv, "run1")
 	// Watched from the test's own connection: an expiry of the key

@@ -69,22 +69,22 @@ func TestCaptureOnR3Cluster(t *testing.T) {
 	// Each attempt has its own bound: while the cluster elects new leaders a
 	// JetStream API request can go unanswered, and one attempt waiting on the
 	// whole test's context would use up every retry.
-	attempt := func(f func(context.Context) error) func() bool {
+	attempt := func(bound time.Duration, f func(context.Context) error) func() bool {
 		return func() bool {
-			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			actx, cancel := context.WithTimeout(ctx, bound)
 			defer cancel()
 			err = f(actx)
 			return err == nil
 		}
 	}
 	var obs jetstream.ObjectStore
-	testenv.WaitFor(t, 60*time.Second, "the outputs bucket after its leader left", attempt(func(actx context.Context) (err error) {
+	testenv.WaitFor(t, 60*time.Second, "the outputs bucket after its leader left", attempt(5*time.Second, func(actx context.Context) (err error) {
 		obs, err = js2.ObjectStore(actx, names.OutputsBucket())
 		return err
 	}))
 	for _, o := range first.Outputs {
 		var b []byte
-		testenv.WaitFor(t, 60*time.Second, "reading "+o.Name+" after the leader left", attempt(func(actx context.Context) (err error) {
+		testenv.WaitFor(t, 60*time.Second, "reading "+o.Name+" after the leader left", attempt(5*time.Second, func(actx context.Context) (err error) {
 			b, err = obs.GetBytes(actx, o.Name)
 			return err
 		}))
@@ -97,12 +97,10 @@ func TestCaptureOnR3Cluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second outputs.Result
-	testenv.WaitFor(t, 90*time.Second, "a capture after the failover", func() bool {
-		actx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
+	testenv.WaitFor(t, 90*time.Second, "a capture after the failover", attempt(60*time.Second, func(actx context.Context) (err error) {
 		second, err = outputs.Capture(actx, obs, "r3-b", ws, nil, outputs.Policy{Diff: true, Files: []string{"out/**"}})
-		return err == nil
-	})
+		return err
+	}))
 	if second.Error != "" || len(second.Outputs) != 51 {
 		t.Fatalf("capture after failover: %+v", second)
 	}
