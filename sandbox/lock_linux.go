@@ -86,7 +86,8 @@ func Alive(dir journal.Dir) (bool, error) {
 
 // Cancel asks the run's runner to end the agent as cancelled (SIGUSR1:
 // SIGTERM to the agent, SIGKILL after the grace period, sentinel reason
-// "cancel"). It returns ErrNotRunning when no runner holds the run.
+// "cancel"). It returns ErrNotRunning when no runner holds the run, and
+// ErrTryAgain when one does but cannot be signalled yet.
 //
 // The pid is pinned with a pidfd, then it must be the process holding the
 // flock on the run's very lock file (the kernel's /proc/locks says who
@@ -109,7 +110,7 @@ func signalRunner(dir journal.Dir, sig unix.Signal) error {
 			return aerr
 		}
 		if alive {
-			return errors.New("sandbox: the runner is starting and has not written its pid yet; retry")
+			return fmt.Errorf("%w: the runner is starting and has not written its pid yet", ErrTryAgain)
 		}
 		return ErrNotRunning
 	}
@@ -150,8 +151,26 @@ func readPIDFile(dir journal.Dir) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, 64))
 }
 
+// holderReads bounds how often holdsLock reads /proc/locks while the
+// listing and the lock disagree; holderPause is the pause between reads.
+const (
+	holderReads = 20
+	holderPause = 5 * time.Millisecond
+)
+
+// procLocks opens the kernel's list of locks; tests replace it.
+var procLocks = func() (io.ReadCloser, error) { return os.Open("/proc/locks") }
+
 // holdsLock checks that pid holds the flock on the run's lock file:
 // ErrNotRunning when nobody does, ErrNotRunner when someone else does.
+//
+// /proc/locks cannot be read whole at once: each read returns a page, and
+// the next one resumes at an entry's index, so locks released meanwhile
+// shift the rest and one can go unlisted (1,000 runs cancelled together
+// did that, and a run's cancel was taken for a run already ended). So
+// the listing never alone says nobody holds the lock: a try-lock does,
+// and while the lock is held but its holder is not pid, the listing is
+// read again, a bounded number of times (ErrTryAgain).
 func holdsLock(dir journal.Dir, pid int) error {
 	f, err := dir.Open(journal.LockName, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -165,20 +184,39 @@ func holdsLock(dir journal.Dir, pid int) error {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return fmt.Errorf("sandbox: stat the run's lock: %w", err)
 	}
-	locks, err := os.Open("/proc/locks")
+	for read := 1; ; read++ {
+		holders, err := lockHolders(st.Ino)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(holders, pid) {
+			return nil
+		}
+		switch alive, err := Alive(dir); {
+		case err != nil:
+			return err
+		case !alive:
+			return ErrNotRunning
+		case read < holderReads:
+			time.Sleep(holderPause)
+			continue
+		case len(holders) == 0:
+			return fmt.Errorf("%w: the run's lock is held, but /proc/locks did not list its holder in %d reads", ErrTryAgain, holderReads)
+		}
+		return fmt.Errorf("%w: the pid file names %d, the lock is held by %v", ErrNotRunner, pid, holders)
+	}
+}
+
+// lockHolders lists the pids /proc/locks says hold a flock on inode ino.
+func lockHolders(ino uint64) ([]int, error) {
+	locks, err := procLocks()
 	if err != nil {
-		return fmt.Errorf("sandbox: who holds the run's lock: %w", err)
+		return nil, fmt.Errorf("sandbox: who holds the run's lock: %w", err)
 	}
 	defer locks.Close()
-	holders, err := flockHolders(io.LimitReader(locks, 64<<20), st.Ino)
+	holders, err := flockHolders(io.LimitReader(locks, 64<<20), ino)
 	if err != nil {
-		return fmt.Errorf("sandbox: who holds the run's lock: %w", err)
+		return nil, fmt.Errorf("sandbox: who holds the run's lock: %w", err)
 	}
-	switch {
-	case slices.Contains(holders, pid):
-		return nil
-	case len(holders) == 0:
-		return ErrNotRunning
-	}
-	return fmt.Errorf("%w: the pid file names %d, the lock is held by %v", ErrNotRunner, pid, holders)
+	return holders, nil
 }

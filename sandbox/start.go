@@ -27,6 +27,11 @@ var (
 	// process other than the one holding the run's lock: it is signalled
 	// no more than any other.
 	ErrNotRunner = errors.New("sandbox: the pid file does not name the run's runner")
+	// ErrTryAgain is returned by Cancel when a runner holds the run but
+	// cannot be signalled yet (it has not written its pid, or the kernel's
+	// lock list did not show it): the runner is alive, so the caller
+	// retries shortly rather than take the run for ended.
+	ErrTryAgain = errors.New("sandbox: the runner cannot be signalled yet; try again")
 )
 
 // Runner is a started runner chain.

@@ -287,7 +287,7 @@ func (w *Worker) stopLostRunner(runID string) {
 		w.log.Warn().Err(err).Msg("stop the agent of a lost run")
 		return
 	}
-	if err := sandbox.Cancel(dir); err == nil {
+	if err := signalRunner(dir, sandbox.Cancel); err == nil {
 		w.log.Warn().Str("run_id", runID).Msg("stopped the agent of a run declared lost while this node was away")
 	}
 }

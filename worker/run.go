@@ -46,21 +46,53 @@ type run struct {
 	offset int64 // just past the last line on the chain
 	log    zerolog.Logger
 
-	cancelOnce sync.Once
+	cancelMu    sync.Mutex
+	cancelAsked bool // logged
+	cancelSent  bool // the runner was signalled, or was gone
 	// onTurn, if set, is told after a turn-end line (waiting) and after
 	// an input (running) is on the chain (see turns.go).
 	onTurn func(ctx context.Context, waiting bool) error
 }
 
 // cancel asks the runner to end the agent; the runner writes the sentinel
-// with reason "cancel", which ends the run as cancelled.
+// with reason "cancel", which ends the run as cancelled. A cancel that
+// could not be delivered is not marked sent, so the next check of the
+// run's record (checkCancels) asks again.
 func (r *run) cancel() {
-	r.cancelOnce.Do(func() {
+	r.cancelMu.Lock()
+	defer r.cancelMu.Unlock()
+	if r.cancelSent {
+		return
+	}
+	if !r.cancelAsked {
+		r.cancelAsked = true
 		r.log.Info().Msg("cancel requested")
-		if err := sandbox.Cancel(r.dir); err != nil && !errors.Is(err, sandbox.ErrNotRunning) {
-			r.log.Warn().Err(err).Msg("cancel run")
+	}
+	switch err := signalRunner(r.dir, sandbox.Cancel); {
+	case err == nil, errors.Is(err, sandbox.ErrNotRunning):
+		r.cancelSent = true
+	default:
+		r.log.Warn().Err(err).Msg("cancel run; asking again at the next check")
+	}
+}
+
+// signalTries and signalPause bound signalRunner's retries of a runner
+// that cannot be signalled yet.
+const (
+	signalTries = 10
+	signalPause = 100 * time.Millisecond
+)
+
+// signalRunner calls signal (sandbox.Cancel or StopIdle) on dir, again
+// while it says the runner is alive but cannot be signalled yet.
+func signalRunner(dir journal.Dir, signal func(journal.Dir) error) error {
+	for try := 1; ; try++ {
+		err := signal(dir)
+		if !errors.Is(err, sandbox.ErrTryAgain) || try == signalTries {
+			return err
 		}
-	})
+		time.Sleep(signalPause)
+	}
 }
 
 // dispatch starts a new run and publishes it until it ends or is handed off.

@@ -61,7 +61,7 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 		}
 		idle = time.AfterFunc(max(d, 0), func() {
 			r.log.Info().Dur("idle_timeout", r.rec.IdleTimeout).Msg("agent waited for input past its idle timeout; stopping it")
-			if err := sandbox.StopIdle(r.dir); err != nil && !errors.Is(err, sandbox.ErrNotRunning) {
+			if err := signalRunner(r.dir, sandbox.StopIdle); err != nil && !errors.Is(err, sandbox.ErrNotRunning) {
 				r.log.Warn().Err(err).Msg("stop idle run")
 			}
 		})
