@@ -47,14 +47,16 @@ const (
 // writes the agent's status on fd 3 and exits, which kills whatever is
 // left in the namespace. Cancelling ctx acts as a stop request.
 func RunInnerChild(ctx context.Context, specPath string) error {
-	return asInit(ctx, "runner-inner-child", func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
+	return asInit(ctx, "runner-inner-child", true, func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
 		return runChild(ctx, specPath, st, sigs, stops)
 	})
 }
 
 // asInit runs body as the sandbox's init and reports the status it
-// returns: on fd 3, and in state.ndjson (fd 5) as its last record.
-func asInit(ctx context.Context, stage string, body func(*state, <-chan os.Signal, *stopReader) chainStatus) error {
+// returns: on fd 3, and in state.ndjson (fd 5) as its last record. With
+// chld, body gets SIGCHLD on sigs to reap by; without, SIGCHLD stays
+// ignored, so the kernel reaps every child at its exit, and sigs is nil.
+func asInit(ctx context.Context, stage string, chld bool, body func(*state, <-chan os.Signal, *stopReader) chainStatus) error {
 	report := os.NewFile(fdStatus, "status")
 	// The agent inherits stdio only: not the status pipe, the spec, the
 	// state file or the control pipe.
@@ -64,9 +66,12 @@ func asInit(ctx context.Context, stage string, body func(*state, <-chan os.Signa
 	// Init of a pid namespace gets, from inside it, only the signals it
 	// handles: ignoring all but SIGCHLD leaves the agent nothing to send.
 	signal.Ignore()
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD)
-	defer signal.Stop(sigs)
+	var sigs chan os.Signal
+	if chld {
+		sigs = make(chan os.Signal, 16)
+		signal.Notify(sigs, unix.SIGCHLD)
+		defer signal.Stop(sigs)
+	}
 	st := stateOn(os.NewFile(fdState, "state"), "inner-child")
 	defer st.close()
 	// Non-blocking, so the runtime's poller waits on it, not a thread.
@@ -291,8 +296,16 @@ func execWaitStage(w waitSpec) error {
 // init once runner-inner-child has set the sandbox up and exec'd it, pid
 // 1 still. It starts the agent through the exec stage, forwards stops,
 // reaps, and reports the agent's status as runner-inner-child would have.
+//
+// On a kernel that keeps a reaped process's exit status for its pidfd
+// (PIDFD_INFO_EXIT, Linux 6.15), it leaves SIGCHLD ignored: the kernel
+// reaps every child, orphans included, at its exit, and the agent's
+// status comes from its pidfd, which the runtime's poller waits on. No
+// os/signal, whose receiving goroutine keeps a thread blocked, and
+// another spare, for the run's whole life (about 60 KiB per run,
+// docs/benchmarks.md). On an older kernel it reaps on SIGCHLD.
 func RunInitWait(ctx context.Context, specPath string) error {
-	return asInit(ctx, "runner-init-wait", func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
+	return asInit(ctx, "runner-init-wait", initReap == "sigchld" || !exitInfo(), func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
 		b, err := readBounded(specPath)
 		if err != nil {
 			return setupFailed(st, "wait-spec", err)
@@ -306,9 +319,11 @@ func RunInitWait(ctx context.Context, specPath string) error {
 }
 
 // superviseAgent starts the agent through the exec stage and, as the
-// namespace's init, reaps every process until the agent has ended.
+// namespace's init, reaps every process until the agent has ended: on
+// SIGCHLD (sigs), or, with sigs nil, through the kernel (SIGCHLD is
+// ignored), the agent's end coming from its pidfd.
 func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
-	pid, err := startExecStage(w)
+	pid, pidfd, err := startExecStage(w)
 	if err != nil {
 		st.fail("start-agent", err)
 		return chainStatus{Exit: 126, Error: err.Error()}
@@ -317,14 +332,29 @@ func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.S
 	for _, sig := range w.Stops {
 		forward(pid, syscall.Signal(sig))
 	}
+	var exited <-chan syscall.WaitStatus
+	if sigs == nil {
+		if exited, err = watchExit(pidfd); err != nil {
+			// The agent runs unwatched: stop it, and say why.
+			forward(pid, unix.SIGKILL)
+			st.fail("agent-exit", err)
+			return chainStatus{Exit: 1, Error: err.Error()}
+		}
+	} else {
+		unix.Close(pidfd)
+	}
 	ctxDone := ctx.Done()
 	for {
-		if ws, ok := reap(pid); ok {
+		if sigs != nil {
+			if ws, ok := reap(pid); ok {
+				exited = closedWith(ws)
+			}
+		}
+		select {
+		case ws := <-exited:
 			res := statusOf(ws)
 			st.ok("agent-exit", fmt.Sprintf("exit %d signal %q", res.Exit, res.Signal))
 			return res
-		}
-		select {
 		case <-sigs:
 		case sig := <-stops.C:
 			forward(pid, sig)
@@ -335,18 +365,72 @@ func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.S
 	}
 }
 
+// closedWith is a channel that delivers ws.
+func closedWith(ws syscall.WaitStatus) <-chan syscall.WaitStatus {
+	ch := make(chan syscall.WaitStatus, 1)
+	ch <- ws
+	return ch
+}
+
+// initReap, set to "sigchld" at link time (-X), makes the wait stage reap
+// on SIGCHLD on any kernel: how the tests run older kernels' way.
+var initReap string
+
+// exitInfo reports whether the kernel keeps a reaped process's exit
+// status for its pidfd (PIDFD_INFO_EXIT): Linux 6.15 and later.
+func exitInfo() bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	return kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 6, 15)
+}
+
+// watchExit returns a channel that delivers the wait status of the
+// process of pidfd (which it takes) once the process has exited and the
+// kernel has reaped it. An exit whose status the kernel does not give
+// is reported as killed by SIGKILL: its status is unknown, and the run
+// must not pass for a success.
+func watchExit(pidfd int) (<-chan syscall.WaitStatus, error) {
+	if err := unix.SetNonblock(pidfd, true); err != nil {
+		unix.Close(pidfd)
+		return nil, fmt.Errorf("watch the agent: %w", err)
+	}
+	f := os.NewFile(uintptr(pidfd), "agent-pidfd")
+	ch := make(chan syscall.WaitStatus, 1)
+	err := watchPidfd(context.Background(), f, func(bool) {
+		defer f.Close()
+		info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_EXIT}
+		err := errors.New("no exit status")
+		if rc, cerr := f.SyscallConn(); cerr == nil {
+			_ = rc.Control(func(fd uintptr) { err = unix.IoctlPidfdInfo(int(fd), &info) })
+		}
+		if err != nil || info.Mask&unix.PIDFD_INFO_EXIT == 0 {
+			ch <- syscall.WaitStatus(unix.SIGKILL)
+			return
+		}
+		ch <- syscall.WaitStatus(info.Exit_code)
+	})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("watch the agent: %w", err)
+	}
+	return ch, nil
+}
+
 // startExecStage starts `runner-exec` (w.Exe) with its spec
 // (w.ExecSpec) as the agent: in a user namespace of its own where it
 // is the agent uid (mapped to this namespace's 0), holding CAP_SETPCAP
 // only as long as it takes to empty its bounding set. It returns once the
 // agent runs, or with why the exec stage could not start it; in that case
-// the stage has been reaped.
-func startExecStage(w waitSpec) (int, error) {
+// the stage has been reaped. The pidfd it returns is the agent's.
+func startExecStage(w waitSpec) (int, int, error) {
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	defer errR.Close()
+	pidfd := -1
 	pid, err := syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(w.Exe),
 		[]string{"baton", "runner-exec", "--spec", "/proc/self/fd/" + strconv.Itoa(fdExecSpec)},
 		&syscall.ProcAttr{
@@ -360,23 +444,25 @@ func startExecStage(w waitSpec) (int, error) {
 				GidMappings:                []syscall.SysProcIDMap{{ContainerID: w.AgentGID, HostID: 0, Size: 1}},
 				GidMappingsEnableSetgroups: false,
 				AmbientCaps:                []uintptr{unix.CAP_SETPCAP},
+				PidFD:                      &pidfd,
 			},
 		})
 	errW.Close()
 	if err != nil {
-		return 0, fmt.Errorf("start the exec stage: %w", err)
+		return 0, -1, fmt.Errorf("start the exec stage: %w", err)
 	}
 	msg, _ := io.ReadAll(io.LimitReader(errR, 4096))
 	if len(msg) == 0 {
-		return pid, nil // the pipe closed on exec: the agent runs
+		return pid, pidfd, nil // the pipe closed on exec: the agent runs
 	}
+	unix.Close(pidfd)
 	var ws syscall.WaitStatus
 	for {
 		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
 			break
 		}
 	}
-	return 0, errors.New(strings.TrimSpace(string(msg)))
+	return 0, -1, errors.New(strings.TrimSpace(string(msg)))
 }
 
 // reap collects every ended child, reporting the agent's wait status

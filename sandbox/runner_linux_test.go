@@ -24,43 +24,60 @@ import (
 	"github.com/batonhq/baton/sandbox"
 )
 
+// runnerBuild is a runner binary built once per test binary.
+type runnerBuild struct {
+	once sync.Once
+	path string
+	out  []byte
+	err  error
+}
+
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildOut  []byte
+	defaultRunner runnerBuild
+	// sigchldRunner's wait stage reaps on SIGCHLD on any kernel, as on
+	// kernels before 6.15 (sandbox.initReap).
+	sigchldRunner runnerBuild
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
+	for _, b := range []*runnerBuild{&defaultRunner, &sigchldRunner} {
+		if b.path != "" {
+			os.RemoveAll(filepath.Dir(b.path))
+		}
 	}
 	os.Exit(code)
 }
 
 // runnerBinary builds sandbox/internal/runnertest once per test binary:
 // the runner chain's stages as subcommands, as in the baton binary.
-func runnerBinary(t testing.TB) string {
+func runnerBinary(t testing.TB) string { return defaultRunner.get(t) }
+
+// sigchldRunnerBinary is runnerBinary with the wait stage's SIGCHLD reaping.
+func sigchldRunnerBinary(t testing.TB) string {
+	return sigchldRunner.get(t, "-ldflags=-X github.com/batonhq/baton/sandbox.initReap=sigchld")
+}
+
+func (b *runnerBuild) get(t testing.TB, flags ...string) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "baton-runnertest-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
 		// World-searchable: a root runner's sandbox execs it as nobody.
-		if buildErr = os.Chmod(dir, 0o755); buildErr != nil {
+		if b.err = os.Chmod(dir, 0o755); b.err != nil {
 			return
 		}
-		binPath = filepath.Join(dir, "runnertest")
-		cmd := exec.Command("go", "build", "-o", binPath, "./internal/runnertest")
-		buildOut, buildErr = testenv.Build(cmd)
+		b.path = filepath.Join(dir, "runnertest")
+		args := append(append([]string{"build", "-o", b.path}, flags...), "./internal/runnertest")
+		b.out, b.err = testenv.Build(exec.Command("go", args...))
 	})
-	if buildErr != nil {
-		t.Fatalf("build the runner binary: %v\n%s", buildErr, buildOut)
+	if b.err != nil {
+		t.Fatalf("build the runner binary: %v\n%s", b.err, b.out)
 	}
-	return binPath
+	return b.path
 }
 
 var (
@@ -1094,6 +1111,54 @@ func TestInitWaitStageReports(t *testing.T) {
 			}
 			if strings.Contains(state, `"wait-stage"`) {
 				t.Errorf("the init fell back to waiting in-process:\n%s", state)
+			}
+		})
+	}
+}
+
+// TestInitReaps: whichever way the sandbox's init reaps (the kernel, on
+// 6.15 and later; SIGCHLD, before), orphans leave no zombie, the agent
+// gets SIGCHLD at its default (it can wait for its own children), and its
+// exit status comes through.
+func TestInitReaps(t *testing.T) {
+	// Five orphans: each subshell exits at once, its sleep is reparented
+	// to the init and exits later. Then: zombies of the pid namespace,
+	// a child's status as the agent's shell sees it, and whether the
+	// agent's SIGCHLD is ignored.
+	const script = `for i in 1 2 3 4 5; do (sleep 0.05 &); done
+sleep 0.5
+z=0
+for f in /proc/[0-9]*/stat; do read -r _ _ st _ < "$f" 2>/dev/null && [ "$st" = Z ] && z=$((z+1)); done
+echo zombies=$z
+(exit 3); echo child=$?
+ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status)
+echo chld_ignored=$(( (0x$ign >> 16) & 1 ))
+exit 7`
+	for _, tc := range []struct {
+		name   string
+		binary func(testing.TB) string
+	}{
+		{"default", runnerBinary},
+		{"sigchld", sigchldRunnerBinary},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			needSandbox(t)
+			spec := newSpec(t, sh(script)...)
+			bin := tc.binary(t)
+			if _, err := sandbox.Start(context.Background(), spec, nil, sandbox.WithBinary(bin)); err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			dir := journal.Dir(spec.RunDir)
+			t.Cleanup(func() { killRunner(dir) })
+			stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+			wantSentinel(t, s, 7, journal.ReasonExit, "")
+			for _, want := range []string{"zombies=0", "child=3", "chld_ignored=0"} {
+				if !strings.Contains(stdout, want+"\n") {
+					t.Errorf("agent printed %q, want %s", stdout, want)
+				}
+			}
+			if state := readFile(t, dir.State()); !strings.Contains(state, `"agent-exit"`) {
+				t.Errorf("no agent-exit record:\n%s", state)
 			}
 		})
 	}
