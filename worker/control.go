@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -72,9 +75,29 @@ func (w *Worker) handleCancel(ctx context.Context, req micro.Request) {
 // whenever the connection comes back (notices sent meanwhile are lost) and
 // every few lease TTLs. So its cost follows the runs held, never the
 // number of records; a run taken on later checks its record in hold.
+//
+// A notice only marks its run for a check: the subscription's handler
+// never waits, so a burst of cancels (a whole pool's runs at once) is
+// never dropped as a slow consumer while the checks read the records.
 func (w *Worker) watchCancels(ctx context.Context) {
-	notices := make(chan *nats.Msg, 64)
-	sub, err := w.nc.ChanSubscribe(w.names.CancelledNotices(), notices)
+	var (
+		mu      sync.Mutex
+		marked  = map[string]bool{}
+		checkIt = make(chan struct{}, 1)
+	)
+	sub, err := w.nc.Subscribe(w.names.CancelledNotices(), func(m *nats.Msg) {
+		runID := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+		if w.activeRun(runID) == nil {
+			return
+		}
+		mu.Lock()
+		marked[runID] = true
+		mu.Unlock()
+		select {
+		case checkIt <- struct{}{}:
+		default:
+		}
+	})
 	if err != nil {
 		w.log.Error().Err(err).Msg("subscribe to cancel notices; cancels are applied only by the periodic check")
 	} else {
@@ -88,10 +111,15 @@ func (w *Worker) watchCancels(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case m := <-notices:
-			runID := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-			if r := w.activeRun(runID); r != nil {
-				w.checkCancel(ctx, r)
+		case <-checkIt:
+			mu.Lock()
+			ids := slices.Collect(maps.Keys(marked))
+			clear(marked)
+			mu.Unlock()
+			for _, id := range ids {
+				if r := w.activeRun(id); r != nil {
+					w.checkCancel(ctx, r)
+				}
 			}
 		case <-reconnects:
 			w.checkCancels(ctx)

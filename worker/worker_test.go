@@ -683,6 +683,55 @@ func TestCancelIsDurableIntent(t *testing.T) {
 	}
 }
 
+// TestCancelAmidANoticeFlood: a cancel notice arriving in a burst of
+// notices for other runs the worker holds (a pool cancelling all its runs
+// at once: each notice costs the holder a read of that run's record)
+// reaches it at once, not at its periodic check of its runs' records
+// (every 4 lease TTLs, 12 s here).
+func TestCancelAmidANoticeFlood(t *testing.T) {
+	h := newHarness(t)
+	c := client.New(h.js, h.names)
+	id, other := newRunID(t), newRunID(t)
+	for _, r := range []string{id, other} {
+		h.submit(map[string]any{"runId": r, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20"}})
+	}
+	h.waitStatus(id, protocol.StatusStarted)
+	h.waitStatus(other, protocol.StatusStarted)
+	flooder, err := nats.Connect(h.s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flooder.Close()
+	stop := make(chan struct{})
+	flooded := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				flooded <- flooder.Flush()
+				return
+			default:
+			}
+			if err := flooder.Publish(h.names.CancelledSubject(other), nil); err != nil {
+				flooded <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	asked := time.Now()
+	_, err = c.Cancel(t.Context(), id)
+	time.Sleep(time.Second)
+	close(stop)
+	if ferr := <-flooded; ferr != nil || err != nil {
+		t.Fatal(ferr, err)
+	}
+	h.waitStatus(id, protocol.StatusCancelled)
+	if took := time.Since(asked); took > 6*time.Second {
+		t.Fatalf("cancelled %v after the request, amid a flood of notices: its notice was lost", took)
+	}
+}
+
 func TestRunnerEnforcesTimeout(t *testing.T) {
 	h := newHarness(t)
 	id := newRunID(t)

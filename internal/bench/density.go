@@ -138,12 +138,13 @@ func (e *env) density(ctx context.Context, sz sizes) []Result {
 	if procs.runs != n {
 		return fail(fmt.Errorf("found the runner chains of %d runs, want %d", procs.runs, n))
 	}
-	busyCPU, err := cpuOf(ctx, sz.densityWindow, w.pid(), self)
+	busyCPU, err := cpuOf(ctx, sz.densityIdleWindow, w.pid(), self)
 	if err != nil {
 		return fail(err)
 	}
 	load := loadAverage()
 
+	cancelAt := time.Now()
 	for _, id := range ids {
 		if _, err := e.client.Cancel(ctx, id); err != nil {
 			return fail(fmt.Errorf("cancel %s: %w", id, err))
@@ -153,22 +154,25 @@ func (e *env) density(ctx context.Context, sz sizes) []Result {
 	if err != nil {
 		return fail(err)
 	}
+	allCancelled := time.Since(cancelAt)
 	for _, id := range slices.Sorted(maps.Keys(statuses)) {
 		if st := statuses[id]; st.Status != protocol.StatusCancelled {
 			return fail(fmt.Errorf("run %s ended %s, not cancelled: %s", id, st.Status, st.Reason))
 		}
 	}
 
-	core := func(d time.Duration) float64 { return 100 * float64(d) / float64(sz.densityWindow) }
-	total := core(busyCPU.worker + busyCPU.nats)
+	core := func(d, window time.Duration) float64 { return 100 * float64(d) / float64(window) }
+	withRuns := func(d time.Duration) float64 { return core(d, sz.densityIdleWindow) }
+	noRun := func(d time.Duration) float64 { return core(d, sz.densityWindow) }
+	total := withRuns(busyCPU.worker + busyCPU.nats)
 	perRun := float64(pss) / float64(n)
 	e.logf("density: worker %.2f%%, NATS %.2f%% of a core (idle worker: %.2f%%, %.2f%%)",
-		core(busyCPU.worker), core(busyCPU.nats), core(idleCPU.worker), core(idleCPU.nats))
+		withRuns(busyCPU.worker), withRuns(busyCPU.nats), noRun(idleCPU.worker), noRun(idleCPU.nats))
 	return []Result{{
 		Row: "density", Target: target,
-		Measured: fmt.Sprintf("worker + NATS %.2f%% of a core (worker %.2f%%, NATS %.2f%%; with no run %.2f%% + %.2f%%) over %s; baton PSS %.2f MiB per run; %.1f baton processes per run beside the agent (%.1f processes in all); all %d started (status, at most %d starting at once) %s and their agents %s after the first submit; load average %s",
-			total, core(busyCPU.worker), core(busyCPU.nats), core(idleCPU.worker), core(idleCPU.nats), sz.densityWindow,
-			perRun/(1<<20), float64(procs.baton)/float64(n), float64(procs.all)/float64(n), n, densityStarting, allUp.Round(100*time.Millisecond), agentsUp.Round(100*time.Millisecond), load),
+		Measured: fmt.Sprintf("worker + NATS %.2f%% of a core (worker %.2f%%, NATS %.2f%%; with no run %.2f%% + %.2f%%) over %s; baton PSS %.2f MiB per run; %.1f baton processes per run beside the agent (%.1f processes in all); all %d started (status, at most %d starting at once) %s and their agents %s after the first submit, all cancelled %s after the first cancel; load average %s",
+			total, withRuns(busyCPU.worker), withRuns(busyCPU.nats), noRun(idleCPU.worker), noRun(idleCPU.nats), sz.densityIdleWindow,
+			perRun/(1<<20), float64(procs.baton)/float64(n), float64(procs.all)/float64(n), n, densityStarting, allUp.Round(100*time.Millisecond), agentsUp.Round(100*time.Millisecond), allCancelled.Round(100*time.Millisecond), load),
 		Pass: verdict(total <= 2 && perRun <= 1.5*(1<<20)),
 	}}
 }

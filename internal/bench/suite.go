@@ -103,7 +103,8 @@ type sizes struct {
 	historyRecords     int           // finished records the history row writes
 	historyReps        int           // worker starts per side of the history row
 	densityRuns        int           // idle runs of the density row
-	densityWindow      time.Duration // the density row's CPU window
+	densityWindow      time.Duration // the density row's CPU window of the worker with no run
+	densityIdleWindow  time.Duration // its CPU window with the runs idle
 	densityStartWithin time.Duration
 	inputMsgs          int   // messages the input row sends
 	outputsBytes       int64 // the outputs row's workspace
@@ -115,7 +116,10 @@ var fullSizes = sizes{
 	starts: 11, handoffs: 5, crashes: 5,
 	scaleRuns: 200, scaleRate: 50, scaleWindow: 10 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 2 * time.Minute,
 	historyRecords: 100_000, historyReps: 5, inputMsgs: 500,
-	densityRuns: 200, densityWindow: 15 * time.Second, densityStartWithin: 10 * time.Minute,
+	// 4 lease TTLs: the slowest periodic work of a held run (the holder's
+	// look at its record for a cancel, the input feeder's for input it
+	// was not told of) falls in it once per run.
+	densityRuns: 200, densityWindow: 15 * time.Second, densityIdleWindow: 4 * densityLeaseTTL, densityStartWithin: 10 * time.Minute,
 	outputsBytes: 100 << 20, outputsReps: 5,
 }
 
@@ -124,7 +128,7 @@ var quickSizes = sizes{
 	starts: 3, handoffs: 1, crashes: 1,
 	scaleRuns: 10, scaleRate: 50, scaleWindow: 2 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 30 * time.Second,
 	historyRecords: 5_000, historyReps: 1, inputMsgs: 100,
-	densityRuns: 10, densityWindow: 3 * time.Second, densityStartWithin: time.Minute,
+	densityRuns: 10, densityWindow: 3 * time.Second, densityIdleWindow: 3 * time.Second, densityStartWithin: time.Minute,
 	outputsBytes: 8 << 20, outputsReps: 1,
 }
 
