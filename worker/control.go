@@ -35,6 +35,7 @@ func (w *Worker) handleCancel(ctx context.Context, req micro.Request) {
 		_ = req.Error(protocol.CancelBadRunID, fmt.Sprintf("runId %q must match [A-Za-z0-9_-]{1,128}", runID), nil)
 		return
 	}
+	life := ctx // the worker's: the notice outlives the request
 	ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
 	defer cancel()
 	rec, _, err := w.runs.Modify(ctx, runID, func(r *kv.RunRecord) error {
@@ -60,11 +61,8 @@ func (w *Worker) handleCancel(ctx context.Context, req micro.Request) {
 		return
 	}
 	w.log.Info().Str("run_id", runID).Str("run_node", rec.Node).Msg("cancel intent recorded")
-	// The holder learns at once; a notice lost on the way is made up for
-	// by the holder's re-read of its runs' records (see watchCancels).
-	if err := w.nc.Publish(w.names.CancelledSubject(runID), nil); err != nil {
-		w.log.Warn().Err(err).Str("run_id", runID).Msg("publish cancel notice")
-	}
+	// The holder learns at once (see notice.go).
+	w.notify(life, w.names.CancelledSubject(runID))
 	b, _ := json.Marshal(protocol.CancelReply{RunID: runID, State: string(rec.State), Node: rec.Node, Worker: rec.Worker})
 	_ = req.Respond(b)
 }
@@ -73,8 +71,8 @@ func (w *Worker) handleCancel(ctx context.Context, req micro.Request) {
 // cancel intent. It is told of new intents by the workers that record them
 // (CancelledNotices), and re-reads the records of the runs it holds
 // whenever the connection comes back (notices sent meanwhile are lost) and
-// every few lease TTLs. So its cost follows the runs held, never the
-// number of records; a run taken on later checks its record in hold.
+// every noticeSweep. So its cost follows the cancels, never the runs held
+// or the records; a run taken on later checks its record in hold.
 //
 // A notice only marks its run for a check: the subscription's handler
 // never waits, so a burst of cancels (a whole pool's runs at once) is
@@ -93,6 +91,7 @@ func (w *Worker) watchCancels(ctx context.Context) {
 		mu.Lock()
 		marked[runID] = true
 		mu.Unlock()
+		ackNotice(m)
 		select {
 		case checkIt <- struct{}{}:
 		default:
@@ -105,7 +104,7 @@ func (w *Worker) watchCancels(ctx context.Context) {
 	}
 	reconnects := w.nc.StatusChanged(nats.CONNECTED)
 	defer w.nc.RemoveStatusListener(reconnects)
-	t := time.NewTicker(max(4*w.cfg.LeaseTTL, time.Second))
+	t := time.NewTicker(w.noticeSweep())
 	defer t.Stop()
 	for {
 		select {

@@ -46,6 +46,7 @@ func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
 		_ = req.Error(protocol.InputTooLarge, fmt.Sprintf("input of %d bytes is over maxInputBytes (%d)", n, w.cfg.MaxInputBytes), nil)
 		return
 	}
+	life := ctx // the worker's: the notice outlives the request
 	// A request taken is answered even while the worker stops: its sender
 	// would otherwise not know whether the input was stored.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
@@ -69,9 +70,7 @@ func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
 		_ = req.Error(protocol.InputFailed, "cannot store the input: "+err.Error(), nil)
 		return
 	}
-	if err := w.nc.Publish(w.names.InputNoticeSubject(runID), nil); err != nil {
-		w.log.Warn().Err(err).Str("run_id", runID).Msg("publish input notice")
-	}
+	w.notify(life, w.names.InputNoticeSubject(runID))
 	b, _ := json.Marshal(protocol.InputReply{RunID: runID, Seq: seq})
 	_ = req.Respond(b)
 }
@@ -151,16 +150,27 @@ func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof,
 	}
 }
 
-// inputIdle is how long an idle feeder waits for a notice before it looks
-// for input anyway: a few lease TTLs, so idle runs cost the server little.
-func (w *Worker) inputIdle() time.Duration { return max(4*w.cfg.LeaseTTL, 5*time.Second) }
-
 // watchInputs wakes the feeder of a run held here when another worker
-// stored input for it, and every feeder when the connection comes back
-// (notices sent meanwhile are lost).
+// stored input for it (and answers that worker, see notice.go), and every
+// feeder when the connection comes back (notices sent meanwhile are
+// lost). The handler never waits, so no notice is dropped in a burst.
 func (w *Worker) watchInputs(ctx context.Context) {
-	notices := make(chan *nats.Msg, 256)
-	sub, err := w.nc.ChanSubscribe(w.names.InputNotices(), notices)
+	poke := func(ch chan struct{}) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	sub, err := w.nc.Subscribe(w.names.InputNotices(), func(m *nats.Msg) {
+		runID := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+		w.mu.Lock()
+		ch := w.inputPokes[runID]
+		w.mu.Unlock()
+		if ch != nil {
+			poke(ch)
+			ackNotice(m)
+		}
+	})
 	if err != nil {
 		w.log.Error().Err(err).Msg("subscribe to input notices; input reaches agents only by the periodic check")
 		return
@@ -168,24 +178,10 @@ func (w *Worker) watchInputs(ctx context.Context) {
 	defer sub.Unsubscribe()
 	reconnects := w.nc.StatusChanged(nats.CONNECTED)
 	defer w.nc.RemoveStatusListener(reconnects)
-	poke := func(ch chan struct{}) {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case m := <-notices:
-			runID := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-			w.mu.Lock()
-			ch := w.inputPokes[runID]
-			w.mu.Unlock()
-			if ch != nil {
-				poke(ch)
-			}
 		case <-reconnects:
 			w.mu.Lock()
 			for _, ch := range w.inputPokes {
@@ -201,6 +197,7 @@ func (w *Worker) watchInputs(ctx context.Context) {
 // interrupt is stored in order with the run's input, and the runner
 // interrupts the agent as its profile says. Any unfinished run takes one.
 func (w *Worker) handleInterrupt(ctx context.Context, req micro.Request) {
+	life := ctx // the worker's: the notice outlives the request
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
 	defer cancel()
 	runID, _, ok := w.inputRun(ctx, req)
@@ -213,9 +210,7 @@ func (w *Worker) handleInterrupt(ctx context.Context, req micro.Request) {
 		_ = req.Error(protocol.InputFailed, "cannot store the interrupt: "+err.Error(), nil)
 		return
 	}
-	if err := w.nc.Publish(w.names.InputNoticeSubject(runID), nil); err != nil {
-		w.log.Warn().Err(err).Str("run_id", runID).Msg("publish input notice")
-	}
+	w.notify(life, w.names.InputNoticeSubject(runID))
 	b, _ := json.Marshal(protocol.InputReply{RunID: runID, Seq: seq})
 	_ = req.Respond(b)
 }
@@ -305,9 +300,9 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}) {
 		m, err := stream.GetMsg(gctx, last+1, jetstream.WithGetMsgSubject(subj))
 		cancel()
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			// Told of new input by a notice; the timer only makes up
-			// for one lost while the connection was down.
-			wait(w.inputIdle())
+			// Told of new input by a notice (notice.go); the timer
+			// only makes up for one no retry delivered.
+			wait(w.noticeSweep())
 			continue
 		}
 		if err != nil {

@@ -85,6 +85,8 @@ type Worker struct {
 	testBeforeMark func(runID string)
 	// inputPokes wake the input feeders of the runs held here (input.go).
 	inputPokes map[string]chan struct{}
+	// notice is how notices to a run's holder are sent again (notice.go).
+	notice noticeTiming
 }
 
 // Option configures a Worker.
@@ -154,7 +156,8 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		grace:   10 * time.Second,
 		ackWait: 60 * time.Second,
 		active:  map[string]*run{}, starting: map[string]bool{},
-		ready: make(chan struct{}),
+		ready:  make(chan struct{}),
+		notice: defaultNoticeTiming,
 	}
 	for _, o := range opts {
 		o(w)

@@ -1,0 +1,60 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// A worker that records a cancel intent or stores input tells the run's
+// holder on a core NATS subject every worker listens on (CancelledNotices,
+// InputNotices). Core NATS may lose a message: while a client reconnects
+// (each worker then looks at all its runs), when a subscriber falls behind
+// (the handlers only mark a run and never wait), or between two servers
+// of a cluster whose route is down. So a notice is a request that only the
+// holder answers, and it is sent again until answered; the holder's look
+// at every run it holds, every noticeSweep, is left for what no retry
+// covers (the notifying worker dying at that instant, a route down for
+// longer than its retries). Nothing is polled per run meanwhile.
+
+// noticeTiming is how notify sends a notice again.
+type noticeTiming struct {
+	ackWait time.Duration // how long one try waits for the holder
+	total   time.Duration // how long a notice is sent again
+}
+
+var defaultNoticeTiming = noticeTiming{ackWait: time.Second, total: 30 * time.Second}
+
+// notify sends a notice on subject, again (1, 2, 4 ... s apart) until the
+// run's holder answers, 30 s have passed or ctx ends. It does not wait.
+// Nobody answering is no error: no worker may hold the run just now, and
+// the one that takes it reads its record and its input first.
+func (w *Worker) notify(ctx context.Context, subject string) {
+	go func() {
+		deadline := time.Now().Add(w.notice.total)
+		pause := w.notice.ackWait
+		for ctx.Err() == nil {
+			rctx, cancel := context.WithTimeout(ctx, w.notice.ackWait)
+			_, err := w.nc.RequestWithContext(rctx, subject, nil)
+			cancel()
+			if err == nil || time.Now().Add(pause).After(deadline) {
+				return
+			}
+			sleep(ctx, pause)
+			pause *= 2
+		}
+	}()
+}
+
+// ackNotice answers a notice, if its sender waits for an answer (a worker
+// of a release before acknowledged notices does not).
+func ackNotice(m *nats.Msg) {
+	if m.Reply != "" {
+		_ = m.Respond(nil)
+	}
+}
+
+// noticeSweep is how often a worker looks at every run it holds for a
+// cancel or an input it was not told of.
+func (w *Worker) noticeSweep() time.Duration { return max(20*w.cfg.LeaseTTL, time.Minute) }

@@ -1,0 +1,61 @@
+package worker
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/testenv"
+)
+
+// TestNotifyUntilAnswered: a notice is sent again until the run's holder
+// answers (here the third), then no more; one nobody answers stops after
+// its retries' time.
+func TestNotifyUntilAnswered(t *testing.T) {
+	s := testenv.RunServer(t)
+	nc, _ := testenv.Connect(t, s)
+	w, err := New(nc, config.Default(), WithStateDir(t.TempDir()), WithNode("n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.notice = noticeTiming{ackWait: 100 * time.Millisecond, total: 3 * time.Second}
+	var got, unanswered atomic.Int32
+	answered := make(chan time.Time, 1)
+	if _, err := nc.Subscribe("notice.answered", func(m *nats.Msg) {
+		if got.Add(1) == 3 {
+			ackNotice(m)
+			answered <- time.Now()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Subscribe("notice.unanswered", func(*nats.Msg) { unanswered.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	w.notify(t.Context(), "notice.answered")
+	w.notify(t.Context(), "notice.unanswered")
+	select {
+	case at := <-answered:
+		// Tries at 0, 0.2 and 0.5 s (0.1 s each, then 0.1 and 0.2 s apart).
+		if took := at.Sub(began); took < 400*time.Millisecond || took > 2*time.Second {
+			t.Errorf("third try after %v, want about 0.5 s", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the notice was tried %d times in 5 s, never a third", got.Load())
+	}
+	time.Sleep(w.notice.total + time.Second - time.Since(began))
+	if n := got.Load(); n != 3 {
+		t.Errorf("an answered notice was sent %d times, want 3", n)
+	}
+	// 0, 0.2, 0.5, 1, 1.9 s; the next (3.6 s) would be past the 3 s.
+	if n := unanswered.Load(); n != 5 {
+		t.Errorf("an unanswered notice was sent %d times in %v, want 5", n, w.notice.total)
+	}
+}
