@@ -117,7 +117,8 @@ func (w *Worker) offer(ctx context.Context, runID, msgID string) {
 		w.log.Warn().Err(err).Msg("offer run for re-attach")
 		return
 	}
-	if !exists(string(dir)) || exists(dir.Finished()) || w.isActive(runID) {
+	// Held here first: a map lookup, where the others stat the disk.
+	if w.isActive(runID) || !exists(string(dir)) || exists(dir.Finished()) {
 		return
 	}
 	l, leaseRev, lerr := w.leases.Get(ctx, runID)
