@@ -400,22 +400,40 @@ func watchExit(pidfd int) (<-chan syscall.WaitStatus, error) {
 	ch := make(chan syscall.WaitStatus, 1)
 	err := watchPidfd(context.Background(), f, func(bool) {
 		defer f.Close()
-		info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_EXIT}
-		err := errors.New("no exit status")
-		if rc, cerr := f.SyscallConn(); cerr == nil {
-			_ = rc.Control(func(fd uintptr) { err = unix.IoctlPidfdInfo(int(fd), &info) })
-		}
-		if err != nil || info.Mask&unix.PIDFD_INFO_EXIT == 0 {
-			ch <- syscall.WaitStatus(unix.SIGKILL)
-			return
-		}
-		ch <- syscall.WaitStatus(info.Exit_code)
+		ch <- exitStatus(f)
 	})
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("watch the agent: %w", err)
 	}
 	return ch, nil
+}
+
+// exitWait bounds how long exitStatus waits for the kernel to record the
+// exit status of a process whose pidfd says it exited.
+const exitWait = time.Second
+
+// exitStatus reads the exit status of the exited process of pidfd f. The
+// pidfd wakes its poller when the process exits, and the kernel records
+// the status when it reaps it, just after: a read between the two finds
+// none yet, so it reads again, 1 ms apart, for up to exitWait.
+func exitStatus(f *os.File) syscall.WaitStatus {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return syscall.WaitStatus(unix.SIGKILL)
+	}
+	for deadline := time.Now().Add(exitWait); ; {
+		info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_EXIT}
+		err := errors.New("no exit status")
+		_ = rc.Control(func(fd uintptr) { err = unix.IoctlPidfdInfo(int(fd), &info) })
+		if err == nil && info.Mask&unix.PIDFD_INFO_EXIT != 0 {
+			return syscall.WaitStatus(info.Exit_code)
+		}
+		if time.Now().After(deadline) {
+			return syscall.WaitStatus(unix.SIGKILL)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // startExecStage starts `runner-exec` (w.Exe) with its spec

@@ -1,0 +1,52 @@
+package sandbox
+
+import (
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestExitStatus reads a child's exit status from its pidfd once the
+// child is reaped, and gives up (SIGKILL, status unknown) on one that is
+// never reaped.
+func TestExitStatus(t *testing.T) {
+	if !exitInfo() {
+		t.Skip("the kernel keeps no exit status for a pidfd before Linux 6.15; the wait stage reaps on SIGCHLD there (TestInitReaps/sigchld)")
+	}
+	start := func(script string) (int, *os.File) {
+		pidfd := -1
+		pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", script},
+			&syscall.ProcAttr{Files: []uintptr{0, 1, 2}, Sys: &syscall.SysProcAttr{PidFD: &pidfd}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := os.NewFile(uintptr(pidfd), "pidfd")
+		t.Cleanup(func() { f.Close() })
+		return pid, f
+	}
+	pid, f := start("exit 7")
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := exitStatus(f); got.ExitStatus() != 7 || got != ws {
+		t.Errorf("exitStatus = %#x, want the reaped status %#x (exit 7)", got, ws)
+	}
+
+	pid, f = start("exit 3")
+	// A zombie: exited, never reaped here until exitStatus gave up.
+	for {
+		var si unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
+			break
+		}
+	}
+	began := time.Now()
+	if got := exitStatus(f); got != syscall.WaitStatus(unix.SIGKILL) || time.Since(began) < exitWait {
+		t.Errorf("exitStatus of an unreaped child = %#x after %v, want SIGKILL after %v", got, time.Since(began), exitWait)
+	}
+	_, _ = syscall.Wait4(pid, &ws, 0, nil)
+}
