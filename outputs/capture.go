@@ -1,6 +1,7 @@
 package outputs
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -202,12 +203,21 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// chunkSize is the size of a stored object's chunks (nats.go's default).
+const chunkSize = 128 << 10
+
 func putDiff(ctx context.Context, obs jetstream.ObjectStore, runID string, root *os.Root, s *scan, src Baseline, base map[string]baseEntry, budget int64) (*jetstream.ObjectInfo, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := writeDiff(&limitWriter{w: pw, n: budget, max: budget}, root, s, src, base, budget)
+		// The store makes a chunk of each read, and a read of a pipe
+		// returns one write: whole chunks, not a message per diff line.
+		bw := bufio.NewWriterSize(pw, chunkSize)
+		err := writeDiff(&limitWriter{w: bw, n: budget, max: budget}, root, s, src, base, budget)
+		if err == nil {
+			err = bw.Flush()
+		}
 		var de *diffError
 		if err != nil && !errors.As(err, &de) && !errors.Is(err, io.ErrClosedPipe) {
 			err = &diffError{fmt.Errorf("diff: %w", err)}
@@ -218,6 +228,7 @@ func putDiff(ctx context.Context, obs jetstream.ObjectStore, runID string, root 
 		Name:        DiffName(runID),
 		Description: "baton: the workspace's changes against its seed, git unified diff",
 		Metadata:    map[string]string{"baton-kind": KindDiff},
+		Opts:        &jetstream.ObjectMetaOptions{ChunkSize: chunkSize},
 	}, pr)
 	pr.CloseWithError(io.ErrClosedPipe) // unblocks the writer if the store failed
 	<-done

@@ -347,6 +347,17 @@ func TestCaptureManyTinyFiles(t *testing.T) {
 	if res.Outputs[0].Size < 100_000*40 {
 		t.Fatalf("diff of 100,000 files is %d bytes", res.Outputs[0].Size)
 	}
+	// Stored in whole chunks, not a message per write of the diff (which
+	// also stalled the store's publisher past 4,000 in flight).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := obs.GetInfo(ctx, res.Outputs[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (info.Size + 128<<10 - 1) / (128 << 10); uint64(info.Chunks) != want {
+		t.Fatalf("the %d-byte diff is stored in %d chunks, want %d of 128 KiB", info.Size, info.Chunks, want)
+	}
 	start = time.Now()
 	res = capture(t, obs, "run-m2", ws, nil, outputs.Policy{Diff: true, MaxEntries: 10_000})
 	if !strings.Contains(res.Error, "more than 10000 entries") || len(res.Outputs) != 0 {

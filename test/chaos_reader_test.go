@@ -49,13 +49,16 @@ func TestChainReaderSurvivesAFrozenServer(t *testing.T) {
 	names := protocol.MustNames("")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	for {
-		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: names.EventsStream(), Subjects: []string{names.RunsSubjects()}, Replicas: 3})
+	for attempt := 1; ; attempt++ {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := js.CreateStream(cctx, jetstream.StreamConfig{Name: names.EventsStream(), Subjects: []string{names.RunsSubjects()}, Replicas: 3})
+		ccancel()
 		if err == nil {
 			break
 		}
+		t.Logf("create the events stream, attempt %d: %v", attempt, err)
 		if ctx.Err() != nil {
-			t.Fatalf("create the events stream: %v", err)
+			t.Fatalf("create the events stream: %v; relay's log ends:\n%s", err, logTail(logf, 3000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

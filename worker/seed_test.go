@@ -68,9 +68,22 @@ func (h *harness) putWorkspace(name string, r io.Reader) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name}, r); err != nil {
+	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name}, fullReads{r}); err != nil {
 		h.t.Fatalf("put %s: %v", name, err)
 	}
+}
+
+// fullReads fills each read: the store makes a chunk of each, and a pipe's
+// short reads would be thousands of tiny chunks in flight at once, more
+// than the store's publisher lets wait (its "stalled" error).
+type fullReads struct{ r io.Reader }
+
+func (f fullReads) Read(p []byte) (int, error) {
+	n, err := io.ReadFull(f.r, p)
+	if err == io.ErrUnexpectedEOF {
+		err = io.EOF
+	}
+	return n, err
 }
 
 func (h *harness) putArchive(name string, ents ...entry) {
