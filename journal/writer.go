@@ -44,9 +44,19 @@ func OpenWriter(path string) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal: open writer: %w", err)
 	}
-	st, err := f.Stat()
+	w, err := NewWriter(f)
 	if err != nil {
 		f.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// NewWriter appends to f, a journal opened for reading and appending (a
+// runner that re-execs passes its journal on as a descriptor).
+func NewWriter(f *os.File) (*Writer, error) {
+	st, err := f.Stat()
+	if err != nil {
 		return nil, fmt.Errorf("journal: stat: %w", err)
 	}
 	w := &Writer{f: f, n: st.Size(), lastByte: '\n'}
@@ -197,6 +207,9 @@ func (w *Writer) Finish(s Sentinel) error {
 
 // Close closes the file without a sentinel (the runner failed).
 func (w *Writer) Close() error { return w.f.Close() }
+
+// File is the journal's file, for a runner that passes it on.
+func (w *Writer) File() *os.File { return w.f }
 
 // clip cuts s to at most n bytes, dropping a character the cut splits.
 func clip(s string, n int) string {

@@ -71,6 +71,12 @@ func RunExec(_ context.Context, specPath string) error {
 	// unless they are handled. Handled, exec resets them to the default:
 	// the agent gets interrupts (baton interrupt) as any program would.
 	signal.Notify(make(chan os.Signal, 1), unix.SIGINT, unix.SIGHUP)
+	// And none blocked, whatever the chain inherited (runner-outer runs
+	// with SIGUSR1 and SIGUSR2 blocked but on its signal thread): a mask
+	// survives exec.
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &unix.Sigset_t{}, nil); err != nil {
+		return execFailed(fmt.Errorf("unblock signals: %w", err))
+	}
 	if err := seccomp.Install(filter); err != nil {
 		return execFailed(err)
 	}

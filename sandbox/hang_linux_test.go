@@ -57,6 +57,7 @@ func TestHungNetworkToolFailsTheRun(t *testing.T) {
 	build := exec.Command("go", "build", "-o", bin, "-ldflags",
 		"-X github.com/batonhq/baton/sandbox.toolPath="+tools+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"./internal/runnertest")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := testenv.Build(build); err != nil {
 		t.Fatalf("build the runner with stand-in tools: %v\n%s", err, out)
 	}

@@ -49,9 +49,10 @@ import (
 // its own session. If the runner itself is killed, its chain follows it
 // (parent-death signals), so no agent runs unjournaled.
 func RunOuter(ctx context.Context, specPath string) error {
+	held := outerReexec != "off" && startHoldingStops()
 	// Subscribed first: a signal during setup is handled once the chain runs.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, unix.SIGUSR1, unix.SIGUSR2, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	signal.Notify(sigs, outerSignals...)
 	defer signal.Stop(sigs)
 	ready := takeReadyPipe()
 	// Nothing inherited or opened here reaches runner-inner unless passed
@@ -71,7 +72,7 @@ func RunOuter(ctx context.Context, specPath string) error {
 	st := openState(dir.State(), "outer")
 	defer st.close()
 	st.ok("spec", specSummary(spec))
-	o := &outerRun{spec: spec, dir: dir, st: st}
+	o := &outerRun{spec: spec, dir: dir, st: st, held: held}
 	inner, err := o.setup(ctx)
 	if err != nil {
 		ready.fail(err)
@@ -102,6 +103,10 @@ type outerRun struct {
 	disk   *os.File  // the workspace, if it is bounded (see limits.disk)
 	stdin  *agentStdin
 	input  *net.UnixListener // stdin "stream": the worker's input messages
+	// The agent's stdin and what to write to it first, until the
+	// services start (startStdin).
+	stdinW, stdinSrc *os.File
+	held             bool // the held stops are blocked (startHoldingStops)
 }
 
 // setup takes the run and starts runner-inner. A failure before the
@@ -323,8 +328,14 @@ func (o *outerRun) startInner() (*innerProc, error) {
 	}
 	o.stdout, o.status, o.ctl = stdoutR, statusR, ctlW
 	// The input file is the stdin writer's now, not the plan's.
-	input := p.input
+	o.stdinW, o.stdinSrc = stdinW, p.input
 	p.input, started = nil, true
+	return &innerProc{cmd: cmd, done: done}, nil
+}
+
+// startStdin writes the job's input to the agent's stdin, then, with
+// stdin "stream", the input messages.
+func (o *outerRun) startStdin() {
 	var line []byte
 	if o.spec.InterruptLine != "" {
 		line = []byte(o.spec.InterruptLine)
@@ -332,8 +343,7 @@ func (o *outerRun) startInner() (*innerProc, error) {
 	// The sandbox's init sends SIGINT to the agent's process group: a
 	// stop request that does not stop the run.
 	interrupt := func() error { return o.request(unix.SIGINT) }
-	o.stdin = feedStdin(stdinW, input, o.spec.Stdin.OrDefault() == runspec.StdinStream, o.st, line, interrupt)
-	return &innerProc{cmd: cmd, done: done}, nil
+	o.stdin = feedStdin(o.stdinW, o.stdinSrc, o.spec.Stdin.OrDefault() == runspec.StdinStream, o.st, line, interrupt)
 }
 
 // startLocked starts cmd from a goroutine locked to its OS thread until
@@ -360,23 +370,50 @@ func startLocked(cmd *exec.Cmd) (<-chan error, error) {
 
 // supervise copies the agent's stdout into the journal until the chain
 // has ended, stopping it on the deadline, a cancel or a signal, then ends
-// the journal with the sentinel.
-func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan os.Signal) error {
+// the journal with the sentinel. With inner nil it is runner-outer-wait's:
+// runner-inner has handed the sandbox's init over already (o.init).
+//
+// The services (the journal's copy, the status pipe's reader, stdin, the
+// input socket, the egress proxy) start once runner-inner has exited, or
+// earlier on a stop: with none running yet, runner-outer then re-execs
+// itself to shed its setup's heap (handOver), and they start in the
+// fresh process.
+func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs chan os.Signal) error {
 	if o.input != nil {
-		go o.serveInput(o.input)
 		// No input after the chain has ended: the journal is being ended.
 		defer o.input.Close()
 	}
 	copied := make(chan error, 1)
-	go func() {
-		n, err := o.jw.ReadFrom(o.stdout)
-		if err == nil {
-			o.st.ok("journal-copy", fmt.Sprintf("%d bytes", n))
-		}
-		copied <- err
-	}()
 	reported := make(chan statusRead, 1)
-	go func() { reported <- readChainStatus(o.status) }()
+	out := outcome{grace: o.spec.killGrace()}
+	serving := false
+	serve := func() {
+		if serving {
+			return
+		}
+		serving = true
+		go func() {
+			n, err := o.jw.ReadFrom(o.stdout)
+			if err == nil {
+				o.st.ok("journal-copy", fmt.Sprintf("%d bytes", n))
+			}
+			copied <- err
+		}()
+		go func() { reported <- readChainStatus(o.status) }()
+		o.startStdin()
+		if o.input != nil {
+			go o.serveInput(o.input)
+		}
+		if err := o.serveEgress(ctx); err != nil {
+			// The agent's traffic has no way out: the run ends as an
+			// error that says why.
+			o.st.fail("egress", err)
+			if out.failure == "" {
+				out.failure = "egress: " + err.Error()
+				o.killChain(inner)
+			}
+		}
+	}
 
 	var deadline <-chan time.Time
 	if !o.spec.Deadline.IsZero() {
@@ -384,9 +421,9 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 		defer t.Stop()
 		deadline = t.C
 	}
-	out := outcome{grace: o.spec.killGrace()}
 	var grace <-chan time.Time
 	stop := func(r stopRequest) {
+		serve()
 		if out.stop.reason != "" {
 			return
 		}
@@ -397,6 +434,7 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 		grace = time.After(out.grace)
 	}
 	kill := func(why string) {
+		serve()
 		if out.killed {
 			return
 		}
@@ -409,14 +447,47 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 	if o.net != nil {
 		pastaDone = o.net.pastaDone
 	}
-	innerDone := inner.done
+	onSignal := func(sig os.Signal) {
+		switch sig {
+		case unix.SIGUSR1:
+			stop(stopRequest{reason: journal.ReasonCancel, detail: "cancel requested (SIGUSR1)"})
+		case unix.SIGUSR2:
+			// The worker saw the agent wait for input past its
+			// profile's idleTimeout.
+			stop(stopRequest{reason: journal.ReasonTimeout, detail: IdleReason})
+		case unix.SIGTERM, unix.SIGINT:
+			name := signalName(sig.(syscall.Signal))
+			stop(stopRequest{reason: journal.ReasonSignal, signal: name, detail: "runner received SIG" + name})
+		default:
+			o.st.ok("signal", "ignored "+sig.String())
+		}
+	}
+	var innerDone <-chan error
 	var initDone <-chan syscall.WaitStatus
 	var initExit syscall.WaitStatus
 	initEnded := false
 	copying, running := true, true
+	watchInit := func() {
+		var err error
+		if initDone, err = o.init.wait(); err != nil {
+			o.st.fail("init", err)
+			out.chainErr = err.Error()
+			o.killChain(inner)
+			running = false
+		} else if out.killed || out.outputLimit > 0 {
+			o.killChain(inner)
+		}
+	}
+	if inner != nil {
+		innerDone = inner.done
+	} else {
+		serve()
+		watchInit()
+	}
 	for copying || running {
 		select {
 		case err := <-pastaDone:
+			serve()
 			pastaDone = nil
 			if err == nil {
 				// It quits cleanly when the namespace it served is gone.
@@ -471,18 +542,20 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 				}
 				// An init whose pidfd never came ends with this pipe.
 				o.ctl.Close()
+				serve()
 				continue
 			}
 			o.init = ip
 			o.st.ok("init", "runner-inner handed over the sandbox's init")
-			if initDone, err = ip.wait(); err != nil {
-				o.st.fail("init", err)
-				out.chainErr = err.Error()
-				o.killChain(inner)
-				running = false
-			} else if out.killed || out.outputLimit > 0 {
-				o.killChain(inner)
+			if !serving && out.stop.reason == "" && !out.killed && out.failure == "" {
+				// Returns only if this runner stays: then on with the
+				// signals it took meanwhile.
+				for _, sig := range o.handOver(sigs) {
+					onSignal(sig)
+				}
 			}
+			serve()
+			watchInit()
 		case ws := <-initDone:
 			initDone = nil
 			running = false
@@ -495,19 +568,7 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs <-chan 
 			ctxDone = nil
 			stop(stopRequest{reason: journal.ReasonSignal, signal: "TERM", detail: "context ended"})
 		case sig := <-sigs:
-			switch sig {
-			case unix.SIGUSR1:
-				stop(stopRequest{reason: journal.ReasonCancel, detail: "cancel requested (SIGUSR1)"})
-			case unix.SIGUSR2:
-				// The worker saw the agent wait for input past its
-				// profile's idleTimeout.
-				stop(stopRequest{reason: journal.ReasonTimeout, detail: IdleReason})
-			case unix.SIGTERM, unix.SIGINT:
-				name := signalName(sig.(syscall.Signal))
-				stop(stopRequest{reason: journal.ReasonSignal, signal: name, detail: "runner received SIG" + name})
-			default:
-				o.st.ok("signal", "ignored "+sig.String())
-			}
+			onSignal(sig)
 		case <-grace:
 			grace = nil
 			kill(fmt.Sprintf("grace period %v elapsed", out.grace))
@@ -562,7 +623,9 @@ func (o *outerRun) request(sig syscall.Signal) error {
 // process of its pid namespace. Closing the control pipe ends an init
 // whose pidfd never arrived.
 func (o *outerRun) killChain(inner *innerProc) {
-	_ = inner.cmd.Process.Kill()
+	if inner != nil {
+		_ = inner.cmd.Process.Kill()
+	}
 	if o.init != nil {
 		_ = unix.PidfdSendSignal(int(o.init.fd.Fd()), unix.SIGKILL, nil, 0)
 	}

@@ -30,13 +30,16 @@ type outerNet struct {
 	pasta     *exec.Cmd
 	pastaDone <-chan error
 	pastaErr  *bounded.Buffer
-	cancel    context.CancelFunc
-	served    sync.WaitGroup
+	// socks are the proxy's listener and the DNS stub's sockets until
+	// served (serveEgress).
+	socks  []*os.File
+	cancel context.CancelFunc
+	served sync.WaitGroup
 }
 
 // startNetwork attaches pasta to runner-inner's network namespace when the
-// allowlist has CIDR entries, takes the egress sockets runner-inner made
-// there, and serves the proxy and DNS stub on them until cleanup.
+// allowlist has CIDR entries and takes the egress sockets runner-inner made
+// there, listening already: serveEgress serves them.
 func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 	n := o.net
 	if o.plan.inner.Net.Mode == netPasta {
@@ -71,19 +74,34 @@ func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 		}
 		return err
 	}
+	n.socks = socks
+	// They listen: what the agent sends waits there until served.
+	if _, err := o.chain.Write([]byte("serving")); err != nil {
+		return fmt.Errorf("tell runner-inner: %w", err)
+	}
+	return nil
+}
+
+// serveEgress serves the proxy and the DNS stub on the sockets
+// startNetwork took, until cleanup; with none, it does nothing.
+func (o *outerRun) serveEgress(ctx context.Context) error {
+	n := o.net
+	if n == nil || n.socks == nil {
+		return nil
+	}
+	socks := n.socks
+	n.socks = nil
+	defer closeAll(socks)
 	proxyL, err := net.FileListener(socks[0])
 	if err != nil {
-		closeAll(socks)
 		return err
 	}
 	dnsPC, err := net.FilePacketConn(socks[1])
 	if err != nil {
 		proxyL.Close()
-		closeAll(socks)
 		return err
 	}
 	dnsL, err := net.FileListener(socks[2])
-	closeAll(socks)
 	if err != nil {
 		proxyL.Close()
 		dnsPC.Close()
@@ -96,9 +114,6 @@ func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 	n.served.Go(func() { _ = proxy.Serve(netCtx, proxyL) })
 	n.served.Go(func() { _ = dns.ServeUDP(netCtx, dnsPC) })
 	n.served.Go(func() { _ = dns.ServeTCP(netCtx, dnsL) })
-	if _, err := o.chain.Write([]byte("serving")); err != nil {
-		return fmt.Errorf("tell runner-inner: %w", err)
-	}
 	o.st.ok("egress", "serving the proxy on "+proxyAddr+" and the DNS stub on "+dnsAddr+" inside the sandbox")
 	return nil
 }
@@ -153,6 +168,7 @@ func closeAll(fs []*os.File) {
 func (o *outerRun) cleanup() {
 	if n := o.net; n != nil {
 		o.net = nil
+		closeAll(n.socks)
 		if n.cancel != nil {
 			n.cancel()
 			n.served.Wait()

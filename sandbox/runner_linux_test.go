@@ -37,11 +37,13 @@ var (
 	// sigchldRunner's wait stage reaps on SIGCHLD on any kernel, as on
 	// kernels before 6.15 (sandbox.initReap).
 	sigchldRunner runnerBuild
+	// stayingRunner's runner-outer never re-execs (sandbox.outerReexec).
+	stayingRunner runnerBuild
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, b := range []*runnerBuild{&defaultRunner, &sigchldRunner} {
+	for _, b := range []*runnerBuild{&defaultRunner, &sigchldRunner, &stayingRunner} {
 		if b.path != "" {
 			os.RemoveAll(filepath.Dir(b.path))
 		}
@@ -58,6 +60,12 @@ func sigchldRunnerBinary(t testing.TB) string {
 	return sigchldRunner.get(t, "-ldflags=-X github.com/batonhq/baton/sandbox.initReap=sigchld")
 }
 
+// stayingRunnerBinary is runnerBinary whose runner-outer supervises
+// in-process, as when its exec fails.
+func stayingRunnerBinary(t testing.TB) string {
+	return stayingRunner.get(t, "-ldflags=-X github.com/batonhq/baton/sandbox.outerReexec=off")
+}
+
 func (b *runnerBuild) get(t testing.TB, flags ...string) string {
 	t.Helper()
 	b.once.Do(func() {
@@ -72,7 +80,11 @@ func (b *runnerBuild) get(t testing.TB, flags ...string) string {
 		}
 		b.path = filepath.Join(dir, "runnertest")
 		args := append(append([]string{"build", "-o", b.path}, flags...), "./internal/runnertest")
-		b.out, b.err = testenv.Build(exec.Command("go", args...))
+		cmd := exec.Command("go", args...)
+		// Static, as README's install line builds baton-runner (a cgo
+		// runner-outer cannot re-exec: sandbox.handOver).
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		b.out, b.err = testenv.Build(cmd)
 	})
 	if b.err != nil {
 		t.Fatalf("build the runner binary: %v\n%s", b.err, b.out)
@@ -139,8 +151,14 @@ func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
 // makes sure no runner outlives the test.
 func start(t testing.TB, spec sandbox.Spec, input string) journal.Dir {
 	t.Helper()
+	return startWith(t, runnerBinary(t), spec, input)
+}
+
+// startWith is start with the runner binary bin.
+func startWith(t testing.TB, bin string, spec sandbox.Spec, input string) journal.Dir {
+	t.Helper()
 	needSandbox(t)
-	r, err := sandbox.Start(context.Background(), spec, []byte(input), sandbox.WithBinary(runnerBinary(t)))
+	r, err := sandbox.Start(context.Background(), spec, []byte(input), sandbox.WithBinary(bin))
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

@@ -19,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) != 4 || os.Args[2] != "--spec" {
-		fmt.Fprintln(os.Stderr, "usage: baton-runner runner-outer|runner-inner|runner-inner-child|runner-init-wait|runner-exec --spec PATH (started by baton worker, not by hand)")
+		fmt.Fprintln(os.Stderr, "usage: baton-runner runner-outer|runner-outer-wait|runner-inner|runner-inner-child|runner-init-wait|runner-exec --spec PATH (started by baton worker, not by hand)")
 		os.Exit(2)
 	}
 	if err := sandbox.RunStage(context.Background(), os.Args[1], os.Args[3]); err != nil {

@@ -205,6 +205,7 @@ var classCases = []struct {
 	{"/s/bin/baton-1f\x00runner-inner\x00", classRunner},
 	{"/s/bin/baton-1f\x00runner-inner-child\x00", classRunner},
 	{"/s/bin/baton-1f\x00runner-init-wait\x00--spec\x00/proc/self/fd/4\x00", classRunner},
+	{"/s/bin/baton-runner\x00runner-outer-wait\x00--spec\x00/proc/self/fd/12\x00", classRunner},
 	{"/s/bin/baton-1f\x00bench\x00agent\x00--rate\x0050\x00", classAgent},
 	{"/s/bin/baton-1f\x00fake-agent\x00--lines\x001\x00", classAgent},
 	{"/b/baton\x00--nats\x00nats://x\x00--node\x00n\x00bench\x00worker\x00--id\x00w\x00", classWorker},

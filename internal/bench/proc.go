@@ -73,8 +73,9 @@ const (
 )
 
 // classify names the class of a process from its /proc/<pid>/cmdline
-// (NUL-separated argv): baton's runner chain (runner-outer, runner-inner,
-// runner-inner-child, runner-init-wait), agents (the suite's stamping agent and baton's fake
+// (NUL-separated argv): baton's runner chain (runner-outer and, once it
+// has exec'd itself, runner-outer-wait, runner-inner, runner-inner-child,
+// runner-init-wait), agents (the suite's stamping agent and baton's fake
 // agent), workers (baton worker or the suite's probe worker), or other.
 func classify(cmdline []byte) string {
 	args := bytes.Split(bytes.TrimRight(cmdline, "\x00"), []byte{0})
@@ -82,7 +83,7 @@ func classify(cmdline []byte) string {
 		return classOther
 	}
 	switch sub := string(args[1]); {
-	case sub == "runner-outer" || sub == "runner-inner" || sub == "runner-inner-child" || sub == "runner-init-wait":
+	case sub == "runner-outer" || sub == "runner-outer-wait" || sub == "runner-inner" || sub == "runner-inner-child" || sub == "runner-init-wait":
 		return classRunner
 	case sub == "fake-agent":
 		return classAgent

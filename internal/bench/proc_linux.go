@@ -149,6 +149,23 @@ func cpuBetween(before, after cpuSample) map[string]time.Duration {
 	return out
 }
 
+// holdsUnder reports whether process pid has a file under prefix open:
+// runner-outer-wait's spec is a descriptor, its journal a file of the
+// run's directory.
+func holdsUnder(pid int, prefix string) bool {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(dir + "/" + fd.Name()); err == nil && strings.HasPrefix(target, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // runCount is what runProcesses found: the runs (runner chains), the
 // baton processes of their chains, and every process of their trees
 // (agents included).
@@ -215,7 +232,7 @@ func (e *env) runProcesses() (runCount, int64, error) {
 	}
 	prefix := e.stateDir + string(os.PathSeparator)
 	for pid, p := range procs {
-		if classify(p.cmdline) != classRunner || !strings.HasPrefix(specArg(p.cmdline), prefix) {
+		if classify(p.cmdline) != classRunner || !(strings.HasPrefix(specArg(p.cmdline), prefix) || holdsUnder(pid, prefix)) {
 			continue
 		}
 		if pp, ok := procs[p.ppid]; ok && classify(pp.cmdline) == classRunner {

@@ -1,0 +1,334 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/egress"
+)
+
+// outerReexec, set to "off" at link time (-X), keeps runner-outer from
+// re-exec'ing: tests of the in-process supervisor build such a runner.
+var outerReexec string
+
+// outerSignals are the signals runner-outer takes (RunOuter).
+var outerSignals = []os.Signal{unix.SIGUSR1, unix.SIGUSR2, unix.SIGTERM, unix.SIGINT, unix.SIGHUP}
+
+// heldStops are the worker's stop requests (Cancel, StopIdle), which no
+// exec may lose: runner-outer runs with them blocked on every thread but
+// the runtime's signal thread (startHoldingStops), which handOver blocks
+// them on too before it execs, so that one sent meanwhile waits, pending,
+// for the new image.
+const heldStops = 1<<(unix.SIGUSR1-1) | 1<<(unix.SIGUSR2-1)
+
+// outerHandover is what runner-outer passes to the image it execs
+// (runner-outer-wait): the spec, and the running chain's descriptors,
+// whose numbers stay across the exec. -1: none.
+type outerHandover struct {
+	Spec        Spec   `json:"spec"`
+	Lock        int    `json:"lock"`
+	Journal     int    `json:"journal"`
+	State       int    `json:"state"`
+	Stderr      int    `json:"stderr"`
+	Input       int    `json:"input"` // the input socket's listener
+	Stdout      int    `json:"stdout"`
+	Status      int    `json:"status"`
+	Control     int    `json:"control"`
+	Stdin       int    `json:"stdin"`
+	StdinSource int    `json:"stdinSource"` // the job's input, not yet written
+	Init        int    `json:"init"`        // the sandbox's init's pidfd
+	Disk        int    `json:"disk"`
+	Cgroup      int    `json:"cgroup"`
+	CgroupPath  string `json:"cgroupPath,omitempty"`
+	Egress      []int  `json:"egress,omitempty"` // the proxy's and DNS stub's sockets
+}
+
+// handOver execs this binary as runner-outer-wait, which supervises the
+// chain from there: the exec sheds the heap and threads runner-outer's
+// setup left behind for as long as the run lasts (docs/benchmarks.md,
+// "Density"). It is called once runner-inner has handed the init over and
+// before any of the services (journal copy, stdin, input, egress) has
+// started, so nothing is in flight. It returns only if this runner stays,
+// with the stop signals it took meanwhile, to be acted on: when the exec
+// failed or was not tried (a run with pasta, whose parent-death signal is
+// bound to the thread that started it, which the exec would end).
+func (o *outerRun) handOver(sigs chan os.Signal) []os.Signal {
+	if !o.held {
+		// Then a stop sent during the exec could be lost.
+		if outerReexec != "off" {
+			o.st.ok("handover", "stays: runner-outer could not start with SIGUSR1 and SIGUSR2 blocked")
+		}
+		return nil
+	}
+	if o.net != nil && o.net.pasta != nil {
+		o.st.ok("handover", "stays: an exec would end the thread pasta's parent-death signal is bound to")
+		return nil
+	}
+	h, err := o.handover()
+	if err != nil {
+		o.st.fail("handover", err)
+		return nil
+	}
+	f, err := sealedFile("baton-outer-handover", mustJSON(h))
+	if err != nil {
+		o.st.fail("handover", err)
+		return nil
+	}
+	defer f.Close()
+	argv, err := passDescriptors(f, h)
+	if err != nil {
+		o.st.fail("handover", err)
+		return nil
+	}
+	// Close-on-exec again if this runner stays (after an exec it is moot).
+	defer unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	// SIGHUP is ignored anyway, and stays ignored across the exec.
+	signal.Ignore(unix.SIGHUP)
+	// Stop hands sigs every signal the runtime took before it returns,
+	// and disables them: the runtime's signal thread blocks the held
+	// stops again, so from here they wait, pending, for the new image.
+	// SIGTERM and SIGINT cannot be blocked in a Go program: until the new
+	// image takes them, either ends this runner (the runtime's default),
+	// which ends the run as its runner's death.
+	signal.Stop(sigs)
+	var drained []os.Signal
+	for len(sigs) > 0 {
+		drained = append(drained, <-sigs)
+	}
+	if len(drained) > 0 {
+		signal.Notify(sigs, outerSignals...)
+		o.st.ok("handover", fmt.Sprintf("stays: %v came first", drained[0]))
+		return drained
+	}
+	err = syscall.Exec("/proc/self/exe", argv, stageEnv)
+	signal.Notify(sigs, outerSignals...)
+	o.st.fail("handover", fmt.Errorf("exec runner-outer-wait: %w", err))
+	return nil
+}
+
+// startHoldingStops re-execs runner-outer, first thing, with the held
+// stops blocked when they are not yet: the runtime starts every thread
+// with the mask the process started with (and os/signal's thread takes
+// them once subscribed), while a mask changed later holds for one thread
+// only. It returns whether they are held, having tried.
+func startHoldingStops() bool {
+	if blockedStops() {
+		return true
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set, old unix.Sigset_t
+	set.Val[0] = heldStops
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
+		return false
+	}
+	_ = syscall.Exec("/proc/self/exe", os.Args, os.Environ())
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	return false
+}
+
+// blockedStops reports whether this thread blocks the held stops.
+func blockedStops() bool {
+	var old unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, nil, &old); err != nil {
+		return false
+	}
+	return old.Val[0]&heldStops == heldStops
+}
+
+// handover gathers the running chain's descriptors.
+func (o *outerRun) handover() (outerHandover, error) {
+	h := outerHandover{Spec: o.spec, State: -1, Input: -1, Disk: -1, Cgroup: -1}
+	var err error
+	fd := func(dst *int, c syscall.Conn) {
+		if err == nil {
+			*dst, err = rawFd(c)
+		}
+	}
+	fd(&h.Lock, o.lock)
+	fd(&h.Journal, o.jw.File())
+	if o.st != nil {
+		fd(&h.State, o.st.f)
+	}
+	fd(&h.Stderr, o.stderr)
+	if o.input != nil {
+		fd(&h.Input, o.input)
+	}
+	fd(&h.Stdout, o.stdout)
+	fd(&h.Status, o.status)
+	fd(&h.Control, o.ctl)
+	fd(&h.Stdin, o.stdinW)
+	fd(&h.StdinSource, o.stdinSrc)
+	fd(&h.Init, o.init.fd)
+	if o.disk != nil {
+		fd(&h.Disk, o.disk)
+	}
+	if c := o.plan.cgroup; c != nil {
+		fd(&h.Cgroup, c.dir)
+		h.CgroupPath = c.path
+	}
+	if o.net != nil {
+		h.Egress = make([]int, len(o.net.socks))
+		for i, s := range o.net.socks {
+			fd(&h.Egress[i], s)
+		}
+	}
+	return h, err
+}
+
+// rawFd is c's descriptor, read without os.File.Fd, which would make it
+// blocking for the runner that stays if the exec fails.
+func rawFd(c syscall.Conn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if err := rc.Control(func(u uintptr) { fd = int(u) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+// passDescriptors clears close-on-exec on h's descriptors and f's (h
+// itself), and returns the command line of runner-outer-wait.
+func passDescriptors(f *os.File, h outerHandover) ([]string, error) {
+	spec, err := rawFd(f)
+	if err != nil {
+		return nil, err
+	}
+	fds := append([]int{spec, h.Lock, h.Journal, h.State, h.Stderr, h.Input, h.Stdout, h.Status, h.Control,
+		h.Stdin, h.StdinSource, h.Init, h.Disk, h.Cgroup}, h.Egress...)
+	for _, fd := range fds {
+		if fd < 0 {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+			return nil, fmt.Errorf("pass descriptors: %w", err)
+		}
+	}
+	return []string{os.Args[0], "runner-outer-wait", "--spec", "/proc/self/fd/" + strconv.Itoa(spec)}, nil
+}
+
+// RunOuterWait is `baton runner-outer-wait --spec PATH`: runner-outer
+// once it has exec'd itself, its setup done and the sandbox's init handed
+// over. It supervises the chain as runner-outer would have (same pid,
+// lock, journal, state records of stage "outer"), from the descriptors
+// and spec the handover names.
+func RunOuterWait(ctx context.Context, specPath string) error {
+	// First: the exec made this process dumpable again (docs/sandbox.md,
+	// "The chain").
+	dumpErr := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// The held stops are blocked on every thread (this image started
+	// so): the runtime's signal thread takes them from here, those sent
+	// during the exec included.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, outerSignals...)
+	defer signal.Stop(sigs)
+	b, err := readBounded(specPath)
+	if n, ok := strings.CutPrefix(specPath, "/proc/self/fd/"); ok {
+		if fd, aerr := strconv.Atoi(n); aerr == nil {
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("runner-outer-wait: %w", err)
+	}
+	var h outerHandover
+	if err := decodeStrict(b, &h); err != nil {
+		return fmt.Errorf("runner-outer-wait: handover: %w", err)
+	}
+	o, err := h.outerRun()
+	if err != nil {
+		return fmt.Errorf("runner-outer-wait: %w", err)
+	}
+	if dumpErr != nil {
+		o.st.fail("non-dumpable", dumpErr)
+	}
+	o.st.ok("handover", "runner-outer-wait took over")
+	defer o.lock.Close()
+	defer o.cleanup()
+	return o.supervise(ctx, nil, sigs)
+}
+
+// outerRun rebuilds runner-outer's state from h.
+func (h outerHandover) outerRun() (*outerRun, error) {
+	file := func(fd int, name string) *os.File {
+		if fd < 0 {
+			return nil
+		}
+		return os.NewFile(uintptr(fd), name)
+	}
+	o := &outerRun{
+		spec:     h.Spec,
+		dir:      journal.Dir(h.Spec.RunDir),
+		st:       stateOn(file(h.State, "state"), "outer"),
+		lock:     file(h.Lock, "lock"),
+		stderr:   file(h.Stderr, "stderr"),
+		stdout:   file(h.Stdout, "stdout"),
+		status:   file(h.Status, "status"),
+		ctl:      file(h.Control, "control"),
+		stdinW:   file(h.Stdin, "stdin"),
+		stdinSrc: file(h.StdinSource, "input"),
+		init:     &initProc{fd: file(h.Init, "init-pidfd")},
+		disk:     file(h.Disk, "workspace"),
+		plan:     &outerPlan{},
+	}
+	for name, f := range map[string]*os.File{"lock": o.lock, "stderr": o.stderr, "stdout": o.stdout, "status": o.status,
+		"control": o.ctl, "stdin": o.stdinW, "input": o.stdinSrc, "init": o.init.fd} {
+		if f == nil {
+			return nil, fmt.Errorf("handover: no %s descriptor", name)
+		}
+	}
+	jf := file(h.Journal, "journal")
+	if jf == nil {
+		return nil, errors.New("handover: no journal descriptor")
+	}
+	var err error
+	if o.jw, err = journal.NewWriter(jf); err != nil {
+		return nil, err
+	}
+	o.jw.SetLimit(int64(h.Spec.Limits.Output))
+	if f := file(h.Input, "input-socket"); f != nil {
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("handover: input socket: %w", err)
+		}
+		ul, ok := ln.(*net.UnixListener)
+		if !ok {
+			ln.Close()
+			return nil, fmt.Errorf("handover: the input socket is a %T", ln)
+		}
+		o.input = ul
+	}
+	if f := file(h.Cgroup, "cgroup"); f != nil {
+		o.plan.cgroup = &runCgroup{path: h.CgroupPath, dir: f}
+	}
+	if len(h.Egress) > 0 {
+		if len(h.Egress) != 3 {
+			return nil, fmt.Errorf("handover: %d egress sockets, want 3", len(h.Egress))
+		}
+		if o.plan.policy, err = egress.NewPolicy(h.Spec.Network); err != nil {
+			return nil, err
+		}
+		o.net = &outerNet{}
+		for i, fd := range h.Egress {
+			o.net.socks = append(o.net.socks, file(fd, "egress-"+strconv.Itoa(i)))
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,174 @@
+package sandbox_test
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox"
+)
+
+const handedOver = `"stage":"outer","phase":"handover","status":"ok","detail":"runner-outer-wait took over"`
+
+// runnerPID is the pid in dir's pid file.
+func runnerPID(t testing.TB, dir journal.Dir) int {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, dir.PID())))
+	if err != nil {
+		t.Fatalf("pid file: %v", err)
+	}
+	return pid
+}
+
+// cmdline is pid's command line, arguments after the program's name.
+func cmdline(t testing.TB, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatalf("process %d: %v", pid, err)
+	}
+	return strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")[1:], " ")
+}
+
+// waitState waits until state.ndjson holds want.
+func waitState(t testing.TB, dir journal.Dir, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(readFile(t, dir.State()), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("state.ndjson never held %s:\n%s", want, readFile(t, dir.State()))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestOuterHandsOver: once the chain runs, runner-outer execs itself as
+// runner-outer-wait (same pid), which is not dumpable, writes the job's
+// input to the agent, journals what it prints, and is stopped as
+// runner-outer is. The agent blocks no signal (runner-outer's held stops
+// are not passed on).
+func TestOuterHandsOver(t *testing.T) {
+	t.Parallel()
+	m := marker(t)
+	spec := newSpec(t, sh("cat; grep SigBlk /proc/self/status; echo done; exec sleep "+m)...)
+	dir := start(t, spec, "hello\n")
+	const want = "hello\nSigBlk:\t0000000000000000\ndone\n"
+	waitJournal(t, dir, "done\n")
+	waitState(t, dir, handedOver)
+	pid := runnerPID(t, dir)
+	if cmd := cmdline(t, pid); !strings.HasPrefix(cmd, "runner-outer-wait --spec /proc/self/fd/") {
+		t.Fatalf("the runner (pid %d) runs %q, want runner-outer-wait", pid, cmd)
+	}
+	// A process that is not dumpable has the files of its /proc
+	// directory owned by root, whatever its uid.
+	status := readFile(t, fmt.Sprintf("/proc/%d/status", pid))
+	var uid int
+	for _, l := range strings.Split(status, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+			uid, _ = strconv.Atoi(f[1])
+		}
+	}
+	if uid == 0 {
+		t.Fatalf("the runner runs as root: the test cannot tell whether it is dumpable (its uid should be the sandbox's):\n%s", status)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d/environ", pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 {
+		t.Fatalf("/proc/%d/environ is owned by uid %d: runner-outer-wait is dumpable", pid, st.Uid)
+	}
+	if err := sandbox.Cancel(dir); err != nil {
+		t.Fatal(err)
+	}
+	stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+	if stdout != want {
+		t.Errorf("journal = %q, want %q", stdout, want)
+	}
+	wantSentinel(t, s, 143, journal.ReasonCancel, "TERM")
+	if state := readFile(t, dir.State()); strings.Contains(state, `"phase":"handover","status":"error"`) {
+		t.Errorf("a failed handover is recorded:\n%s", state)
+	}
+	waitPIDs(t, 0, "sleep", m)
+}
+
+// TestCancelAcrossTheHandover: a cancel (SIGUSR1) sent at any moment of
+// the start, the exec included, stops the run: blocked across the exec,
+// it waits for the new image, or the runner stays and acts on it. The
+// cancels are spread over the first 15 ms after Start returns, where the
+// handover falls on this machine; the test fails unless both a handed
+// over run and one cancelled before its handover are among them.
+func TestCancelAcrossTheHandover(t *testing.T) {
+	t.Parallel()
+	const runs = 48
+	var (
+		mu                  sync.Mutex
+		handed, before, not int
+		wg                  sync.WaitGroup
+	)
+	sem := make(chan struct{}, 6)
+	for i := range runs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			m := marker(t)
+			spec := newSpec(t, "/bin/sleep", m)
+			dir := start(t, spec, "")
+			time.Sleep(time.Duration(i) * 15 * time.Millisecond / runs)
+			if err := sandbox.Cancel(dir); err != nil {
+				t.Errorf("run %d: Cancel: %v", i, err)
+				return
+			}
+			_, s := waitEnd(t, dir, spec.Nonce, 15*time.Second)
+			if s.Reason != journal.ReasonCancel {
+				t.Errorf("run %d, cancelled %v after Start: sentinel %+v, want reason cancel; state:\n%s", i, time.Duration(i)*15*time.Millisecond/runs, s, readFile(t, dir.State()))
+			}
+			state := readFile(t, dir.State())
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case strings.Contains(state, handedOver):
+				handed++
+			case strings.Contains(state, `"phase":"handover","status":"ok","detail":"stays: `):
+				before++
+			default:
+				not++
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d runs: %d handed over, %d stayed for a cancel that came as they were to, %d cancelled before", runs, handed, before, not)
+	if handed == 0 || not == 0 {
+		t.Errorf("the cancels missed the handover's window: %d handed over, %d cancelled before", handed, not)
+	}
+}
+
+// TestOuterStays: a runner-outer that does not exec (the exec failed, or
+// the run has pasta) supervises in-process the same way.
+func TestOuterStays(t *testing.T) {
+	t.Parallel()
+	m := marker(t)
+	spec := newSpec(t, sh("cat; echo done; exec sleep "+m)...)
+	dir := startWith(t, stayingRunnerBinary(t), spec, "hello\n")
+	waitJournal(t, dir, "hello\ndone\n")
+	if cmd := cmdline(t, runnerPID(t, dir)); !strings.HasPrefix(cmd, "runner-outer --spec ") {
+		t.Fatalf("the runner runs %q, want runner-outer", cmd)
+	}
+	if err := sandbox.Cancel(dir); err != nil {
+		t.Fatal(err)
+	}
+	stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+	if stdout != "hello\ndone\n" {
+		t.Errorf("journal = %q", stdout)
+	}
+	wantSentinel(t, s, 143, journal.ReasonCancel, "TERM")
+	if state := readFile(t, dir.State()); strings.Contains(state, `"handover"`) {
+		t.Errorf("the runner handed over:\n%s", state)
+	}
+}
