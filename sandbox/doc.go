@@ -13,7 +13,9 @@
 //	runner-outer        host side: flock, journal, deadline, cancel, sentinel;
 //	│                   resolves the profile's mounts and limits, then (root)
 //	│                   drops to the sandbox uid for good; serves the egress
-//	│                   proxy and DNS stub; runs pasta for CIDR allowlists
+//	│                   proxy and DNS stub; runs pasta for CIDR allowlists;
+//	│                   once the init is handed over, execs itself, same pid,
+//	│ runner-outer-wait as the supervisor with a fresh heap (not with pasta)
 //	└ runner-inner      uid 0 of a new user and network namespace: loopback,
 //	  │                 the egress sockets, the nft ruleset, waits for pasta
 //	  └ runner-inner-child  pid 1 of new user, mount, pid, ipc, uts and cgroup

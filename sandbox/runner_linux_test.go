@@ -81,8 +81,7 @@ func (b *runnerBuild) get(t testing.TB, flags ...string) string {
 		b.path = filepath.Join(dir, "runnertest")
 		args := append(append([]string{"build", "-o", b.path}, flags...), "./internal/runnertest")
 		cmd := exec.Command("go", args...)
-		// Static, as README's install line builds baton-runner (a cgo
-		// runner-outer cannot re-exec: sandbox.handOver).
+		// Static, as README's install line builds baton-runner.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		b.out, b.err = testenv.Build(cmd)
 	})

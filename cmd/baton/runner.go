@@ -9,8 +9,9 @@ import (
 )
 
 // newRunnerCmds are the hidden stages of the runner chain the worker
-// spawns (see package sandbox): runner-outer on the host, runner-inner,
-// runner-inner-child as the sandbox's init, and runner-exec, which turns
+// spawns (see package sandbox): runner-outer on the host (then
+// runner-outer-wait, its exec), runner-inner, runner-inner-child as the
+// sandbox's init (then runner-init-wait), and runner-exec, which turns
 // into the agent. cmd/baton-runner has the same stages in a smaller
 // binary; the worker uses it when it is installed beside baton.
 func newRunnerCmds(_ *globals) []*cobra.Command {
