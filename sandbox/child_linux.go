@@ -282,14 +282,26 @@ func execWaitStage(w waitSpec) error {
 	}
 	defer specFile.Close()
 	defer unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
-	for _, fd := range []int{fdStatus, fdState, fdControl, w.Exe, w.ExecSpec, int(specFile.Fd())} {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
-			return fmt.Errorf("pass descriptors: %w", err)
-		}
+	if err := passOnExec(fdStatus, fdState, fdControl, w.Exe, w.ExecSpec, int(specFile.Fd())); err != nil {
+		return err
 	}
 	err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(w.Exe),
 		[]string{"baton", "runner-init-wait", "--spec", "/proc/self/fd/" + strconv.Itoa(int(specFile.Fd()))}, stageEnv)
 	return fmt.Errorf("exec the wait stage: %w", err)
+}
+
+// passOnExec clears close-on-exec on fds, skipping negative ones (none),
+// so that the image a stage execs keeps them under the same numbers.
+func passOnExec(fds ...int) error {
+	for _, fd := range fds {
+		if fd < 0 {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("pass descriptors: %w", err)
+		}
+	}
+	return nil
 }
 
 // RunInitWait is `baton runner-init-wait --spec PATH`: the sandbox's

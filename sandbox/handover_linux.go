@@ -65,11 +65,13 @@ type outerHandover struct {
 // failed or was not tried (a run with pasta, whose parent-death signal is
 // bound to the thread that started it, which the exec would end).
 func (o *outerRun) handOver(sigs chan os.Signal) []os.Signal {
-	if !o.held {
+	if outerReexec == "off" {
+		return nil
+	}
+	// Every thread but os/signal's has the mask this one has.
+	if !blockedStops() {
 		// Then a stop sent during the exec could be lost.
-		if outerReexec != "off" {
-			o.st.ok("handover", "stays: runner-outer could not start with SIGUSR1 and SIGUSR2 blocked")
-		}
+		o.st.ok("handover", "stays: runner-outer could not start with SIGUSR1 and SIGUSR2 blocked")
 		return nil
 	}
 	if o.net != nil && o.net.pasta != nil {
@@ -122,21 +124,21 @@ func (o *outerRun) handOver(sigs chan os.Signal) []os.Signal {
 // stops blocked when they are not yet: the runtime starts every thread
 // with the mask the process started with (and os/signal's thread takes
 // them once subscribed), while a mask changed later holds for one thread
-// only. It returns whether they are held, having tried.
-func startHoldingStops() bool {
+// only. If the exec fails, the runner goes on without them held (and will
+// not re-exec for its handover).
+func startHoldingStops() {
 	if blockedStops() {
-		return true
+		return
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var set, old unix.Sigset_t
 	set.Val[0] = heldStops
 	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
-		return false
+		return
 	}
 	_ = syscall.Exec("/proc/self/exe", os.Args, os.Environ())
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
-	return false
 }
 
 // blockedStops reports whether this thread blocks the held stops.
@@ -211,14 +213,9 @@ func passDescriptors(f *os.File, h outerHandover) ([]string, error) {
 	}
 	fds := append([]int{spec, h.Lock, h.Journal, h.State, h.Stderr, h.Input, h.Stdout, h.Status, h.Control,
 		h.Stdin, h.StdinSource, h.Init, h.Disk, h.Cgroup}, h.Egress...)
-	for _, fd := range fds {
-		if fd < 0 {
-			continue
-		}
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
-			unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
-			return nil, fmt.Errorf("pass descriptors: %w", err)
-		}
+	if err := passOnExec(fds...); err != nil {
+		unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+		return nil, err
 	}
 	return []string{os.Args[0], "runner-outer-wait", "--spec", "/proc/self/fd/" + strconv.Itoa(spec)}, nil
 }

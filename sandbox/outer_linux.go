@@ -49,7 +49,9 @@ import (
 // its own session. If the runner itself is killed, its chain follows it
 // (parent-death signals), so no agent runs unjournaled.
 func RunOuter(ctx context.Context, specPath string) error {
-	held := outerReexec != "off" && startHoldingStops()
+	if outerReexec != "off" {
+		startHoldingStops()
+	}
 	// Subscribed first: a signal during setup is handled once the chain runs.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, outerSignals...)
@@ -72,7 +74,7 @@ func RunOuter(ctx context.Context, specPath string) error {
 	st := openState(dir.State(), "outer")
 	defer st.close()
 	st.ok("spec", specSummary(spec))
-	o := &outerRun{spec: spec, dir: dir, st: st, held: held}
+	o := &outerRun{spec: spec, dir: dir, st: st}
 	inner, err := o.setup(ctx)
 	if err != nil {
 		ready.fail(err)
@@ -106,7 +108,6 @@ type outerRun struct {
 	// The agent's stdin and what to write to it first, until the
 	// services start (startStdin).
 	stdinW, stdinSrc *os.File
-	held             bool // the held stops are blocked (startHoldingStops)
 }
 
 // setup takes the run and starts runner-inner. A failure before the

@@ -232,11 +232,14 @@ func (e *env) runProcesses() (runCount, int64, error) {
 	}
 	prefix := e.stateDir + string(os.PathSeparator)
 	for pid, p := range procs {
-		if classify(p.cmdline) != classRunner || !(strings.HasPrefix(specArg(p.cmdline), prefix) || holdsUnder(pid, prefix)) {
+		if classify(p.cmdline) != classRunner {
 			continue
 		}
 		if pp, ok := procs[p.ppid]; ok && classify(pp.cmdline) == classRunner {
 			continue // a later stage of a chain (they run with the same arguments)
+		}
+		if !strings.HasPrefix(specArg(p.cmdline), prefix) && !holdsUnder(pid, prefix) {
+			continue // another suite's
 		}
 		c.runs++
 		if err := walk(pid); err != nil {
