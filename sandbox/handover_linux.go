@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,7 +29,7 @@ var outerSignals = []os.Signal{unix.SIGUSR1, unix.SIGUSR2, unix.SIGTERM, unix.SI
 
 // heldStops are the worker's stop requests (Cancel, StopIdle), which no
 // exec may lose: runner-outer runs with them blocked on every thread but
-// the runtime's signal thread (startHoldingStops), which handOver blocks
+// the runtime's signal thread (HoldStops), which handOver blocks
 // them on too before it execs, so that one sent meanwhile waits, pending,
 // for the new image.
 const heldStops = 1<<(unix.SIGUSR1-1) | 1<<(unix.SIGUSR2-1)
@@ -120,13 +121,21 @@ func (o *outerRun) handOver(sigs chan os.Signal) []os.Signal {
 	return nil
 }
 
-// startHoldingStops re-execs runner-outer, first thing, with the held
-// stops blocked when they are not yet: the runtime starts every thread
-// with the mask the process started with (and os/signal's thread takes
-// them once subscribed), while a mask changed later holds for one thread
-// only. If the exec fails, the runner goes on without them held (and will
-// not re-exec for its handover).
-func startHoldingStops() {
+// HoldStops re-execs the calling program, first thing, with the worker's
+// stop requests to runners (SIGUSR1, SIGUSR2) blocked, unless it runs so
+// already: the runtime starts every thread with the mask the process
+// started with (and os/signal's thread unblocks only what it is asked
+// for), while a mask changed later holds for one thread only. A program
+// that spawns runners (a worker) calls it before anything else: every
+// runner-outer it spawns then starts with them blocked, as it must, and
+// need not re-exec itself for it (an exec of a Go program per run). A
+// signal held this way in the caller itself waits, pending, unhandled.
+// If the exec fails, it returns and the program goes on without them
+// held; so do the runners it spawns, until they re-exec themselves.
+func HoldStops() { holdStops(nil) }
+
+// holdStops is HoldStops with env added to the new image's environment.
+func holdStops(env []string) {
 	if blockedStops() {
 		return
 	}
@@ -137,8 +146,26 @@ func startHoldingStops() {
 	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
 		return
 	}
-	_ = syscall.Exec("/proc/self/exe", os.Args, os.Environ())
+	_ = syscall.Exec("/proc/self/exe", os.Args, append(os.Environ(), env...))
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+}
+
+// heldEnv marks the environment of a runner-outer that re-exec'd itself
+// to hold the stops (its state record says so); its children get
+// stageEnv, never this.
+const heldEnv = "BATON_RUNNER_HELD_STOPS=reexec"
+
+// heldHow says how runner-outer came to hold the stops, for its state
+// record: "" when it does not.
+func heldHow() string {
+	switch {
+	case !blockedStops():
+		return ""
+	case slices.Contains(os.Environ(), heldEnv):
+		return "re-exec'd with them blocked"
+	default:
+		return "blocked by its spawner"
+	}
 }
 
 // blockedStops reports whether this thread blocks the held stops.

@@ -1,8 +1,12 @@
 package sandbox_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,11 +14,85 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox"
 )
 
 const handedOver = `"stage":"outer","phase":"handover","status":"ok","detail":"runner-outer-wait took over"`
+
+// How runner-outer came to hold the worker's stop requests.
+const (
+	heldByReexec  = `"stage":"outer","phase":"hold-stops","status":"ok","detail":"re-exec'd with them blocked"`
+	heldBySpawner = `"stage":"outer","phase":"hold-stops","status":"ok","detail":"blocked by its spawner"`
+)
+
+// spawnHeldEnv makes this test binary (TestMain) a spawner that holds the
+// stops, as a worker does: it starts the run its file names, and exits.
+const spawnHeldEnv = "BATON_TEST_SPAWN_HELD"
+
+// heldSpawn is what a held spawner starts.
+type heldSpawn struct {
+	Spec   sandbox.Spec `json:"spec"`
+	Runner string       `json:"runner"`
+}
+
+func spawnHeld(file string) int {
+	sandbox.HoldStops()
+	b, err := os.ReadFile(file)
+	var h heldSpawn
+	if err == nil {
+		err = json.Unmarshal(b, &h)
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err = sandbox.Start(ctx, h.Spec, nil, sandbox.WithBinary(h.Runner))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "held spawner:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestStopsHeldBySpawner: a runner-outer spawned by a program that holds
+// the stops (sandbox.HoldStops, as workers do) starts with them blocked
+// and so does not re-exec for them; one spawned by a program that does
+// not (this test binary) re-execs itself. Either way it hands over to
+// runner-outer-wait and its run ends as it should.
+func TestStopsHeldBySpawner(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	spec := newSpec(t, sh("echo hi; exec sleep 0.3")...)
+	b, err := json.Marshal(heldSpawn{Spec: spec, Runner: runnerBinary(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "spawn.json")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := journal.Dir(spec.RunDir)
+	t.Cleanup(func() { killRunner(dir) })
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), spawnHeldEnv+"="+f)
+	if out, err := testenv.Output(cmd); err != nil {
+		t.Fatalf("the held spawner: %v\n%s", err, out)
+	}
+	stdout, s := waitEnd(t, dir, spec.Nonce, 20*time.Second)
+	wantSentinel(t, s, 0, journal.ReasonExit, "")
+	if stdout != "hi\n" {
+		t.Errorf("stdout %q, want \"hi\\n\"", stdout)
+	}
+	state := readFile(t, dir.State())
+	if !strings.Contains(state, heldBySpawner) || strings.Contains(state, heldByReexec) {
+		t.Errorf("state.ndjson should say the spawner held the stops (%s):\n%s", heldBySpawner, state)
+	}
+	if !strings.Contains(state, handedOver) {
+		t.Errorf("runner-outer did not hand over:\n%s", state)
+	}
+}
 
 // runnerPID is the pid in dir's pid file.
 func runnerPID(t testing.TB, dir journal.Dir) int {
@@ -61,6 +139,8 @@ func TestOuterHandsOver(t *testing.T) {
 	const want = "hello\nSigBlk:\t0000000000000000\ndone\n"
 	waitJournal(t, dir, "done\n")
 	waitState(t, dir, handedOver)
+	// This test binary does not hold the stops: the runner did.
+	waitState(t, dir, heldByReexec)
 	pid := runnerPID(t, dir)
 	if cmd := cmdline(t, pid); !strings.HasPrefix(cmd, "runner-outer-wait --spec /proc/self/fd/") {
 		t.Fatalf("the runner (pid %d) runs %q, want runner-outer-wait", pid, cmd)

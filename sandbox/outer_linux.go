@@ -50,7 +50,7 @@ import (
 // (parent-death signals), so no agent runs unjournaled.
 func RunOuter(ctx context.Context, specPath string) error {
 	if outerReexec != "off" {
-		startHoldingStops()
+		holdStops([]string{heldEnv})
 	}
 	// Subscribed first: a signal during setup is handled once the chain runs.
 	sigs := make(chan os.Signal, 4)
@@ -74,6 +74,9 @@ func RunOuter(ctx context.Context, specPath string) error {
 	st := openState(dir.State(), "outer")
 	defer st.close()
 	st.ok("spec", specSummary(spec))
+	if how := heldHow(); how != "" {
+		st.ok("hold-stops", how)
+	}
 	o := &outerRun{spec: spec, dir: dir, st: st}
 	inner, err := o.setup(ctx)
 	if err != nil {

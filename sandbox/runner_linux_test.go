@@ -42,6 +42,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if f := os.Getenv(spawnHeldEnv); f != "" {
+		os.Exit(spawnHeld(f))
+	}
 	code := m.Run()
 	for _, b := range []*runnerBuild{&defaultRunner, &sigchldRunner, &stayingRunner} {
 		if b.path != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/internal/bench"
+	"github.com/batonhq/baton/sandbox"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -142,6 +143,7 @@ func newBenchWorkerCmd(g *globals) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sandbox.HoldStops() // its runners need not re-exec to hold them
 			cfg, err := g.loadConfig()
 			if err != nil {
 				return err

@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
 )
 
@@ -86,6 +87,7 @@ beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
   baton demo --input "Refactor the parser" --keep`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sandbox.HoldStops() // its runners need not re-exec to hold them
 			ctx := cmd.Context()
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			dir := g.stateDir

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
 )
 
@@ -45,6 +46,7 @@ Stopping the worker never stops an agent.`,
   baton worker --embedded --state-dir /var/lib/baton --concurrency 8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sandbox.HoldStops() // its runners need not re-exec to hold them
 			log, err := lf.logger(os.Stderr)
 			if err != nil {
 				return err
