@@ -32,7 +32,8 @@ const mkfsTimeout = 30 * time.Second
 // ReleaseWorkspace. The loop device clears itself at unmount.
 func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid int) error {
 	img := workspaceImage(dir)
-	if !takeImage(dir, size, uid, gid) {
+	mnt, pooled := takeImage(dir, size, uid, gid)
+	if !pooled {
 		f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrDiskSetup, err)
@@ -43,18 +44,19 @@ func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid 
 			return fmt.Errorf("%w: %w", ErrDiskSetup, err)
 		}
 	}
-	f, err := os.OpenFile(img, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrDiskSetup, err)
+	if mnt != nil {
+		// A pooled image comes mounted: the move attaches it here. If it
+		// fails, closing mnt unmounts it, and the image is mounted anew.
+		err := unix.MoveMount(int(mnt.Fd()), "", unix.AT_FDCWD, dir.Workspace(), unix.MOVE_MOUNT_F_EMPTY_PATH)
+		mnt.Close()
+		if err != nil {
+			mnt = nil
+		}
 	}
-	defer f.Close()
-	loop, err := attachLoop(f)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrDiskSetup, err)
-	}
-	defer loop.Close() // the mount holds the device; autoclear frees it at unmount
-	if err := unix.Mount(loop.Name(), dir.Workspace(), "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, "noinit_itable"); err != nil {
-		return fmt.Errorf("%w: mount %s on the workspace: %w", ErrDiskSetup, loop.Name(), err)
+	if mnt == nil {
+		if err := mountImage(img, dir.Workspace()); err != nil {
+			return err
+		}
 	}
 	// mkfs leaves lost+found, which the agent has no use for.
 	_ = os.Remove(filepath.Join(dir.Workspace(), "lost+found"))
@@ -69,6 +71,64 @@ func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid 
 		return fmt.Errorf("%w: chmod the workspace: %w", ErrDiskSetup, err)
 	}
 	return nil
+}
+
+// mountOptions are the workspace filesystem's: no set-id programs or
+// devices, no access times, and inode tables never zeroed (mkfs left
+// them lazy, and a fresh image reads as zeroes anyway).
+const (
+	mountFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME
+	mountAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOATIME
+	mountData  = "noinit_itable"
+)
+
+// mountImage mounts the image at path on target, through a loop device.
+func mountImage(path, target string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrDiskSetup, err)
+	}
+	defer f.Close()
+	loop, err := attachLoop(f)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrDiskSetup, err)
+	}
+	defer loop.Close() // the mount holds the device; autoclear frees it at unmount
+	if err := unix.Mount(loop.Name(), target, "ext4", mountFlags, mountData); err != nil {
+		return fmt.Errorf("%w: mount %s on the workspace: %w", ErrDiskSetup, loop.Name(), err)
+	}
+	return nil
+}
+
+// mountDetached mounts image f, through a loop device, in no mount
+// namespace (fsmount), and returns the mount's descriptor: moved onto a
+// directory (move_mount) it is mounted there; closed unmoved, it is
+// unmounted and frees the loop device.
+func mountDetached(f *os.File) (*os.File, error) {
+	loop, err := attachLoop(f)
+	if err != nil {
+		return nil, err
+	}
+	defer loop.Close()
+	fsfd, err := unix.Fsopen("ext4", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("fsopen: %w", err)
+	}
+	defer unix.Close(fsfd)
+	if err := unix.FsconfigSetString(fsfd, "source", loop.Name()); err != nil {
+		return nil, fmt.Errorf("fsconfig source: %w", err)
+	}
+	if err := unix.FsconfigSetFlag(fsfd, mountData); err != nil {
+		return nil, fmt.Errorf("fsconfig %s: %w", mountData, err)
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return nil, fmt.Errorf("fsconfig create: %w", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, mountAttrs)
+	if err != nil {
+		return nil, fmt.Errorf("fsmount: %w", err)
+	}
+	return os.NewFile(uintptr(mfd), "workspace-mount"), nil
 }
 
 // loopMu serialises this process's loop attachments: LOOP_CTL_GET_FREE

@@ -1,7 +1,10 @@
 package sandbox_test
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox"
 )
@@ -90,6 +94,27 @@ echo unreachable`)...)
 	}
 }
 
+// loopBackings lists the backing files of the loop devices whose backing
+// file is under dir ("<dir>/#<inode> (deleted)" for an unnamed one).
+func loopBackings(t testing.TB, dir string) []string {
+	t.Helper()
+	devs, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range devs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // detached meanwhile
+		}
+		if f := strings.TrimSpace(string(b)); strings.HasPrefix(f, dir+"/") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // TestWorkspacePool: after two bounded runs started from one runs
 // directory, the starting process makes images of their size ahead,
 // unnamed files of that directory (O_TMPFILE) it holds open; the next run
@@ -137,6 +162,10 @@ func TestWorkspacePool(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	before := images()
+	// Each is mounted ahead (detached): on a loop device already.
+	if got := loopBackings(t, runs); len(got) < 8 {
+		t.Fatalf("%d loop devices back the pool's images, want 8 (mounted ahead): %q", len(got), got)
+	}
 
 	second := newSpec(t, sh("ls -A; stat -c '%a' .; echo second > g; df -k . | tail -1")...)
 	second.Limits.Disk = disk
@@ -154,6 +183,31 @@ func TestWorkspacePool(t *testing.T) {
 	if images()[st.Ino] {
 		t.Errorf("the pool still holds the image it gave (inode %d)", st.Ino)
 	}
+	// The pooled mount was moved onto the workspace: the workspace is a
+	// filesystem of its own, on the loop device the pool had attached.
+	var ws, rd syscall.Stat_t
+	if err := syscall.Stat(dir.Workspace(), &ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(string(dir), &rd); err != nil {
+		t.Fatal(err)
+	}
+	if ws.Dev == rd.Dev {
+		t.Fatalf("the workspace of %s is not mounted", dir)
+	}
+	// (Its backing file's name is the one it had in the pool, unnamed.)
+	loop, err := os.Open(fmt.Sprintf("/dev/loop%d", unix.Minor(ws.Dev)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loop.Close()
+	info, err := unix.IoctlLoopGetStatus64(int(loop.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Inode != st.Ino {
+		t.Errorf("the workspace's loop device is backed by inode %d, want its workspace.img's %d", info.Inode, st.Ino)
+	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	if len(lines) != 2 || lines[0] != "700" {
 		t.Fatalf("the pooled workspace listed %q: want it empty and 0700", stdout)
@@ -163,5 +217,104 @@ func TestWorkspacePool(t *testing.T) {
 		t.Errorf("df printed %q", lines[1])
 	} else if kib, err := strconv.Atoi(f[1]); err != nil || kib == 0 || kib > disk>>10 {
 		t.Errorf("the pooled workspace's size %q is not within %d KiB", lines[1], disk>>10)
+	}
+}
+
+// fillPoolEnv makes this test binary (TestMain) fill a workspace pool in
+// the runs directory it names, and exit with it full.
+const fillPoolEnv = "BATON_TEST_FILL_POOL"
+
+// poolDisk is the size of fillPool's images.
+const poolDisk = 40 << 20
+
+// fillPool starts two bounded runs in runs (the second makes the pool),
+// waits until 8 images are mounted ahead, and returns the exit code.
+func fillPool(runs string) int {
+	runner := os.Getenv(fillPoolEnv + "_RUNNER")
+	for i := range 2 {
+		id := fmt.Sprintf("fill-%d", i)
+		spec := sandbox.Spec{RunID: id, RunDir: filepath.Join(runs, id), Argv: []string{"/bin/true"},
+			Env: []string{"PATH=/usr/bin:/bin"}, Nonce: "0123456789abcdef0123456789abcdef",
+			Deadline: time.Now().Add(30 * time.Second), KillGrace: time.Second}
+		spec.Limits.Disk = poolDisk
+		if _, err := sandbox.Start(context.Background(), spec, nil, sandbox.WithBinary(runner)); err != nil {
+			fmt.Fprintln(os.Stderr, "fill pool:", err)
+			return 1
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n := 0
+		devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+		for _, p := range devs {
+			if b, err := os.ReadFile(p); err == nil && strings.HasPrefix(string(b), runs+"/#") {
+				n++
+			}
+		}
+		if n >= 8 {
+			return 0
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "fill pool: %d images mounted ahead after 20 s, want 8\n", n)
+			return 1
+		}
+	}
+}
+
+// TestWorkspacePoolLeavesNothing: a worker's pool of workspace images,
+// mounted ahead, is gone when the worker ends, however it ends: no loop
+// device, mount or file stays behind for an image no run took.
+func TestWorkspacePoolLeavesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the disk bound is a filesystem per run, which only a root worker mounts: run as root")
+	}
+	needSandbox(t)
+	root := t.TempDir()
+	testenv.ReleaseMountsUnder(t, root)
+	runs := filepath.Join(root, "runs")
+	if err := os.Mkdir(runs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fillPoolEnv+"="+runs, fillPoolEnv+"_RUNNER="+runnerBinary(t))
+	if out, err := testenv.Output(cmd); err != nil {
+		t.Fatalf("the pool's process: %v\n%s", err, out)
+	}
+	// Its two runs are still mounted (their workspaces outlive the
+	// worker); nothing else of it may be.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		for _, b := range loopBackings(t, runs) {
+			if strings.HasPrefix(b, runs+"/#") {
+				left = append(left, b)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the pool's process exited, loop devices still back its images: %q", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var under []string
+	for _, l := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], runs+"/") {
+			under = append(under, f[4])
+		}
+	}
+	if len(under) != 2 {
+		t.Errorf("mounts under the runs directory: %q, want the two runs' workspaces", under)
+	}
+	ents, err := os.ReadDir(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 2 {
+		t.Errorf("the runs directory holds %d entries, want the two runs'", len(ents))
 	}
 }

@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 	if f := os.Getenv(spawnHeldEnv); f != "" {
 		os.Exit(spawnHeld(f))
 	}
+	if runs := os.Getenv(fillPoolEnv); runs != "" {
+		os.Exit(fillPool(runs))
+	}
 	code := m.Run()
 	for _, b := range []*runnerBuild{&defaultRunner, &sigchldRunner, &stayingRunner} {
 		if b.path != "" {
