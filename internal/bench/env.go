@@ -175,6 +175,10 @@ profiles:
     allowArgs: true
     timeout: 1h
     network: none
+  line:
+    command: ["/bin/echo", "{\"type\":\"bench\",\"line\":1}"]
+    timeout: 1h
+    network: none
   echo:
     command: ["{baton}", "bench", "echo"]
     env: {GOMAXPROCS: "1"}
