@@ -228,12 +228,14 @@ const fillPoolEnv = "BATON_TEST_FILL_POOL"
 const poolDisk = 40 << 20
 
 // fillPool starts two bounded runs in runs (the second makes the pool),
-// waits until 8 images are mounted ahead, and returns the exit code.
+// waits until 8 images are mounted ahead, and returns the exit code. The
+// runs' agents sleep on, so their runners (spawned by this process) would
+// keep whatever of the pool they inherited.
 func fillPool(runs string) int {
 	runner := os.Getenv(fillPoolEnv + "_RUNNER")
 	for i := range 2 {
 		id := fmt.Sprintf("fill-%d", i)
-		spec := sandbox.Spec{RunID: id, RunDir: filepath.Join(runs, id), Argv: []string{"/bin/true"},
+		spec := sandbox.Spec{RunID: id, RunDir: filepath.Join(runs, id), Argv: []string{"/bin/sleep", "60"},
 			Env: []string{"PATH=/usr/bin:/bin"}, Nonce: "0123456789abcdef0123456789abcdef",
 			Deadline: time.Now().Add(30 * time.Second), KillGrace: time.Second}
 		spec.Limits.Disk = poolDisk
@@ -262,7 +264,8 @@ func fillPool(runs string) int {
 
 // TestWorkspacePoolLeavesNothing: a worker's pool of workspace images,
 // mounted ahead, is gone when the worker ends, however it ends: no loop
-// device, mount or file stays behind for an image no run took.
+// device, mount or file stays behind for an image no run took, not even
+// through the runners it spawned, which outlive it.
 func TestWorkspacePoolLeavesNothing(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the disk bound is a filesystem per run, which only a root worker mounts: run as root")
@@ -273,6 +276,10 @@ func TestWorkspacePoolLeavesNothing(t *testing.T) {
 	runs := filepath.Join(root, "runs")
 	if err := os.Mkdir(runs, 0o700); err != nil {
 		t.Fatal(err)
+	}
+	for i := range 2 {
+		dir := journal.Dir(filepath.Join(runs, fmt.Sprintf("fill-%d", i)))
+		t.Cleanup(func() { killRunner(dir) })
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), fillPoolEnv+"="+runs, fillPoolEnv+"_RUNNER="+runnerBinary(t))
