@@ -73,9 +73,10 @@ func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid 
 	return nil
 }
 
-// mountOptions are the workspace filesystem's: no set-id programs or
-// devices, no access times, and inode tables never zeroed (mkfs left
-// them lazy, and a fresh image reads as zeroes anyway).
+// The workspace filesystem's mount options, as flags, as attributes of a
+// detached mount, and as data: no set-id programs or devices, no access
+// times, and inode tables never zeroed (mkfs left them lazy, and a fresh
+// image reads as zeroes anyway).
 const (
 	mountFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME
 	mountAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOATIME

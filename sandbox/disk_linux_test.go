@@ -96,12 +96,8 @@ echo unreachable`)...)
 
 // loopBackings lists the backing files of the loop devices whose backing
 // file is under dir ("<dir>/#<inode> (deleted)" for an unnamed one).
-func loopBackings(t testing.TB, dir string) []string {
-	t.Helper()
-	devs, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	if err != nil {
-		t.Fatal(err)
-	}
+func loopBackings(dir string) []string {
+	devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	var out []string
 	for _, p := range devs {
 		b, err := os.ReadFile(p)
@@ -110,6 +106,18 @@ func loopBackings(t testing.TB, dir string) []string {
 		}
 		if f := strings.TrimSpace(string(b)); strings.HasPrefix(f, dir+"/") {
 			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// pooledBackings are those of loopBackings(runs) that are unnamed files
+// of runs itself: images a pool holds.
+func pooledBackings(runs string) []string {
+	var out []string
+	for _, b := range loopBackings(runs) {
+		if strings.HasPrefix(b, runs+"/#") {
+			out = append(out, b)
 		}
 	}
 	return out
@@ -163,7 +171,7 @@ func TestWorkspacePool(t *testing.T) {
 	}
 	before := images()
 	// Each is mounted ahead (detached): on a loop device already.
-	if got := loopBackings(t, runs); len(got) < 8 {
+	if got := pooledBackings(runs); len(got) < 8 {
 		t.Fatalf("%d loop devices back the pool's images, want 8 (mounted ahead): %q", len(got), got)
 	}
 
@@ -245,13 +253,7 @@ func fillPool(runs string) int {
 		}
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		n := 0
-		devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-		for _, p := range devs {
-			if b, err := os.ReadFile(p); err == nil && strings.HasPrefix(string(b), runs+"/#") {
-				n++
-			}
-		}
+		n := len(pooledBackings(runs))
 		if n >= 8 {
 			return 0
 		}
@@ -290,12 +292,7 @@ func TestWorkspacePoolLeavesNothing(t *testing.T) {
 	// worker); nothing else of it may be.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var left []string
-		for _, b := range loopBackings(t, runs) {
-			if strings.HasPrefix(b, runs+"/#") {
-				left = append(left, b)
-			}
-		}
+		left := pooledBackings(runs)
 		if len(left) == 0 {
 			break
 		}
