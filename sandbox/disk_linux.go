@@ -44,16 +44,14 @@ func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid 
 			return fmt.Errorf("%w: %w", ErrDiskSetup, err)
 		}
 	}
+	// A pooled image comes mounted: the move attaches it here. If it
+	// fails, closing mnt unmounts it, and the image is mounted anew.
+	moved := false
 	if mnt != nil {
-		// A pooled image comes mounted: the move attaches it here. If it
-		// fails, closing mnt unmounts it, and the image is mounted anew.
-		err := unix.MoveMount(int(mnt.Fd()), "", unix.AT_FDCWD, dir.Workspace(), unix.MOVE_MOUNT_F_EMPTY_PATH)
+		moved = unix.MoveMount(int(mnt.Fd()), "", unix.AT_FDCWD, dir.Workspace(), unix.MOVE_MOUNT_F_EMPTY_PATH) == nil
 		mnt.Close()
-		if err != nil {
-			mnt = nil
-		}
 	}
-	if mnt == nil {
+	if !moved {
 		if err := mountImage(img, dir.Workspace()); err != nil {
 			return err
 		}

@@ -30,7 +30,9 @@ import (
 // closing the mount's descriptor unmounts it, which frees its loop
 // device (autoclear), and the pool leaves nothing in the directory or
 // the mount table to clean up. A start that finds none of its size makes
-// its own; a kernel without fsmount (before 5.2) gets images unmounted.
+// its own. Where the new mount API is refused (a container's seccomp
+// profile older than it; the kernel has it since 5.2, and baton needs
+// 5.12), the pool keeps its images unmounted and a start mounts its own.
 
 // poolImages is how many images of one size the pool keeps ready.
 const poolImages = 8
