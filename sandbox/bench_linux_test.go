@@ -35,21 +35,33 @@ func batonRunner(b *testing.B) string {
 }
 
 func benchStart(b *testing.B, bin string) {
-	b.ReportMetric(p50ms(startLatencies(b, bin, nil)), "p50-ms")
+	b.ReportMetric(p50ms(startLatencies(b, bin, nil, false)), "p50-ms")
 }
 
 // startLatencies starts an `echo hello` agent with the network allowlist
 // allow once per iteration and returns each Start-to-first-byte time.
-func startLatencies(b *testing.B, bin string, allow []string) []time.Duration {
+// With prestarted, each run takes a chain started before its timer
+// (Prestart, then Take).
+func startLatencies(b *testing.B, bin string, allow []string, prestarted bool) []time.Duration {
 	var lat []time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		spec := newSpec(b, "echo", "hello")
 		spec.Network.Allow = allow
 		dir := journal.Dir(spec.RunDir)
+		var p *sandbox.Prestarted
+		if prestarted {
+			p = prestart(b, bin, spec, "bench")
+		}
 		b.StartTimer()
 		began := time.Now()
-		if _, err := sandbox.Start(context.Background(), spec, nil, sandbox.WithBinary(bin)); err != nil {
+		var err error
+		if p != nil {
+			_, err = p.Take(context.Background(), spec, nil)
+		} else {
+			_, err = sandbox.Start(context.Background(), spec, nil, sandbox.WithBinary(bin))
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
 		for {
@@ -73,7 +85,8 @@ func startLatencies(b *testing.B, bin string, allow []string) []time.Duration {
 // Start until the journal holds the first byte of an `echo` agent, for
 // each network mode, against `bwrap --ro-bind / / true` (spawn to exit)
 // measured in the same run, with the chain run from baton-runner. It
-// reports the median (p50-ms) and its ratio to bwrap's (x-bwrap). The pasta mode needs /dev/net/tun open to the
+// reports the median (p50-ms) and its ratio to bwrap's (x-bwrap). The
+// -prestarted modes time a run's Take of a chain started ahead (Prestart). The pasta mode needs /dev/net/tun open to the
 // sandbox uid, which the benchmark makes so when run as root.
 //
 //	go test -run '^$' -bench BenchmarkSandboxStart -benchtime 40x ./sandbox
@@ -97,18 +110,21 @@ func BenchmarkSandboxStart(b *testing.B) {
 		b.ReportMetric(anchor, "p50-ms")
 	})
 	for _, mode := range []struct {
-		name  string
-		allow []string
+		name       string
+		allow      []string
+		prestarted bool
 	}{
-		{"none", nil},
-		{"proxy", []string{"api.example.com"}},
-		{"pasta", []string{"api.example.com", "10.255.255.0/30"}},
+		{"none", nil, false},
+		{"proxy", []string{"api.example.com"}, false},
+		{"pasta", []string{"api.example.com", "10.255.255.0/30"}, false},
+		{"none-prestarted", nil, true},
+		{"proxy-prestarted", []string{"api.example.com"}, true},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			if mode.name == "pasta" {
 				needTun(b)
 			}
-			lat := startLatencies(b, batonRunner(b), mode.allow)
+			lat := startLatencies(b, batonRunner(b), mode.allow, mode.prestarted)
 			p := p50ms(lat)
 			b.ReportMetric(p, "p50-ms")
 			if anchor > 0 {

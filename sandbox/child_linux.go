@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -87,21 +88,39 @@ func asInit(ctx context.Context, stage string, chld bool, body func(*state, <-ch
 }
 
 // stopReader delivers the signals runner-outer asks to send the agent
-// (on C). The pipe's end means runner-outer is gone (or killed the
-// sandbox): the init then exits, which kills everything in its pid
-// namespace, so no agent runs unjournaled.
+// (on C), and a prestarted chain's take (on T). The pipe's end means
+// runner-outer is gone (or killed the sandbox): the init then exits,
+// which kills everything in its pid namespace, so no agent runs
+// unjournaled.
 type stopReader struct {
 	C    <-chan syscall.Signal
+	T    <-chan takeRead
 	ctl  *os.File
 	done chan struct{}
 }
 
+// takeRead is a take line as read: the take, or why it is none.
+type takeRead struct {
+	take agentTake
+	err  error
+}
+
 func readStops(ctl *os.File) *stopReader {
 	ch := make(chan syscall.Signal, 4)
-	r := &stopReader{C: ch, ctl: ctl, done: make(chan struct{})}
+	tk := make(chan takeRead, 1)
+	r := &stopReader{C: ch, T: tk, ctl: ctl, done: make(chan struct{})}
 	go func() {
-		sc := bufio.NewScanner(io.LimitReader(ctl, 1<<20))
+		sc := bufio.NewScanner(io.LimitReader(ctl, 1<<20+maxTakeLine))
+		sc.Buffer(nil, maxTakeLine)
 		for sc.Scan() {
+			if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte(takeWord+" ")); ok {
+				t, err := parseTake(rest)
+				select {
+				case tk <- takeRead{take: t, err: err}:
+				default: // one take per chain; runner-outer sends no second
+				}
+				continue
+			}
 			if sig, ok := signalNumber(sc.Text()); ok && (sig == unix.SIGTERM || sig == unix.SIGINT) {
 				ch <- sig
 			}
@@ -116,24 +135,30 @@ func readStops(ctl *os.File) *stopReader {
 }
 
 // halt stops reading, leaving the pipe to whoever reads it next, and
-// returns the stops read but not yet taken: a line is read whole (each
-// is one write of a few bytes) and delivered before the reader halts.
-func (r *stopReader) halt() ([]syscall.Signal, error) {
+// returns the stops read but not yet taken, and the take if one was read:
+// a line is read whole (each is one write) and delivered before the
+// reader halts.
+func (r *stopReader) halt() ([]syscall.Signal, *takeRead, error) {
 	if err := r.ctl.SetReadDeadline(time.Now()); err != nil {
-		return nil, fmt.Errorf("halt the stop reader: %w", err)
+		return nil, nil, fmt.Errorf("halt the stop reader: %w", err)
 	}
 	var pending []syscall.Signal
+	var take *takeRead
 	for {
 		select {
 		case sig := <-r.C:
 			pending = append(pending, sig)
+		case t := <-r.T:
+			take = &t
 		case <-r.done:
 			for {
 				select {
 				case sig := <-r.C:
 					pending = append(pending, sig)
+				case t := <-r.T:
+					take = &t
 				default:
-					return pending, r.ctl.SetReadDeadline(time.Time{})
+					return pending, take, r.ctl.SetReadDeadline(time.Time{})
 				}
 			}
 		}
@@ -231,22 +256,29 @@ func loopbackUp() error {
 // agent starts: until the wait stage has ignored every signal again, the
 // runtime's handlers would let the agent stop its init. If the exec
 // fails, the init does the same in-process.
+//
+// A prestarted chain's init (spec.Pooled) does the same before its take:
+// the wait stage then waits for the take on the control pipe, and
+// resolves and starts the agent it names.
 func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
-	env := agentEnv(spec.Env, ws)
-	path, err := lookPath(spec.Argv[0], env, ws)
-	if err != nil {
-		st.fail("resolve-agent", err)
-		return chainStatus{Exit: startExitCode(err), Error: err.Error()}
+	w := waitSpec{AgentUID: spec.AgentUID, AgentGID: spec.AgentGID, Dir: ws, Exe: int(exe.Fd()), ExecSpec: -1}
+	if spec.Pooled {
+		w.Pooled, w.Rlimits = true, spec.Rlimits
+	} else {
+		f, res, ok := resolveAgent(spec.Argv, spec.Env, ws, spec.Rlimits, st)
+		if !ok {
+			return res
+		}
+		defer f.Close()
+		w.ExecSpec = int(f.Fd())
 	}
-	st.ok("resolve-agent", path)
-	execSpecFile, err := sealedFile("baton-exec-spec", mustJSON(execSpec{Path: path, Argv: spec.Argv, Env: env, Dir: ws, Rlimits: spec.Rlimits}))
-	if err != nil {
-		st.fail("start-agent", err)
-		return chainStatus{Exit: 126, Error: err.Error()}
+	pending, take, err := stops.halt()
+	if take != nil && take.err != nil {
+		return setupFailed(st, "take", take.err)
 	}
-	defer execSpecFile.Close()
-	w := waitSpec{AgentUID: spec.AgentUID, AgentGID: spec.AgentGID, Dir: ws, Exe: int(exe.Fd()), ExecSpec: int(execSpecFile.Fd())}
-	pending, err := stops.halt()
+	if take != nil {
+		w.Take = &take.take
+	}
 	if err == nil {
 		for _, sig := range pending {
 			w.Stops = append(w.Stops, int(sig))
@@ -260,6 +292,24 @@ func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *
 	return superviseAgent(ctx, w, st, sigs, stops)
 }
 
+// resolveAgent finds the agent argv names on env's PATH, from the
+// workspace ws, and writes the exec stage's spec, returned open.
+func resolveAgent(argv, env []string, ws string, rlimits []rlimit, st *state) (*os.File, chainStatus, bool) {
+	env = agentEnv(env, ws)
+	path, err := lookPath(argv[0], env, ws)
+	if err != nil {
+		st.fail("resolve-agent", err)
+		return nil, chainStatus{Exit: startExitCode(err), Error: err.Error()}, false
+	}
+	st.ok("resolve-agent", path)
+	f, err := sealedFile("baton-exec-spec", mustJSON(execSpec{Path: path, Argv: argv, Env: env, Dir: ws, Rlimits: rlimits}))
+	if err != nil {
+		st.fail("start-agent", err)
+		return nil, chainStatus{Exit: 126, Error: err.Error()}, false
+	}
+	return f, chainStatus{}, true
+}
+
 // waitSpec is what the wait stage needs to start the agent and wait for
 // it: the exec stage's spec aside, which it passes on unread.
 type waitSpec struct {
@@ -267,8 +317,13 @@ type waitSpec struct {
 	AgentGID int    `json:"agentGid"`
 	Dir      string `json:"dir"`
 	Exe      int    `json:"exe"`             // descriptor of the runner binary
-	ExecSpec int    `json:"execSpec"`        // descriptor of the exec stage's spec
+	ExecSpec int    `json:"execSpec"`        // descriptor of the exec stage's spec; -1 until a pooled chain's take
 	Stops    []int  `json:"stops,omitempty"` // read by the init before the exec
+	// Pooled: the agent is the take's (on the control pipe, or Take if
+	// the init read it before the exec), started with Rlimits.
+	Pooled  bool       `json:"pooled,omitempty"`
+	Rlimits []rlimit   `json:"rlimits,omitempty"`
+	Take    *agentTake `json:"take,omitempty"`
 }
 
 // execWaitStage execs this binary as the wait stage, passing it the
@@ -335,6 +390,18 @@ func RunInitWait(ctx context.Context, specPath string) error {
 // SIGCHLD (sigs), or, with sigs nil, through the kernel (SIGCHLD is
 // ignored), the agent's end coming from its pidfd.
 func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
+	if w.Pooled && w.ExecSpec < 0 {
+		t, res, ok := awaitTake(ctx, w.Take, st, stops)
+		if !ok {
+			return res
+		}
+		f, res, ok := resolveAgent(t.Argv, t.Env, w.Dir, w.Rlimits, st)
+		if !ok {
+			return res
+		}
+		defer f.Close()
+		w.ExecSpec = int(f.Fd())
+	}
 	pid, pidfd, err := startExecStage(w)
 	if err != nil {
 		st.fail("start-agent", err)
@@ -379,6 +446,28 @@ func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.S
 			ctxDone = nil
 			forward(pid, unix.SIGTERM)
 		}
+	}
+}
+
+// awaitTake waits for a prestarted chain's take, unless the init read it
+// already (read). runner-outer ends a chain stopped before its take
+// itself; a stop that reaches the init first ends it all the same.
+func awaitTake(ctx context.Context, read *agentTake, st *state, stops *stopReader) (agentTake, chainStatus, bool) {
+	if read != nil {
+		st.ok("take", "")
+		return *read, chainStatus{}, true
+	}
+	select {
+	case t := <-stops.T:
+		if t.err != nil {
+			return agentTake{}, setupFailed(st, "take", t.err), false
+		}
+		st.ok("take", "")
+		return t.take, chainStatus{}, true
+	case sig := <-stops.C:
+		return agentTake{}, setupFailed(st, "take", fmt.Errorf("stopped (SIG%s) before its take", signalName(sig))), false
+	case <-ctx.Done():
+		return agentTake{}, setupFailed(st, "take", ctx.Err()), false
 	}
 }
 

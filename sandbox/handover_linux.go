@@ -54,6 +54,7 @@ type outerHandover struct {
 	Cgroup      int    `json:"cgroup"`
 	CgroupPath  string `json:"cgroupPath,omitempty"`
 	Egress      []int  `json:"egress,omitempty"` // the proxy's and DNS stub's sockets
+	Pool        int    `json:"pool"`             // a prestarted chain's socket, before its take
 }
 
 // handOver execs this binary as runner-outer-wait, which supervises the
@@ -179,7 +180,7 @@ func blockedStops() bool {
 
 // handover gathers the running chain's descriptors.
 func (o *outerRun) handover() (outerHandover, error) {
-	h := outerHandover{Spec: o.spec, State: -1, Input: -1, Disk: -1, Cgroup: -1}
+	h := outerHandover{Spec: o.spec, Journal: -1, State: -1, Input: -1, StdinSource: -1, Disk: -1, Cgroup: -1, Pool: -1}
 	var err error
 	fd := func(dst *int, c syscall.Conn) {
 		if err == nil {
@@ -187,7 +188,16 @@ func (o *outerRun) handover() (outerHandover, error) {
 		}
 	}
 	fd(&h.Lock, o.lock)
-	fd(&h.Journal, o.jw.File())
+	// A prestarted chain's journal and input come with its take.
+	if o.jw != nil {
+		fd(&h.Journal, o.jw.File())
+	}
+	if o.stdinSrc != nil {
+		fd(&h.StdinSource, o.stdinSrc)
+	}
+	if o.pool != nil {
+		fd(&h.Pool, o.pool)
+	}
 	if o.st != nil {
 		fd(&h.State, o.st.f)
 	}
@@ -199,7 +209,6 @@ func (o *outerRun) handover() (outerHandover, error) {
 	fd(&h.Status, o.status)
 	fd(&h.Control, o.ctl)
 	fd(&h.Stdin, o.stdinW)
-	fd(&h.StdinSource, o.stdinSrc)
 	fd(&h.Init, o.init.fd)
 	if o.disk != nil {
 		fd(&h.Disk, o.disk)
@@ -239,7 +248,7 @@ func passDescriptors(f *os.File, h outerHandover) ([]string, error) {
 		return nil, err
 	}
 	fds := append([]int{spec, h.Lock, h.Journal, h.State, h.Stderr, h.Input, h.Stdout, h.Status, h.Control,
-		h.Stdin, h.StdinSource, h.Init, h.Disk, h.Cgroup}, h.Egress...)
+		h.Stdin, h.StdinSource, h.Init, h.Disk, h.Cgroup, h.Pool}, h.Egress...)
 	if err := passOnExec(fds...); err != nil {
 		unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 		return nil, err
@@ -285,6 +294,11 @@ func RunOuterWait(ctx context.Context, specPath string) error {
 	o.st.ok("handover", "runner-outer-wait took over")
 	defer o.lock.Close()
 	defer o.cleanup()
+	if o.pool != nil {
+		if err := o.awaitTake(ctx, nil, sigs); err != nil {
+			return err
+		}
+	}
 	return o.supervise(ctx, nil, sigs)
 }
 
@@ -309,23 +323,34 @@ func (h outerHandover) outerRun() (*outerRun, error) {
 		stdinSrc: file(h.StdinSource, "input"),
 		init:     &initProc{fd: file(h.Init, "init-pidfd")},
 		disk:     file(h.Disk, "workspace"),
+		pool:     file(h.Pool, "pool"),
 		plan:     &outerPlan{},
 	}
-	for name, f := range map[string]*os.File{"lock": o.lock, "stderr": o.stderr, "stdout": o.stdout, "status": o.status,
-		"control": o.ctl, "stdin": o.stdinW, "input": o.stdinSrc, "init": o.init.fd} {
+	need := map[string]*os.File{"lock": o.lock, "stderr": o.stderr, "stdout": o.stdout, "status": o.status,
+		"control": o.ctl, "stdin": o.stdinW, "init": o.init.fd}
+	if h.Spec.Pooled {
+		// Its journal and input come with the take.
+		need["pool"] = o.pool
+	} else {
+		need["input"] = o.stdinSrc
+	}
+	for name, f := range need {
 		if f == nil {
 			return nil, fmt.Errorf("handover: no %s descriptor", name)
 		}
 	}
-	jf := file(h.Journal, "journal")
-	if jf == nil {
-		return nil, errors.New("handover: no journal descriptor")
+	if !h.Spec.Pooled {
+		jf := file(h.Journal, "journal")
+		if jf == nil {
+			return nil, errors.New("handover: no journal descriptor")
+		}
+		var err error
+		if o.jw, err = journal.NewWriter(jf); err != nil {
+			return nil, err
+		}
+		o.jw.SetLimit(int64(h.Spec.Limits.Output))
 	}
 	var err error
-	if o.jw, err = journal.NewWriter(jf); err != nil {
-		return nil, err
-	}
-	o.jw.SetLimit(int64(h.Spec.Limits.Output))
 	if f := file(h.Input, "input-socket"); f != nil {
 		ln, err := net.FileListener(f)
 		f.Close()

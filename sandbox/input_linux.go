@@ -36,6 +36,11 @@ func listenInput(dir journal.Dir) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("open the run directory: %w", err)
 	}
 	defer d.Close()
+	// One left there is a runner's that ended, this one holding the run's
+	// lock: a prestarted chain's whose take never came, now respawned cold.
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == fs.ModeSocket {
+		_ = os.Remove(path)
+	}
 	old := unix.Umask(0o177)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	unix.Umask(old)

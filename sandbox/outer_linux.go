@@ -57,6 +57,7 @@ func RunOuter(ctx context.Context, specPath string) error {
 	signal.Notify(sigs, outerSignals...)
 	defer signal.Stop(sigs)
 	ready := takeReadyPipe()
+	pool := takePoolSocket()
 	// Nothing inherited or opened here reaches runner-inner unless passed
 	// on purpose.
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -70,6 +71,11 @@ func RunOuter(ctx context.Context, specPath string) error {
 		ready.fail(err)
 		return err
 	}
+	if spec.Pooled != (pool != nil) {
+		err := fmt.Errorf("runner-outer: a prestarted chain's spec comes with the pool's socket (pooled %v, socket %v)", spec.Pooled, pool != nil)
+		ready.fail(err)
+		return err
+	}
 	dir := journal.Dir(spec.RunDir)
 	st := openState(dir.State(), "outer")
 	defer st.close()
@@ -77,7 +83,7 @@ func RunOuter(ctx context.Context, specPath string) error {
 	if how := heldHow(); how != "" {
 		st.ok("hold-stops", how)
 	}
-	o := &outerRun{spec: spec, dir: dir, st: st}
+	o := &outerRun{spec: spec, dir: dir, st: st, pool: pool}
 	inner, err := o.setup(ctx)
 	if err != nil {
 		ready.fail(err)
@@ -87,6 +93,13 @@ func RunOuter(ctx context.Context, specPath string) error {
 	defer o.cleanup()
 	ready.ok()
 	st.ok("ready", "")
+	if o.pool != nil {
+		if err := o.awaitTake(ctx, inner, sigs); err != nil {
+			return err
+		}
+		// runner-inner has exited, the init handed over.
+		inner = nil
+	}
 	return o.supervise(ctx, inner, sigs)
 }
 
@@ -108,6 +121,10 @@ type outerRun struct {
 	disk   *os.File  // the workspace, if it is bounded (see limits.disk)
 	stdin  *agentStdin
 	input  *net.UnixListener // stdin "stream": the worker's input messages
+	// pool is a prestarted chain's socket to its worker, until its take
+	// (Prestart); initDone is the init's end once awaitTake watches it.
+	pool     *os.File
+	initDone <-chan syscall.WaitStatus
 	// The agent's stdin and what to write to it first, until the
 	// services start (startStdin).
 	stdinW, stdinSrc *os.File
@@ -136,12 +153,16 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		return nil, o.abandon(fmt.Errorf("runner-outer: write pid file: %w", err))
 	}
 	o.st.ok("pid-file", "")
-	if o.jw, err = journal.OpenWriter(o.dir.Journal()); err != nil {
-		o.st.fail("journal", err)
-		return nil, o.abandon(fmt.Errorf("runner-outer: %w", err))
+	// A prestarted chain's journal is created by the worker that takes
+	// it, and comes with the take.
+	if !o.spec.Pooled {
+		if o.jw, err = journal.OpenWriter(o.dir.Journal()); err != nil {
+			o.st.fail("journal", err)
+			return nil, o.abandon(fmt.Errorf("runner-outer: %w", err))
+		}
+		o.jw.SetLimit(int64(o.spec.Limits.Output))
+		o.st.ok("journal", "")
 	}
-	o.jw.SetLimit(int64(o.spec.Limits.Output))
-	o.st.ok("journal", "")
 	if o.stderr, err = o.dir.Open(journal.StderrName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640); err != nil {
 		return nil, o.startFailed("stderr", fmt.Errorf("open %s: %w", o.dir.Stderr(), err))
 	}
@@ -212,10 +233,14 @@ func (o *outerRun) abandon(err error) error {
 }
 
 // startFailed ends the journal with an "error" sentinel for a chain that
-// could not start.
+// could not start (a prestarted chain has none yet: nothing ran).
 func (o *outerRun) startFailed(phase string, err error) error {
 	o.st.fail(phase, err)
-	o.finish(journal.Sentinel{Exit: 1, Nonce: o.spec.Nonce, Reason: journal.ReasonError, Detail: err.Error()})
+	if o.jw != nil {
+		o.finish(journal.Sentinel{Exit: 1, Nonce: o.spec.Nonce, Reason: journal.ReasonError, Detail: err.Error()})
+	} else if o.stderr != nil {
+		o.stderr.Close()
+	}
 	o.lock.Close()
 	return fmt.Errorf("runner-outer: %w", err)
 }
@@ -472,8 +497,13 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs chan os
 	initEnded := false
 	copying, running := true, true
 	watchInit := func() {
+		// awaitTake's, when it watched the init already.
+		initDone = o.initDone
 		var err error
-		if initDone, err = o.init.wait(); err != nil {
+		if initDone == nil {
+			initDone, err = o.init.wait()
+		}
+		if err != nil {
 			o.st.fail("init", err)
 			out.chainErr = err.Error()
 			o.killChain(inner)
@@ -531,26 +561,16 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs chan os
 			}
 		case err := <-innerDone:
 			innerDone = nil
-			how := describeExit(err)
-			o.st.ok("inner-exit", how)
-			ip, rerr := receiveInit(o.chain)
-			o.chain.Close()
-			if ip == nil {
+			if why, ok := o.takeInit(err); !ok {
 				// runner-inner failed before the sandbox ran (and said why
 				// on the status pipe), or died.
 				running = false
-				out.chainErr = how
-				if rerr != nil {
-					o.st.fail("init", rerr)
-					out.chainErr += "; " + rerr.Error()
-				}
+				out.chainErr = why
 				// An init whose pidfd never came ends with this pipe.
 				o.ctl.Close()
 				serve()
 				continue
 			}
-			o.init = ip
-			o.st.ok("init", "runner-inner handed over the sandbox's init")
 			if !serving && out.stop.reason == "" && !out.killed && out.failure == "" {
 				// Returns only if this runner stays: then on with the
 				// signals it took meanwhile.
@@ -600,6 +620,25 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs chan os
 		fmt.Fprintf(o.stderr, "baton runner: %s\n", s.Detail)
 	}
 	return o.finish(s)
+}
+
+// takeInit takes the sandbox's init from runner-inner, which has exited
+// with err. false: it sent none, and why says how it ended.
+func (o *outerRun) takeInit(err error) (why string, ok bool) {
+	why = describeExit(err)
+	o.st.ok("inner-exit", why)
+	ip, rerr := receiveInit(o.chain)
+	o.chain.Close()
+	if ip == nil {
+		if rerr != nil {
+			o.st.fail("init", rerr)
+			why += "; " + rerr.Error()
+		}
+		return why, false
+	}
+	o.init = ip
+	o.st.ok("init", "runner-inner handed over the sandbox's init")
+	return "", true
 }
 
 // finish appends the sentinel and closes the journal.

@@ -80,6 +80,9 @@ type childSpec struct {
 	TmpBytes uint64   `json:"tmpBytes"`
 	ShmBytes uint64   `json:"shmBytes"`
 	Rlimits  []rlimit `json:"rlimits"`
+	// Pooled: Argv and Env are empty, and come with the take on the
+	// control pipe (Prestart).
+	Pooled bool `json:"pooled,omitempty"`
 }
 
 // bindMount is a profile mount whose source runner-outer resolved.
@@ -324,8 +327,13 @@ func (c childSpec) validate() error {
 	if err := validRunDir(c.RunDir); err != nil {
 		return err
 	}
-	if err := validArgv(c.Argv); err != nil {
-		return err
+	if c.Pooled && (len(c.Argv) > 0 || len(c.Env) > 0) {
+		return bad("a pooled chain's argv and environment come with its take")
+	}
+	if !c.Pooled {
+		if err := validArgv(c.Argv); err != nil {
+			return err
+		}
 	}
 	if err := validEnv(c.Env); err != nil {
 		return err

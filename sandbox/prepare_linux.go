@@ -84,8 +84,11 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 			return nil, err
 		}
 	}
-	if p.input, err = o.dir.Open(journal.InputName, os.O_RDONLY, 0); err != nil {
-		return nil, fmt.Errorf("open the input: %w", err)
+	// A prestarted chain's input comes with its take.
+	if !s.Pooled {
+		if p.input, err = o.dir.Open(journal.InputName, os.O_RDONLY, 0); err != nil {
+			return nil, fmt.Errorf("open the input: %w", err)
+		}
 	}
 	if p.state, err = o.dir.Open(journal.StateName, os.O_WRONLY|os.O_APPEND, 0); err != nil {
 		return nil, fmt.Errorf("open the state file: %w", err)
@@ -94,10 +97,13 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 		return nil, fmt.Errorf("open the workspace: %w", err)
 	}
 	c := &p.inner.Child
-	c.RunDir, c.Argv, c.AgentUID, c.AgentGID = s.RunDir, s.Argv, auid, agid
-	c.Env = s.Env
-	if mode != netNone {
-		c.Env = append(append([]string(nil), s.Env...), proxyEnv()...)
+	c.RunDir, c.AgentUID, c.AgentGID = s.RunDir, auid, agid
+	env := agentSpecEnv(s)
+	if s.Pooled {
+		// The agent's argv and environment come with the take.
+		c.Pooled = true
+	} else {
+		c.Argv, c.Env = s.Argv, env
 	}
 	if c.Binary, c.BinaryDev, c.BinaryIno, err = bindBinary(s.Argv[0], s.Baton); err != nil {
 		return nil, err
@@ -108,7 +114,7 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 	if err := checkDests(c.Mounts, ws, c.Binary); err != nil {
 		return nil, err
 	}
-	home, ok := envValue(c.Env, "HOME")
+	home, ok := envValue(env, "HOME")
 	if !ok {
 		home = ws
 	}

@@ -73,4 +73,8 @@ type Spec struct {
 	// InterruptLine is written to stdin on an interrupt; empty: SIGINT
 	// to the agent's process group.
 	InterruptLine string `json:"interruptLine,omitempty"`
+	// Pooled marks a prestarted chain's spec (Prestart): its runner
+	// builds the sandbox and waits for a run to take it (Take), whose
+	// spec then replaces this one.
+	Pooled bool `json:"pooled,omitempty"`
 }

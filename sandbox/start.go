@@ -129,7 +129,7 @@ func Start(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*
 			return nil, err
 		}
 	}
-	pid, err := spawnRunner(ctx, o.binary, dir)
+	pid, _, err := spawnRunner(ctx, o.binary, dir, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func Respawn(ctx context.Context, dir journal.Dir, opts ...StartOption) (*Runner
 	if _, err := os.Lstat(dir.Journal()); !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s has a journal: its runner ran", ErrStartFailed, dir)
 	}
-	pid, err := spawnRunner(ctx, o.binary, dir)
+	pid, _, err := spawnRunner(ctx, o.binary, dir, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -20,20 +20,28 @@ const readyFDEnv = "BATON_RUNNER_READY_FD"
 const readyOK = "ok"
 
 // spawnRunner starts `binary runner-outer --spec <spec>` detached and
-// waits for its readiness report.
-func spawnRunner(ctx context.Context, binary string, dir journal.Dir) (int, error) {
+// waits for its readiness report. pool, if not nil, is a prestarted
+// chain's socket (Prestart), passed as fd 4. exited is closed once the
+// runner has exited and been reaped.
+func spawnRunner(ctx context.Context, binary string, dir journal.Dir, pool *os.File) (pid int, exited <-chan struct{}, err error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return 0, fmt.Errorf("sandbox: readiness pipe: %w", err)
+		return 0, nil, fmt.Errorf("sandbox: readiness pipe: %w", err)
 	}
 	defer r.Close()
+	// Only what the runner needs: the worker's environment may hold
+	// credentials, and nothing of it is the agent's.
+	env := append([]string{readyFDEnv + "=3"}, stageEnv...)
+	files := []*os.File{w}
+	if pool != nil {
+		env = append(env, poolFDEnv+"=4")
+		files = append(files, pool)
+	}
 	cmd := &exec.Cmd{
-		Path: binary,
-		Args: []string{binary, "runner-outer", "--spec", dir.Spec()},
-		// Only what the runner needs: the worker's environment may hold
-		// credentials, and nothing of it is the agent's.
-		Env:        append([]string{readyFDEnv + "=3"}, stageEnv...),
-		ExtraFiles: []*os.File{w},
+		Path:       binary,
+		Args:       []string{binary, "runner-outer", "--spec", dir.Spec()},
+		Env:        env,
+		ExtraFiles: files,
 		// Its own session: no signal for the worker's process group or
 		// terminal reaches it. No Pdeathsig: it outlives the worker.
 		// Stdin, Stdout and Stderr stay nil, which is /dev/null.
@@ -42,26 +50,26 @@ func spawnRunner(ctx context.Context, binary string, dir journal.Dir) (int, erro
 	err = cmd.Start()
 	w.Close()
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrStartFailed, err)
+		return 0, nil, fmt.Errorf("%w: %w", ErrStartFailed, err)
 	}
-	exited := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
 		// Reap it, so no zombie stays while the worker lives.
 		_ = cmd.Wait()
-		close(exited)
+		close(done)
 	}()
 	msg, err := readReady(ctx, r)
 	if err != nil {
-		return 0, fmt.Errorf("sandbox: waiting for runner %d: %w (it may still start)", cmd.Process.Pid, err)
+		return 0, done, fmt.Errorf("sandbox: waiting for runner %d: %w (it may still start)", cmd.Process.Pid, err)
 	}
 	switch {
 	case msg == readyOK:
-		return cmd.Process.Pid, nil
+		return cmd.Process.Pid, done, nil
 	case msg != "":
-		return 0, fmt.Errorf("%w: %s", ErrStartFailed, msg)
+		return 0, done, fmt.Errorf("%w: %s", ErrStartFailed, msg)
 	}
-	<-exited
-	return 0, fmt.Errorf("%w: runner-outer exited (%v) without reporting; see %s and %s",
+	<-done
+	return 0, done, fmt.Errorf("%w: runner-outer exited (%v) without reporting; see %s and %s",
 		ErrStartFailed, cmd.ProcessState, dir.State(), dir.Stderr())
 }
 

@@ -1,0 +1,531 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/journal"
+)
+
+// poolFDEnv names runner-outer's end of a prestarted chain's socket.
+const poolFDEnv = "BATON_RUNNER_POOL_FD"
+
+// The pool socket's messages: runner-outer says poolReady once it waits
+// for a take, the worker sends takeWord with the run's spec, journal and
+// input (SCM_RIGHTS), and runner-outer answers readyOK or "error: why".
+const poolReady = "ready"
+
+// closeWait bounds how long Close waits for an untaken chain's runner to
+// end once its socket is closed.
+const closeWait = 5 * time.Second
+
+// Prestarted is a runner chain started ahead of its job (Prestart): its
+// sandbox is built, and its init waits, before the agent, for a run to
+// take it (Take). One take, one run: a chain is never used twice.
+//
+// An entry is not safe for concurrent use: its pool hands it to one
+// start at a time.
+type Prestarted struct {
+	spec    Spec
+	dir     journal.Dir
+	sock    *os.File
+	pid     int
+	exited  <-chan struct{}
+	taken   bool // Take began: the entry is a run's, or closed
+	renamed bool // the directory is the run's now
+}
+
+// Prestart starts the runner chain of spec ahead of its job. spec is the
+// sandbox's shape: everything but the job's own (see Take); its RunDir
+// must be a new directory beside the run directories, named
+// PoolEntryPrefix and more, and its RunID names the entry (its cgroup's
+// name, if it has one). It returns once the sandbox is built and its init
+// waits for the take. A chain whose worker goes away untaken (its
+// socket's close) kills its sandbox and exits without a journal.
+func Prestart(ctx context.Context, spec Spec, opts ...StartOption) (*Prestarted, error) {
+	o, err := newStartOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	spec.Pooled = true
+	if !IsPoolEntry(filepath.Base(spec.RunDir)) {
+		return nil, fmt.Errorf("%w: a prestarted chain's directory %s must be named %s…", ErrInvalidSpec, spec.RunDir, PoolEntryPrefix)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if err := Poolable(spec); err != nil {
+		return nil, err
+	}
+	dir := journal.Dir(spec.RunDir)
+	made, err := prepareRunDir(ctx, dir, spec, nil, os.Geteuid(), os.Getegid(), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer made.Close()
+	mine, theirs, err := poolSocket()
+	if err != nil {
+		removeRunDir(dir, made)
+		return nil, err
+	}
+	pid, exited, err := spawnRunner(ctx, o.binary, dir, theirs)
+	theirs.Close()
+	p := &Prestarted{spec: spec, dir: dir, sock: mine, pid: pid, exited: exited}
+	if err == nil {
+		var msg string
+		if msg, err = p.reply(ctx); err == nil && msg != poolReady {
+			err = fmt.Errorf("%w: the prestarted runner said %q, not %q; see %s", ErrStartFailed, msg, poolReady, dir.State())
+		}
+	}
+	if err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// poolSocket is a prestarted chain's socket pair: the worker's end,
+// pollable, and the runner's.
+func poolSocket() (mine, theirs *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: pool socket: %w", err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("sandbox: pool socket: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "pool"), os.NewFile(uintptr(fds[1]), "pool-runner"), nil
+}
+
+// Dir is the entry's directory until a run takes it.
+func (p *Prestarted) Dir() journal.Dir { return p.dir }
+
+// Fits reports whether a run of spec can take this chain: nil, or why
+// not (wrapping ErrNotPooled).
+func (p *Prestarted) Fits(spec Spec) error { return fits(p.spec, spec) }
+
+// Alive reports whether the chain still waits for its take.
+func (p *Prestarted) Alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return !p.taken
+	}
+}
+
+// Take starts the run of spec on this chain, as Start would have started
+// it cold, and returns once its runner has taken it. It lays the run out
+// in the entry's directory (workspace seed, files, spec, input), calls
+// the WithBeforeSpawn function, renames the directory to spec.RunDir
+// (which must not exist: ErrRunExists), creates the run's journal, and
+// hands the runner the spec, journal and input; the runner tells the
+// sandbox's init the agent's argv and environment, and the init starts
+// it. The agent sees its workspace where the entry's was.
+//
+// A spec that does not fit (Fits) returns ErrNotPooled and leaves the
+// entry as it was; a chain that has ended returns ErrPoolEntryGone.
+// Either way nothing of the run exists and it may start cold. Any other
+// error closes the entry: before the rename, the run's directory does not
+// exist; after it, it stays for diagnosis, as Start leaves it.
+func (p *Prestarted) Take(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*Runner, error) {
+	o, err := newStartOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if spec.Pooled {
+		return nil, fmt.Errorf("%w: a run's spec is not a prestarted chain's", ErrInvalidSpec)
+	}
+	if err := p.Fits(spec); err != nil {
+		return nil, err
+	}
+	if !p.Alive() {
+		_ = p.Close()
+		return nil, ErrPoolEntryGone
+	}
+	p.taken = true
+	fail := func(err error) (*Runner, error) {
+		_ = p.Close()
+		return nil, err
+	}
+	if err := p.layOut(ctx, spec, input, o.seed); err != nil {
+		return fail(err)
+	}
+	if o.beforeSpawn != nil {
+		if err := o.beforeSpawn(); err != nil {
+			return fail(err)
+		}
+	}
+	dst := journal.Dir(spec.RunDir)
+	if err := unix.Renameat2(unix.AT_FDCWD, string(p.dir), unix.AT_FDCWD, string(dst), unix.RENAME_NOREPLACE); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			err = fmt.Errorf("%w: %s", ErrRunExists, dst)
+		}
+		return fail(fmt.Errorf("sandbox: take %s: %w", p.dir, err))
+	}
+	p.dir, p.renamed = dst, true
+	files, err := takeFiles(dst)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrStartFailed, err))
+	}
+	err = p.send(files)
+	for _, f := range files {
+		f.Close()
+	}
+	if err != nil {
+		return fail(fmt.Errorf("%w: hand the run to runner %d: %w", ErrStartFailed, p.pid, err))
+	}
+	msg, err := p.reply(ctx)
+	// The runner has the take, or ended: the socket has served.
+	p.sock.Close()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("sandbox: waiting for runner %d to take the run: %w (it may still take it)", p.pid, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrStartFailed, err)
+	case msg != readyOK:
+		return nil, fmt.Errorf("%w: %s", ErrStartFailed, strings.TrimPrefix(msg, "error: "))
+	}
+	return &Runner{PID: p.pid}, nil
+}
+
+// layOut writes the run's own into the entry's directory: the workspace's
+// seed and files, as prepareRunDir writes a cold run's, and its spec and
+// input in place of the entry's.
+func (p *Prestarted) layOut(ctx context.Context, spec Spec, input []byte, seed SeedFunc) error {
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 {
+		uid, gid = spec.sandboxIDs(0, 0)
+	}
+	ws := p.dir.Workspace()
+	if seed != nil {
+		if err := seedWorkspace(ctx, ws, seed, uid, gid); err != nil {
+			return err
+		}
+	}
+	if err := WriteSeeds(ws, spec.Files, uid, gid); err != nil {
+		return err
+	}
+	for path, b := range map[string][]byte{p.dir.Spec(): mustJSON(spec), p.dir.Input(): input} {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("sandbox: replace %s: %w", path, err)
+		}
+		if err := writeNew(path, b); err != nil {
+			return fmt.Errorf("sandbox: write %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// takeFiles opens the taken run's spec and input and creates its journal,
+// in the order the runner expects them.
+func takeFiles(dir journal.Dir) ([]*os.File, error) {
+	var files []*os.File
+	open := func(path string, flag int, perm fs.FileMode) error {
+		f, err := journal.OpenNoLinks(path, flag, perm)
+		if err == nil {
+			files = append(files, f)
+		}
+		return err
+	}
+	err := open(dir.Spec(), os.O_RDONLY, 0)
+	if err == nil {
+		// Created here, once: the runner took the run if and only if a
+		// journal exists (runnerTookRun), as for a cold start.
+		err = open(dir.Journal(), os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o640)
+	}
+	if err == nil {
+		err = open(dir.Input(), os.O_RDONLY, 0)
+	}
+	if err != nil {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, err
+	}
+	return files, nil
+}
+
+// send writes the take with files.
+func (p *Prestarted) send(files []*os.File) error {
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	rc, err := p.sock.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), []byte(takeWord), unix.UnixRights(fds...), nil, 0)
+		return !errors.Is(serr, unix.EAGAIN)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// reply reads the runner's next message, until ctx ends.
+func (p *Prestarted) reply(ctx context.Context) (string, error) {
+	stop := context.AfterFunc(ctx, func() { _ = p.sock.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	buf := make([]byte, 64<<10)
+	n, err := p.sock.Read(buf)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", fmt.Errorf("runner-outer %d ended without answering (%w); see %s and %s", p.pid, err, p.dir.State(), p.dir.Stderr())
+	}
+	return string(buf[:n]), nil
+}
+
+// Close discards an entry no run has taken: its runner, seeing the socket
+// close, kills the sandbox and exits, and Close removes its directory
+// once it has (waiting up to closeWait). Once a run has taken the entry,
+// Close only lets go of it.
+func (p *Prestarted) Close() error {
+	p.sock.Close()
+	if p.renamed {
+		return nil
+	}
+	p.taken = true
+	if p.exited != nil {
+		select {
+		case <-p.exited:
+		case <-time.After(closeWait):
+			return fmt.Errorf("sandbox: prestarted runner %d still running %v after its socket closed; %s left", p.pid, closeWait, p.dir)
+		}
+	}
+	if err := ReleaseWorkspace(p.dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(string(p.dir))
+}
+
+// RemoveStalePoolEntries removes the prestarted chains' directories in
+// runs whose runners have ended (a worker killed with its pool, say);
+// those of a live runner stay.
+func RemoveStalePoolEntries(runs string) error {
+	entries, err := os.ReadDir(runs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || !IsPoolEntry(e.Name()) {
+			continue
+		}
+		dir := journal.Dir(filepath.Join(runs, e.Name()))
+		if alive, err := Alive(dir); err != nil || alive {
+			errs = append(errs, err)
+			continue
+		}
+		if err := ReleaseWorkspace(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, os.RemoveAll(string(dir)))
+	}
+	return errors.Join(errs...)
+}
+
+// takePoolSocket finds a prestarted runner's socket and removes its
+// variable from the environment.
+func takePoolSocket() *os.File {
+	v, ok := os.LookupEnv(poolFDEnv)
+	if !ok {
+		return nil
+	}
+	os.Unsetenv(poolFDEnv)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "pool")
+}
+
+// awaitTake is a prestarted runner's wait for its take: it takes the
+// sandbox's init from runner-inner (inner; nil in runner-outer-wait),
+// execs runner-outer-wait as any runner does, says it is ready, and
+// waits. It returns once a run has taken the chain, runner-inner having
+// exited, or with an error once the chain has been abandoned: its worker
+// closed the socket, the sandbox ended, a stop came. Nothing ran then,
+// and no journal exists.
+func (o *outerRun) awaitTake(ctx context.Context, inner *innerProc, sigs chan os.Signal) error {
+	var innerDone <-chan error
+	var takes chan takeRecv
+	listen := func() error {
+		var err error
+		if o.initDone, err = o.init.wait(); err != nil {
+			return err
+		}
+		takes = make(chan takeRecv, 1)
+		go func() { takes <- recvTake(o.pool) }()
+		if _, err := unix.Write(int(o.pool.Fd()), []byte(poolReady)); err != nil {
+			return fmt.Errorf("tell the worker: %w", err)
+		}
+		o.st.ok("pool-ready", "waiting for a take")
+		return nil
+	}
+	if inner != nil {
+		innerDone = inner.done
+	} else if err := listen(); err != nil {
+		return o.abandonPool(nil, err)
+	}
+	for {
+		select {
+		case err := <-innerDone:
+			innerDone = nil
+			if why, ok := o.takeInit(err); !ok {
+				if r := readChainStatus(o.status); r.status != nil && r.status.Error != "" {
+					why = r.status.Error
+				}
+				return o.abandonPool(nil, fmt.Errorf("the sandbox did not start: %s", why))
+			}
+			inner = nil
+			if drained := o.handOver(sigs); len(drained) > 0 {
+				return o.abandonPool(nil, fmt.Errorf("%v came before a take", drained[0]))
+			}
+			if err := listen(); err != nil {
+				return o.abandonPool(nil, err)
+			}
+		case t := <-takes:
+			return o.take(t)
+		case ws := <-o.initDone:
+			why := describeWait(ws)
+			if r := readChainStatus(o.status); r.status != nil && r.status.Error != "" {
+				why = r.status.Error
+			}
+			o.initDone = nil
+			return o.abandonPool(nil, fmt.Errorf("the sandbox's init ended before a take: %s", why))
+		case sig := <-sigs:
+			if sig == unix.SIGHUP {
+				continue
+			}
+			return o.abandonPool(inner, fmt.Errorf("%v came before a take", sig))
+		case <-ctx.Done():
+			return o.abandonPool(inner, ctx.Err())
+		}
+	}
+}
+
+// abandonPool ends a chain no run took: it kills the sandbox (and
+// runner-inner, if not yet exited) and closes the socket.
+func (o *outerRun) abandonPool(inner *innerProc, err error) error {
+	o.st.fail("pool", err)
+	o.killChain(inner)
+	if inner != nil {
+		<-inner.done
+	}
+	o.pool.Close()
+	return fmt.Errorf("runner-outer: prestarted chain abandoned: %w", err)
+}
+
+// takeRecv is a take as received: the run's spec, journal and input.
+type takeRecv struct {
+	spec, journal, input *os.File
+	err                  error
+}
+
+// recvTake reads the worker's take from the pool socket.
+func recvTake(pool *os.File) takeRecv {
+	buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(3*4))
+	var n, oobn int
+	var err error
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(int(pool.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		return takeRecv{err: fmt.Errorf("read the take: %w", err)}
+	}
+	var fds []int
+	if oobn > 0 {
+		msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
+		if perr == nil && len(msgs) == 1 {
+			fds, perr = unix.ParseUnixRights(&msgs[0])
+		}
+		if perr != nil {
+			return takeRecv{err: fmt.Errorf("read the take: %w", perr)}
+		}
+	}
+	if n == 0 && len(fds) == 0 {
+		return takeRecv{err: errors.New("the worker let the prestarted chain go")}
+	}
+	if string(buf[:n]) != takeWord || len(fds) != 3 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return takeRecv{err: fmt.Errorf("the worker sent %q with %d descriptors, want %q with 3", buf[:n], len(fds), takeWord)}
+	}
+	return takeRecv{spec: os.NewFile(uintptr(fds[0]), "spec"), journal: os.NewFile(uintptr(fds[1]), "journal"),
+		input: os.NewFile(uintptr(fds[2]), "input")}
+}
+
+// take makes the chain the run's: the run's spec replaces the entry's,
+// the journal and input are the run's, and the sandbox's init learns the
+// agent's argv and environment. It answers the worker, then closes the
+// socket: from here the run is any other, which outlives its worker.
+func (o *outerRun) take(t takeRecv) error {
+	if t.err != nil {
+		return o.abandonPool(nil, t.err)
+	}
+	refuse := func(err error) error {
+		t.spec.Close()
+		t.journal.Close()
+		t.input.Close()
+		_, _ = unix.Write(int(o.pool.Fd()), []byte("error: "+err.Error()))
+		return o.abandonPool(nil, fmt.Errorf("take refused: %w", err))
+	}
+	b, err := readAll(t.spec, "the take's spec")
+	if err != nil {
+		return refuse(err)
+	}
+	s, err := decodeSpec(b)
+	switch {
+	case err != nil:
+		return refuse(err)
+	case s.Pooled:
+		return refuse(errors.New("the take's spec is a prestarted chain's"))
+	}
+	if err := fits(o.spec, s); err != nil {
+		return refuse(err)
+	}
+	jw, err := journal.NewWriter(t.journal)
+	if err != nil {
+		return refuse(err)
+	}
+	jw.SetLimit(int64(s.Limits.Output))
+	o.spec, o.dir, o.jw, o.stdinSrc = s, journal.Dir(s.RunDir), jw, t.input
+	o.st.ok("take", specSummary(s))
+	if _, err := o.ctl.Write(agentTakeOf(s).line()); err != nil {
+		// The init is gone: the run ends with its status, as any whose
+		// sandbox died.
+		o.st.fail("take", fmt.Errorf("tell the sandbox's init: %w", err))
+	}
+	_, _ = unix.Write(int(o.pool.Fd()), []byte(readyOK))
+	o.pool.Close()
+	o.pool = nil
+	return nil
+}
