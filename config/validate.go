@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // Bounds Validate enforces.
@@ -23,6 +24,10 @@ const (
 	maxJobBytes    = 64 << 20  // NATS's largest max_payload
 	maxID          = 1<<32 - 2 // the largest id a user namespace maps
 )
+
+// MaxPool bounds a profile's pool: each sandbox in it is two waiting
+// processes.
+const MaxPool = 64
 
 // Validate reports every problem of c, joined; each starts with the path of
 // its key, e.g. `profiles.claude.command: must not be empty`.
@@ -131,6 +136,11 @@ func (c *Config) Validate() error {
 		}
 		if p.MaxConcurrent < 0 {
 			bad(at+".maxConcurrent", "%d must not be negative", p.MaxConcurrent)
+		}
+		if p.Pool < 0 || p.Pool > MaxPool {
+			bad(at+".pool", "%d must be between 0 and %d", p.Pool, MaxPool)
+		} else if p.Pool > 0 && len(runspec.Network(p.Network).Prefixes()) > 0 {
+			bad(at+".pool", "a network with CIDR entries is set up per run, after the sandbox: no pool")
 		}
 		if p.Timeout < 0 {
 			bad(at+".timeout", "%s must not be negative", p.Timeout)

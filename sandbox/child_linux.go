@@ -265,9 +265,14 @@ func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *
 	if spec.Pooled {
 		w.Pooled, w.Rlimits = true, spec.Rlimits
 	} else {
-		f, res, ok := resolveAgent(spec.Argv, spec.Env, ws, spec.Rlimits, st)
+		b, res, ok := resolveAgent(spec.Argv, spec.Env, ws, spec.Rlimits, st)
 		if !ok {
 			return res
+		}
+		f, err := sealedFile("baton-exec-spec", b)
+		if err != nil {
+			st.fail("start-agent", err)
+			return chainStatus{Exit: 126, Error: err.Error()}
 		}
 		defer f.Close()
 		w.ExecSpec = int(f.Fd())
@@ -293,8 +298,8 @@ func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *
 }
 
 // resolveAgent finds the agent argv names on env's PATH, from the
-// workspace ws, and writes the exec stage's spec, returned open.
-func resolveAgent(argv, env []string, ws string, rlimits []rlimit, st *state) (*os.File, chainStatus, bool) {
+// workspace ws, and returns the exec stage's spec.
+func resolveAgent(argv, env []string, ws string, rlimits []rlimit, st *state) ([]byte, chainStatus, bool) {
 	env = agentEnv(env, ws)
 	path, err := lookPath(argv[0], env, ws)
 	if err != nil {
@@ -302,12 +307,7 @@ func resolveAgent(argv, env []string, ws string, rlimits []rlimit, st *state) (*
 		return nil, chainStatus{Exit: startExitCode(err), Error: err.Error()}, false
 	}
 	st.ok("resolve-agent", path)
-	f, err := sealedFile("baton-exec-spec", mustJSON(execSpec{Path: path, Argv: argv, Env: env, Dir: ws, Rlimits: rlimits}))
-	if err != nil {
-		st.fail("start-agent", err)
-		return nil, chainStatus{Exit: 126, Error: err.Error()}, false
-	}
-	return f, chainStatus{}, true
+	return mustJSON(execSpec{Path: path, Argv: argv, Env: env, Dir: ws, Rlimits: rlimits}), chainStatus{}, true
 }
 
 // waitSpec is what the wait stage needs to start the agent and wait for
@@ -389,24 +389,31 @@ func RunInitWait(ctx context.Context, specPath string) error {
 // namespace's init, reaps every process until the agent has ended: on
 // SIGCHLD (sigs), or, with sigs nil, through the kernel (SIGCHLD is
 // ignored), the agent's end coming from its pidfd.
+//
+// A prestarted chain's wait stage starts the exec stage before its take:
+// the stage does all it can without its spec (its start, the seccomp
+// filter's build, the capabilities' drop) and waits for the spec on a
+// pipe, which the init writes once the take has named the agent.
 func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
+	var stage *execStage
+	var err error
 	if w.Pooled && w.ExecSpec < 0 {
-		t, res, ok := awaitTake(ctx, w.Take, st, stops)
-		if !ok {
-			return res
+		stage, err = takeAgent(ctx, w, st, stops)
+	} else {
+		stage, err = spawnExecStage(w)
+		if err == nil {
+			err = stage.started()
 		}
-		f, res, ok := resolveAgent(t.Argv, t.Env, w.Dir, w.Rlimits, st)
-		if !ok {
-			return res
-		}
-		defer f.Close()
-		w.ExecSpec = int(f.Fd())
 	}
-	pid, pidfd, err := startExecStage(w)
 	if err != nil {
+		var res *statusError
+		if errors.As(err, &res) {
+			return res.status
+		}
 		st.fail("start-agent", err)
 		return chainStatus{Exit: 126, Error: err.Error()}
 	}
+	pid, pidfd := stage.pid, stage.pidfd
 	st.ok("start-agent", fmt.Sprintf("pid %d, uid %d, gid %d", pid, w.AgentUID, w.AgentGID))
 	for _, sig := range w.Stops {
 		forward(pid, syscall.Signal(sig))
@@ -447,6 +454,45 @@ func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.S
 			forward(pid, unix.SIGTERM)
 		}
 	}
+}
+
+// statusError is a chain status that ends the run before the agent
+// started, its record written.
+type statusError struct{ status chainStatus }
+
+func (e *statusError) Error() string { return e.status.Error }
+
+// takeAgent starts the exec stage of a prestarted chain, waits for the
+// take, and hands the stage the agent's spec. It returns the stage once
+// the agent runs.
+func takeAgent(ctx context.Context, w waitSpec, st *state, stops *stopReader) (*execStage, error) {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer specW.Close()
+	w.ExecSpec = int(specR.Fd())
+	stage, err := spawnExecStage(w)
+	specR.Close()
+	if err != nil {
+		return nil, err
+	}
+	st.ok("exec-stage", fmt.Sprintf("pid %d, waiting for the take", stage.pid))
+	t, res, ok := awaitTake(ctx, w.Take, st, stops)
+	var spec []byte
+	if ok {
+		spec, res, ok = resolveAgent(t.Argv, t.Env, w.Dir, w.Rlimits, st)
+	}
+	if !ok {
+		stage.kill()
+		return nil, &statusError{res}
+	}
+	if _, err := specW.Write(spec); err != nil {
+		stage.kill()
+		return nil, fmt.Errorf("hand the exec stage its spec: %w", err)
+	}
+	specW.Close()
+	return stage, stage.started()
 }
 
 // awaitTake waits for a prestarted chain's take, unless the init read it
@@ -548,18 +594,22 @@ func exitStatus(f *os.File) (syscall.WaitStatus, bool) {
 	}
 }
 
-// startExecStage starts `runner-exec` (w.Exe) with its spec
-// (w.ExecSpec) as the agent: in a user namespace of its own where it
-// is the agent uid (mapped to this namespace's 0), holding CAP_SETPCAP
-// only as long as it takes to empty its bounding set. It returns once the
-// agent runs, or with why the exec stage could not start it; in that case
-// the stage has been reaped. The pidfd it returns is the agent's.
-func startExecStage(w waitSpec) (int, int, error) {
+// execStage is a started exec stage, which becomes the agent: its pid,
+// its pidfd, and the pipe on which it says why it could not exec.
+type execStage struct {
+	pid, pidfd int
+	errR       *os.File
+}
+
+// spawnExecStage starts `runner-exec` (w.Exe) with its spec (w.ExecSpec)
+// as the agent: in a user namespace of its own where it is the agent uid
+// (mapped to this namespace's 0), holding CAP_SETPCAP only as long as it
+// takes to empty its bounding set.
+func spawnExecStage(w waitSpec) (*execStage, error) {
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		return 0, -1, err
+		return nil, err
 	}
-	defer errR.Close()
 	pidfd := -1
 	pid, err := syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(w.Exe),
 		[]string{"baton", "runner-exec", "--spec", "/proc/self/fd/" + strconv.Itoa(fdExecSpec)},
@@ -579,20 +629,39 @@ func startExecStage(w waitSpec) (int, int, error) {
 		})
 	errW.Close()
 	if err != nil {
-		return 0, -1, fmt.Errorf("start the exec stage: %w", err)
+		errR.Close()
+		return nil, fmt.Errorf("start the exec stage: %w", err)
 	}
-	msg, _ := io.ReadAll(io.LimitReader(errR, 4096))
+	return &execStage{pid: pid, pidfd: pidfd, errR: errR}, nil
+}
+
+// started returns once the agent runs, or with why the exec stage could
+// not start it; in that case the stage has been reaped.
+func (e *execStage) started() error {
+	defer e.errR.Close()
+	msg, _ := io.ReadAll(io.LimitReader(e.errR, 4096))
 	if len(msg) == 0 {
-		return pid, pidfd, nil // the pipe closed on exec: the agent runs
+		return nil // the pipe closed on exec: the agent runs
 	}
-	unix.Close(pidfd)
+	e.reap()
+	return errors.New(strings.TrimSpace(string(msg)))
+}
+
+// kill ends a stage that will not start an agent.
+func (e *execStage) kill() {
+	_ = unix.PidfdSendSignal(e.pidfd, unix.SIGKILL, nil, 0)
+	e.errR.Close()
+	e.reap()
+}
+
+func (e *execStage) reap() {
+	unix.Close(e.pidfd)
 	var ws syscall.WaitStatus
 	for {
-		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+		if _, err := syscall.Wait4(e.pid, &ws, 0, nil); err != syscall.EINTR {
 			break
 		}
 	}
-	return 0, -1, errors.New(strings.TrimSpace(string(msg)))
 }
 
 // reap collects every ended child, reporting the agent's wait status

@@ -26,8 +26,10 @@ var rlimitResources = map[string]int{
 
 // RunExec is `baton runner-exec --spec PATH`, the last stage before the
 // agent: started by runner-inner-child as the agent uid in a user
-// namespace of its own, PATH its spec (fd 3). It empties its capability
-// sets, bounding and ambient included, applies the rlimits (nproc counts
+// namespace of its own, PATH its spec (fd 3: a sealed memfd, or a pipe
+// the init writes at a prestarted chain's take). It empties its
+// capability sets, bounding and ambient included, reads its spec,
+// applies the rlimits (nproc counts
 // the agent's processes in that namespace only, so it bounds this run,
 // not the sandbox uid), sets no_new_privs, loads the seccomp filter on
 // every thread and executes the agent. If any step fails it writes why on
@@ -39,13 +41,11 @@ func RunExec(_ context.Context, specPath string) error {
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return execFailed(fmt.Errorf("mark descriptors close-on-exec: %w", err))
 	}
-	b, err := readBounded(specPath)
+	// Opened first, read last: a prestarted chain's stage (Prestart)
+	// waits for its spec, the agent's, on a pipe, all else done.
+	f, err := os.Open(specPath)
 	if err != nil {
-		return execFailed(err)
-	}
-	spec, err := decodeExecSpec(b)
-	if err != nil {
-		return execFailed(err)
+		return execFailed(fmt.Errorf("read spec: %w", err))
 	}
 	arch, err := seccomp.Native()
 	if err != nil {
@@ -56,6 +56,14 @@ func RunExec(_ context.Context, specPath string) error {
 		return execFailed(err)
 	}
 	if err := dropCapabilities(); err != nil {
+		return execFailed(err)
+	}
+	b, err := readAll(f, specPath)
+	if err != nil {
+		return execFailed(err)
+	}
+	spec, err := decodeExecSpec(b)
+	if err != nil {
 		return execFailed(err)
 	}
 	// Last before the filter and exec: a low nproc may leave this Go

@@ -111,6 +111,10 @@ func poolSocket() (mine, theirs *os.File, err error) {
 // Dir is the entry's directory until a run takes it.
 func (p *Prestarted) Dir() journal.Dir { return p.dir }
 
+// Exited is closed once the entry's runner has exited: taken and ended,
+// or ended untaken.
+func (p *Prestarted) Exited() <-chan struct{} { return p.exited }
+
 // Fits reports whether a run of spec can take this chain: nil, or why
 // not (wrapping ErrNotPooled).
 func (p *Prestarted) Fits(spec Spec) error { return fits(p.spec, spec) }
@@ -220,15 +224,27 @@ func (p *Prestarted) layOut(ctx context.Context, spec Spec, input []byte, seed S
 	if err := WriteSeeds(ws, spec.Files, uid, gid); err != nil {
 		return err
 	}
+	// Rewritten in place, as their directory entries cost more to make
+	// than the bytes to write (ext4); the runner has read the entry's.
 	for path, b := range map[string][]byte{p.dir.Spec(): mustJSON(spec), p.dir.Input(): input} {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("sandbox: replace %s: %w", path, err)
-		}
-		if err := writeNew(path, b); err != nil {
+		if err := rewrite(path, b); err != nil {
 			return fmt.Errorf("sandbox: write %s: %w", path, err)
 		}
 	}
 	return nil
+}
+
+// rewrite replaces the contents of the file at path, never through a link.
+func rewrite(path string, b []byte) error {
+	f, err := journal.OpenNoLinks(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // takeFiles opens the taken run's spec and input and creates its journal,

@@ -19,7 +19,7 @@ import (
 
 // chaosEchoProfile is the chaos suite's interactive profile: the agent
 // answers each stdin line with "echo:<line>".
-const chaosEchoProfile = "  echo:\n    command: [/bin/sh, -c, 'while read -r l; do echo \"echo:$l\"; done; echo eof']\n    stdin: stream\n"
+const chaosEchoProfile = "  echo:\n    command: [/bin/sh, -c, 'while read -r l; do echo \"echo:$l\"; done; echo eof']\n    stdin: stream\n    pool: 1\n"
 
 // chaosInput sends numbered input to interactive runs all through the
 // chaos, as any client would: a request per message, retried with the same

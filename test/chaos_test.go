@@ -71,7 +71,9 @@ func runChaos(t *testing.T, natsNodes int) {
 	names := protocol.MustNames("")
 
 	cfgPath := filepath.Join(t.TempDir(), "baton.yaml")
-	cfg := fmt.Sprintf("leaseTTL: 2s\nconcurrency: 16\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n", natsNodes) + chaosEchoProfile
+	// Each worker keeps sandboxes of both profiles started ahead: runs
+	// take them, and workers are killed holding them.
+	cfg := fmt.Sprintf("leaseTTL: 2s\nconcurrency: 16\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n    pool: 2\n", natsNodes) + chaosEchoProfile
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +219,19 @@ func runChaos(t *testing.T, natsNodes int) {
 			failedRuns = failedRuns[:len(failedRuns)-1]
 		}
 	}
+	prestarted := 0
+	for _, dir := range dirs {
+		states, _ := filepath.Glob(filepath.Join(dir, "runs", "*", "state.ndjson"))
+		for _, st := range states {
+			if b, err := os.ReadFile(st); err == nil && bytes.Contains(b, []byte(`"stage":"outer","phase":"take"`)) {
+				prestarted++
+			}
+		}
+	}
+	if prestarted == 0 {
+		t.Error("no run took a prestarted sandbox: the pools were not exercised")
+	}
+	t.Logf("%d runs took a prestarted sandbox", prestarted)
 	inputs := input.check(js)
 	selfExits := 0
 	for _, w := range workers {

@@ -78,6 +78,8 @@ func TestRealAgents(t *testing.T) {
 		p["env"] = env
 		p["mounts"] = []any{map[string]any{"source": prefix, "target": realMount}}
 		p["network"] = map[string]any{"allow": []any{mockName, host.Prefix.String()}, "hosts": map[string]any{mockName: host.Addr.String()}}
+		// The test host's CIDR entry is set up per run: no pool.
+		delete(p, "pool")
 		p["timeout"] = "2m"
 		profiles[name] = p
 	}

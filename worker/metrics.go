@@ -7,18 +7,22 @@ import (
 // metrics are the worker's Prometheus series. Every series is per worker
 // process; a fleet is summed by the scraper.
 type metrics struct {
-	runsStarted   prometheus.Counter
-	inputsWritten prometheus.Counter
-	runsAttached  *prometheus.CounterVec // by reason: handoff, recover
-	runsFinished  *prometheus.CounterVec // by terminal status
-	runsHandedOff prometheus.Counter
-	runsDropped   *prometheus.CounterVec // runs this worker stopped publishing, by cause
-	runsPruned    prometheus.Counter
-	linesOut      prometheus.Counter
-	bytesOut      prometheus.Counter
-	rejected      *prometheus.CounterVec // jobs sent to the DLQ, by reason
-	active        prometheus.GaugeFunc
-	reapPasses    prometheus.Histogram // node-loss reaper passes that read the index
+	runsStarted prometheus.Counter
+	// Sandboxes started ahead of their jobs, by profile, and the runs
+	// that took one.
+	prestarted     *prometheus.CounterVec
+	runsPrestarted prometheus.Counter
+	inputsWritten  prometheus.Counter
+	runsAttached   *prometheus.CounterVec // by reason: handoff, recover
+	runsFinished   *prometheus.CounterVec // by terminal status
+	runsHandedOff  prometheus.Counter
+	runsDropped    *prometheus.CounterVec // runs this worker stopped publishing, by cause
+	runsPruned     prometheus.Counter
+	linesOut       prometheus.Counter
+	bytesOut       prometheus.Counter
+	rejected       *prometheus.CounterVec // jobs sent to the DLQ, by reason
+	active         prometheus.GaugeFunc
+	reapPasses     prometheus.Histogram // node-loss reaper passes that read the index
 	// Runs whose publishing waits for room in JetStream, and such stalls.
 	storageWaiting prometheus.Gauge
 	storageStalls  prometheus.Counter
@@ -28,6 +32,10 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 	m := &metrics{
 		runsStarted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_runs_started_total", Help: "Runs this worker started."}),
+		prestarted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_sandboxes_prestarted_total", Help: "Sandboxes this worker started ahead of their jobs (profile pool), by profile."}, []string{"profile"}),
+		runsPrestarted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_runs_started_prestarted_total", Help: "Runs this worker started on a prestarted sandbox (of baton_runs_started_total)."}),
 		inputsWritten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_inputs_written_total", Help: "Input messages this worker handed to runners, which wrote them to agents' stdin."}),
 		runsAttached: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -57,7 +65,7 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_storage_stalls_total", Help: "Times a run's publishing began waiting for room in JetStream."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.runsStarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
+		reg.MustRegister(m.runsStarted, m.prestarted, m.runsPrestarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
 			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active, m.reapPasses, m.storageWaiting, m.storageStalls)
 	}
 	return m

@@ -52,6 +52,9 @@ type run struct {
 	// onTurn, if set, is told after a turn-end line (waiting) and after
 	// an input (running) is on the chain (see turns.go).
 	onTurn func(ctx context.Context, waiting bool) error
+	// settled, if set, is closed once a start has marked the run's record
+	// running and acknowledged its job, which it does beside the follow.
+	settled <-chan struct{}
 }
 
 // cancel asks the runner to end the agent; the runner writes the sentinel
@@ -187,12 +190,16 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 	w.active[r.id] = r
 	w.mu.Unlock()
 	defer func() {
+		if r.settled != nil {
+			<-r.settled
+		}
 		w.mu.Lock()
 		delete(w.active, r.id)
 		w.mu.Unlock()
 	}()
-	// A cancel recorded before the run was registered is not missed.
-	w.checkCancel(ctx, r)
+	// A cancel recorded before the run was registered is not missed; the
+	// follow does not wait for the record's read.
+	go w.checkCancel(ctx, r)
 	stopInput := w.startInput(ctx, r)
 	defer stopInput()
 	defer w.trackTurns(ctx, r)()
@@ -356,13 +363,8 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	}
 	r.chain = w.newChain(r, pos.Seq)
 
-	spec := sandbox.Spec{
-		RunID: r.id, RunDir: string(r.dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files,
-		Nonce: r.nonce, Deadline: rec.Deadline, KillGrace: 5 * time.Second,
-		Network: inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
-		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,
-		CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs, Workspace: arch,
-	}
+	spec := w.sandboxSpec(r.id, r.dir, inv)
+	spec.Nonce, spec.Deadline, spec.Workspace = r.nonce, rec.Deadline, arch
 	// A lease lost while preparing (NATS away longer than its TTL) stops
 	// the start as the worker stopping does: the run may be another
 	// worker's by now.
@@ -399,7 +401,8 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	if job.Workspace != nil {
 		startOpts = append(startOpts, sandbox.WithSeed(w.seedWorkspace(job.Workspace.Object, arch, archErr, msg, r.log)))
 	}
-	if _, err := sandbox.Start(startCtx, spec, inv.Input, startOpts...); errors.Is(err, errSuperseded) {
+	pooled, err := w.startRunner(startCtx, inv.Profile, spec, inv.Input, startOpts...)
+	if errors.Is(err, errSuperseded) {
 		r.log.Warn().Err(err).Msg("another worker took this run over before its runner started; leaving it")
 		_ = l.Release(ctx, 0, 0)
 		return nil
@@ -446,21 +449,44 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 		_ = msg.DoubleAck(ctx)
 		return nil
 	}
-	if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
-		if rec.State.Terminal() {
-			return kv.ErrUnchanged // a write would drop the record's retention TTL
+	// The record's "running" and the job's ack go beside the run's first
+	// lines, not before them: a prestarted run's agent prints within
+	// milliseconds of its take, and the follower starts at once.
+	settled := make(chan struct{})
+	r.settled = settled
+	go func() {
+		defer close(settled)
+		if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
+			if rec.State.Terminal() {
+				return kv.ErrUnchanged // a write would drop the record's retention TTL
+			}
+			rec.State, rec.StartedAt, rec.Worker = kv.RunRunning, time.Now().UTC(), w.id
+			return nil
+		}); err != nil {
+			r.log.Warn().Err(err).Msg("mark run running")
 		}
-		rec.State, rec.StartedAt, rec.Worker = kv.RunRunning, time.Now().UTC(), w.id
-		return nil
-	}); err != nil {
-		r.log.Warn().Err(err).Msg("mark run running")
-	}
-	if err := msg.DoubleAck(ctx); err != nil {
-		r.log.Warn().Err(err).Msg("ack job")
-	}
+		if err := msg.DoubleAck(ctx); err != nil {
+			r.log.Warn().Err(err).Msg("ack job")
+		}
+	}()
 	w.metrics.runsStarted.Inc()
-	r.log.Info().Strs("argv", inv.Argv).Msg("run started")
+	if pooled {
+		w.metrics.runsPrestarted.Inc()
+	}
+	r.log.Info().Strs("argv", inv.Argv).Bool("prestarted", pooled).Msg("run started")
 	return r
+}
+
+// sandboxSpec is the spec of run id in dir for inv, without what is the
+// start's own (nonce, deadline, workspace archive).
+func (w *Worker) sandboxSpec(id string, dir journal.Dir, inv config.Invocation) sandbox.Spec {
+	return sandbox.Spec{
+		RunID: id, RunDir: string(dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files,
+		KillGrace: 5 * time.Second,
+		Network:   inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
+		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,
+		CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs,
+	}
 }
 
 // clearUnstarted removes what a worker that died while starting r left

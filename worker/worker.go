@@ -27,6 +27,7 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
 )
 
 // InboxPrefix is the inbox prefix of a worker's connection: replies to the
@@ -87,6 +88,9 @@ type Worker struct {
 	inputPokes map[string]chan struct{}
 	// notice is how notices to a run's holder are sent again (notice.go).
 	notice noticeTiming
+	// pools are the profiles' prestarted sandboxes (pool.go), by profile;
+	// set before the worker consumes.
+	pools map[string]*chainPool
 }
 
 // Option configures a Worker.
@@ -256,6 +260,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Go(func() { w.recoverLoop(ctx, leaseWatch) })
 	bg.Go(func() { w.reapLoop(ctx) })
 	bg.Go(func() { w.pruneLoop(ctx) })
+	// A pool's chains die with their worker; a killed worker's leave
+	// their directories, removed here.
+	if err := sandbox.RemoveStalePoolEntries(filepath.Join(w.stateDir, "runs")); err != nil {
+		w.log.Warn().Err(err).Msg("remove prestarted sandboxes' directories of a worker gone")
+	}
+	w.pools = w.newPools()
+	for _, p := range w.pools {
+		bg.Go(func() { p.run(ctx) })
+	}
 	// Up before Ready, so a ready worker answers requests.
 	if stop, err := w.serve(ctx); err != nil {
 		w.log.Warn().Err(err).Msg("micro service: this worker answers no status nor cancel requests")

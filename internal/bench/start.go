@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
 )
 
 const (
@@ -34,6 +36,8 @@ func anchorNA(row, target string, err error) Result {
 // none, against `bwrap --ro-bind / / true` measured in between; then the
 // same with an egress allowlist (pasta), against pasta starting `true`.
 // Runs are sequential, each ended before the next: the worker is idle.
+// The row's runs take a sandbox of their profile's pool (profile "pool",
+// started ahead of the job); cold starts run between, reported beside.
 func (e *env) start(ctx context.Context, sz sizes) []Result {
 	res := []Result{e.startNone(ctx, sz)}
 	e.stopWorkers() // the next worker has a profile this one lacks
@@ -45,49 +49,103 @@ func (e *env) startNone(ctx context.Context, sz sizes) Result {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		return Result{Row: "start", Target: startTarget, Measured: "n/a: bwrap is missing (apt-get install bubblewrap)", Pass: na}
 	}
-	if _, err := e.startWorker(ctx, "start", 4); err != nil {
+	cfg := filepath.Join(e.dir, "worker-start.yaml")
+	if err := os.WriteFile(cfg, []byte(workerConfig+startPoolProfile), 0o600); err != nil {
 		return fail(err)
 	}
+	w, err := e.startWorkerWith(ctx, "start", 4, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer w.stop(15 * time.Second)
 	// The agent is /bin/echo printing one line: as cheap as the anchor's
-	// `true`, so the ratio is baton's own cost. baton's fake agent (a Go
-	// program, the 32 MB baton binary, whose start alone takes 5-8 ms)
-	// runs between, for comparison with the figures before it.
-	var runs, started, anchors, outers, readies, agents, goRuns []time.Duration
+	// `true`, so the ratio is baton's own cost. The same cold, and baton's
+	// fake agent cold (a Go program, the 32 MB baton binary, whose start
+	// alone takes 5-8 ms), run between, for comparison.
+	var runs, started, anchors, takes, agents, colds, coldAgents, goRuns []time.Duration
 	for i := range sz.starts {
 		d, err := timeCommand(ctx, e.anchorLimit, nil, e.bwrapAnchor)
 		if err != nil {
 			return anchorNA("start", startTarget, err)
 		}
 		anchors = append(anchors, d)
-		t, err := e.timeStart(ctx, fmt.Sprintf("bench-start-%d", i), "line")
+		// The pool refills after each take: the row times a take, not a
+		// cold start behind an empty pool.
+		if err := e.waitPool(ctx, 1); err != nil {
+			return fail(err)
+		}
+		t, err := e.timeStart(ctx, fmt.Sprintf("bench-start-%d", i), "line-pooled")
 		if err != nil {
 			return fail(err)
 		}
+		if t.take == 0 {
+			return fail(fmt.Errorf("run bench-start-%d did not take a prestarted sandbox; see %s", i, e.runDir(fmt.Sprintf("bench-start-%d", i)).State()))
+		}
 		runs, started = append(runs, t.first), append(started, t.started)
-		outers, readies, agents = append(outers, t.outer), append(readies, t.ready), append(agents, t.agent)
+		takes, agents = append(takes, t.take), append(agents, t.agent)
+		c, err := e.timeStart(ctx, fmt.Sprintf("bench-start-cold-%d", i), "line")
+		if err != nil {
+			return fail(err)
+		}
+		colds, coldAgents = append(colds, c.first), append(coldAgents, c.agent)
 		g, err := e.timeStart(ctx, fmt.Sprintf("bench-start-go-%d", i), "fake", "--lines", "1")
 		if err != nil {
 			return fail(err)
 		}
 		goRuns = append(goRuns, g.first)
 	}
-	run, anchor, goRun := median(runs), median(anchors), median(goRuns)
+	run, anchor, cold, goRun := median(runs), median(anchors), median(colds), median(goRuns)
 	ratio := float64(run) / float64(anchor)
-	e.logf("start: p50 %s (started status %s; Go agent %s) vs bwrap %s", run, median(started), goRun, anchor)
+	e.logf("start: p50 %s (started status %s; cold %s; Go agent cold %s) vs bwrap %s", run, median(started), cold, goRun, anchor)
 	return Result{
 		Row: "start", Target: startTarget,
-		Measured: fmt.Sprintf("p50 %s (max %s) vs bwrap %s = %.1f× (%d runs of /bin/echo); p50 from the submit: runner-outer up %s, ready %s, \"started\" %s, agent started %s, first line %s; with baton's fake agent (Go) instead: p50 %s = %.1f×",
+		Measured: fmt.Sprintf("p50 %s (max %s) vs bwrap %s = %.1f× (%d runs of /bin/echo on prestarted sandboxes); p50 from the submit: taken %s, agent started %s, \"started\" %s, first line %s; cold (no pool): p50 %s = %.1f×, agent started %s; cold with baton's fake agent (Go): p50 %s = %.1f×",
 			ms(run), ms(quantile(runs, 1)), ms(anchor), ratio, len(runs),
-			ms(median(outers)), ms(median(readies)), ms(median(started)), ms(median(agents)), ms(run),
+			ms(median(takes)), ms(median(agents)), ms(median(started)), ms(run),
+			ms(cold), float64(cold)/float64(anchor), ms(median(coldAgents)),
 			ms(goRun), float64(goRun)/float64(anchor)),
 		Pass: verdict(ratio <= 3),
 	}
 }
 
+// startPoolProfile is the start row's pooled profile: the line profile
+// with two sandboxes started ahead.
+const startPoolProfile = `  line-pooled:
+    command: ["/bin/echo", "{\"type\":\"bench\",\"line\":1}"]
+    timeout: 1h
+    network: none
+    pool: 2
+`
+
+// waitPool waits until n prestarted sandboxes wait for a take in the
+// bench node's state directory.
+func (e *env) waitPool(ctx context.Context, n int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		dirs, _ := filepath.Glob(filepath.Join(e.stateDir, "runs", sandbox.PoolEntryPrefix+"*"))
+		ready := 0
+		for _, d := range dirs {
+			b, _ := os.ReadFile(journal.Dir(d).State())
+			if alive, _ := sandbox.Alive(journal.Dir(d)); alive && strings.Contains(string(b), `"phase":"pool-ready"`) {
+				ready++
+			}
+		}
+		if ready >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d prestarted sandboxes wait after 30 s, want %d; see %s", ready, n, filepath.Join(e.dir, "start.log"))
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // startTimes are a run's start, from the submit of its job.
 type startTimes struct {
-	outer   time.Duration // to runner-outer's first record: the worker took the job and spawned the runner
-	ready   time.Duration // to runner-outer's "ready": the worker's sandbox.Start returns
+	take    time.Duration // to a prestarted runner's "take" record (zero for a cold start)
 	agent   time.Duration // to the agent's start (the chain's "start-agent" record)
 	started time.Duration // to its "started" status
 	first   time.Duration // to its first line at the subscriber
@@ -150,7 +208,7 @@ func (e *env) timeStart(ctx context.Context, runID, profile string, args ...stri
 	}
 	if b, err := os.ReadFile(e.runDir(runID).State()); err == nil {
 		ph := phaseTimes(b)
-		t.outer, t.ready, t.agent = since(ph["outer/spec"]), since(ph["outer/ready"]), since(ph["inner-child/start-agent"])
+		t.take, t.agent = since(ph["outer/take"]), since(ph["inner-child/start-agent"])
 	}
 	return t, nil
 }

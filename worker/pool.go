@@ -1,0 +1,190 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
+)
+
+// Bounds of a pool's refill.
+const (
+	prestartTimeout = 30 * time.Second
+	prestartBackoff = time.Minute // the longest wait after failed prestarts
+	refillDelay     = 50 * time.Millisecond
+)
+
+// chainPool keeps a profile's sandboxes started ahead of its jobs
+// (profile "pool", sandbox.Prestart): a start whose spec fits takes one
+// (sandbox.Prestarted.Take), and the pool starts another in the
+// background, one at a time. Its chains die with the worker.
+type chainPool struct {
+	w       *Worker
+	profile string
+	shape   sandbox.Spec // RunID and RunDir set per entry
+	size    int
+
+	mu    sync.Mutex
+	ready []*sandbox.Prestarted
+	kick  chan struct{}
+}
+
+// newPools makes the pools of the profiles that ask for one. A profile
+// whose shape cannot be resolved (its "{baton}" unknown) gets none, and
+// says why.
+func (w *Worker) newPools() map[string]*chainPool {
+	pools := map[string]*chainPool{}
+	for name, p := range w.cfg.Profiles {
+		if p.Pool <= 0 {
+			continue
+		}
+		inv, err := w.cfg.Resolve(protocol.Job{RunID: "pool", Profile: name}, w.binary)
+		if err != nil {
+			w.log.Warn().Err(err).Str("profile", name).Msg("no pool: the profile's sandbox cannot be resolved")
+			continue
+		}
+		shape := w.sandboxSpec("pool", "", inv)
+		if err := sandbox.Poolable(shape); err != nil {
+			w.log.Warn().Err(err).Str("profile", name).Msg("no pool")
+			continue
+		}
+		pools[name] = &chainPool{w: w, profile: name, shape: shape, size: p.Pool, kick: make(chan struct{}, 1)}
+	}
+	return pools
+}
+
+// run keeps the pool full until ctx ends, then closes every entry.
+func (p *chainPool) run(ctx context.Context) {
+	defer p.closeAll()
+	log := p.w.log.With().Str("profile", p.profile).Logger()
+	var backoff time.Duration
+	for ctx.Err() == nil {
+		if p.count() >= p.size {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.kick:
+			}
+			continue
+		}
+		e, err := p.prestart(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, time.Second), prestartBackoff)
+			log.Warn().Err(err).Dur("retry_in", backoff).Msg("prestart a sandbox")
+			sleep(ctx, backoff)
+			continue
+		}
+		backoff = 0
+		p.mu.Lock()
+		p.ready = append(p.ready, e)
+		p.mu.Unlock()
+		p.w.metrics.prestarted.WithLabelValues(p.profile).Inc()
+		// An entry that ends untaken (killed, its sandbox failed) is
+		// replaced.
+		go func() {
+			select {
+			case <-e.Exited():
+				p.poke()
+			case <-ctx.Done():
+			}
+		}()
+	}
+}
+
+// prestart starts one entry.
+func (p *chainPool) prestart(ctx context.Context) (*sandbox.Prestarted, error) {
+	id := randomHex(8)
+	shape := p.shape
+	shape.RunID = "pool-" + id
+	shape.RunDir = filepath.Join(p.w.stateDir, "runs", sandbox.PoolEntryPrefix+id)
+	shape.Nonce = journal.NewNonce()
+	ctx, cancel := context.WithTimeout(ctx, prestartTimeout)
+	defer cancel()
+	return sandbox.Prestart(ctx, shape, sandbox.WithBinary(p.w.runner))
+}
+
+// count is the number of entries, closing those that ended.
+func (p *chainPool) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	live := p.ready[:0]
+	for _, e := range p.ready {
+		if e.Alive() {
+			live = append(live, e)
+			continue
+		}
+		go p.discard(e)
+	}
+	clear(p.ready[len(live):])
+	p.ready = live
+	return len(p.ready)
+}
+
+// get hands out an entry spec fits, or nil, and has the pool refilled.
+func (p *chainPool) get(spec sandbox.Spec) *sandbox.Prestarted {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, e := range p.ready {
+		if !e.Alive() || e.Fits(spec) != nil {
+			continue
+		}
+		p.ready = append(p.ready[:i], p.ready[i+1:]...)
+		return e
+	}
+	return nil
+}
+
+func (p *chainPool) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// discard closes an entry no run took.
+func (p *chainPool) discard(e *sandbox.Prestarted) {
+	if err := e.Close(); err != nil {
+		p.w.log.Warn().Err(err).Str("profile", p.profile).Msg("discard a prestarted sandbox")
+	}
+}
+
+func (p *chainPool) closeAll() {
+	p.mu.Lock()
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range ready {
+		wg.Go(func() { p.discard(e) })
+	}
+	wg.Wait()
+}
+
+// startRunner starts the run of spec: on a prestarted sandbox of its
+// profile's pool if one fits, else cold (sandbox.Start). pooled says
+// which.
+func (w *Worker) startRunner(ctx context.Context, profile string, spec sandbox.Spec, input []byte, opts ...sandbox.StartOption) (pooled bool, err error) {
+	if p := w.pools[profile]; p != nil {
+		if e := p.get(spec); e != nil {
+			_, err := e.Take(ctx, spec, input, opts...)
+			// Refilled once the agent has had the CPUs to start: a
+			// chain's start (six Go programs, namespaces, mounts) beside
+			// it would double its time on a small node.
+			time.AfterFunc(refillDelay, p.poke)
+			if !errors.Is(err, sandbox.ErrPoolEntryGone) && !errors.Is(err, sandbox.ErrNotPooled) {
+				return true, err
+			}
+			// Nothing of the run was written: it starts cold.
+		}
+	}
+	_, err = sandbox.Start(ctx, spec, input, opts...)
+	return false, err
+}

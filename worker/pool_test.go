@@ -1,0 +1,104 @@
+package worker_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
+)
+
+// poolEntries are the prestarted sandboxes in stateDir whose runners wait
+// for a take.
+func poolEntries(t *testing.T, stateDir string) []journal.Dir {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(stateDir, "runs", sandbox.PoolEntryPrefix+"*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready []journal.Dir
+	for _, d := range dirs {
+		dir := journal.Dir(d)
+		b, _ := os.ReadFile(dir.State())
+		if alive, _ := sandbox.Alive(dir); alive && strings.Contains(string(b), `"phase":"pool-ready"`) {
+			ready = append(ready, dir)
+		}
+	}
+	return ready
+}
+
+// waitPool waits until n prestarted sandboxes wait in stateDir.
+func waitPool(t *testing.T, stateDir string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(poolEntries(t, stateDir)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d prestarted sandboxes wait after 30 s, want %d", len(poolEntries(t, stateDir)), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// took reports whether run id took a prestarted sandbox.
+func took(t *testing.T, h *harness, id string) bool {
+	t.Helper()
+	b, err := os.ReadFile(journal.Dir(filepath.Join(h.stateDir, "runs", id)).State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(b), `"stage":"outer","phase":"take"`)
+}
+
+// TestPrestartedRuns: a profile's pool keeps its sandboxes started; runs
+// take them, their published events equal their journals byte for byte,
+// and the pool refills; a job that changes the sandbox starts cold; a
+// stopping worker leaves no prestarted sandbox behind.
+func TestPrestartedRuns(t *testing.T) {
+	h := newHarness(t, func(_ *server.Options, c *config.Config) {
+		c.Profiles["pooled"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: config.AnyArgs,
+			Timeout: time.Minute, Pool: 2}
+	})
+	waitPool(t, h.stateDir, 2)
+	for i := range 3 {
+		id := newRunID(t)
+		h.submit(map[string]any{"runId": id, "profile": "pooled", "input": "hello",
+			// An output limit is the journal's, not the sandbox's: still pooled.
+			"limits": map[string]string{"output": "1MiB"},
+			"args":   []string{"--lines", "200", "--raw-every", "7", "--seed", "3", "--partial-last", "--forge-sentinel"}})
+		msgs := h.chain(id, 60*time.Second)
+		if n := h.assertChainMatchesJournal(id, msgs); n < 200 {
+			t.Fatalf("run %d: only %d lines", i, n)
+		}
+		st := statuses(t, msgs)
+		if st[0].Status != protocol.StatusStarted || st[len(st)-1].Status != protocol.StatusSucceeded {
+			t.Fatalf("run %d: statuses %+v", i, st)
+		}
+		if !took(t, h, id) {
+			t.Errorf("run %d started cold with %d prestarted sandboxes waiting", i, len(poolEntries(t, h.stateDir)))
+		}
+		waitPool(t, h.stateDir, 2)
+	}
+	cold := newRunID(t)
+	h.submit(map[string]any{"runId": cold, "profile": "pooled", "limits": map[string]string{"disk": "32MiB"},
+		"args": []string{"--lines", "3"}})
+	if st := h.terminal(cold); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("cold run ended %s: %s", st.Status, st.Reason)
+	}
+	if took(t, h, cold) {
+		t.Error("a run with its own disk limit took a prestarted sandbox")
+	}
+	if n := len(poolEntries(t, h.stateDir)); n != 2 {
+		t.Errorf("%d prestarted sandboxes after a cold run, want the 2 it left", n)
+	}
+	h.stopWorker("w1")
+	if dirs, _ := filepath.Glob(filepath.Join(h.stateDir, "runs", sandbox.PoolEntryPrefix+"*")); len(dirs) > 0 {
+		t.Errorf("a stopped worker left its prestarted sandboxes: %v", dirs)
+	}
+}
