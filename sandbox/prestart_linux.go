@@ -335,9 +335,11 @@ func (p *Prestarted) Close() error {
 }
 
 // RemoveStalePoolEntries removes the prestarted chains' directories in
-// runs whose runners have ended (a worker killed with its pool, say);
-// those of a live runner stay.
-func RemoveStalePoolEntries(runs string) error {
+// runs whose runners have ended (a worker killed with its pool, say) and
+// that have not changed for settled: those of a live runner stay, and so
+// do those another worker may be laying out (before its runner holds the
+// lock).
+func RemoveStalePoolEntries(runs string, settled time.Duration) error {
 	entries, err := os.ReadDir(runs)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -351,6 +353,9 @@ func RemoveStalePoolEntries(runs string) error {
 			continue
 		}
 		dir := journal.Dir(filepath.Join(runs, e.Name()))
+		if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) < settled {
+			continue
+		}
 		if alive, err := Alive(dir); err != nil || alive {
 			errs = append(errs, err)
 			continue

@@ -238,8 +238,8 @@ func TestPrestartedRespawn(t *testing.T) {
 	wantSentinel(t, s, 0, journal.ReasonExit, "")
 }
 
-// TestRemoveStalePoolEntries removes a killed chain's entry and keeps a
-// live one's.
+// TestRemoveStalePoolEntries removes a killed chain's entry once settled,
+// and keeps a live one's.
 func TestRemoveStalePoolEntries(t *testing.T) {
 	t.Parallel()
 	spec := newSpec(t, "/bin/true")
@@ -253,7 +253,14 @@ func TestRemoveStalePoolEntries(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := sandbox.RemoveStalePoolEntries(filepath.Dir(spec.RunDir)); err != nil {
+	runs := filepath.Dir(spec.RunDir)
+	if err := sandbox.RemoveStalePoolEntries(runs, time.Hour); err != nil {
+		t.Fatalf("RemoveStalePoolEntries: %v", err)
+	}
+	if _, err := os.Lstat(string(dead.Dir())); err != nil {
+		t.Errorf("a dead entry younger than the settling time was removed: %v", err)
+	}
+	if err := sandbox.RemoveStalePoolEntries(runs, 0); err != nil {
 		t.Fatalf("RemoveStalePoolEntries: %v", err)
 	}
 	if _, err := os.Lstat(string(dead.Dir())); !errors.Is(err, os.ErrNotExist) {

@@ -17,6 +17,10 @@ const (
 	prestartTimeout = 30 * time.Second
 	prestartBackoff = time.Minute // the longest wait after failed prestarts
 	refillDelay     = 50 * time.Millisecond
+	// poolEntrySettled is how long a dead entry's directory stays
+	// unchanged before it is removed: younger, another worker of the
+	// node may be laying it out.
+	poolEntrySettled = 10 * time.Second
 )
 
 // chainPool keeps a profile's sandboxes started ahead of its jobs

@@ -103,6 +103,12 @@ func Prune(ctx context.Context, stateDir string, olderThan time.Duration, opts .
 		}
 		out = append(out, p)
 	}
+	// And the directories of prestarted sandboxes a killed worker left.
+	if !o.dryRun {
+		if err := sandbox.RemoveStalePoolEntries(runs, poolEntrySettled); err != nil {
+			errs = append(errs, fmt.Errorf("prestarted sandboxes: %w", err))
+		}
+	}
 	return out, errors.Join(errs...)
 }
 

@@ -261,10 +261,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Go(func() { w.reapLoop(ctx) })
 	bg.Go(func() { w.pruneLoop(ctx) })
 	// A pool's chains die with their worker; a killed worker's leave
-	// their directories, removed here.
-	if err := sandbox.RemoveStalePoolEntries(filepath.Join(w.stateDir, "runs")); err != nil {
-		w.log.Warn().Err(err).Msg("remove prestarted sandboxes' directories of a worker gone")
-	}
+	// their directories, removed now, once those of a worker killed just
+	// before have settled, and by the prune.
+	bg.Go(func() {
+		for _, wait := range []time.Duration{0, poolEntrySettled + time.Second} {
+			sleep(ctx, wait)
+			if ctx.Err() != nil {
+				return
+			}
+			if err := sandbox.RemoveStalePoolEntries(filepath.Join(w.stateDir, "runs"), poolEntrySettled); err != nil {
+				w.log.Warn().Err(err).Msg("remove prestarted sandboxes' directories of a worker gone")
+			}
+		}
+	})
 	w.pools = w.newPools()
 	for _, p := range w.pools {
 		bg.Go(func() { p.run(ctx) })
