@@ -23,7 +23,9 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
 )
 
@@ -35,7 +37,43 @@ const (
 	escapeTmp    = 32 << 20
 	escapeNofile = 128
 	escapeName   = "th.escape.test"
+	escapePool   = 3 // hostile-pooled's prestarted sandboxes, one per attack run
 )
+
+// escapeVariant is how an attack's run starts: cold (profile hostile) or
+// on a prestarted sandbox (hostile-pooled).
+type escapeVariant struct{ suffix, profile string }
+
+// took checks that a run of the pooled variant took a prestarted sandbox.
+func (v escapeVariant) took(t *testing.T, w *escapeWorld, id string) {
+	t.Helper()
+	if took := strings.Contains(w.file(id, "state.ndjson"), `"stage":"outer","phase":"take"`); took != (v.suffix != "") {
+		t.Errorf("run %s took a prestarted sandbox: %v, want %v", id, took, v.suffix != "")
+	}
+}
+
+// waitPool waits until n prestarted sandboxes wait for their runs.
+func (w *escapeWorld) waitPool(n int) {
+	w.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ready := 0
+		dirs, _ := filepath.Glob(filepath.Join(w.stateDir, "runs", sandbox.PoolEntryPrefix+"*"))
+		for _, d := range dirs {
+			b, _ := os.ReadFile(filepath.Join(d, "state.ndjson"))
+			if alive, _ := sandbox.Alive(journal.Dir(d)); alive && strings.Contains(string(b), `"phase":"pool-ready"`) {
+				ready++
+			}
+		}
+		if ready >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("%d prestarted sandboxes after 60 s, want %d", ready, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
 
 // escapeWorld is one worker, in this process, on an embedded NATS server
 // that listens on every address of the host, with the hostile profiles,
@@ -116,6 +154,8 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 	cfg.Concurrency = 12
 	cfg.Profiles["hostile"] = config.Profile{Command: []string{w.agent}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Mounts: mounts, Limits: limits}
+	cfg.Profiles["hostile-pooled"] = config.Profile{Command: []string{w.agent}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
+		Mounts: mounts, Limits: limits, Pool: escapePool}
 	cfg.Profiles["hostile-net"] = config.Profile{Command: []string{w.agent}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Mounts: mounts, Limits: limits,
 		Network: config.Network{

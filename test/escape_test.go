@@ -45,62 +45,69 @@ func TestEscape(t *testing.T) {
 	hostUser := escapeHostUser(t)
 	resolver := escapeResolver()
 
+	w.waitPool(escapePool)
 	t.Run("attacks", func(t *testing.T) {
-		t.Run("files", func(t *testing.T) {
-			t.Parallel()
-			id := "escape-files"
-			w.submit(map[string]any{"runId": id, "profile": "hostile", "args": []string{"files",
-				"--state-dir", w.stateDir, "--run-dir", runDir(id), "--victim", victimDir,
-				"--host-pid", strconv.Itoa(os.Getpid()), "--host-user", hostUser, "--marker", marker}})
-			r := w.wait(t, id, 60*time.Second)
-			escapeSucceeded(t, r)
-			r.attempts(t, "read /etc/shadow", "read another run's journal", "read another run's workspace",
-				"read this run's journal", "read this run's spec (the nonce)", "read the host's /etc/passwd",
-				"list "+w.stateDir, "write /etc/"+marker, "write /usr/"+marker, "write another run's workspace",
-				"write this run's journal", "write /proc/sysrq-trigger", "write through init's descriptors",
-				"stdout is the journal", "open /proc/1/exe for writing", "see host processes",
-				"signal a host process (SIGKILL)", "kill the sandbox's init", "look for the nonce")
-			// The nonce never reached the agent: all it saw is in the journal.
-			spec := w.file(id, "spec.json")
-			nonce := regexp.MustCompile(`"nonce":"([^"]+)"`).FindStringSubmatch(spec)
-			if nonce == nil {
-				t.Fatalf("no nonce in the spec: %s", spec)
-			}
-			if strings.Contains(string(r.journal), nonce[1]) {
-				t.Error("ESCAPE: the agent saw its run's nonce")
-			}
-			// Nothing it wrote landed on the host.
-			for _, p := range []string{"/tmp/" + marker, "/etc/" + marker, "/" + marker, filepath.Join(w.stateDir, marker)} {
-				if _, err := os.Stat(p); err == nil {
-					t.Errorf("ESCAPE: %s exists on the host", p)
+		// The same attacks on sandboxes started ahead of their jobs.
+		for _, v := range []escapeVariant{{"", "hostile"}, {"-pooled", "hostile-pooled"}} {
+			t.Run("files"+v.suffix, func(t *testing.T) {
+				t.Parallel()
+				id := "escape-files" + v.suffix
+				w.submit(map[string]any{"runId": id, "profile": v.profile, "args": []string{"files",
+					"--state-dir", w.stateDir, "--run-dir", runDir(id), "--victim", victimDir,
+					"--host-pid", strconv.Itoa(os.Getpid()), "--host-user", hostUser, "--marker", marker}})
+				r := w.wait(t, id, 60*time.Second)
+				escapeSucceeded(t, r)
+				v.took(t, w, id)
+				r.attempts(t, "read /etc/shadow", "read another run's journal", "read another run's workspace",
+					"read this run's journal", "read this run's spec (the nonce)", "read the host's /etc/passwd",
+					"list "+w.stateDir, "write /etc/"+marker, "write /usr/"+marker, "write another run's workspace",
+					"write this run's journal", "write /proc/sysrq-trigger", "write through init's descriptors",
+					"stdout is the journal", "open /proc/1/exe for writing", "see host processes",
+					"signal a host process (SIGKILL)", "kill the sandbox's init", "look for the nonce")
+				// The nonce never reached the agent: all it saw is in the journal.
+				spec := w.file(id, "spec.json")
+				nonce := regexp.MustCompile(`"nonce":"([^"]+)"`).FindStringSubmatch(spec)
+				if nonce == nil {
+					t.Fatalf("no nonce in the spec: %s", spec)
 				}
-			}
-		})
-		t.Run("syscalls", func(t *testing.T) {
-			t.Parallel()
-			id := "escape-syscalls"
-			w.submit(map[string]any{"runId": id, "profile": "hostile", "args": []string{"syscalls", "--run-dir", runDir(id)}})
-			r := w.wait(t, id, 60*time.Second)
-			escapeSucceeded(t, r)
-			r.attempts(t, "raw IPv4 socket", "AF_PACKET socket", "ptrace init", "ptrace own child", "process_vm_readv own child",
-				"unshare a user namespace", "clone a user namespace", "clone3", "mount a tmpfs", "unmount the workspace",
-				"remount / read-write", "pivot_root", "open_tree", "io_uring_setup", "bpf", "perf_event_open", "keyctl",
-				"userfaultfd", "kexec_load", "init_module", "setns", "TIOCSTI on a pty",
-				"TIOCSTI with high bits set (CVE-2019-10063)", "TIOCSTI on stdin")
-		})
-		t.Run("resources", func(t *testing.T) {
-			t.Parallel()
-			id := "escape-resources"
-			w.submit(map[string]any{"runId": id, "profile": "hostile", "args": []string{"resources",
-				"--pids", strconv.Itoa(escapePids), "--data", strconv.Itoa(escapeData), "--fsize", strconv.Itoa(escapeFsize),
-				"--tmp", strconv.Itoa(escapeTmp), "--nofile", strconv.Itoa(escapeNofile)}})
-			r := w.wait(t, id, 90*time.Second)
-			escapeSucceeded(t, r)
-			r.attempts(t, "fork until it breaks", "exhaust memory", "write a huge file", "fill /tmp", "open files until it breaks")
-			if st, err := os.Stat(filepath.Join(runDir(id), "workspace", "huge")); err != nil || st.Size() > escapeFsize {
-				t.Errorf("the huge file on the host: %v, %v", st, err)
-			}
-		})
+				if strings.Contains(string(r.journal), nonce[1]) {
+					t.Error("ESCAPE: the agent saw its run's nonce")
+				}
+				// Nothing it wrote landed on the host.
+				for _, p := range []string{"/tmp/" + marker, "/etc/" + marker, "/" + marker, filepath.Join(w.stateDir, marker)} {
+					if _, err := os.Stat(p); err == nil {
+						t.Errorf("ESCAPE: %s exists on the host", p)
+					}
+				}
+			})
+			t.Run("syscalls"+v.suffix, func(t *testing.T) {
+				t.Parallel()
+				id := "escape-syscalls" + v.suffix
+				w.submit(map[string]any{"runId": id, "profile": v.profile, "args": []string{"syscalls", "--run-dir", runDir(id)}})
+				r := w.wait(t, id, 60*time.Second)
+				escapeSucceeded(t, r)
+				v.took(t, w, id)
+				r.attempts(t, "raw IPv4 socket", "AF_PACKET socket", "ptrace init", "ptrace own child", "process_vm_readv own child",
+					"unshare a user namespace", "clone a user namespace", "clone3", "mount a tmpfs", "unmount the workspace",
+					"remount / read-write", "pivot_root", "open_tree", "io_uring_setup", "bpf", "perf_event_open", "keyctl",
+					"userfaultfd", "kexec_load", "init_module", "setns", "TIOCSTI on a pty",
+					"TIOCSTI with high bits set (CVE-2019-10063)", "TIOCSTI on stdin")
+			})
+			t.Run("resources"+v.suffix, func(t *testing.T) {
+				t.Parallel()
+				id := "escape-resources" + v.suffix
+				w.submit(map[string]any{"runId": id, "profile": v.profile, "args": []string{"resources",
+					"--pids", strconv.Itoa(escapePids), "--data", strconv.Itoa(escapeData), "--fsize", strconv.Itoa(escapeFsize),
+					"--tmp", strconv.Itoa(escapeTmp), "--nofile", strconv.Itoa(escapeNofile)}})
+				r := w.wait(t, id, 90*time.Second)
+				escapeSucceeded(t, r)
+				v.took(t, w, id)
+				r.attempts(t, "fork until it breaks", "exhaust memory", "write a huge file", "fill /tmp", "open files until it breaks")
+				if st, err := os.Stat(filepath.Join(runDir(id), "workspace", "huge")); err != nil || st.Size() > escapeFsize {
+					t.Errorf("the huge file on the host: %v, %v", st, err)
+				}
+			})
+		}
 		t.Run("network", func(t *testing.T) {
 			t.Parallel()
 			id := "escape-network"
