@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // prestart starts a chain shaped as spec in the entry .pool-<name> beside
@@ -281,4 +283,68 @@ func mustJSON(t testing.TB, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestPrestartedRunsAsCold: what a run's spec says beyond the sandbox
+// (its agent, deadline, output limit) holds on a prestarted chain as on
+// a cold one, and a names-only network's proxy serves it.
+func TestPrestartedRunsAsCold(t *testing.T) {
+	t.Parallel()
+	t.Run("missing agent", func(t *testing.T) {
+		t.Parallel()
+		spec := newSpec(t, "no-such-agent-binary", "--flag")
+		p := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
+		dir := take(t, p, spec, "")
+		stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+		if stdout != "" {
+			t.Errorf("journal = %q, want nothing but the sentinel", stdout)
+		}
+		wantSentinel(t, s, 127, journal.ReasonError, "")
+		if !strings.Contains(s.Detail, `"no-such-agent-binary"`) || !strings.Contains(s.Detail, "not found") {
+			t.Errorf("sentinel detail %q does not say the agent was not found", s.Detail)
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		t.Parallel()
+		m := marker(t)
+		spec := newSpec(t, sh("echo started; sleep "+m)...)
+		p := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
+		// The entry was built with a deadline long past by now: the run's counts.
+		spec.Deadline = time.Now().Add(time.Second)
+		dir := take(t, p, spec, "")
+		stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+		if stdout != "started\n" {
+			t.Errorf("journal = %q", stdout)
+		}
+		wantSentinel(t, s, 143, journal.ReasonTimeout, "TERM")
+		waitPIDs(t, 0, "sleep", m)
+	})
+	t.Run("output limit", func(t *testing.T) {
+		t.Parallel()
+		const limit = 64 << 10
+		spec := newSpec(t, sh("yes 0123456789abcdefghi")...)
+		p := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
+		spec.Limits.Output = limit // the journal's, set at the take
+		dir := take(t, p, spec, "")
+		stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+		if len(stdout) != limit+1 {
+			t.Errorf("journal holds %d bytes before the sentinel, want %d", len(stdout), limit+1)
+		}
+		wantSentinel(t, s, 137, journal.ReasonOutputLimit, "KILL")
+	})
+	t.Run("proxy", func(t *testing.T) {
+		t.Parallel()
+		host := helloHost(t)
+		spec := newSpec(t, sh(fmt.Sprintf(`echo "proxy=$(curl -sS -m 5 http://th.test:%d/ 2>&1)"`, host.Port))...)
+		spec.Network = runspec.Network{Allow: []string{"th.test"}, Hosts: map[string]string{"th.test": host.Addr.String()}}
+		p := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
+		dir := take(t, p, spec, "")
+		stdout, s := waitEnd(t, dir, spec.Nonce, 20*time.Second)
+		wantSentinel(t, s, 0, journal.ReasonExit, "")
+		// The proxy answered, refusing the private address the name is
+		// pinned to without a CIDR entry, as on a cold run.
+		if !strings.Contains(stdout, "baton egress proxy") || !strings.Contains(stdout, "private address") {
+			t.Errorf("journal = %q, want the egress proxy's refusal", stdout)
+		}
+	})
 }
