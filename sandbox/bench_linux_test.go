@@ -52,6 +52,7 @@ func startLatencies(b *testing.B, bin string, allow []string, prestarted bool) [
 		var p *sandbox.Prestarted
 		if prestarted {
 			p = prestart(b, bin, spec, "bench")
+			settled(b, p)
 		}
 		b.StartTimer()
 		began := time.Now()
@@ -86,7 +87,8 @@ func startLatencies(b *testing.B, bin string, allow []string, prestarted bool) [
 // each network mode, against `bwrap --ro-bind / / true` (spawn to exit)
 // measured in the same run, with the chain run from baton-runner. It
 // reports the median (p50-ms) and its ratio to bwrap's (x-bwrap). The
-// -prestarted modes time a run's Take of a chain started ahead (Prestart). The pasta mode needs /dev/net/tun open to the
+// -prestarted modes time a run's Take of a chain started ahead (Prestart)
+// and settled (its exec stage waiting), as in a pool filled before its jobs. The pasta mode needs /dev/net/tun open to the
 // sandbox uid, which the benchmark makes so when run as root.
 //
 //	go test -run '^$' -bench BenchmarkSandboxStart -benchtime 40x ./sandbox

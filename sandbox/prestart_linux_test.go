@@ -35,6 +35,19 @@ func prestart(t testing.TB, bin string, spec sandbox.Spec, name string) *sandbox
 	return p
 }
 
+// settled waits until p's exec stage waits for its spec: all a chain
+// does before its take is done, as in a pool filled before its jobs.
+func settled(t testing.TB, p *sandbox.Prestarted) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(readFile(t, p.Dir().State()), `"phase":"exec-stage"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the prestarted chain's exec stage is not waiting after 10 s:\n%s", readFile(t, p.Dir().State()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // take runs spec on p, and makes sure no runner outlives the test.
 func take(t testing.TB, p *sandbox.Prestarted, spec sandbox.Spec, input string) journal.Dir {
 	t.Helper()

@@ -126,7 +126,8 @@ func (e *env) waitPool(ctx context.Context, n int) error {
 		ready := 0
 		for _, d := range dirs {
 			b, _ := os.ReadFile(journal.Dir(d).State())
-			if alive, _ := sandbox.Alive(journal.Dir(d)); alive && strings.Contains(string(b), `"phase":"pool-ready"`) {
+			// Settled: its exec stage waits for the agent's spec.
+			if alive, _ := sandbox.Alive(journal.Dir(d)); alive && strings.Contains(string(b), `"phase":"exec-stage"`) {
 				ready++
 			}
 		}
