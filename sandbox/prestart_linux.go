@@ -204,7 +204,7 @@ func (p *Prestarted) Take(ctx context.Context, spec Spec, input []byte, opts ...
 	case msg != readyOK:
 		return nil, fmt.Errorf("%w: %s", ErrStartFailed, strings.TrimPrefix(msg, "error: "))
 	}
-	return &Runner{PID: p.pid}, nil
+	return &Runner{PID: p.pid, exited: p.exited}, nil
 }
 
 // layOut writes the run's own into the entry's directory: the workspace's

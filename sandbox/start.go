@@ -39,7 +39,16 @@ type Runner struct {
 	// PID is runner-outer's pid. Signal it only through Cancel, which
 	// checks the run's lock first so a recycled pid is never signalled.
 	PID int
+	// exited is closed once runner-outer has exited, and let go of the
+	// run's lock, and its starter has reaped it.
+	exited <-chan struct{}
 }
+
+// Exited returns a channel closed once the runner has exited: no runner
+// holds the run any more, as WatchRunner's channel says, but known from
+// the starter's own child, without reading who holds the lock (a read of
+// /proc/locks waits for an RCU grace period, milliseconds).
+func (r *Runner) Exited() <-chan struct{} { return r.exited }
 
 // StartOption configures Start.
 type StartOption func(*startOptions)
@@ -129,11 +138,11 @@ func Start(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*
 			return nil, err
 		}
 	}
-	pid, _, err := spawnRunner(ctx, o.binary, dir, nil)
+	pid, exited, err := spawnRunner(ctx, o.binary, dir, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{PID: pid}, nil
+	return &Runner{PID: pid, exited: exited}, nil
 }
 
 // Respawn spawns the runner of a run directory that Start laid out but
@@ -150,11 +159,11 @@ func Respawn(ctx context.Context, dir journal.Dir, opts ...StartOption) (*Runner
 	if _, err := os.Lstat(dir.Journal()); !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s has a journal: its runner ran", ErrStartFailed, dir)
 	}
-	pid, _, err := spawnRunner(ctx, o.binary, dir, nil)
+	pid, exited, err := spawnRunner(ctx, o.binary, dir, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{PID: pid}, nil
+	return &Runner{PID: pid, exited: exited}, nil
 }
 
 // prepareRunDir lays out a new run directory, removing it if any step

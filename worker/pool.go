@@ -175,20 +175,20 @@ func (p *chainPool) closeAll() {
 // startRunner starts the run of spec: on a prestarted sandbox of its
 // profile's pool if one fits, else cold (sandbox.Start). pooled says
 // which.
-func (w *Worker) startRunner(ctx context.Context, profile string, spec sandbox.Spec, input []byte, opts ...sandbox.StartOption) (pooled bool, err error) {
+func (w *Worker) startRunner(ctx context.Context, profile string, spec sandbox.Spec, input []byte, opts ...sandbox.StartOption) (_ *sandbox.Runner, pooled bool, err error) {
 	if p := w.pools[profile]; p != nil {
 		if e := p.get(spec); e != nil {
-			_, err := e.Take(ctx, spec, input, opts...)
+			rn, err := e.Take(ctx, spec, input, opts...)
 			// Refilled once the agent has had the CPUs to start: a
 			// chain's start (six Go programs, namespaces, mounts) beside
 			// it would double its time on a small node.
 			time.AfterFunc(refillDelay, p.poke)
 			if !errors.Is(err, sandbox.ErrPoolEntryGone) && !errors.Is(err, sandbox.ErrNotPooled) {
-				return true, err
+				return rn, true, err
 			}
 			// Nothing of the run was written: it starts cold.
 		}
 	}
-	_, err = sandbox.Start(ctx, spec, input, opts...)
-	return false, err
+	rn, err := sandbox.Start(ctx, spec, input, opts...)
+	return rn, false, err
 }

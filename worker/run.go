@@ -55,6 +55,9 @@ type run struct {
 	// settled, if set, is closed once a start has marked the run's record
 	// running and acknowledged its job, which it does beside the follow.
 	settled <-chan struct{}
+	// runner is the runner this worker spawned for the run, if it did:
+	// its exit is known without reading who holds the run's lock.
+	runner *sandbox.Runner
 }
 
 // cancel asks the runner to end the agent; the runner writes the sentinel
@@ -401,7 +404,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	if job.Workspace != nil {
 		startOpts = append(startOpts, sandbox.WithSeed(w.seedWorkspace(job.Workspace.Object, arch, archErr, msg, r.log)))
 	}
-	pooled, err := w.startRunner(startCtx, inv.Profile, spec, inv.Input, startOpts...)
+	runner, pooled, err := w.startRunner(startCtx, inv.Profile, spec, inv.Input, startOpts...)
 	if errors.Is(err, errSuperseded) {
 		r.log.Warn().Err(err).Msg("another worker took this run over before its runner started; leaving it")
 		_ = l.Release(ctx, 0, 0)
@@ -473,6 +476,7 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	if pooled {
 		w.metrics.runsPrestarted.Inc()
 	}
+	r.runner = runner
 	r.log.Info().Strs("argv", inv.Argv).Bool("prestarted", pooled).Msg("run started")
 	return r
 }
@@ -799,7 +803,16 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 // cannot be watched (no pid file yet) is probed every checkEvery instead.
 // The watch ends with ctx.
 func (w *Worker) checkOn(ctx context.Context, r *run, check func() error) journal.FollowOption {
-	exited, err := sandbox.WatchRunner(ctx, r.dir)
+	var exited <-chan struct{}
+	var err error
+	if r.runner != nil {
+		// This worker's child: its exit is the lock's release. No read of
+		// /proc/locks, which waits for an RCU grace period (5-10 ms
+		// here) that a prestarted run's first line would wait behind.
+		exited = r.runner.Exited()
+	} else {
+		exited, err = sandbox.WatchRunner(ctx, r.dir)
+	}
 	if err != nil {
 		r.log.Warn().Err(err).Dur("every", checkEvery).Msg("cannot watch the runner; probing it instead")
 		return journal.WithCheck(checkEvery, check)
