@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -237,14 +236,7 @@ func (p *Prestarted) layOut(ctx context.Context, spec Spec, input []byte, seed S
 // rewrite replaces the contents of the file at path, never through a link.
 func rewrite(path string, b []byte) error {
 	f, err := journal.OpenNoLinks(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return fill(f, err, b)
 }
 
 // takeFiles opens the taken run's spec and input and creates its journal,
@@ -371,18 +363,7 @@ func RemoveStalePoolEntries(runs string, settled time.Duration) error {
 
 // takePoolSocket finds a prestarted runner's socket and removes its
 // variable from the environment.
-func takePoolSocket() *os.File {
-	v, ok := os.LookupEnv(poolFDEnv)
-	if !ok {
-		return nil
-	}
-	os.Unsetenv(poolFDEnv)
-	fd, err := strconv.Atoi(v)
-	if err != nil || fd < 3 {
-		return nil
-	}
-	return os.NewFile(uintptr(fd), "pool")
-}
+func takePoolSocket() *os.File { return inheritedFile(poolFDEnv, "pool") }
 
 // awaitTake is a prestarted runner's wait for its take: it takes the
 // sandbox's init from runner-inner (inner; nil in runner-outer-wait),

@@ -48,6 +48,17 @@ func settled(t testing.TB, p *sandbox.Prestarted) {
 	}
 }
 
+// kill SIGKILLs p's runner before its take, and waits until it has exited.
+func kill(t testing.TB, p *sandbox.Prestarted) {
+	t.Helper()
+	killRunner(p.Dir())
+	select {
+	case <-p.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a killed prestarted runner is still alive after 10 s")
+	}
+}
+
 // take runs spec on p, and makes sure no runner outlives the test.
 func take(t testing.TB, p *sandbox.Prestarted, spec sandbox.Spec, input string) journal.Dir {
 	t.Helper()
@@ -110,25 +121,6 @@ func TestPrestartedRun(t *testing.T) {
 	}
 }
 
-// TestPrestartedCancel stops a run on a prestarted chain as any other.
-func TestPrestartedCancel(t *testing.T) {
-	t.Parallel()
-	m := marker(t)
-	spec := newSpec(t, sh("echo started; sleep "+m)...)
-	p := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
-	dir := take(t, p, spec, "")
-	waitJournal(t, dir, "started\n")
-	if err := sandbox.Cancel(dir); err != nil {
-		t.Fatalf("Cancel: %v", err)
-	}
-	stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
-	if stdout != "started\n" {
-		t.Errorf("journal = %q", stdout)
-	}
-	wantSentinel(t, s, 143, journal.ReasonCancel, "TERM")
-	waitPIDs(t, 0, "sleep", m)
-}
-
 // TestPrestartedClose discards an untaken chain: its runner ends, nothing
 // of it stays, and no journal was ever written.
 func TestPrestartedClose(t *testing.T) {
@@ -185,14 +177,7 @@ func TestPrestartedRefusals(t *testing.T) {
 	}
 	// That take closed the entry; the next is killed before its take.
 	q := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
-	killRunner(q.Dir())
-	deadline := time.Now().Add(10 * time.Second)
-	for q.Alive() {
-		if time.Now().After(deadline) {
-			t.Fatal("a killed prestarted runner is still alive after 10 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	kill(t, q)
 	if _, err := q.Take(context.Background(), spec, nil); !errors.Is(err, sandbox.ErrPoolEntryGone) {
 		t.Errorf("Take of a killed chain = %v, want ErrPoolEntryGone", err)
 	}
@@ -260,14 +245,7 @@ func TestRemoveStalePoolEntries(t *testing.T) {
 	spec := newSpec(t, "/bin/true")
 	live := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
 	dead := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
-	killRunner(dead.Dir())
-	deadline := time.Now().Add(10 * time.Second)
-	for dead.Alive() {
-		if time.Now().After(deadline) {
-			t.Fatal("a killed prestarted runner is still alive after 10 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	kill(t, dead)
 	runs := filepath.Dir(spec.RunDir)
 	if err := sandbox.RemoveStalePoolEntries(runs, time.Hour); err != nil {
 		t.Fatalf("RemoveStalePoolEntries: %v", err)
@@ -298,40 +276,12 @@ func mustJSON(t testing.TB, v any) []byte {
 	return b
 }
 
-// TestPrestartedRunsAsCold: what a run's spec says beyond the sandbox
-// (its agent, deadline, output limit) holds on a prestarted chain as on
-// a cold one, and a names-only network's proxy serves it.
+// TestPrestartedRunsAsCold: the output limit, which the take sets, holds
+// on a prestarted chain as on a cold one, and a names-only network's proxy
+// serves it. (TestCancel, TestMissingAgentIsAnError and
+// TestDeadlineStopsAgentAndChildren run on prestarted chains too.)
 func TestPrestartedRunsAsCold(t *testing.T) {
 	t.Parallel()
-	t.Run("missing agent", func(t *testing.T) {
-		t.Parallel()
-		spec := newSpec(t, "no-such-agent-binary", "--flag")
-		p := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
-		dir := take(t, p, spec, "")
-		stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
-		if stdout != "" {
-			t.Errorf("journal = %q, want nothing but the sentinel", stdout)
-		}
-		wantSentinel(t, s, 127, journal.ReasonError, "")
-		if !strings.Contains(s.Detail, `"no-such-agent-binary"`) || !strings.Contains(s.Detail, "not found") {
-			t.Errorf("sentinel detail %q does not say the agent was not found", s.Detail)
-		}
-	})
-	t.Run("deadline", func(t *testing.T) {
-		t.Parallel()
-		m := marker(t)
-		spec := newSpec(t, sh("echo started; sleep "+m)...)
-		p := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
-		// The entry was built with a deadline long past by now: the run's counts.
-		spec.Deadline = time.Now().Add(time.Second)
-		dir := take(t, p, spec, "")
-		stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
-		if stdout != "started\n" {
-			t.Errorf("journal = %q", stdout)
-		}
-		wantSentinel(t, s, 143, journal.ReasonTimeout, "TERM")
-		waitPIDs(t, 0, "sleep", m)
-	})
 	t.Run("output limit", func(t *testing.T) {
 		t.Parallel()
 		const limit = 64 << 10

@@ -516,20 +516,37 @@ func TestSeedFiles(t *testing.T) {
 	}
 }
 
+// starters are the ways a run starts: cold (Start), and on a chain
+// started ahead (Prestart, then Take).
+var starters = []struct {
+	name  string
+	start func(t testing.TB, spec sandbox.Spec, input string) journal.Dir
+}{
+	{"cold", start},
+	{"prestarted", func(t testing.TB, spec sandbox.Spec, input string) journal.Dir {
+		return take(t, prestart(t, runnerBinary(t), spec, randomHex(t, 4)), spec, input)
+	}},
+}
+
 func TestMissingAgentIsAnError(t *testing.T) {
 	t.Parallel()
-	spec := newSpec(t, "no-such-agent-binary", "--flag")
-	dir := start(t, spec, "")
-	stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
-	if stdout != "" {
-		t.Errorf("journal = %q, want nothing but the sentinel", stdout)
-	}
-	wantSentinel(t, s, 127, journal.ReasonError, "")
-	if !strings.Contains(s.Detail, `"no-such-agent-binary"`) || !strings.Contains(s.Detail, "not found") {
-		t.Errorf("sentinel detail %q does not say the agent was not found", s.Detail)
-	}
-	if got := readFile(t, dir.Stderr()); !strings.Contains(got, s.Detail) {
-		t.Errorf("stderr.log = %q, want the detail %q for a person to read", got, s.Detail)
+	for _, st := range starters {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			spec := newSpec(t, "no-such-agent-binary", "--flag")
+			dir := st.start(t, spec, "")
+			stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+			if stdout != "" {
+				t.Errorf("journal = %q, want nothing but the sentinel", stdout)
+			}
+			wantSentinel(t, s, 127, journal.ReasonError, "")
+			if !strings.Contains(s.Detail, `"no-such-agent-binary"`) || !strings.Contains(s.Detail, "not found") {
+				t.Errorf("sentinel detail %q does not say the agent was not found", s.Detail)
+			}
+			if got := readFile(t, dir.Stderr()); !strings.Contains(got, s.Detail) {
+				t.Errorf("stderr.log = %q, want the detail %q for a person to read", got, s.Detail)
+			}
+		})
 	}
 }
 
@@ -579,18 +596,25 @@ func marker(t testing.TB) string {
 
 func TestDeadlineStopsAgentAndChildren(t *testing.T) {
 	t.Parallel()
-	m := marker(t)
-	spec := newSpec(t, sh(fmt.Sprintf("echo started; sleep %s & sleep %s", m, m))...)
-	// Room for a start on a loaded machine (see TestDeadlineEscalatesToKill).
-	spec.Deadline = time.Now().Add(2 * time.Second)
-	dir := start(t, spec, "")
-	waitPIDs(t, 2, "sleep", m)
-	stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
-	if stdout != "started\n" {
-		t.Errorf("journal = %q", stdout)
+	for _, st := range starters {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			m := marker(t)
+			spec := newSpec(t, sh(fmt.Sprintf("echo started; sleep %s & sleep %s", m, m))...)
+			// Room for a start on a loaded machine (see
+			// TestDeadlineEscalatesToKill). A prestarted chain is built
+			// with it, and past it by the take: the run's counts.
+			spec.Deadline = time.Now().Add(2 * time.Second)
+			dir := st.start(t, spec, "")
+			waitPIDs(t, 2, "sleep", m)
+			stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+			if stdout != "started\n" {
+				t.Errorf("journal = %q", stdout)
+			}
+			wantSentinel(t, s, 143, journal.ReasonTimeout, "TERM")
+			waitPIDs(t, 0, "sleep", m)
+		})
 	}
-	wantSentinel(t, s, 143, journal.ReasonTimeout, "TERM")
-	waitPIDs(t, 0, "sleep", m)
 }
 
 func TestDeadlineEscalatesToKill(t *testing.T) {
@@ -620,6 +644,15 @@ func TestDeadlineEscalatesToKill(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	t.Parallel()
+	for _, st := range starters {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			testCancel(t, st.start)
+		})
+	}
+}
+
+func testCancel(t *testing.T, start func(t testing.TB, spec sandbox.Spec, input string) journal.Dir) {
 	m := marker(t)
 	spec := newSpec(t, sh("echo started; sleep "+m)...)
 	dir := start(t, spec, "")

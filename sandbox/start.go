@@ -305,6 +305,11 @@ func WriteSeeds(ws string, files map[string]string, uid, gid int) error {
 // runner reads it at once, and a host crash ends the run anyway.
 func writeNew(path string, b []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	return fill(f, err, b)
+}
+
+// fill writes b to f, just opened (with err), and closes it.
+func fill(f *os.File, err error, b []byte) error {
 	if err != nil {
 		return err
 	}

@@ -101,16 +101,26 @@ type readyPipe struct{ f *os.File }
 // takeReadyPipe finds the readiness descriptor and removes its variable
 // from the environment, so nothing started later sees it.
 func takeReadyPipe() *readyPipe {
-	v, ok := os.LookupEnv(readyFDEnv)
+	f := inheritedFile(readyFDEnv, "ready")
+	if f == nil {
+		return nil
+	}
+	return &readyPipe{f: f}
+}
+
+// inheritedFile is the descriptor the variable env names, nil if none;
+// the variable is removed, so nothing started later sees it.
+func inheritedFile(env, name string) *os.File {
+	v, ok := os.LookupEnv(env)
 	if !ok {
 		return nil
 	}
-	os.Unsetenv(readyFDEnv)
+	os.Unsetenv(env)
 	fd, err := strconv.Atoi(v)
 	if err != nil || fd < 3 {
 		return nil
 	}
-	return &readyPipe{f: os.NewFile(uintptr(fd), "ready")}
+	return os.NewFile(uintptr(fd), name)
 }
 
 func (p *readyPipe) ok() { p.send(readyOK) }
