@@ -173,6 +173,39 @@ func (lv *Liveness) Session() uint64 {
 	return lv.sess.id
 }
 
+// EndDead ends the liveness of another worker whose process is known to
+// have exited (a worker of the same node saw it go, see package worker):
+// the key live.<node>.<worker> is deleted if it still names session, at
+// the revision read, so a later session of the same worker id is never
+// touched. Its leases are then free, as after the key's expiry, without
+// waiting out the TTL, and the node's workers see the delete. It reports
+// whether it deleted the key; a key gone, or of another session, is left.
+func (lv *Liveness) EndDead(ctx context.Context, node, worker string, session uint64) (bool, error) {
+	if !validName.MatchString(node) || !validName.MatchString(worker) || session == 0 {
+		return false, fmt.Errorf("lease: end the liveness of %q on %q, session %d: not a liveness key", worker, node, session)
+	}
+	if node == lv.holder.Node && worker == lv.holder.Worker {
+		return false, fmt.Errorf("lease: %s would end its own liveness", worker)
+	}
+	key := LiveKey(node, worker)
+	// From the leader, as heldLive reads it.
+	rec, rev, err := lv.live.GetFromLeader(ctx, lv.js, key)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	case rec.Session != session || rec.Worker != worker || rec.Node != node:
+		return false, nil
+	}
+	if err := lv.live.Delete(ctx, key, rev); errors.Is(err, kv.ErrConflict) || errors.Is(err, kv.ErrNotFound) {
+		return false, nil // written again since: not the dead session's any more
+	} else if err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // open starts a session: it creates the liveness key with a new id, or
 // overwrites the one of this process's lost session. A write of unknown
 // outcome is retried with the same id, and found landed by reading the key.

@@ -844,3 +844,48 @@ func TestConcurrentAcquireInOneWorker(t *testing.T) {
 		})
 	}
 }
+
+// TestEndDead: a worker ends the liveness of another whose process it saw
+// exit, only for the session it names, and the dead worker's leases are
+// free at once, not a TTL later.
+func TestEndDead(t *testing.T) {
+	e := setup(t)
+	const long = 30 * time.Second // no expiry within the test
+	ncA, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := liveOn(t, ncA, holderA, long)
+	acquire(t, a, "run1")
+	dead := a.Session()
+	ncA.Close() // A dies: its key stays until its TTL
+	ncB, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := liveOn(t, ncB, holderB, long)
+	ctx := ctxT(t)
+	if _, err := b.Acquire(ctx, "run1"); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("Acquire of a dead worker's lease before its liveness ends = %v, want ErrHeld", err)
+	}
+	if ended, err := b.EndDead(ctx, holderA.Node, holderA.Worker, dead+1); ended || err != nil {
+		t.Fatalf("EndDead of another session = %v, %v; want false, nil", ended, err)
+	}
+	if _, err := b.EndDead(ctx, holderB.Node, holderB.Worker, b.Session()); err == nil {
+		t.Fatal("EndDead of its own liveness succeeded")
+	}
+	if _, err := b.EndDead(ctx, "n1", "../x", dead); err == nil {
+		t.Fatal("EndDead of a key no worker can have succeeded")
+	}
+	began := time.Now()
+	if ended, err := b.EndDead(ctx, holderA.Node, holderA.Worker, dead); !ended || err != nil {
+		t.Fatalf("EndDead of the dead session = %v, %v; want true, nil", ended, err)
+	}
+	acquire(t, b, "run1")
+	if took := time.Since(began); took > long/3 {
+		t.Errorf("lease taken %v after EndDead", took)
+	}
+	if ended, err := b.EndDead(ctx, holderA.Node, holderA.Worker, dead); ended || err != nil {
+		t.Fatalf("EndDead of an ended session = %v, %v; want false, nil", ended, err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/internal/pidfd"
 	"github.com/batonhq/baton/journal"
 )
 
@@ -544,16 +545,16 @@ func exitInfo() bool {
 	return kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 6, 15)
 }
 
-// watchExit returns a channel that delivers how the process of pidfd
+// watchExit returns a channel that delivers how the process of pidfd fd
 // (which it takes) ended, once it has exited and the kernel has reaped it.
-func watchExit(pidfd int) (<-chan agentEnd, error) {
-	if err := unix.SetNonblock(pidfd, true); err != nil {
-		unix.Close(pidfd)
+func watchExit(fd int) (<-chan agentEnd, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("watch the agent: %w", err)
 	}
-	f := os.NewFile(uintptr(pidfd), "agent-pidfd")
+	f := os.NewFile(uintptr(fd), "agent-pidfd")
 	ch := make(chan agentEnd, 1)
-	err := watchPidfd(context.Background(), f, func(bool) {
+	err := pidfd.Watch(context.Background(), f, func(bool) {
 		defer f.Close()
 		ws, ok := exitStatus(f)
 		ch <- agentEnd{ws: ws, known: ok}

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/internal/pidfd"
 )
 
 // initProc is the sandbox's init (runner-inner-child) as runner-outer
@@ -58,7 +60,7 @@ func receiveInit(chain *os.File) (*initProc, error) {
 // exited, after reaping it. No thread blocks meanwhile.
 func (p *initProc) wait() (<-chan syscall.WaitStatus, error) {
 	ch := make(chan syscall.WaitStatus, 1)
-	err := watchPidfd(context.Background(), p.fd, func(bool) {
+	err := pidfd.Watch(context.Background(), p.fd, func(bool) {
 		ws, err := waitPidfd(p.fd)
 		if err != nil {
 			// Not this runner's child: nothing to reap, the end is known.

@@ -94,10 +94,13 @@ func (w *Worker) watchLeases(ctx context.Context, ch <-chan kv.Entry[kv.LeaseRec
 			}
 		}
 		for e := range ch {
-			if strings.HasPrefix(e.Key, "live.") {
+			if id, ok := strings.CutPrefix(e.Key, lease.LiveKey(w.node, "")); ok {
 				if e.Op == jetstream.KeyValuePurge || e.Op == jetstream.KeyValueDelete {
 					w.log.Info().Str("key", e.Key).Msg("a worker of this node lost its liveness; recovering its runs")
 					w.scan(ctx, fmt.Sprintf("live:%d", e.Revision))
+				} else {
+					// A worker of this node, alive: its process is watched.
+					w.watchSibling(ctx, id)
 				}
 				continue
 			}

@@ -91,6 +91,9 @@ type Worker struct {
 	// pools are the profiles' prestarted sandboxes (pool.go), by profile;
 	// set before the worker consumes.
 	pools map[string]*chainPool
+	// siblings are the node's other workers whose processes are watched
+	// (siblings.go).
+	siblings map[string]bool
 }
 
 // Option configures a Worker.
@@ -232,6 +235,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		lease.WithLogger(w.log)); err != nil {
 		return fmt.Errorf("worker: liveness: %w", err)
 	}
+	// Removed once the liveness has ended (the deferred Close below runs
+	// first): until then, a worker of the node that sees this process
+	// gone ends its session.
+	defer w.removeWorkerFile()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), w.grace)
 		defer cancel()
@@ -239,6 +246,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.Warn().Err(err).Msg("remove liveness key; it expires instead")
 		}
 	}()
+	if err := w.writeWorkerFile(); err != nil {
+		w.log.Warn().Err(err).Msg("write this worker's record; if it dies, its runs wait for its lease TTL")
+	}
 
 	parent := ctx
 	var bg sync.WaitGroup
@@ -257,6 +267,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		w.log.Warn().Err(err).Msg("watch leases; retrying")
 	}
+	// Before Ready, the watch open: a worker dead before this one started
+	// (a restart after a crash) has its liveness ended at once, and the
+	// watch sees it end.
+	w.watchSiblings(ctx)
 	bg.Go(func() { w.recoverLoop(ctx, leaseWatch) })
 	bg.Go(func() { w.reapLoop(ctx) })
 	bg.Go(func() { w.pruneLoop(ctx) })
