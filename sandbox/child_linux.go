@@ -396,23 +396,9 @@ func RunInitWait(ctx context.Context, specPath string) error {
 // filter's build, the capabilities' drop) and waits for the spec on a
 // pipe, which the init writes once the take has named the agent.
 func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
-	var stage *execStage
-	var err error
-	if w.Pooled && w.ExecSpec < 0 {
-		stage, err = takeAgent(ctx, w, st, stops)
-	} else {
-		stage, err = spawnExecStage(w)
-		if err == nil {
-			err = stage.started()
-		}
-	}
-	if err != nil {
-		var res *statusError
-		if errors.As(err, &res) {
-			return res.status
-		}
-		st.fail("start-agent", err)
-		return chainStatus{Exit: 126, Error: err.Error()}
+	stage, res, ok := startAgent(ctx, w, st, stops)
+	if !ok {
+		return res
 	}
 	pid, pidfd := stage.pid, stage.pidfd
 	st.ok("start-agent", fmt.Sprintf("pid %d, uid %d, gid %d", pid, w.AgentUID, w.AgentGID))
@@ -421,6 +407,7 @@ func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.S
 	}
 	var exited <-chan agentEnd
 	if sigs == nil {
+		var err error
 		if exited, err = watchExit(pidfd); err != nil {
 			// The agent runs unwatched: stop it, and say why.
 			forward(pid, unix.SIGKILL)
@@ -457,26 +444,38 @@ func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.S
 	}
 }
 
-// statusError is a chain status that ends the run before the agent
-// started, its record written.
-type statusError struct{ status chainStatus }
-
-func (e *statusError) Error() string { return e.status.Error }
-
-// takeAgent starts the exec stage of a prestarted chain, waits for the
-// take, and hands the stage the agent's spec. It returns the stage once
-// the agent runs.
-func takeAgent(ctx context.Context, w waitSpec, st *state, stops *stopReader) (*execStage, error) {
+// startAgent starts the agent through the exec stage, and returns the
+// stage once the agent runs: at once, or, for a prestarted chain, once
+// its take has named the agent. false: no agent runs, and the status says
+// why (its record written).
+func startAgent(ctx context.Context, w waitSpec, st *state, stops *stopReader) (*execStage, chainStatus, bool) {
+	failed := func(err error) (*execStage, chainStatus, bool) {
+		st.fail("start-agent", err)
+		return nil, chainStatus{Exit: 126, Error: err.Error()}, false
+	}
+	started := func(stage *execStage) (*execStage, chainStatus, bool) {
+		if err := stage.started(); err != nil {
+			return failed(err)
+		}
+		return stage, chainStatus{}, true
+	}
+	if !w.Pooled || w.ExecSpec >= 0 {
+		stage, err := spawnExecStage(w)
+		if err != nil {
+			return failed(err)
+		}
+		return started(stage)
+	}
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return failed(err)
 	}
 	defer specW.Close()
 	w.ExecSpec = int(specR.Fd())
 	stage, err := spawnExecStage(w)
 	specR.Close()
 	if err != nil {
-		return nil, err
+		return failed(err)
 	}
 	st.ok("exec-stage", fmt.Sprintf("pid %d, waiting for the take", stage.pid))
 	t, res, ok := awaitTake(ctx, w.Take, st, stops)
@@ -486,14 +485,14 @@ func takeAgent(ctx context.Context, w waitSpec, st *state, stops *stopReader) (*
 	}
 	if !ok {
 		stage.kill()
-		return nil, &statusError{res}
+		return nil, res, false
 	}
 	if _, err := specW.Write(spec); err != nil {
 		stage.kill()
-		return nil, fmt.Errorf("hand the exec stage its spec: %w", err)
+		return failed(fmt.Errorf("hand the exec stage its spec: %w", err))
 	}
 	specW.Close()
-	return stage, stage.started()
+	return started(stage)
 }
 
 // awaitTake waits for a prestarted chain's take, unless the init read it

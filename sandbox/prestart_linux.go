@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -81,7 +82,9 @@ func Prestart(ctx context.Context, spec Spec, opts ...StartOption) (*Prestarted,
 	p := &Prestarted{spec: spec, dir: dir, sock: mine, pid: pid, exited: exited}
 	if err == nil {
 		var msg string
-		if msg, err = p.reply(ctx); err == nil && msg != poolReady {
+		if msg, err = p.reply(ctx); err != nil {
+			err = fmt.Errorf("sandbox: waiting for prestarted runner %d to be ready: %w", pid, err)
+		} else if msg != poolReady {
 			err = fmt.Errorf("%w: the prestarted runner said %q, not %q; see %s", ErrStartFailed, msg, poolReady, dir.State())
 		}
 	}
@@ -359,6 +362,25 @@ func RemoveStalePoolEntries(runs string, settled time.Duration) error {
 		errs = append(errs, os.RemoveAll(string(dir)))
 	}
 	return errors.Join(errs...)
+}
+
+// WaitingPoolEntries lists the prestarted chains in runs with nothing left
+// to do before a take: their runner holds the entry, and their exec stage
+// waits for the agent's spec (its state record says so).
+func WaitingPoolEntries(runs string) []journal.Dir {
+	entries, _ := os.ReadDir(runs)
+	var out []journal.Dir
+	for _, e := range entries {
+		if !e.IsDir() || !IsPoolEntry(e.Name()) {
+			continue
+		}
+		dir := journal.Dir(filepath.Join(runs, e.Name()))
+		b, _ := os.ReadFile(dir.State())
+		if alive, _ := Alive(dir); alive && bytes.Contains(b, []byte(`"phase":"exec-stage"`)) {
+			out = append(out, dir)
+		}
+	}
+	return out
 }
 
 // takePoolSocket finds a prestarted runner's socket and removes its

@@ -23,7 +23,6 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
@@ -57,14 +56,7 @@ func (w *escapeWorld) waitPool(n int) {
 	w.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		ready := 0
-		dirs, _ := filepath.Glob(filepath.Join(w.stateDir, "runs", sandbox.PoolEntryPrefix+"*"))
-		for _, d := range dirs {
-			b, _ := os.ReadFile(filepath.Join(d, "state.ndjson"))
-			if alive, _ := sandbox.Alive(journal.Dir(d)); alive && strings.Contains(string(b), `"phase":"pool-ready"`) {
-				ready++
-			}
-		}
+		ready := len(sandbox.WaitingPoolEntries(filepath.Join(w.stateDir, "runs")))
 		if ready >= n {
 			return
 		}

@@ -15,23 +15,11 @@ import (
 	"github.com/batonhq/baton/sandbox"
 )
 
-// poolEntries are the prestarted sandboxes in stateDir whose runners wait
-// for a take.
+// poolEntries are the prestarted sandboxes in stateDir that wait for a
+// take.
 func poolEntries(t *testing.T, stateDir string) []journal.Dir {
 	t.Helper()
-	dirs, err := filepath.Glob(filepath.Join(stateDir, "runs", sandbox.PoolEntryPrefix+"*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ready []journal.Dir
-	for _, d := range dirs {
-		dir := journal.Dir(d)
-		b, _ := os.ReadFile(dir.State())
-		if alive, _ := sandbox.Alive(dir); alive && strings.Contains(string(b), `"phase":"pool-ready"`) {
-			ready = append(ready, dir)
-		}
-	}
-	return ready
+	return sandbox.WaitingPoolEntries(filepath.Join(stateDir, "runs"))
 }
 
 // waitPool waits until n prestarted sandboxes wait in stateDir.

@@ -77,9 +77,6 @@ func (w *Worker) watchSibling(ctx context.Context, id string) {
 		return
 	}
 	w.mu.Lock()
-	if w.siblings == nil {
-		w.siblings = map[string]bool{}
-	}
 	if w.siblings[id] {
 		w.mu.Unlock()
 		return

@@ -162,7 +162,7 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		log:     zerolog.Nop(),
 		grace:   10 * time.Second,
 		ackWait: 60 * time.Second,
-		active:  map[string]*run{}, starting: map[string]bool{},
+		active:  map[string]*run{}, starting: map[string]bool{}, siblings: map[string]bool{},
 		ready:  make(chan struct{}),
 		notice: defaultNoticeTiming,
 	}

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
 )
@@ -122,15 +121,7 @@ const startPoolProfile = `  line-pooled:
 func (e *env) waitPool(ctx context.Context, n int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		dirs, _ := filepath.Glob(filepath.Join(e.stateDir, "runs", sandbox.PoolEntryPrefix+"*"))
-		ready := 0
-		for _, d := range dirs {
-			b, _ := os.ReadFile(journal.Dir(d).State())
-			// Settled: its exec stage waits for the agent's spec.
-			if alive, _ := sandbox.Alive(journal.Dir(d)); alive && strings.Contains(string(b), `"phase":"exec-stage"`) {
-				ready++
-			}
-		}
+		ready := len(sandbox.WaitingPoolEntries(filepath.Join(e.stateDir, "runs")))
 		if ready >= n {
 			return nil
 		}
