@@ -195,14 +195,31 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 	return nil
 }
 
-// create creates or updates the consumer of cfg.
+// create creates or updates the consumer of cfg. A create that meets the
+// deletion of the consumer it replaces still in progress is answered
+// "consumer does not exist" (10149): seen in CI, where it made a worker
+// give up a consumer it could have created a moment later. It is tried
+// again, createTries times in all.
 func (in *Intake) create(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	c, err := in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: create %s on %s: %w", ErrCannotConsume, cfg.Durable, in.names.JobsStream(), err)
+	var err error
+	for try := range createTries {
+		if try > 0 {
+			sleepCtx(ctx, time.Duration(try)*100*time.Millisecond)
+		}
+		var c jetstream.Consumer
+		if c, err = in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), cfg); err == nil {
+			return c, nil
+		}
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeConsumerDoesNotExist || ctx.Err() != nil {
+			break
+		}
 	}
-	return c, nil
+	return nil, fmt.Errorf("%w: create %s on %s: %w", ErrCannotConsume, cfg.Durable, in.names.JobsStream(), err)
 }
+
+// createTries bounds the creates of a consumer whose deletion is in progress.
+const createTries = 5
 
 // AttachDurableName is the durable consumer of one node's attach jobs.
 func AttachDurableName(node string) string { return "attach-" + node }
