@@ -23,6 +23,6 @@ func ExampleIssuer_Issue() {
 	// Output:
 	// connection types: [WEBSOCKET]
 	// publish: [$JS.API.STREAM.INFO.BATON_EVENTS $JS.API.CONSUMER.CREATE.BATON_EVENTS.*.baton.runs.run-42.> $JS.API.CONSUMER.MSG.NEXT.BATON_EVENTS.*]
-	// subscribe: [baton.runs.run-42.> _INBOX_run-42.>]
-	// inbox prefix: _INBOX_run-42
+	// subscribe: [baton.runs.run-42.> _INBOX_run.run-42.>]
+	// inbox prefix: _INBOX_run.run-42
 }

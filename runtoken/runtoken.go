@@ -33,7 +33,9 @@ const MaxTTL = 24 * time.Hour
 // (nats.CustomInboxPrefix, or inboxPrefix in nats.js): its replies from
 // JetStream come there, and it may subscribe nowhere else but the run's
 // subjects.
-func InboxPrefix(runID string) string { return "_INBOX_" + runID }
+// It is protocol.RunInboxPrefix: a namespace of its own per run, which no
+// other identity's inbox can share.
+func InboxPrefix(runID string) string { return protocol.RunInboxPrefix(runID) }
 
 // Permissions returns what a token for runID allows, and nothing more:
 //   - subscribe to the run's subjects (a live view) and to its inbox;

@@ -79,7 +79,7 @@ func TestPermissions(t *testing.T) {
 	p := Permissions(names, "run-1", false)
 	wantPub := []string{"$JS.API.STREAM.INFO.BATON_EVENTS", "$JS.API.CONSUMER.CREATE.BATON_EVENTS.*.baton.runs.run-1.>",
 		"$JS.API.CONSUMER.MSG.NEXT.BATON_EVENTS.*"}
-	if !slices.Equal(p.Pub.Allow, wantPub) || !slices.Equal(p.Sub.Allow, []string{"baton.runs.run-1.>", "_INBOX_run-1.>"}) {
+	if !slices.Equal(p.Pub.Allow, wantPub) || !slices.Equal(p.Sub.Allow, []string{"baton.runs.run-1.>", "_INBOX_run.run-1.>"}) {
 		t.Fatalf("permissions %+v", p)
 	}
 	if pi := Permissions(names, "run-1", true); !slices.Equal(pi.Pub.Allow, append(wantPub, "baton.input.run-1")) {

@@ -161,19 +161,18 @@ func TestWorkspacePool(t *testing.T) {
 		}
 		return m
 	}
-	// Full (8 images), the filler has stopped: the pool holds still.
+	// Full (8 images, each mounted ahead, detached: on a loop device
+	// already), the filler has stopped: the pool holds still. Making an
+	// image and attaching it are two steps, so the wait is for both.
 	deadline := time.Now().Add(20 * time.Second)
-	for len(images()) < 8 {
+	for len(images()) < 8 || len(pooledBackings(runs)) < 8 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d images ready 20 s after two bounded runs started, want 8", len(images()))
+			t.Fatalf("20 s after two bounded runs started: %d images ready, %d on loop devices (mounted ahead), want 8 of each: %q",
+				len(images()), len(pooledBackings(runs)), pooledBackings(runs))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	before := images()
-	// Each is mounted ahead (detached): on a loop device already.
-	if got := pooledBackings(runs); len(got) < 8 {
-		t.Fatalf("%d loop devices back the pool's images, want 8 (mounted ahead): %q", len(got), got)
-	}
 
 	second := newSpec(t, sh("ls -A; stat -c '%a' .; echo second > g; df -k . | tail -1")...)
 	second.Limits.Disk = disk

@@ -33,7 +33,7 @@ import (
 // InboxPrefix is the inbox prefix of a worker's connection: replies to the
 // worker (JetStream API, jobs fetched, KV watches) come there, and a
 // deployment lets only workers subscribe to it.
-const InboxPrefix = "_INBOX_baton_worker"
+const InboxPrefix = protocol.WorkerInboxPrefix
 
 // Version is reported in node heartbeats; the build sets it.
 var Version = "dev"
