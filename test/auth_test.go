@@ -35,9 +35,9 @@ import (
 // nothing changed.
 func TestNATSPermissions(t *testing.T) {
 	bin := testenv.BatonBinary(t)
-	pw := map[string]string{"worker": "w-secret", "client": "c-secret", "viewer": "v-secret"}
+	pw := map[string]string{"worker": "w-secret", "worker-svc": "s-secret", "client": "c-secret", "viewer": "v-secret"}
 	for user, p := range pw {
-		t.Setenv("BATON_"+strings.ToUpper(user)+"_PASSWORD", p)
+		t.Setenv(passwordVar(user), p)
 	}
 	s := runShipped(t, shippedConfig(t, t.TempDir(), "nats-auth.conf", nil))
 	url := func(user string) string {
@@ -98,7 +98,7 @@ func TestNATSPermissions(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("profiles:\n  out:\n    command: [/bin/sh, -c]\n    allowArgs: true\n    outputs: {diff: true, files: [\"out/**\"]}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	workerLog := startWorker(t, bin, url("worker"), stateDir, "auth", "--config", cfg)
+	workerLog := startWorker(t, bin, url("worker"), stateDir, "auth", "--config", cfg, "--service-nats", url("worker-svc"))
 	testenv.WaitFor(t, 30*time.Second, "the worker ready", func() bool { return strings.Contains(workerLog.String(), "worker ready") })
 	viewer := connect("viewer")
 	live := make(chan *nats.Msg, 1024)
@@ -279,6 +279,12 @@ func TestNATSPermissions(t *testing.T) {
 	}
 }
 
+// passwordVar is the environment variable deploy/*.conf take user's
+// password from.
+func passwordVar(user string) string {
+	return "BATON_" + strings.ToUpper(strings.ReplaceAll(user, "-", "_")) + "_PASSWORD"
+}
+
 // conn is a user's connection, with the permission violations the server
 // told it of.
 type conn struct {
@@ -379,7 +385,7 @@ func attacks(t *testing.T, c *conn, user string, deniedPublish func(*conn, strin
 // JetStream limits, and one tenant's baton is invisible to another's
 // client.
 func TestTenantsAreIsolated(t *testing.T) {
-	for _, user := range []string{"WORKER", "CLIENT", "VIEWER"} {
+	for _, user := range []string{"WORKER", "WORKER_SVC", "CLIENT", "VIEWER"} {
 		t.Setenv("BATON_"+user+"_PASSWORD", "p")
 		t.Setenv("TENANT_A_"+user+"_PASSWORD", "p")
 		t.Setenv("TENANT_B_"+user+"_PASSWORD", "p")

@@ -32,9 +32,9 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pw := map[string]string{"worker": "w-secret", "client": "c-secret", "viewer": "v-secret", "console": "k-secret"}
+	pw := map[string]string{"worker": "w-secret", "worker-svc": "s-secret", "client": "c-secret", "viewer": "v-secret", "console": "k-secret"}
 	for user, p := range pw {
-		t.Setenv("BATON_"+strings.ToUpper(user)+"_PASSWORD", p)
+		t.Setenv(passwordVar(user), p)
 	}
 	t.Setenv("BATON_CALLOUT_ISSUER", pub)
 	wsPort := testenv.FreePort(t)

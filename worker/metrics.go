@@ -26,6 +26,9 @@ type metrics struct {
 	// Runs whose publishing waits for room in JetStream, and such stalls.
 	storageWaiting prometheus.Gauge
 	storageStalls  prometheus.Counter
+	// Requests the micro service refused for their reply subject, by
+	// endpoint and reason (service.go).
+	requestsRefused *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
@@ -63,10 +66,12 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_runs_waiting_for_storage", Help: "Runs whose publishing waits for room in JetStream (store or events stream full); nothing is lost, it resumes when space returns."}),
 		storageStalls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_storage_stalls_total", Help: "Times a run's publishing began waiting for room in JetStream."}),
+		requestsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_requests_refused_total", Help: "Requests to this worker's micro service dropped unanswered because their reply subject is not the requester's inbox, by endpoint and reason."}, []string{"endpoint", "reason"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.runsStarted, m.prestarted, m.runsPrestarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
-			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active, m.reapPasses, m.storageWaiting, m.storageStalls)
+			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active, m.reapPasses, m.storageWaiting, m.storageStalls, m.requestsRefused)
 	}
 	return m
 }

@@ -40,7 +40,10 @@ var Version = "dev"
 
 // Worker consumes jobs and publishes the runs it holds.
 type Worker struct {
-	nc       *nats.Conn
+	nc *nats.Conn
+	// svc is the connection the micro service is served from and answers
+	// on (WithServiceConn); nc unless set.
+	svc      *nats.Conn
 	js       jetstream.JetStream
 	cfg      *config.Config
 	names    protocol.Names
@@ -94,6 +97,9 @@ type Worker struct {
 	// siblings are the node's other workers whose processes are watched
 	// (siblings.go).
 	siblings map[string]bool
+	// refusals bounds the log of requests refused for their reply
+	// subject (service.go).
+	refusals refusalLog
 }
 
 // Option configures a Worker.
@@ -147,6 +153,15 @@ func WithAckWait(d time.Duration) Option { return func(w *Worker) { w.ackWait = 
 // with the worker's liveness key).
 func WithGrace(d time.Duration) Option { return func(w *Worker) { w.grace = d } }
 
+// WithServiceConn sets the connection the worker's micro service (status,
+// cancel, input, interrupt, and micro's $SRV.PING/INFO/STATS) is served
+// from, so every answer is published with its user's rights: give it a
+// user that may publish only into inboxes (worker-svc in
+// deploy/nats-auth.conf), and the server itself refuses an answer
+// reflected anywhere else. Default: nc, where the worker's own check of
+// each reply subject is all that guards its answers.
+func WithServiceConn(svc *nats.Conn) Option { return func(w *Worker) { w.svc = svc } }
+
 // New returns a worker publishing through nc.
 func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 	names, err := protocol.NewNames(cfg.Prefix)
@@ -168,6 +183,9 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 	}
 	for _, o := range opts {
 		o(w)
+	}
+	if w.svc == nil {
+		w.svc = nc
 	}
 	if w.node == "" {
 		h, _ := os.Hostname()

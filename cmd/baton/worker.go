@@ -31,6 +31,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		ackWait      time.Duration
 		metricsAddr  string
 		runner       string
+		serviceNATS  string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -86,7 +87,11 @@ Stopping the worker never stops an agent.`,
 				defer stop()
 				opts = append(opts, worker.WithMetrics(reg))
 			}
-			return runWorker(cmd.Context(), log, cfg, url, node, g.stateDir, opts...)
+			svcURL := serviceNATS
+			if embedded {
+				svcURL = "" // the embedded server has no users
+			}
+			return runWorker(cmd.Context(), log, cfg, url, svcURL, node, g.stateDir, opts...)
 		},
 	}
 	lf.register(cmd.Flags())
@@ -96,34 +101,55 @@ Stopping the worker never stops an agent.`,
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM, how long hand-off of the held runs may take")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9464); off when empty")
 	cmd.Flags().StringVar(&runner, "runner", "", "binary of the runner chain (default: "+worker.RunnerName+" beside baton if there, else baton itself)")
+	cmd.Flags().StringVar(&serviceNATS, "service-nats", os.Getenv("BATON_SERVICE_NATS_URL"),
+		"NATS URL with the credentials of the worker's service user (worker-svc in deploy/nats-auth.conf), which may publish only into inboxes: "+
+			"the micro service (status, cancel, input, interrupt) answers from that connection ($BATON_SERVICE_NATS_URL sets the default; "+
+			"empty: it answers on the main connection, guarded by the worker's own check alone)")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 60*time.Second, "AckWait of the jobs consumers: how soon a job taken by a dead worker is redelivered")
 	return cmd
 }
 
-// runWorker connects (retrying forever) and serves until ctx ends.
-func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url, node, stateDir string, opts ...worker.Option) error {
-	nc, err := nats.Connect(url,
-		nats.Name("baton-worker "+node),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(true),
-		// Replies to the worker come on a prefix clients may not
-		// subscribe to (deploy/nats-auth.conf).
-		nats.CustomInboxPrefix(worker.InboxPrefix),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			log.Error().Err(err).Msg("NATS")
-		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Msg("NATS disconnected")
-		}),
-		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info().Str("url", c.ConnectedUrl()).Msg("NATS reconnected")
-		}),
-	)
+// runWorker connects (retrying forever) and serves until ctx ends. With
+// svcURL, the micro service is served from a second connection there
+// (worker.WithServiceConn).
+func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url, svcURL, node, stateDir string, opts ...worker.Option) error {
+	dial := func(url, name string, log zerolog.Logger) (*nats.Conn, error) {
+		nc, err := nats.Connect(url,
+			nats.Name(name+" "+node),
+			nats.MaxReconnects(-1),
+			nats.ReconnectWait(250*time.Millisecond),
+			nats.RetryOnFailedConnect(true),
+			// Replies to the worker come on a prefix clients may not
+			// subscribe to (deploy/nats-auth.conf).
+			nats.CustomInboxPrefix(worker.InboxPrefix),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+				log.Error().Err(err).Msg("NATS")
+			}),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				log.Warn().Err(err).Msg("NATS disconnected")
+			}),
+			nats.ReconnectHandler(func(c *nats.Conn) {
+				log.Info().Str("url", c.ConnectedUrl()).Msg("NATS reconnected")
+			}),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		}
+		return nc, nil
+	}
+	nc, err := dial(url, "baton-worker", log)
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return err
 	}
 	defer nc.Close()
+	if svcURL != "" {
+		svc, err := dial(svcURL, "baton-worker-service", log.With().Str("conn", "service").Logger())
+		if err != nil {
+			return fmt.Errorf("--service-nats: %w", err)
+		}
+		defer svc.Close()
+		opts = append(opts, worker.WithServiceConn(svc))
+	}
 	w, err := worker.New(nc, cfg, append([]worker.Option{worker.WithNode(node), worker.WithStateDir(stateDir), worker.WithLogger(log)}, opts...)...)
 	if err != nil {
 		return err
