@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,7 +145,8 @@ func (i *Issuer) Issue(runID string, ttl time.Duration, input bool) (string, err
 }
 
 // verify checks a presented token: signed by this issuer, not expired,
-// naming a valid run; it returns the claims to grant.
+// naming a valid run, with exactly the permissions Permissions gives that
+// run; it returns the claims to grant.
 func (i *Issuer) verify(tok string) (*jwt.UserClaims, error) {
 	uc, err := jwt.DecodeUserClaims(tok)
 	if err != nil {
@@ -159,7 +161,25 @@ func (i *Issuer) verify(tok string) (*jwt.UserClaims, error) {
 	if !protocol.ValidRunID(uc.Name) {
 		return nil, fmt.Errorf("%w: no run", ErrBadToken)
 	}
+	// A token carrying other permissions than this version derives for
+	// its run (minted by an older version, e.g. with the inbox
+	// _INBOX_<runId> that run "baton_worker" shared with the workers, F1)
+	// is refused rather than trusted for what it names.
+	input := uc.Pub.Allow.Contains(i.names.InputSubject(uc.Name))
+	if !samePermissions(uc.Permissions, Permissions(i.names, uc.Name, input)) {
+		return nil, fmt.Errorf("%w: its permissions are not those of run %s's token", ErrBadToken, uc.Name)
+	}
 	return uc, nil
+}
+
+// samePermissions reports whether a and b allow and deny the same
+// subjects, in any order, and neither allows responses.
+func samePermissions(a, b jwt.Permissions) bool {
+	same := func(x, y jwt.StringList) bool {
+		return slices.Equal(slices.Sorted(slices.Values(x)), slices.Sorted(slices.Values(y)))
+	}
+	return same(a.Pub.Allow, b.Pub.Allow) && same(a.Pub.Deny, b.Pub.Deny) &&
+		same(a.Sub.Allow, b.Sub.Allow) && same(a.Sub.Deny, b.Sub.Deny) && a.Resp == nil && b.Resp == nil
 }
 
 // Serve answers the server's auth callout requests on nc until ctx ends:

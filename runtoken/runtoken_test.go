@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
 	"github.com/batonhq/baton/protocol"
@@ -104,6 +105,31 @@ func TestVerify(t *testing.T) {
 	noExpTok, _ := noExp.Encode(kp)
 	parts := strings.Split(good, ".")
 	tampered := parts[0] + "." + parts[1] + "x." + parts[2]
+	// Signed with our key, but with other permissions than Permissions
+	// gives the run: an older version's inbox (_INBOX_<runId>, which for
+	// run baton_worker is the workers' inbox, F1), one more subject, one
+	// fewer, allowed responses.
+	minted := func(run string, edit func(*jwt.Permissions)) string {
+		u, _ := nkeys.CreateUser()
+		pub, _ := u.PublicKey()
+		uc := jwt.NewUserClaims(pub)
+		uc.Name = run
+		uc.Expires = time.Now().Add(time.Minute).Unix()
+		uc.Permissions = Permissions(names, run, false)
+		edit(&uc.Permissions)
+		tok, err := uc.Encode(kp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	oldInbox := minted("baton_worker", func(p *jwt.Permissions) {
+		p.Sub.Allow = jwt.StringList{names.RunFilter("baton_worker"), "_INBOX_baton_worker.>"}
+	})
+	wider := minted("run-1", func(p *jwt.Permissions) { p.Pub.Allow.Add("$JS.API.>") })
+	narrower := minted("run-1", func(p *jwt.Permissions) { p.Sub.Allow = p.Sub.Allow[:1] })
+	responses := minted("run-1", func(p *jwt.Permissions) { p.Resp = &jwt.ResponsePermission{MaxMsgs: 1} })
+	reordered := minted("run-1", func(p *jwt.Permissions) { slices.Reverse(p.Pub.Allow) })
 
 	for _, tc := range []struct {
 		name, tok string
@@ -116,6 +142,11 @@ func TestVerify(t *testing.T) {
 		{"tampered", tampered, false},
 		{"empty", "", false},
 		{"garbage", "a.b.c", false},
+		{"older inbox", oldInbox, false},
+		{"wider", wider, false},
+		{"narrower", narrower, false},
+		{"responses", responses, false},
+		{"same permissions, other order", reordered, true},
 	} {
 		_, err := i.verify(tc.tok)
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrBadToken)) {
@@ -212,4 +243,71 @@ func FuzzAnswer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPermissionsReachNoOtherIdentity goes over the run-id grammar's edge
+// cases: no token's subscriptions cover another identity's inbox (the
+// clients' _INBOX, the workers' _INBOX_baton_worker, another run's
+// _INBOX_run.<id>) or any subject outside its own run; and the callout
+// refuses a token for run baton_worker that may read the workers' inbox.
+func TestPermissionsReachNoOtherIdentity(t *testing.T) {
+	ids := []string{"baton_worker", "worker", "console", "client", "_INBOX", "INBOX_run", "_", "-", "run", "run-1",
+		"run-10", "run-1-", "a", "a_", strings.Repeat("z", 128), strings.Repeat("_", 128), strings.Repeat("-", 128)}
+	for _, id := range ids {
+		if !protocol.ValidRunID(id) {
+			t.Fatalf("%q is not a valid run id; the table is wrong", id)
+		}
+	}
+	if protocol.ValidRunID(strings.Repeat("z", 129)) {
+		t.Fatal("129 bytes is a valid run id; the table's maximum is wrong")
+	}
+	for _, id := range ids {
+		foreign := []string{
+			protocol.ClientInboxPrefix + ".>", protocol.WorkerInboxPrefix + ".>", protocol.ClientInboxPrefix + ".x",
+			protocol.WorkerInboxPrefix + ".x", "$JS.API.>", "$JS.ACK.>", "$KV.>", "$O.>", "$SRV.>", "$SYS.>",
+			names.Prefix() + ".ingest.>", names.Prefix() + ".jobs.>", names.Prefix() + ".control.>",
+			names.Prefix() + ".input.>", names.Prefix() + ".inputs.>", names.Prefix() + ".worker.>", names.Prefix() + ".dlq.>",
+		}
+		for _, other := range ids {
+			if other != id {
+				foreign = append(foreign, protocol.RunInboxPrefix(other)+".>", names.RunFilter(other))
+			}
+		}
+		for _, input := range []bool{false, true} {
+			p := Permissions(names, id, input)
+			own := []string{names.RunFilter(id), protocol.RunInboxPrefix(id) + ".>"}
+			if !slices.Equal(slices.Sorted(slices.Values(p.Sub.Allow)), slices.Sorted(slices.Values(own))) || len(p.Sub.Deny) != 0 {
+				t.Errorf("run %q may subscribe %v, want %v", id, p.Sub.Allow, own)
+			}
+			for _, sub := range p.Sub.Allow {
+				for _, f := range foreign {
+					if server.SubjectsCollide(sub, f) {
+						t.Errorf("run %q's token may subscribe %q, which reaches %q", id, sub, f)
+					}
+				}
+			}
+		}
+	}
+
+	i := issuer(t)
+	u, _ := nkeys.CreateUser()
+	upub, _ := u.PublicKey()
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = "baton_worker"
+	uc.Expires = time.Now().Add(time.Minute).Unix()
+	uc.Permissions = Permissions(names, "baton_worker", false)
+	uc.Sub.Allow.Add(protocol.WorkerInboxPrefix + ".>")
+	tok, err := uc.Encode(i.kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := request(t, tok)
+	b, err := i.answer(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := jwt.DecodeAuthorizationResponseClaims(string(b))
+	if err != nil || resp.Error == "" || resp.Jwt != "" {
+		t.Fatalf("a token reading the workers' inbox: %+v %v; want refused", resp, err)
+	}
 }
