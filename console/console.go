@@ -351,6 +351,17 @@ func (c *Console) serveToken(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = d
 	}
+	// Only for a run that exists: a token names an identity whose inbox
+	// must be no one else's (F1), and there is nothing to watch yet.
+	if _, found := c.index.get(id); !found {
+		if _, err := c.client.Run(r.Context(), id); errors.Is(err, client.ErrNotFound) {
+			writeError(w, http.StatusNotFound, err)
+			return
+		} else if err != nil {
+			writeError(w, http.StatusServiceUnavailable, err)
+			return
+		}
+	}
 	tok, err := c.issuer(id, ttl, input)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)

@@ -652,6 +652,11 @@ func TestTokenEndpoint(t *testing.T) {
 	e := setup(t, console.WithTokenIssuer(issue))
 	ro := setup(t, console.WithTokenIssuer(issue), console.WithReadOnly())
 	none := setup(t)
+	for _, env := range []env{e, ro} {
+		if _, err := env.res.Runs.Put(ctxT(t), "r1", mustEncode(t, kv.RunRecord{RunID: "r1", State: kv.RunRunning})); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var out struct{ JWT string }
 	get(t, e.srv.URL+"/api/runs/r1/token?input=1&ttl=5m", &out)
 	if out.JWT != "jwt-for-r1" || !issued["r1/5m0s/true"] {
@@ -671,6 +676,11 @@ func TestTokenEndpoint(t *testing.T) {
 		{e.srv, "/api/runs/r1/token?ttl=25h", 400},
 		{e.srv, "/api/runs/r1/token?ttl=-1s", 400},
 		{e.srv, "/api/runs/r1/token?ttl=soon", 400},
+		// No token for a run that has no record (F1: the token for run
+		// baton_worker was handed out, existing or not).
+		{e.srv, "/api/runs/nosuchrun/token", 404},
+		{e.srv, "/api/runs/baton_worker/token", 404},
+		{ro.srv, "/api/runs/nosuchrun/token", 404},
 	} {
 		req, _ := http.NewRequest("GET", tc.srv.URL+tc.path, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -681,6 +691,11 @@ func TestTokenEndpoint(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tc.want {
 			t.Errorf("%s: %d, want %d", tc.path, resp.StatusCode, tc.want)
+		}
+	}
+	for k := range issued {
+		if strings.HasPrefix(k, "nosuchrun/") || strings.HasPrefix(k, "baton_worker/") {
+			t.Errorf("a token was issued for a run that has no record: %s", k)
 		}
 	}
 }
