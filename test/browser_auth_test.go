@@ -197,6 +197,29 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 		waitDenied("Subscription", subj)
 	}
 
+	// The token for run baton_worker may not read the workers' inbox
+	// (F1: with the inbox _INBOX_<runId> it could, and saw every job).
+	wtok, err := iss.Issue("baton_worker", time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc, err := nats.Connect(wsURL, nats.Token(wtok), nats.CustomInboxPrefix(runtoken.InboxPrefix("baton_worker")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				mu.Lock()
+				denied = append(denied, err.Error())
+				mu.Unlock()
+			}
+		}))
+	if err != nil {
+		t.Fatalf("connect with run baton_worker's token: %v", err)
+	}
+	t.Cleanup(wc.Close)
+	if _, err := wc.SubscribeSync(worker.InboxPrefix + ".>"); err != nil {
+		t.Fatal(err)
+	}
+	waitDenied("Subscription", worker.InboxPrefix+".>")
+
 	// An input token may send the run's input, and only that run's.
 	itok, err := iss.Issue("run-a", time.Minute, true)
 	if err != nil {
