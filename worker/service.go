@@ -44,7 +44,8 @@ type StatusInfo struct {
 // a request whose reply subject is not the requester's own inbox gets no
 // action and no answer.
 func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
-	if w.svc == w.nc {
+	if w.svc == nil {
+		w.svc = w.nc
 		w.log.Warn().Msg("the micro service answers on the main connection: only the in-process check of reply subjects guards its answers (give the worker its service user's credentials)")
 	}
 	svc, err := micro.AddService(w.svc, micro.Config{

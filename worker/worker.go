@@ -42,7 +42,7 @@ var Version = "dev"
 type Worker struct {
 	nc *nats.Conn
 	// svc is the connection the micro service is served from and answers
-	// on (WithServiceConn); nc unless set.
+	// on (WithServiceConn); serve makes it nc when unset.
 	svc      *nats.Conn
 	js       jetstream.JetStream
 	cfg      *config.Config
@@ -159,7 +159,8 @@ func WithGrace(d time.Duration) Option { return func(w *Worker) { w.grace = d } 
 // user that may publish only into inboxes (worker-svc in
 // deploy/nats-auth.conf), and the server itself refuses an answer
 // reflected anywhere else. Default: nc, where the worker's own check of
-// each reply subject is all that guards its answers.
+// each reply subject is all that guards its answers, which it says at
+// start; pass nc itself to serve there knowingly (a server without users).
 func WithServiceConn(svc *nats.Conn) Option { return func(w *Worker) { w.svc = svc } }
 
 // New returns a worker publishing through nc.
@@ -183,9 +184,6 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 	}
 	for _, o := range opts {
 		o(w)
-	}
-	if w.svc == nil {
-		w.svc = nc
 	}
 	if w.node == "" {
 		h, _ := os.Hostname()

@@ -133,7 +133,8 @@ beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
 				return err
 			}
 			defer nc.Close()
-			w, err := worker.New(nc, cfg, worker.WithNode("demo"), worker.WithStateDir(dir), worker.WithLogger(log))
+			// Its embedded server has no users: the service answers there.
+			w, err := worker.New(nc, cfg, worker.WithNode("demo"), worker.WithStateDir(dir), worker.WithLogger(log), worker.WithServiceConn(nc))
 			if err != nil {
 				return err
 			}

@@ -89,7 +89,7 @@ Stopping the worker never stops an agent.`,
 			}
 			svcURL := serviceNATS
 			if embedded {
-				svcURL = "" // the embedded server has no users
+				svcURL = url // the embedded server has no users to choose from
 			}
 			return runWorker(cmd.Context(), log, cfg, url, svcURL, node, g.stateDir, opts...)
 		},
