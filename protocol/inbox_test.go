@@ -74,3 +74,27 @@ func TestInboxNamespacesDisjoint(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReplyAllowed: a reply subject ReplyAllowed accepts, from any
+// requester, is always inside the client namespace or that run's token
+// namespace, a literal subject (no wildcard, no empty token) of bounded
+// length: never the workers' inbox, another run's, or anything with
+// rights behind it ($JS, $KV, $O, a run's chain).
+func FuzzReplyAllowed(f *testing.F) {
+	for _, s := range []string{"_INBOX.abc", "_INBOX_run.r1.abc", "_INBOX_baton_worker.x", "$JS.API.STREAM.DELETE.X", "_INBOX.>", ""} {
+		f.Add(s, "r1")
+	}
+	f.Fuzz(func(t *testing.T, reply, run string) {
+		if !protocol.ReplyAllowed(reply, run) {
+			return
+		}
+		inRun := run != "" && strings.HasPrefix(reply, protocol.RunInboxPrefix(run)+".")
+		if !strings.HasPrefix(reply, protocol.ClientInboxPrefix+".") && !inRun {
+			t.Fatalf("ReplyAllowed(%q, %q): outside the client's and the run's inbox", reply, run)
+		}
+		if len(reply) > protocol.MaxReplyLen || strings.ContainsAny(reply, "*> \t\r\n") ||
+			strings.Contains(reply, "..") || strings.HasSuffix(reply, ".") {
+			t.Fatalf("ReplyAllowed(%q, %q): not a bounded literal subject", reply, run)
+		}
+	})
+}
