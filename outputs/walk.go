@@ -46,7 +46,7 @@ type entry struct {
 	size   int64  // a file's apparent size (sparse files count whole)
 	exec   bool
 	op     op
-	file   bool      // chosen by a files pattern
+	file   bool // chosen by a files pattern
 	seeded bool
 	seed   baseEntry // what was seeded at rel, if seeded
 	// dirfd is rel's directory in the workspace and base its baseline
