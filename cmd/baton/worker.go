@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,8 +101,18 @@ Stopping the worker never stops an agent.`,
 	return cmd
 }
 
-// runWorker connects (retrying forever) and serves until ctx ends.
+// errNATSClosed: the worker's NATS connection was closed for good (the
+// server refused it for an error nats.go does not reconnect after, or its
+// credentials twice).
+var errNATSClosed = errors.New("the NATS connection was closed for good")
+
+// runWorker connects (retrying forever) and serves until ctx ends, or
+// until its connection is closed for good: then it returns an error (the
+// process exits non-zero, so its supervisor starts a worker that connects
+// anew) and leaves its runs' agents running for their next holder (I4).
 func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url, node, stateDir string, opts ...worker.Option) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	nc, err := nats.Connect(url,
 		nats.Name("baton-worker "+node),
 		nats.MaxReconnects(-1),
@@ -119,6 +130,9 @@ func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url,
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info().Str("url", c.ConnectedUrl()).Msg("NATS reconnected")
 		}),
+		nats.ClosedHandler(func(c *nats.Conn) {
+			stop(fmt.Errorf("%w: %w", errNATSClosed, cmp.Or(c.LastError(), nats.ErrConnectionClosed)))
+		}),
 	)
 	if err != nil {
 		return fmt.Errorf("connect to NATS at %s: %w", url, err)
@@ -129,6 +143,10 @@ func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url,
 		return err
 	}
 	err = w.Run(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, errNATSClosed) {
+		log.Error().Err(cause).Msg("exiting: a worker does not live on disconnected; its runs' agents keep running")
+		return cause
+	}
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
