@@ -49,7 +49,9 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("leaseTTL: 3s\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	url := func(user, password string) string { return fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", user, password, port) }
+	url := func(user, password string) string {
+		return fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", user, password, port)
+	}
 
 	logs := &syncBuffer{}
 	cmd := exec.Command(bin, "worker", "--nats", url("worker", "first"), "--state-dir", stateDir, "--node", "n1",
