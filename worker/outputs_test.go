@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/outputs"
@@ -216,6 +217,21 @@ func TestOutputsLongPathKeepsConnection(t *testing.T) {
 	}
 	if got := h.checkOutputs(id, st); got[file.Name] != "deep\n" {
 		t.Fatalf("outputs %v", got)
+	}
+	// baton outputs --get writes it under its path.
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if saved, err := client.New(h.js, h.names).SaveOutput(ctx, id, file, dir); err != nil || saved != "files/"+rel {
+		t.Fatalf("SaveOutput: %q, %v", saved, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if b, err := root.ReadFile("files/" + rel); err != nil || string(b) != "deep\n" {
+		t.Fatalf("saved %q, %v", b, err)
 	}
 	next := newRunID(t)
 	h.submit(map[string]any{"runId": next, "profile": "edit", "args": []string{"true"}})
