@@ -136,3 +136,30 @@ func FuzzGlob(f *testing.F) {
 		_ = outputs.Match(pattern, name) // never panics, ends quickly
 	})
 }
+
+// FuzzSplitOutput: whatever a status lists, a file's path is given back
+// only when the name is its digest, and it never names the run's diff.
+func FuzzSplitOutput(f *testing.F) {
+	f.Add("r1/diff.patch", "")
+	f.Add(outputs.FileName("r1", "out/a"), "out/a")
+	f.Add("r1/files/out%2F..%2Fx", "")
+	f.Add(outputs.FileName("r1", "a"), "%")
+	f.Fuzz(func(t *testing.T, name, path string) {
+		kind, rel, err := outputs.SplitOutput("r1", protocol.Output{Name: name, Path: path})
+		if err != nil {
+			return
+		}
+		switch kind {
+		case outputs.KindDiff:
+			if name != "r1/diff.patch" || rel != "" {
+				t.Fatalf("%q, %q: diff with %q", name, path, rel)
+			}
+		case outputs.KindFile:
+			if path != "" && outputs.FileName("r1", rel) != name {
+				t.Fatalf("%q, %q: path %q is not the one named", name, path, rel)
+			}
+		default:
+			t.Fatalf("kind %q", kind)
+		}
+	})
+}
