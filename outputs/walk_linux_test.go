@@ -2,6 +2,7 @@ package outputs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -153,6 +154,25 @@ func TestCaptureLongPaths(t *testing.T) {
 	for _, n := range res.Notes {
 		if len(n) > 512 {
 			t.Errorf("a note of %d bytes", len(n))
+		}
+	}
+}
+
+// The capture's context reaches the walk: once it ends, the capture stops
+// with its error (the caller's to judge: a worker stopping hands the run
+// on), not with a workspace error.
+func TestCaptureStopsWithItsContext(t *testing.T) {
+	obs := newStore(t)
+	ws := t.TempDir()
+	for i := range 50 {
+		write(t, ws, fmt.Sprintf("d%d/f", i), "x\n")
+	}
+	for _, pol := range []outputs.Policy{{Diff: true}, {Files: []string{"**"}}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		res, err := outputs.Capture(ctx, obs, "run-ctx", ws, nil, pol)
+		if !errors.Is(err, context.Canceled) || res.Error != "" || len(res.Outputs) != 0 {
+			t.Fatalf("%+v: capture with its context ended: %+v, %v", pol, res, err)
 		}
 	}
 }
