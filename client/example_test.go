@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -147,7 +148,8 @@ func ExampleClient_Outputs() {
 		return
 	}
 	for _, o := range ro.Outputs {
-		fmt.Println(o.Name, o.Size)
+		// A file's object is named by its path's digest; Path is the path.
+		fmt.Println(cmp.Or(o.Path, o.Name), o.Size)
 	}
 	var patch strings.Builder
 	if err := c.GetOutput(ctx, ro.Outputs[0], &patch); err != nil {
@@ -157,7 +159,7 @@ func ExampleClient_Outputs() {
 	fmt.Print(patch.String())
 	// Output:
 	// example-2/diff.patch 118
-	// example-2/files/out/report.md 5
+	// out/report.md 5
 	// diff --git a/out/report.md b/out/report.md
 	// new file mode 100644
 	// --- /dev/null

@@ -122,7 +122,7 @@ func (c *Client) GetOutput(ctx context.Context, o protocol.Output, w io.Writer) 
 // renames it once the digest checks, so a bad output leaves nothing
 // behind. It returns the path written, relative to dir.
 func (c *Client) SaveOutput(ctx context.Context, runID string, o protocol.Output, dir string) (string, error) {
-	kind, rel, err := outputs.SplitName(runID, o.Name)
+	kind, rel, err := outputs.SplitOutput(runID, o)
 	if err != nil {
 		return "", err
 	}

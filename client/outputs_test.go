@@ -80,7 +80,7 @@ func TestSaveOutputChecksDigest(t *testing.T) {
 	st := captured(t, e, "r2", map[string]string{"report.md": "good"}, nil)
 	var report protocol.Output
 	for _, o := range st.Outputs {
-		if o.Name == "r2/files/report.md" {
+		if o.Name == outputs.FileName("r2", "report.md") {
 			report = o
 		}
 	}
@@ -98,5 +98,10 @@ func TestSaveOutputChecksDigest(t *testing.T) {
 	bad := protocol.Output{Name: "r2/files/..%2F..%2Fescape", Size: 1, Digest: "x"}
 	if _, err := e.c.SaveOutput(ctxT(t), "r2", bad, dir); !errors.Is(err, outputs.ErrBadName) {
 		t.Fatalf("escaping name: %v", err)
+	}
+	// So is a path that would leave it, under its own digest.
+	bad = protocol.Output{Name: outputs.FileName("r2", "../../escape"), Path: "../../escape", Size: 1, Digest: "x"}
+	if _, err := e.c.SaveOutput(ctxT(t), "r2", bad, dir); !errors.Is(err, outputs.ErrBadName) {
+		t.Fatalf("escaping path: %v", err)
 	}
 }

@@ -399,11 +399,16 @@ func (c *Console) serveOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer obj.Close()
+	base := name[strings.LastIndexByte(name, '/')+1:]
 	info, err := obj.Info()
 	if err == nil {
 		w.Header().Set("Content-Length", strconv.FormatUint(info.Size, 10))
+		// A file is named by its path's digest; it downloads as its path's
+		// last segment (escaped, as the status lists it).
+		if p := info.Metadata["baton-path"]; p != "" {
+			base = p[strings.LastIndexByte(p, '/')+1:]
+		}
 	}
-	base := name[strings.LastIndexByte(name, '/')+1:]
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", base))
 	_, _ = io.Copy(w, obj)

@@ -24,6 +24,7 @@ import (
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
 )
@@ -724,6 +725,24 @@ func TestOutputDownload(t *testing.T) {
 		if resp.StatusCode != 200 || string(b) != "--- a\n+++ b\n" || !strings.Contains(resp.Header.Get("Content-Disposition"), `filename="diff.patch"`) {
 			t.Fatalf("download %s: %d %q %v", path, resp.StatusCode, b, resp.Header)
 		}
+	}
+	// A file, named by its path's digest, downloads under its path's last
+	// segment.
+	file := outputs.FileName("r1", "out/report.md")
+	if _, err := obs.Put(ctxT(t), jetstream.ObjectMeta{Name: file, Metadata: map[string]string{"baton-kind": outputs.KindFile, "baton-path": "out/report.md"}},
+		strings.NewReader("# report\n")); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", e.srv.URL+"/api/runs/r1/outputs/"+file, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "# report\n" || !strings.Contains(resp.Header.Get("Content-Disposition"), `filename="report.md"`) {
+		t.Fatalf("download %s: %d %q %v", file, resp.StatusCode, b, resp.Header)
 	}
 	for path, want := range map[string]int{"/api/runs/r1/outputs/missing": 404, "/api/runs/r2/outputs/diff.patch": 404, "/api/runs/r1/outputs/../r2/x": 400} {
 		req, _ := http.NewRequest("GET", e.srv.URL+path, nil)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/protocol"
 )
@@ -79,17 +80,21 @@ type Result struct {
 	Notes []string
 }
 
+// maxListed bounds the bytes of the file paths a capture lists on the
+// terminal status, which is one message (max_payload, 1 MiB by default).
+const maxListed = 512 << 10
+
 // Capture stores what pol asks of the workspace at dir in obs under
 // runID's names, the diff against src (nil: nothing was seeded) first,
 // then the chosen files in path order. It returns an error only when the
-// store failed (the caller may redo the capture: same names, same
-// objects); a limit reached, or a workspace that cannot be read, is the
-// Result's Error.
+// store failed or ctx ended (the caller may redo the capture: same names,
+// same objects); a limit reached, or a workspace that cannot be read, is
+// the Result's Error.
 func Capture(ctx context.Context, obs jetstream.ObjectStore, runID, dir string, src Baseline, pol Policy) (res Result, err error) {
 	if pol.Empty() {
 		return res, nil
 	}
-	root, err := openWorkspace(dir)
+	top, err := openWorkspace(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		res.Error = "the run has no workspace on this node"
 		return res, nil
@@ -98,29 +103,48 @@ func Capture(ctx context.Context, obs jetstream.ObjectStore, runID, dir string, 
 		res.Error = "workspace not readable: " + err.Error()
 		return res, nil
 	}
-	defer root.Close()
+	defer top.Close()
 	if src == nil {
 		src = FilesBaseline(nil)
 	}
-	base, err := src.entries()
+	base, err := src.top()
 	if err != nil {
 		res.Error = err.Error()
 		return res, nil
 	}
-	s, err := walk(root, src, base, pol)
-	if err != nil {
-		res.Error = err.Error()
-		return res, nil
-	}
+	w := &walker{ctx: ctx, pol: pol}
 	defer func() {
-		res.Notes = s.notes
-		if s.dropped > 0 {
-			res.Notes = append(res.Notes, fmt.Sprintf("and %d more", s.dropped))
+		res.Notes = w.notes
+		if w.dropped > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("and %d more", w.dropped))
+		}
+		if w.skipped > 0 && err == nil {
+			skipped := fmt.Sprintf("%v: %d workspace entries were skipped, deeper than %d directories or with paths longer than %d bytes (see outputsNotes)",
+				ErrLimit, w.skipped, MaxDepth, MaxPathBytes)
+			res.Error = strings.TrimPrefix(res.Error+"; "+skipped, "; ")
 		}
 	}()
+	// The files chosen, kept for their puts after the diff's: at most one
+	// past the file limit, which stops the capture there.
+	var files []entry
+	choose := func(e *entry) {
+		if e.file && len(files) <= pol.maxFiles() {
+			c := *e
+			c.dirfd, c.base = -1, nil
+			files = append(files, c)
+		}
+	}
 	budget := pol.maxBytes()
 	if pol.Diff {
-		info, err := putDiff(ctx, obs, runID, root, s, src, base, budget)
+		info, err := putDiff(ctx, obs, runID, budget, func(bw *bufio.Writer, budget int64) error {
+			return w.walk(top, base, func(e *entry) error {
+				choose(e)
+				if e.op == opSame {
+					return nil
+				}
+				return writeEntry(bw, e, budget)
+			})
+		})
 		var de *diffError
 		switch {
 		case errors.As(err, &de):
@@ -129,42 +153,57 @@ func Capture(ctx context.Context, obs jetstream.ObjectStore, runID, dir string, 
 		case err != nil:
 			return res, fmt.Errorf("store %s: %w", DiffName(runID), err)
 		}
-		res.Outputs = append(res.Outputs, output(info))
+		res.Outputs = append(res.Outputs, output(info, ""))
 		budget -= int64(info.Size)
-	}
-	nfiles := 0
-	for i := range s.entries {
-		e := &s.entries[i]
-		if !e.file {
-			continue
+	} else {
+		err := w.walk(top, base, func(e *entry) error {
+			choose(e)
+			return nil
+		})
+		var de *diffError
+		switch {
+		case errors.As(err, &de):
+			res.Error = err.Error()
+			return res, nil
+		case err != nil:
+			return res, err
 		}
-		if nfiles++; nfiles > pol.maxFiles() {
-			res.Error = fmt.Sprintf("%v: more than %d files match the outputs patterns; stopped at %s", ErrLimit, pol.maxFiles(), EscapePath(e.rel))
+	}
+	listed := 0
+	for i := range files {
+		e := &files[i]
+		if i == pol.maxFiles() {
+			res.Error = fmt.Sprintf("%v: more than %d files match the outputs patterns; stopped at %s", ErrLimit, pol.maxFiles(), shortPath(e.rel))
 			return res, nil
 		}
 		if e.size > budget {
 			res.Error = fmt.Sprintf("%v: %s (%d bytes) does not fit in what is left of limits.outputs (%d of %d bytes)",
-				ErrLimit, EscapePath(e.rel), e.size, max(budget, 0), pol.maxBytes())
+				ErrLimit, shortPath(e.rel), e.size, max(budget, 0), pol.maxBytes())
 			return res, nil
 		}
-		info, err := putFile(ctx, obs, runID, root, e)
+		esc := EscapePath(e.rel)
+		if listed += len(esc); listed > maxListed {
+			res.Error = fmt.Sprintf("%v: the files' paths take more than the %d bytes a status lists; stopped at %s", ErrLimit, maxListed, shortPath(e.rel))
+			return res, nil
+		}
+		info, err := putFile(ctx, obs, runID, int(top.Fd()), e)
 		var de *diffError
 		switch {
 		case errors.As(err, &de):
-			s.note("%s: not stored: %v", EscapePath(e.rel), de.err)
+			w.note("%s: not stored: %v", shortPath(e.rel), de.err)
 			continue
 		case err != nil:
-			return res, fmt.Errorf("store %s: %w", FileName(runID, e.rel), err)
+			return res, fmt.Errorf("store %s (%s): %w", FileName(runID, e.rel), shortPath(e.rel), err)
 		}
-		res.Outputs = append(res.Outputs, output(info))
+		res.Outputs = append(res.Outputs, output(info, esc))
 		budget -= int64(info.Size)
 	}
 	return res, nil
 }
 
-// openWorkspace opens dir as a root, making it readable again when the
-// agent took its permissions away and we own it.
-func openWorkspace(dir string) (*os.Root, error) {
+// openWorkspace opens the directory dir, making it readable again when
+// the agent took its permissions away and we own it.
+func openWorkspace(dir string) (*os.File, error) {
 	st, err := os.Lstat(dir)
 	if err != nil {
 		return nil, err
@@ -172,13 +211,7 @@ func openWorkspace(dir string) (*os.Root, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", dir)
 	}
-	root, err := os.OpenRoot(dir)
-	if errors.Is(err, fs.ErrPermission) {
-		if cerr := os.Chmod(dir, 0o700); cerr == nil {
-			root, err = os.OpenRoot(dir)
-		}
-	}
-	return root, err
+	return openDirAt(unix.AT_FDCWD, dir)
 }
 
 // diffError is a failure of the workspace side of a put (a limit, a file
@@ -206,20 +239,28 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 // chunkSize is the size of a stored object's chunks (nats.go's default).
 const chunkSize = 128 << 10
 
-func putDiff(ctx context.Context, obs jetstream.ObjectStore, runID string, root *os.Root, s *scan, src Baseline, base map[string]baseEntry, budget int64) (*jetstream.ObjectInfo, error) {
+// putDiff stores the diff that write writes (within budget) as runID's
+// diff object.
+func putDiff(ctx context.Context, obs jetstream.ObjectStore, runID string, budget int64, write func(*bufio.Writer, int64) error) (*jetstream.ObjectInfo, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		// The store makes a chunk of each read, and a read of a pipe
 		// returns one write: whole chunks, not a message per diff line.
-		bw := bufio.NewWriterSize(pw, chunkSize)
-		err := writeDiff(&limitWriter{w: bw, n: budget, max: budget}, root, s, src, base, budget)
+		lw := bufio.NewWriterSize(pw, chunkSize)
+		bw := bufio.NewWriterSize(&limitWriter{w: lw, n: budget, max: budget}, 64<<10)
+		err := write(bw, budget)
 		if err == nil {
 			err = bw.Flush()
 		}
+		if err == nil {
+			err = lw.Flush()
+		}
+		// A read of the workspace failed, not the store; the end of ctx
+		// fails the store too.
 		var de *diffError
-		if err != nil && !errors.As(err, &de) && !errors.Is(err, io.ErrClosedPipe) {
+		if err != nil && !errors.As(err, &de) && !errors.Is(err, io.ErrClosedPipe) && ctx.Err() == nil {
 			err = &diffError{fmt.Errorf("diff: %w", err)}
 		}
 		pw.CloseWithError(err)
@@ -235,10 +276,13 @@ func putDiff(ctx context.Context, obs jetstream.ObjectStore, runID string, root 
 	return info, err
 }
 
-func putFile(ctx context.Context, obs jetstream.ObjectStore, runID string, root *os.Root, e *entry) (*jetstream.ObjectInfo, error) {
+// putFile stores the chosen file e (relative to the workspace rootfd) as
+// an object named by its path's digest, the path in its metadata.
+func putFile(ctx context.Context, obs jetstream.ObjectStore, runID string, rootfd int, e *entry) (*jetstream.ObjectInfo, error) {
 	meta := jetstream.ObjectMeta{
-		Name:     FileName(runID, e.rel),
-		Metadata: map[string]string{"baton-kind": KindFile, "baton-path": EscapePath(e.rel)},
+		Name:        FileName(runID, e.rel),
+		Description: "baton: the workspace file at metadata baton-path",
+		Metadata:    map[string]string{"baton-kind": KindFile, "baton-path": EscapePath(e.rel)},
 	}
 	if e.link {
 		// Recorded as a link, never followed: its content is the target.
@@ -248,7 +292,7 @@ func putFile(ctx context.Context, obs jetstream.ObjectStore, runID string, root 
 	if e.exec {
 		meta.Metadata["baton-mode"] = "0755"
 	}
-	f, _, err := openRegular(root, e.rel)
+	f, _, err := openBeneath(rootfd, e.rel)
 	if err != nil {
 		return nil, &diffError{err}
 	}
@@ -269,7 +313,7 @@ func (x *exactReader) Read(p []byte) (int, error) {
 	if x.left == 0 {
 		var one [1]byte
 		if n, _ := x.r.Read(one[:]); n > 0 {
-			return 0, &diffError{fmt.Errorf("%s grew while captured", EscapePath(x.rel))}
+			return 0, &diffError{fmt.Errorf("%s grew while captured", shortPath(x.rel))}
 		}
 		return 0, io.EOF
 	}
@@ -279,7 +323,7 @@ func (x *exactReader) Read(p []byte) (int, error) {
 	n, err := x.r.Read(p)
 	x.left -= int64(n)
 	if err == io.EOF && x.left > 0 {
-		return n, &diffError{fmt.Errorf("%s shrank while captured", EscapePath(x.rel))}
+		return n, &diffError{fmt.Errorf("%s shrank while captured", shortPath(x.rel))}
 	}
 	if err == io.EOF {
 		err = nil
@@ -287,6 +331,6 @@ func (x *exactReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func output(info *jetstream.ObjectInfo) protocol.Output {
-	return protocol.Output{Name: info.Name, Size: info.Size, Digest: info.Digest}
+func output(info *jetstream.ObjectInfo, path string) protocol.Output {
+	return protocol.Output{Name: info.Name, Path: path, Size: info.Size, Digest: info.Digest}
 }

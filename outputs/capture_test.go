@@ -111,7 +111,7 @@ func TestCaptureDiffAppliesWithGit(t *testing.T) {
 	if res.Error != "" || len(res.Notes) != 0 {
 		t.Fatalf("error %q notes %q", res.Error, res.Notes)
 	}
-	if len(res.Outputs) != 2 || res.Outputs[0].Name != "run-1/diff.patch" || res.Outputs[1].Name != "run-1/files/out/report.md" {
+	if len(res.Outputs) != 2 || res.Outputs[0].Name != "run-1/diff.patch" || res.Outputs[1].Name != outputs.FileName("run-1", "out/report.md") {
 		t.Fatalf("outputs %+v", res.Outputs)
 	}
 	patch := get(t, obs, "run-1/diff.patch")
@@ -129,7 +129,7 @@ func TestCaptureDiffAppliesWithGit(t *testing.T) {
 			t.Errorf("patch lacks %q:\n%s", want, patch)
 		}
 	}
-	if got := get(t, obs, "run-1/files/out/report.md"); string(got) != "# Report\nall good" {
+	if got := get(t, obs, outputs.FileName("run-1", "out/report.md")); string(got) != "# Report\nall good" {
 		t.Fatalf("report %q", got)
 	}
 
@@ -245,22 +245,22 @@ func TestCaptureHostileWorkspace(t *testing.T) {
 	for _, o := range res.Outputs {
 		names[o.Name] = true
 	}
-	for _, want := range []string{"run-h/diff.patch", "run-h/files/out/ok.txt", "run-h/files/out/escape",
-		"run-h/files/out/dirlink", "run-h/files/out/new%0Aline%FF.txt", "run-h/files/out/locked/deep.txt"} {
+	for _, want := range []string{"run-h/diff.patch", outputs.FileName("run-h", "out/ok.txt"), outputs.FileName("run-h", "out/escape"),
+		outputs.FileName("run-h", "out/dirlink"), outputs.FileName("run-h", odd), outputs.FileName("run-h", "out/locked/deep.txt")} {
 		if !names[want] {
 			t.Errorf("missing %s in %+v", want, res.Outputs)
 		}
 	}
-	if got := get(t, obs, "run-h/files/out/escape"); string(got) != secret {
+	if got := get(t, obs, outputs.FileName("run-h", "out/escape")); string(got) != secret {
 		t.Fatalf("link stored as %q, want its target %q (never followed)", got, secret)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, err := obs.GetInfo(ctx, "run-h/files/out/escape")
+	info, err := obs.GetInfo(ctx, outputs.FileName("run-h", "out/escape"))
 	if err != nil || info.Metadata["baton-kind"] != outputs.KindSymlink {
 		t.Fatalf("link info %+v, %v", info, err)
 	}
-	if got := get(t, obs, "run-h/files/out/locked/deep.txt"); string(got) != "deep" {
+	if got := get(t, obs, outputs.FileName("run-h", "out/locked/deep.txt")); string(got) != "deep" {
 		t.Fatalf("mode 000 file read as %q", got)
 	}
 	patch := string(get(t, obs, "run-h/diff.patch"))
@@ -295,7 +295,7 @@ func TestCaptureLimits(t *testing.T) {
 	if !strings.Contains(res.Error, "sparse.bin (1099511627776 bytes) does not fit") {
 		t.Fatalf("error %q", res.Error)
 	}
-	if len(res.Outputs) != 1 || res.Outputs[0].Name != "run-s/files/a.txt" {
+	if len(res.Outputs) != 1 || res.Outputs[0].Name != outputs.FileName("run-s", "a.txt") {
 		t.Fatalf("outputs before the limit: %+v", res.Outputs)
 	}
 	// In the diff a NUL-headed sparse file is binary: only a marker.

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 )
@@ -14,61 +13,25 @@ import (
 // changed; a larger one is shown replaced whole, read twice from disk.
 const inMemory = 8 << 20
 
-// diffItem is one path of the diff: an entry, or a deleted seed.
-type diffItem struct {
-	rel string
-	e   *entry // nil for a deleted seed
-}
-
-// writeDiff writes a git-style unified diff of the scanned workspace
-// against the baseline to w; a seeded file larger than budget is not read
+// writeEntry writes e's part of a git-style unified diff of the
+// workspace against its baseline (the walk hands the entries over in path
+// order, as git sorts them); a seeded file larger than budget is not read
 // (the diff could not hold it).
-func writeDiff(w io.Writer, root *os.Root, s *scan, src Baseline, base map[string]baseEntry, budget int64) error {
-	items := make([]diffItem, 0, len(s.entries)+len(s.deleted))
-	for i := range s.entries {
-		if s.entries[i].op != opSame {
-			items = append(items, diffItem{rel: s.entries[i].rel, e: &s.entries[i]})
-		}
-	}
-	for _, d := range s.deleted {
-		items = append(items, diffItem{rel: d})
-	}
-	// Deletions sort before an addition of the same path (a seed file
-	// become a link).
-	slices.SortStableFunc(items, func(a, b diffItem) int {
-		if c := strings.Compare(a.rel, b.rel); c != 0 {
-			return c
-		}
-		if a.e == nil {
-			return -1
-		}
-		if b.e == nil {
-			return 1
-		}
-		return 0
-	})
-	bw := bufio.NewWriterSize(w, 64<<10)
-	for _, it := range items {
-		var old string
+func writeEntry(w *bufio.Writer, e *entry, budget int64) error {
+	var old string
+	if e.op == opDelete || e.op == opModify {
 		var err error
-		if it.e == nil || it.e.op == opModify {
-			if old, err = readBase(src, it.rel, base[it.rel], budget); err != nil {
-				return err
-			}
-		}
-		switch {
-		case it.e == nil:
-			err = diffDelete(bw, it.rel, base[it.rel], old)
-		case it.e.op == opAdd:
-			err = diffAdd(bw, root, it.e)
-		default:
-			err = diffModify(bw, root, it.e, old)
-		}
-		if err != nil {
+		if old, err = readBase(e.base, e.rel, e.name, e.seed, budget); err != nil {
 			return err
 		}
 	}
-	return bw.Flush()
+	switch e.op {
+	case opDelete:
+		return diffDelete(w, e.rel, e.seed, old)
+	case opAdd:
+		return diffAdd(w, e)
+	}
+	return diffModify(w, e, old)
 }
 
 func mode(e *entry) string { return baseEntry{link: e.link, exec: e.exec}.mode() }
@@ -97,7 +60,7 @@ func diffDelete(w *bufio.Writer, rel string, b baseEntry, old string) error {
 	return nil
 }
 
-func diffAdd(w *bufio.Writer, root *os.Root, e *entry) error {
+func diffAdd(w *bufio.Writer, e *entry) error {
 	header(w, e.rel)
 	fmt.Fprintf(w, "new file mode %s\n", mode(e))
 	if e.link {
@@ -108,9 +71,9 @@ func diffAdd(w *bufio.Writer, root *os.Root, e *entry) error {
 		return nil
 	}
 	if e.size > inMemory {
-		return diffBig(w, root, e, "", false)
+		return diffBig(w, e, "", false)
 	}
-	cur, err := readExact(root, e)
+	cur, err := readExact(e)
 	if err != nil {
 		return err
 	}
@@ -123,15 +86,15 @@ func diffAdd(w *bufio.Writer, root *os.Root, e *entry) error {
 	return nil
 }
 
-func diffModify(w *bufio.Writer, root *os.Root, e *entry, old string) error {
+func diffModify(w *bufio.Writer, e *entry, old string) error {
 	header(w, e.rel)
-	if e.exec != e.oldExec {
-		fmt.Fprintf(w, "old mode %s\nnew mode %s\n", baseEntry{exec: e.oldExec}.mode(), mode(e))
+	if e.exec != e.seed.exec {
+		fmt.Fprintf(w, "old mode %s\nnew mode %s\n", e.seed.mode(), mode(e))
 	}
 	if e.size > inMemory {
-		return diffBig(w, root, e, old, true)
+		return diffBig(w, e, old, true)
 	}
-	cur, err := readExact(root, e)
+	cur, err := readExact(e)
 	if err != nil {
 		return err
 	}
@@ -150,8 +113,8 @@ func diffModify(w *bufio.Writer, root *os.Root, e *entry, old string) error {
 
 // diffBig shows a file too large to hold whole as added, or as replacing
 // old, reading it twice (to count its lines, then to write them).
-func diffBig(w *bufio.Writer, root *os.Root, e *entry, old string, modified bool) error {
-	f, _, err := openRegular(root, e.rel)
+func diffBig(w *bufio.Writer, e *entry, old string, modified bool) error {
+	f, _, err := e.open()
 	if err != nil {
 		return err
 	}
@@ -169,7 +132,7 @@ func diffBig(w *bufio.Writer, root *os.Root, e *entry, old string, modified bool
 		fmt.Fprintf(w, "Binary files %s and %s differ\n", from, quoteGit("b/", e.rel))
 		return nil
 	}
-	lc, err := countFile(root, e)
+	lc, err := countFile(e)
 	if err != nil {
 		return err
 	}
@@ -179,7 +142,7 @@ func diffBig(w *bufio.Writer, root *os.Root, e *entry, old string, modified bool
 	}
 	fmt.Fprintf(w, "--- %s\n+++ %s\n@@ -%s +1%s @@\n", from, quoteGit("b/", e.rel), oldRange, count(lc))
 	linesOf(w, '-', []byte(old))
-	return fileLines(w, '+', root, e)
+	return fileLines(w, '+', e)
 }
 
 // binary reports whether b (a file's start) has a NUL in its first 8000
@@ -188,8 +151,8 @@ func binary(b []byte) bool { return bytes.IndexByte(b[:min(len(b), 8000)], 0) >=
 
 // readExact reads e's file whole, failing if its size changed since the
 // walk.
-func readExact(root *os.Root, e *entry) ([]byte, error) {
-	f, _, err := openRegular(root, e.rel)
+func readExact(e *entry) ([]byte, error) {
+	f, _, err := e.open()
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +162,7 @@ func readExact(root *os.Root, e *entry) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(cur)) != e.size {
-		return nil, fmt.Errorf("%s changed size while captured", EscapePath(e.rel))
+		return nil, fmt.Errorf("%s changed size while captured", shortPath(e.rel))
 	}
 	return cur, nil
 }
@@ -412,8 +375,8 @@ func lineCount(s string) int {
 }
 
 // countFile counts the lines of e's file, reading no more than its size.
-func countFile(root *os.Root, e *entry) (int, error) {
-	f, _, err := openRegular(root, e.rel)
+func countFile(e *entry) (int, error) {
+	f, _, err := e.open()
 	if err != nil {
 		return 0, err
 	}
@@ -435,7 +398,7 @@ func countFile(root *os.Root, e *entry) (int, error) {
 		}
 	}
 	if total != e.size {
-		return 0, fmt.Errorf("%s changed size while captured", EscapePath(e.rel))
+		return 0, fmt.Errorf("%s changed size while captured", shortPath(e.rel))
 	}
 	if last != '\n' {
 		n++
@@ -443,8 +406,8 @@ func countFile(root *os.Root, e *entry) (int, error) {
 	return n, nil
 }
 
-func fileLines(w *bufio.Writer, mark byte, root *os.Root, e *entry) error {
-	f, _, err := openRegular(root, e.rel)
+func fileLines(w *bufio.Writer, mark byte, e *entry) error {
+	f, _, err := e.open()
 	if err != nil {
 		return err
 	}

@@ -1,19 +1,29 @@
 package outputs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/batonhq/baton/protocol"
 )
 
 // DiffName is the object name of a run's workspace diff.
 func DiffName(runID string) string { return runID + "/diff.patch" }
 
 // FileName is the object name of the workspace file at rel (slash
-// separated), escaped (see EscapePath).
-func FileName(runID, rel string) string { return runID + "/files/" + EscapePath(rel) }
+// separated): named by the hex SHA-256 of rel's bytes, never rel itself,
+// since an object's name goes into subjects and a workspace path may be
+// longer than a NATS control line (4 KiB). The path is in the object's
+// metadata (baton-path) and in the status's Output.Path, escaped.
+func FileName(runID, rel string) string {
+	sum := sha256.Sum256([]byte(rel))
+	return runID + "/files/" + hex.EncodeToString(sum[:])
+}
 
 // ErrBadName is returned for an object or escaped name that is malformed.
 var ErrBadName = errors.New("outputs: bad name")
@@ -75,18 +85,30 @@ func unhex(c byte) (byte, bool) {
 	return 0, false
 }
 
-// SplitName splits an object name of run runID into its kind ("diff" or
-// "file") and, for a file, its workspace path (unescaped).
-func SplitName(runID, name string) (kind, rel string, err error) {
-	if name == DiffName(runID) {
+// SplitOutput tells what output o of run runID is: its kind ("diff" or
+// "file") and, for a file, its workspace path (unescaped), which must be
+// the one its name is the digest of. An output listed before objects were
+// named by digest ("<runId>/files/<escaped path>", no Path) is read by its
+// name.
+func SplitOutput(runID string, o protocol.Output) (kind, rel string, err error) {
+	if o.Name == DiffName(runID) {
 		return KindDiff, "", nil
 	}
-	esc, ok := strings.CutPrefix(name, runID+"/files/")
+	esc, ok := strings.CutPrefix(o.Name, runID+"/files/")
 	if !ok || esc == "" {
-		return "", "", fmt.Errorf("%w: %q is not an output of run %s", ErrBadName, name, runID)
+		return "", "", fmt.Errorf("%w: %q is not an output of run %s", ErrBadName, o.Name, runID)
 	}
-	rel, err = UnescapePath(esc)
-	return KindFile, rel, err
+	if o.Path == "" {
+		rel, err = UnescapePath(esc)
+		return KindFile, rel, err
+	}
+	if rel, err = UnescapePath(o.Path); err != nil {
+		return "", "", err
+	}
+	if FileName(runID, rel) != o.Name {
+		return "", "", fmt.Errorf("%w: %q is not the name of the path %q", ErrBadName, o.Name, o.Path)
+	}
+	return KindFile, rel, nil
 }
 
 // Kinds of objects, in an object's "kind" metadata.

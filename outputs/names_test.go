@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/batonhq/baton/outputs"
+	"github.com/batonhq/baton/protocol"
 )
 
 func TestEscapePath(t *testing.T) {
@@ -38,28 +39,40 @@ func TestUnescapePathMalformed(t *testing.T) {
 	}
 }
 
-func TestSplitName(t *testing.T) {
+func TestSplitOutput(t *testing.T) {
+	long := strings.Repeat(strings.Repeat("d", 250)+"/", 15) + "f"
 	for _, tc := range []struct {
-		name, kind, rel string
-		bad             bool
+		o         protocol.Output
+		kind, rel string
+		bad       bool
 	}{
-		{name: "r1/diff.patch", kind: outputs.KindDiff},
-		{name: "r1/files/out/a%0Ab", kind: outputs.KindFile, rel: "out/a\nb"},
-		{name: "r2/diff.patch", bad: true},
-		{name: "r1/files/", bad: true},
-		{name: "r1/files/%", bad: true},
-		{name: "r1/other", bad: true},
+		{o: protocol.Output{Name: "r1/diff.patch"}, kind: outputs.KindDiff},
+		{o: protocol.Output{Name: outputs.FileName("r1", "out/a\nb"), Path: "out/a%0Ab"}, kind: outputs.KindFile, rel: "out/a\nb"},
+		{o: protocol.Output{Name: outputs.FileName("r1", long), Path: long}, kind: outputs.KindFile, rel: long},
+		// Listed before names were digests.
+		{o: protocol.Output{Name: "r1/files/out/a%0Ab"}, kind: outputs.KindFile, rel: "out/a\nb"},
+		// A path that is not the one named.
+		{o: protocol.Output{Name: outputs.FileName("r1", "out/a"), Path: "../../etc/passwd"}, bad: true},
+		{o: protocol.Output{Name: outputs.FileName("r1", "out/a"), Path: "%"}, bad: true},
+		{o: protocol.Output{Name: "r2/diff.patch"}, bad: true},
+		{o: protocol.Output{Name: "r1/files/"}, bad: true},
+		{o: protocol.Output{Name: "r1/files/%"}, bad: true},
+		{o: protocol.Output{Name: "r1/other"}, bad: true},
 	} {
-		kind, rel, err := outputs.SplitName("r1", tc.name)
+		kind, rel, err := outputs.SplitOutput("r1", tc.o)
 		if tc.bad {
 			if !errors.Is(err, outputs.ErrBadName) {
-				t.Errorf("SplitName(%q): %v, want ErrBadName", tc.name, err)
+				t.Errorf("SplitOutput(%+v): %v, want ErrBadName", tc.o, err)
 			}
 			continue
 		}
 		if err != nil || kind != tc.kind || rel != tc.rel {
-			t.Errorf("SplitName(%q) = %q, %q, %v", tc.name, kind, rel, err)
+			t.Errorf("SplitOutput(%+v) = %q, %q, %v", tc.o, kind, rel, err)
 		}
+	}
+	// No path makes a name longer than the digest's.
+	if n := outputs.FileName("r1", long); len(n) != len("r1/files/")+64 {
+		t.Errorf("FileName of a %d-byte path is %d bytes", len(long), len(n))
 	}
 }
 
@@ -121,5 +134,32 @@ func FuzzGlob(f *testing.F) {
 			return
 		}
 		_ = outputs.Match(pattern, name) // never panics, ends quickly
+	})
+}
+
+// FuzzSplitOutput: whatever a status lists, a file's path is given back
+// only when the name is its digest, and it never names the run's diff.
+func FuzzSplitOutput(f *testing.F) {
+	f.Add("r1/diff.patch", "")
+	f.Add(outputs.FileName("r1", "out/a"), "out/a")
+	f.Add("r1/files/out%2F..%2Fx", "")
+	f.Add(outputs.FileName("r1", "a"), "%")
+	f.Fuzz(func(t *testing.T, name, path string) {
+		kind, rel, err := outputs.SplitOutput("r1", protocol.Output{Name: name, Path: path})
+		if err != nil {
+			return
+		}
+		switch kind {
+		case outputs.KindDiff:
+			if name != "r1/diff.patch" || rel != "" {
+				t.Fatalf("%q, %q: diff with %q", name, path, rel)
+			}
+		case outputs.KindFile:
+			if path != "" && outputs.FileName("r1", rel) != name {
+				t.Fatalf("%q, %q: path %q is not the one named", name, path, rel)
+			}
+		default:
+			t.Fatalf("kind %q", kind)
+		}
 	})
 }

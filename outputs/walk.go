@@ -1,16 +1,29 @@
 package outputs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 )
 
 // ErrLimit is wrapped by the error of a capture stopped at a limit.
 var ErrLimit = errors.New("outputs: over a limit")
+
+// Bounds of the walk: an agent can make a tree of any depth and any path
+// length (mkdir a; cd a, for ever), and what lies past them is noted and
+// skipped, never followed, so a walk costs time linear in the entries it
+// lists and memory bounded by their names.
+const (
+	// MaxDepth bounds the directory levels below the workspace.
+	MaxDepth = 256
+	// MaxPathBytes bounds a path's bytes (PATH_MAX less its NUL).
+	MaxPathBytes = 4095
+)
 
 // op is what a workspace path became relative to the baseline.
 type op uint8
@@ -22,170 +35,314 @@ const (
 	opDelete
 )
 
-// entry is one workspace path capture keeps: a regular file or a link that
-// differs from the baseline or that a files pattern chose.
+// entry is one workspace path the walk hands over: a regular file or a
+// link that differs from the baseline or that a files pattern chose, or a
+// seed gone from the workspace (opDelete).
 type entry struct {
 	rel    string // slash separated, as listed (any bytes but '/' and NUL)
+	name   string // rel's last segment
 	link   bool
 	target string // a link's target
 	size   int64  // a file's apparent size (sparse files count whole)
 	exec   bool
-	// oldExec: the seeded file was executable (a modified file's old mode).
-	oldExec bool
-	op      op
-	file    bool // chosen by a files pattern
+	op     op
+	file   bool // chosen by a files pattern
+	seeded bool
+	seed   baseEntry // what was seeded at rel, if seeded
+	// dirfd is rel's directory in the workspace and base its baseline
+	// directory (nil: none), valid only while the entry is visited.
+	dirfd int
+	base  baseDir
 }
 
-// scan is the result of walking a workspace.
-type scan struct {
-	entries []entry // in walk order (each directory's names sorted)
-	deleted []string
-	notes   []string
-	dropped int // notes not kept
-}
+// open opens the workspace file of an entry being visited.
+func (e *entry) open() (*os.File, os.FileInfo, error) { return openFileAt(e.dirfd, e.name) }
 
 // maxNotes bounds the notes a capture keeps; past it they are counted.
 const maxNotes = 20
 
-func (s *scan) note(format string, args ...any) {
-	if len(s.notes) < maxNotes {
-		s.notes = append(s.notes, fmt.Sprintf(format, args...))
+// walker walks a workspace and its baseline side by side, a directory at
+// a time, by descriptors: each step is one syscall relative to its
+// parent's descriptor, never through a link. It keeps only the directories
+// it is in (at most MaxDepth), each with its names.
+type walker struct {
+	ctx     context.Context
+	pol     Policy
+	visit   func(*entry) error
+	n       int // workspace entries listed
+	skipped int // entries past MaxDepth or MaxPathBytes
+	notes   []string
+	dropped int // notes not kept
+}
+
+func (w *walker) note(format string, args ...any) {
+	if len(w.notes) < maxNotes {
+		w.notes = append(w.notes, fmt.Sprintf(format, args...))
 		return
 	}
-	s.dropped++
+	w.dropped++
 }
 
-// walker walks a workspace through root, never following a link.
-type walker struct {
-	root *os.Root
-	src  Baseline
-	base map[string]baseEntry
-	pol  Policy
-	seen map[string]bool // baseline paths found as files
-	n    int             // entries listed
-	s    scan
+// frame is a directory the walk is in.
+type frame struct {
+	ws    *os.File // nil: only in the baseline (its seeds are deleted)
+	base  baseDir  // nil: not seeded
+	rel   string   // "" for the top
+	depth int
+	kids  []kid
+	next  int
 }
 
-// walk lists the workspace under root against the baseline's entries.
-func walk(root *os.Root, src Baseline, base map[string]baseEntry, pol Policy) (*scan, error) {
-	w := &walker{root: root, src: src, base: base, pol: pol, seen: map[string]bool{}}
-	if err := w.dir("."); err != nil {
-		return nil, err
+// kid is one name of a frame, in the workspace, the baseline or both.
+type kid struct {
+	name string
+	dir  bool // a directory: sorted as name+"/", so the walk goes in path order
+	inWS bool
+	typ  fs.FileMode // its type in the workspace
+	seed *baseChild
+}
+
+func (k kid) key() string {
+	if k.dir {
+		return k.name + "/"
 	}
-	for _, p := range sortedKeys(base) {
-		if !w.seen[p] {
-			w.s.deleted = append(w.s.deleted, p)
-		}
-	}
-	return &w.s, nil
+	return k.name
 }
 
-func (w *walker) dir(rel string) error {
-	f, err := openDir(w.root, rel)
+// walk visits, in path order (git's), every entry of the workspace top
+// against the baseline's top (nil: nothing seeded) that the policy keeps.
+// It returns an error wrapping ErrLimit past the entry limit, the
+// context's error when it ends, and visit's errors.
+func (w *walker) walk(top *os.File, base baseDir, visit func(*entry) error) error {
+	w.visit = visit
+	ws, err := openDirAt(int(top.Fd()), ".") // the walk's own, closed as it ends
 	if err != nil {
-		w.s.note("%s: directory not read: %v", EscapePath(rel), err)
-		return nil
+		base.close()
+		return &diffError{fmt.Errorf("workspace not readable: %w", err)}
 	}
-	var names []string
-	types := map[string]fs.FileMode{}
-	for {
-		ents, err := f.ReadDir(1024)
-		for _, e := range ents {
-			w.n++
-			if w.n > w.pol.maxEntries() {
-				f.Close()
-				return fmt.Errorf("%w: the workspace has more than %d entries", ErrLimit, w.pol.maxEntries())
-			}
-			names = append(names, e.Name())
-			types[e.Name()] = e.Type()
-		}
-		if err == io.EOF || (err == nil && len(ents) == 0) {
-			break
-		}
-		if err != nil {
-			w.s.note("%s: directory not fully read: %v", EscapePath(rel), err)
-			break
-		}
-	}
-	f.Close()
-	slices.Sort(names)
-	for _, name := range names {
-		p := name
-		if rel != "." {
-			p = rel + "/" + name
-		}
-		t := types[name]
-		switch {
-		case t.IsDir():
-			if err := w.dir(p); err != nil {
-				return err
-			}
-		case t&fs.ModeSymlink != 0:
-			target, err := w.root.Readlink(p)
-			if err != nil {
-				w.s.note("%s: link not read: %v", EscapePath(p), err)
-				continue
-			}
-			if b, ok := w.base[p]; ok && b.link && b.target == target {
-				w.seen[p] = true
-				w.add(entry{rel: p, link: true, target: target, size: int64(len(target)), op: opSame}, true)
-				continue
-			}
-			w.add(entry{rel: p, link: true, target: target, size: int64(len(target))}, false)
-		case t.IsRegular():
-			if err := w.file(p); err != nil {
-				w.s.note("%s: not read: %v", EscapePath(p), err)
-			}
-		default:
-			w.s.note("%s: skipped: %s", EscapePath(p), kindOf(t))
-		}
-	}
-	return nil
-}
-
-// file classifies the regular file p against the baseline: by its size
-// and mode alone unless it is the size of its seed, when it is compared.
-func (w *walker) file(p string) error {
-	st, err := w.root.Lstat(p)
+	root, err := w.open(ws, base, "", 0)
 	if err != nil {
 		return err
 	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: %w", EscapePath(p), errNotRegular)
-	}
-	e := entry{rel: p, size: st.Size(), exec: st.Mode()&0o111 != 0}
-	b, seeded := w.base[p]
-	if !seeded || b.link {
-		// A seeded link become a file stays unseen: git shows a deletion
-		// and an addition.
-		e.op = opAdd
-		w.add(e, false)
-		return nil
-	}
-	w.seen[p] = true
-	e.op, e.oldExec = opModify, b.exec
-	if e.size == b.size && e.exec == b.exec {
-		same, err := sameContent(w.root, w.src, p, e.size)
+	stack := []*frame{root}
+	defer func() {
+		for _, f := range stack {
+			f.close()
+		}
+	}()
+	for len(stack) > 0 {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		f := stack[len(stack)-1]
+		if f.next == len(f.kids) {
+			f.close()
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		k := f.kids[f.next]
+		f.next++
+		rel := k.name
+		if f.rel != "" {
+			rel = f.rel + "/" + k.name
+		}
+		if len(rel) > MaxPathBytes {
+			w.skip("%s: skipped: its path is longer than %d bytes", shortPath(rel), MaxPathBytes)
+			continue
+		}
+		if !k.dir {
+			if err := w.leaf(f, k, rel); err != nil {
+				return err
+			}
+			continue
+		}
+		if f.depth+1 > MaxDepth {
+			w.skip("%s: skipped: deeper than %d directories", shortPath(rel), MaxDepth)
+			continue
+		}
+		var ws *os.File
+		if k.inWS {
+			if ws, err = openDirAt(int(f.ws.Fd()), k.name); err != nil {
+				w.note("%s: directory not read: %v", shortPath(rel), errors.Unwrap(err))
+				continue
+			}
+		}
+		var sub baseDir
+		if k.seed != nil {
+			if sub, err = f.base.sub(k.name); err != nil {
+				if ws != nil {
+					ws.Close()
+				}
+				return &diffError{fmt.Errorf("read the baseline at %s: %w", shortPath(rel), err)}
+			}
+		}
+		child, err := w.open(ws, sub, rel, f.depth+1)
 		if err != nil {
 			return err
 		}
-		if same {
-			e.op = opSame
-		}
+		stack = append(stack, child)
 	}
-	w.add(e, true)
 	return nil
 }
 
-// add keeps e if the diff or the files patterns want it.
-func (w *walker) add(e entry, seeded bool) {
-	if !seeded {
-		e.op = opAdd
+func (w *walker) skip(format string, args ...any) {
+	w.skipped++
+	w.note(format, args...)
+}
+
+// open lists the directory rel, open as ws in the workspace (nil: not
+// there) and as base in the baseline (nil: not seeded), into a frame that
+// owns both.
+func (w *walker) open(ws *os.File, base baseDir, rel string, depth int) (*frame, error) {
+	f := &frame{ws: ws, base: base, rel: rel, depth: depth}
+	at := map[string]int{}
+	if ws != nil {
+		for {
+			ents, err := ws.ReadDir(1024)
+			for _, e := range ents {
+				if w.n++; w.n > w.pol.maxEntries() {
+					f.close()
+					return nil, &diffError{fmt.Errorf("%w: the workspace has more than %d entries", ErrLimit, w.pol.maxEntries())}
+				}
+				at[e.Name()] = len(f.kids)
+				f.kids = append(f.kids, kid{name: e.Name(), dir: e.IsDir(), inWS: true, typ: e.Type()})
+			}
+			if err == io.EOF || (err == nil && len(ents) == 0) {
+				break
+			}
+			if err != nil {
+				w.note("%s: directory not fully read: %v", shortPath(orTop(rel)), err)
+				break
+			}
+		}
 	}
+	if base != nil {
+		seeds, err := base.list()
+		if err != nil {
+			f.close()
+			return nil, &diffError{err}
+		}
+		for i := range seeds {
+			s := &seeds[i]
+			if j, ok := at[s.name]; ok && f.kids[j].dir == s.dir {
+				f.kids[j].seed = s
+				continue
+			}
+			// Gone, or a directory become a file (or the reverse): the
+			// seed is deleted, what is there now added.
+			f.kids = append(f.kids, kid{name: s.name, dir: s.dir, seed: s})
+		}
+	}
+	slices.SortStableFunc(f.kids, func(a, b kid) int {
+		if c := strings.Compare(a.key(), b.key()); c != 0 {
+			return c
+		}
+		// A deleted seed before what took its place.
+		switch {
+		case !a.inWS && b.inWS:
+			return -1
+		case a.inWS && !b.inWS:
+			return 1
+		}
+		return 0
+	})
+	return f, nil
+}
+
+func (f *frame) close() {
+	if f.ws != nil {
+		f.ws.Close()
+		f.ws = nil
+	}
+	if f.base != nil {
+		f.base.close()
+		f.base = nil
+	}
+}
+
+// leaf classifies the non-directory k of f against its seed: a regular
+// file by its size and mode alone unless it is the size of its seed, when
+// it is compared.
+func (w *walker) leaf(f *frame, k kid, rel string) error {
+	e := entry{rel: rel, name: k.name, dirfd: -1, base: f.base}
+	if f.ws != nil {
+		e.dirfd = int(f.ws.Fd())
+	}
+	if k.seed != nil {
+		e.seeded, e.seed = true, k.seed.baseEntry
+	}
+	if !k.inWS {
+		return w.deleted(&e)
+	}
+	switch {
+	case k.typ&fs.ModeSymlink != 0:
+		target, err := readlinkAt(e.dirfd, k.name)
+		if err != nil {
+			w.note("%s: link not read: %v", shortPath(rel), errors.Unwrap(err))
+			return w.deleted(&e)
+		}
+		e.link, e.target, e.size = true, target, int64(len(target))
+		if k.seed != nil && e.seed.link && e.seed.target == target {
+			return w.keep(&e, opSame)
+		}
+		if err := w.deleted(&e); err != nil {
+			return err
+		}
+		return w.keep(&e, opAdd)
+	case k.typ.IsRegular():
+		st, err := lstatAt(e.dirfd, k.name)
+		if err == nil && fileMode(&st)&fs.ModeType != 0 {
+			err = fmt.Errorf("%s: %w", shortPath(rel), errNotRegular)
+		}
+		if err != nil {
+			w.note("%s: not read: %v", shortPath(rel), err)
+			return w.deleted(&e)
+		}
+		e.size, e.exec = st.Size, st.Mode&0o111 != 0
+		if k.seed == nil || e.seed.link {
+			// A seeded link become a file: git shows a deletion and an
+			// addition.
+			if err := w.deleted(&e); err != nil {
+				return err
+			}
+			return w.keep(&e, opAdd)
+		}
+		o := opModify
+		if e.size == e.seed.size && e.exec == e.seed.exec {
+			same, err := sameContent(e.dirfd, f.base, k.name, e.size)
+			if err != nil {
+				w.note("%s: not read: %v", shortPath(rel), err)
+				return nil
+			}
+			if same {
+				o = opSame
+			}
+		}
+		return w.keep(&e, o)
+	default:
+		w.note("%s: skipped: %s", shortPath(rel), kindOf(k.typ))
+		return w.deleted(&e)
+	}
+}
+
+// deleted visits e's seed, if any, as deleted (for the diff only).
+func (w *walker) deleted(e *entry) error {
+	if !w.pol.Diff || !e.seeded {
+		return nil
+	}
+	d := *e
+	d.op, d.file = opDelete, false
+	return w.visit(&d)
+}
+
+// keep visits e if the diff or the files patterns want it.
+func (w *walker) keep(e *entry, o op) error {
+	e.op = o
 	e.file = len(w.pol.Files) > 0 && MatchAny(w.pol.Files, e.rel) && (len(w.pol.Within) == 0 || MatchAny(w.pol.Within, e.rel))
 	if (w.pol.Diff && e.op != opSame) || e.file {
-		w.s.entries = append(w.s.entries, e)
+		return w.visit(e)
 	}
+	return nil
 }
 
 func kindOf(t fs.FileMode) string {
@@ -202,11 +359,20 @@ func kindOf(t fs.FileMode) string {
 	return "not a regular file, directory or link"
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// orTop names the top directory in a note.
+func orTop(rel string) string {
+	if rel == "" {
+		return "."
 	}
-	slices.Sort(keys)
-	return keys
+	return rel
+}
+
+// shortPath is rel escaped for a note or an error, cut to its first 256
+// bytes: a status lists a capture's notes, and must stay small.
+func shortPath(rel string) string {
+	const keep = 256
+	if len(rel) <= keep {
+		return EscapePath(rel)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", EscapePath(rel[:keep]), len(rel))
 }

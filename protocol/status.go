@@ -75,9 +75,14 @@ func ParseStatus(b []byte) (Status, error) {
 }
 
 // Output is one object a run's capture stored in the outputs bucket (see
-// Names.OutputsBucket): "<runId>/diff.patch" or "<runId>/files/<path>".
+// Names.OutputsBucket): "<runId>/diff.patch", or "<runId>/files/<sha256>"
+// for the workspace file at Path (the hex SHA-256 of its bytes: no
+// workspace path is ever in a subject).
 type Output struct {
 	Name string `json:"name"`
+	// Path is a file's workspace path, escaped (outputs.EscapePath);
+	// empty for the diff.
+	Path string `json:"path,omitempty"`
 	Size uint64 `json:"size"`
 	// Digest is the object's SHA-256, as the Object Store writes it:
 	// "SHA-256=" and the base64url of the sum.

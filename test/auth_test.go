@@ -23,6 +23,7 @@ import (
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
 )
@@ -159,7 +160,7 @@ func TestNATSPermissions(t *testing.T) {
 
 	// Outputs: the worker stores them, the client lists and fetches them.
 	asClient(0, "submit", "--profile", "out", "--run-id", "auth-out", "--arg=mkdir out; echo report > out/r.txt", "--watch")
-	if o := asClient(0, "outputs", "auth-out"); !strings.Contains(o, "auth-out/diff.patch") || !strings.Contains(o, "auth-out/files/out/r.txt") {
+	if o := asClient(0, "outputs", "auth-out"); !strings.Contains(o, "auth-out/diff.patch") || !strings.Contains(o, outputs.FileName("auth-out", "out/r.txt")) || !strings.Contains(o, " out/r.txt ") {
 		t.Fatalf("outputs as client:\n%s", o)
 	}
 	got := t.TempDir()

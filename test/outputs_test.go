@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -159,7 +160,7 @@ head -c 30000000 /dev/urandom | base64 > out/big.txt; printf 'one\nTWO\n' > READ
 	if b, err := os.ReadFile(patch); err != nil || !strings.Contains(string(b), "-two\n+TWO\n") || uint64(len(b)) != listed[runID+"/diff.patch"].Size {
 		t.Fatalf("nats object get wrote %d bytes (%v)", len(b), err)
 	}
-	for _, name := range []string{runID + "/diff.patch", runID + "/files/out/big.txt", runID + "/files/out/f899.txt"} {
+	for _, name := range []string{runID + "/diff.patch", outputs.FileName(runID, "out/big.txt"), outputs.FileName(runID, "out/f899.txt")} {
 		b, err := obs.GetBytes(ctx, name)
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
@@ -16,13 +19,19 @@ import (
 // to a loaded server, take seconds.
 const captureTimeout = 5 * time.Minute
 
+// errCaptureTimeout ends a capture that took longer than captureTimeout.
+var errCaptureTimeout = errors.New("the capture took longer than " + captureTimeout.String())
+
 // captureOutputs stores what r's profile asks of its workspace in the
 // outputs bucket and lists it on st, the terminal status about to be
-// published. It reports whether the status may go out: false when the
-// store failed or the run was given up meanwhile, and then the run is left
-// to a successor (a hand-off when the worker stops, else the release of a
-// stopped lease one TTL later), which captures again: the same names, the
-// same objects.
+// published. It reports whether the status may go out: false only when
+// this worker cannot finish the run (it stops, its lease is lost, its
+// connection is down), and then the run is left to a successor (a hand-off
+// when the worker stops, else the release of a stopped lease one TTL
+// later), which captures again: the same names, the same objects. A
+// capture that fails for the workspace's own reasons (a limit, its time,
+// what the store refuses of it) would fail for the successor too: the run
+// ends, st.OutputsError says why.
 func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status) bool {
 	spec, err := sandbox.ReadSpec(r.dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -38,7 +47,7 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 	}
 	// Cut short when the lease is lost (our status could not go out) or
 	// when the worker stops, after its grace.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), captureTimeout)
+	cctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), captureTimeout, errCaptureTimeout)
 	defer cancel()
 	stopLost := context.AfterFunc(ctx, func() {
 		select {
@@ -75,15 +84,22 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 	}
 	defer done()
 	res, err := outputs.Capture(cctx, w.outputs, r.id, r.dir.Workspace(), base, pol)
-	if err != nil {
-		if ctx.Err() != nil {
-			r.log.Warn().Err(err).Msg("stopped while capturing outputs; handing the run off")
-			w.handoff(r)
-		} else {
-			r.log.Error().Err(err).Msg("capture outputs; a successor will capture them again")
-			r.lease.Stop()
-		}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		r.log.Warn().Err(err).Msg("stopped while capturing outputs; handing the run off")
+		w.handoff(r)
 		return false
+	case r.lease.Err() != nil || w.disconnected(err):
+		r.log.Error().Err(err).Msg("capture outputs; a successor will capture them again")
+		r.lease.Stop()
+		return false
+	default:
+		if errors.Is(context.Cause(cctx), errCaptureTimeout) {
+			err = errCaptureTimeout
+		}
+		// What was stored before is listed.
+		res.Error = strings.TrimPrefix(res.Error+"; not stored: "+err.Error(), "; ")
 	}
 	if baseErr != "" {
 		res.Error = strings.TrimSuffix(baseErr+"; "+res.Error, "; ")
@@ -95,4 +111,13 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 	}
 	ev.Int("objects", len(res.Outputs)).Dur("took", time.Since(start)).Msg("outputs captured")
 	return true
+}
+
+// disconnected reports whether a store failed for want of the server (the
+// worker's connection, or JetStream not answering): a successor may not
+// meet it.
+func (w *Worker) disconnected(err error) bool {
+	return !w.nc.IsConnected() || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrNoHeartbeat)
 }

@@ -14,8 +14,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
 )
@@ -104,7 +106,7 @@ func TestOutputsCapturedAtRunEnd(t *testing.T) {
 			t.Errorf("patch lacks %q:\n%s", want, patch)
 		}
 	}
-	if got[id+"/files/out/r.md"] != "report\n" || len(got) != 2 {
+	if got[outputs.FileName(id, "out/r.md")] != "report\n" || len(got) != 2 {
 		t.Fatalf("outputs %v", got)
 	}
 	// Pruning the run's directory removes nothing from the store: the
@@ -144,8 +146,96 @@ func TestOutputsJobNarrows(t *testing.T) {
 	h.submit(map[string]any{"runId": id, "profile": "edit", "outputs": map[string]any{"diff": false, "files": []string{"**/*.md"}},
 		"args": []string{"mkdir out; echo report > out/r.md; echo data > out/d.csv"}})
 	st := h.terminal(id)
-	if st.Status != protocol.StatusSucceeded || len(st.Outputs) != 1 || st.Outputs[0].Name != id+"/files/out/r.md" {
+	if st.Status != protocol.StatusSucceeded || len(st.Outputs) != 1 || st.Outputs[0].Name != outputs.FileName(id, "out/r.md") {
 		t.Fatalf("terminal %+v", st)
 	}
 	h.checkOutputs(id, st)
+}
+
+// endedOnce asserts the run's chain has one terminal status and was never
+// handed on (no handoff, no second attach).
+func (h *harness) endedOnce(runID string) protocol.Status {
+	h.t.Helper()
+	st := statuses(h.t, h.chain(runID, 60*time.Second))
+	terminal := 0
+	for _, s := range st {
+		if s.Status == protocol.StatusHandoff || s.Status == protocol.StatusAttached {
+			h.t.Fatalf("the run was handed on: %+v", st)
+		}
+		if s.Status.Terminal() {
+			terminal++
+		}
+	}
+	if terminal != 1 {
+		h.t.Fatalf("%d terminal statuses: %+v", terminal, st)
+	}
+	return st[len(st)-1]
+}
+
+// F4 through a worker: the agent makes a chain of 18,000 directories. The
+// capture walks 256 levels, notes the rest as skipped, and the run ends
+// once, at once, with outputsError (it was walked for ~8 minutes, timed
+// out, handed on and walked again, for ever).
+func TestOutputsDeepChainEndsRun(t *testing.T) {
+	h := newHarness(t, withOutputsProfile)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "edit",
+		"args": []string{`mkdir out && echo r > out/r.md && perl -e 'for (1..18000) { mkdir "a" or die "mkdir: $!"; chdir "a" or die "cd: $!" }'`}})
+	st := h.endedOnce(id)
+	if st.Status != protocol.StatusSucceeded || !strings.Contains(st.OutputsError, "1 workspace entries were skipped, deeper than 256 directories") {
+		t.Fatalf("terminal %+v", st)
+	}
+	if got := h.checkOutputs(id, st); got[outputs.FileName(id, "out/r.md")] != "r\n" || !strings.Contains(got[id+"/diff.patch"], "+++ b/out/r.md") {
+		t.Fatalf("outputs %v", st.Outputs)
+	}
+	if !strings.Contains(strings.Join(st.OutputsNotes, "\n"), "skipped: deeper than 256 directories") {
+		t.Fatalf("notes %q", st.OutputsNotes)
+	}
+}
+
+// F5 through a worker: a file at a 3,770-byte path (15 directories of 250
+// bytes under out/) is stored under its path's digest, so no subject is
+// longer than the server's control line. The worker's connection stays up
+// (the path in the subject closed it for good: -ERR 'Maximum Control Line
+// Exceeded'), the run ends with the file listed under its path, and the
+// worker goes on with the next run.
+func TestOutputsLongPathKeepsConnection(t *testing.T) {
+	h := newHarness(t, withOutputsProfile)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "edit",
+		"args": []string{`mkdir out && cd out && perl -e '$d = "d" x 250; for (1..15) { mkdir $d or die; chdir $d or die } open(F, ">f") or die; print F "deep\n"'`}})
+	st := h.endedOnce(id)
+	rel := "out/" + strings.Repeat(strings.Repeat("d", 250)+"/", 15) + "f"
+	var file protocol.Output
+	for _, o := range st.Outputs {
+		if o.Path != "" {
+			file = o
+		}
+	}
+	if st.Status != protocol.StatusSucceeded || st.OutputsError != "" || file.Path != rel || file.Name != outputs.FileName(id, rel) {
+		t.Fatalf("terminal %+v", st)
+	}
+	if got := h.checkOutputs(id, st); got[file.Name] != "deep\n" {
+		t.Fatalf("outputs %v", got)
+	}
+	// baton outputs --get writes it under its path.
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if saved, err := client.New(h.js, h.names).SaveOutput(ctx, id, file, dir); err != nil || saved != "files/"+rel {
+		t.Fatalf("SaveOutput: %q, %v", saved, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if b, err := root.ReadFile("files/" + rel); err != nil || string(b) != "deep\n" {
+		t.Fatalf("saved %q, %v", b, err)
+	}
+	next := newRunID(t)
+	h.submit(map[string]any{"runId": next, "profile": "edit", "args": []string{"true"}})
+	if st := h.endedOnce(next); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("the next run: %+v", st)
+	}
 }

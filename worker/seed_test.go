@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
 )
@@ -318,7 +319,7 @@ func TestSeedArchiveGoneBeforeCapture(t *testing.T) {
 	if st.Status != protocol.StatusSucceeded || !strings.Contains(st.OutputsError, `no diff: its baseline: workspace archive "short-lived.tar.gz"`) {
 		t.Fatalf("terminal %+v", st)
 	}
-	if got := h.checkOutputs(id, st); len(got) != 1 || got[id+"/files/out/r.md"] != "r\n" {
+	if got := h.checkOutputs(id, st); len(got) != 1 || got[outputs.FileName(id, "out/r.md")] != "r\n" {
 		t.Fatalf("outputs %v; want the file alone", got)
 	}
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -18,13 +20,15 @@ func newOutputsCmd(g *globals) *cobra.Command {
 		Short: "List or fetch what a run's capture stored (diff, files)",
 		Long: `outputs lists what was captured from a run's workspace when it ended, as
 its terminal status lists it: the object's name in the Object Store bucket
-BATON_OUTPUTS (<runId>/diff.patch, <runId>/files/<path>), its size and its
-SHA-256. --get NAME (or "all") writes objects under -o DIR: the diff as
-DIR/diff.patch, a file as DIR/files/<path>, re-checking each digest; an
-object that does not match is not written and the command fails.
+BATON_OUTPUTS (<runId>/diff.patch; <runId>/files/<hex SHA-256 of the path>
+for a file, so that no workspace path is in a subject), a file's workspace
+path, its size and its SHA-256. --get NAME, PATH or files/PATH (or "all")
+writes objects under -o DIR: the diff as DIR/diff.patch, a file as
+DIR/files/<path>, re-checking each digest; an object that does not match is
+not written and the command fails.
 
-A file name that is not printable UTF-8 is escaped in its object name as
-%XX per byte; it is written under its own bytes.`,
+A path that is not printable UTF-8 is listed escaped as %XX per byte; it is
+written under its own bytes.`,
 		Example: `  baton outputs run-5kq2m8x3c1v7b0n4d6fa
   baton outputs run-5kq2m8x3c1v7b0n4d6fa --get diff.patch -o . && git apply diff.patch
   baton outputs run-5kq2m8x3c1v7b0n4d6fa --get all -o ./out
@@ -52,9 +56,9 @@ A file name that is not printable UTF-8 is escaped in its object name as
 						"outputsError": ro.Error, "outputsNotes": ro.Notes})
 				}
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tSIZE\tDIGEST")
+				fmt.Fprintln(tw, "NAME\tPATH\tSIZE\tDIGEST")
 				for _, o := range ro.Outputs {
-					fmt.Fprintf(tw, "%s\t%d\t%s\n", o.Name, o.Size, o.Digest)
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", o.Name, cmp.Or(o.Path, "-"), o.Size, o.Digest)
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -71,7 +75,8 @@ A file name that is not printable UTF-8 is escaped in its object name as
 			}
 			var chosen []protocol.Output
 			for _, o := range ro.Outputs {
-				if get == "all" || o.Name == get || o.Name == runID+"/"+get {
+				_, rel, _ := outputs.SplitOutput(runID, o)
+				if get == "all" || o.Name == get || o.Name == runID+"/"+get || (rel != "" && (get == rel || get == "files/"+rel)) {
 					chosen = append(chosen, o)
 				}
 			}
@@ -88,7 +93,7 @@ A file name that is not printable UTF-8 is escaped in its object name as
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&get, "get", "", `write this output ("<runId>/…" or the name after "<runId>/", e.g. diff.patch), or "all"`)
+	cmd.Flags().StringVar(&get, "get", "", `write this output ("<runId>/…" or the name after "<runId>/", e.g. diff.patch, or a file's workspace path), or "all"`)
 	cmd.Flags().StringVarP(&dir, "output", "o", ".", "directory to write --get's outputs under")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "list as JSON")
 	return cmd

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,10 +110,20 @@ Stopping the worker never stops an agent.`,
 	return cmd
 }
 
-// runWorker connects (retrying forever) and serves until ctx ends. With
-// svcURL, the micro service is served from a second connection there
-// (worker.WithServiceConn).
+// errNATSClosed: the worker's NATS connection was closed for good (the
+// server refused it for an error nats.go does not reconnect after, or its
+// credentials twice).
+var errNATSClosed = errors.New("the NATS connection was closed for good")
+
+// runWorker connects (retrying forever) and serves until ctx ends, or
+// until a connection of its is closed for good: then it returns an error
+// (the process exits non-zero, so its supervisor starts a worker that
+// connects anew) and leaves its runs' agents running for their next holder
+// (I4). With svcURL, the micro service is served from a second connection
+// there (worker.WithServiceConn).
 func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url, svcURL, node, stateDir string, opts ...worker.Option) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	dial := func(url, name string, log zerolog.Logger) (*nats.Conn, error) {
 		nc, err := nats.Connect(url,
 			nats.Name(name+" "+node),
@@ -130,6 +141,9 @@ func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url,
 			}),
 			nats.ReconnectHandler(func(c *nats.Conn) {
 				log.Info().Str("url", c.ConnectedUrl()).Msg("NATS reconnected")
+			}),
+			nats.ClosedHandler(func(c *nats.Conn) {
+				stop(fmt.Errorf("%w (%s): %w", errNATSClosed, name, cmp.Or(c.LastError(), nats.ErrConnectionClosed)))
 			}),
 		)
 		if err != nil {
@@ -155,6 +169,10 @@ func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url,
 		return err
 	}
 	err = w.Run(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, errNATSClosed) {
+		log.Error().Err(cause).Msg("exiting: a worker does not live on disconnected; its runs' agents keep running")
+		return cause
+	}
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

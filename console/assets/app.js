@@ -261,7 +261,7 @@ function runPage(runId) {
       if (st.stderrTail) stderr.replaceChildren(h('h2', { text: 'stderr (tail)' }), h('pre', { text: st.stderrTail }));
       if (Array.isArray(st.outputs) && st.outputs.length) {
         outputs.replaceChildren(h('h2', { text: 'Outputs' }), h('ul', {}, ...st.outputs.map(o => h('li', {},
-          h('a', { href: 'api/runs/' + encodeURIComponent(runId) + '/outputs/' + o.name.split('/').map(encodeURIComponent).join('/'), text: o.name }),
+          h('a', { href: 'api/runs/' + encodeURIComponent(runId) + '/outputs/' + o.name.split('/').map(encodeURIComponent).join('/'), text: o.path || o.name }),
           h('span', { class: 'muted', text: ` ${o.size} bytes ${o.digest || ''}` })))));
       }
     }
