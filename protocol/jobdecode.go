@@ -18,6 +18,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/batonhq/baton/internal/unpack"
 )
 
 // Defaults of Limits, and the fixed bounds a job's parts never exceed.
@@ -35,6 +37,9 @@ const (
 	MaxFilesTotalBytes = 1 << 20   // all files' content together
 	MaxFilePathBytes   = 1024      // one file path
 	MaxPathComponent   = 255       // one component of a file path (NAME_MAX)
+	// MaxFilePathDepth bounds a file path's components, as a workspace
+	// archive's names are bounded.
+	MaxFilePathDepth   = unpack.DefaultMaxDepth
 	MaxLabelKeyBytes   = 64
 	MaxLabelValueBytes = 256
 )
@@ -321,6 +326,9 @@ func checkFilePath(p string) string {
 		return "must name a file, not end in /"
 	case p == ".":
 		return "must name a file"
+	}
+	if n := strings.Count(p, "/") + 1; n > MaxFilePathDepth {
+		return fmt.Sprintf("is %d levels deep, limit %d", n, MaxFilePathDepth)
 	}
 	for c := range strings.SplitSeq(p, "/") {
 		if c == ".." {

@@ -120,6 +120,16 @@ func manyKeys(n int, prefix, value string) map[string]string {
 	return m
 }
 
+// deepFiles is n paths of 1,024 bytes, depth levels deep.
+func deepFiles(n, depth int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		p := fmt.Sprintf("%02d/%s", i, strings.Repeat("a/", depth-2))
+		m[p+strings.Repeat("f", 1024-len(p))] = "x"
+	}
+	return m
+}
+
 // TestDecodeJobRejects runs every case in both encodings.
 func TestDecodeJobRejects(t *testing.T) {
 	big := protocol.Limits{MaxBytes: 8 << 20}
@@ -198,6 +208,9 @@ func TestDecodeJobRejects(t *testing.T) {
 		{"files double slash", ok("files", map[string]string{"a//b": "x"}), big, protocol.ErrInvalidJob, `did you mean "a/b"?`},
 		{"files NUL", ok("files", map[string]string{"a\x00b": "x"}), big, protocol.ErrInvalidJob, `path must not contain NUL bytes`},
 		{"files long component", ok("files", map[string]string{"d/" + strings.Repeat("n", 256): "x"}), big, protocol.ErrInvalidJob, `has a component of 256 bytes, limit 255`},
+		{"files 257 levels", ok("files", map[string]string{strings.TrimSuffix(strings.Repeat("a/", 257), "/"): "x"}), big, protocol.ErrInvalidJob, `path is 257 levels deep, limit 256`},
+		// F9's variant: 64 paths of 1,024 bytes, 510 levels, within every other bound.
+		{"files 510 levels", ok("files", deepFiles(64, 510)), big, protocol.ErrInvalidJob, `path is 510 levels deep, limit 256`},
 		{"files file and dir", ok("files", map[string]string{"a": "x", "a/b": "y"}), big, protocol.ErrInvalidJob, `files["a/b"]: "a" is a file, so it cannot also be a directory`},
 		{"files content number", ok("files", map[string]any{"a": 1}), big, protocol.ErrMalformedJob, `the value of "a" is a number`},
 		{"files too many", ok("files", manyKeys(65, "f", "")), big, protocol.ErrOversize, `field "files" has 65 entries, limit 64`},
@@ -421,6 +434,8 @@ func TestDecodeJobAccepts(t *testing.T) {
 			protocol.Job{RunID: "r", Profile: "p"}},
 		{"msgpack bin strings", "application/msgpack", msgpackOf(t, kv{"runId", []byte("r"), "profile", "p", "args", []any{[]byte("x")}}),
 			protocol.Job{RunID: "r", Profile: "p", Args: []string{"x"}}},
+		{"files 256 levels", "", jsonOf(t, kv{"runId", "r", "profile", "p", "files", map[string]string{strings.TrimSuffix(strings.Repeat("a/", 256), "/"): "x"}}),
+			protocol.Job{RunID: "r", Profile: "p", Files: map[string]string{strings.TrimSuffix(strings.Repeat("a/", 256), "/"): "x"}}},
 		{"msgpack timeout string", "application/msgpack", msgpackOf(t, kv{"runId", "r", "profile", "p", "timeout", "1h"}),
 			protocol.Job{RunID: "r", Profile: "p", Timeout: protocol.Duration(time.Hour)}},
 	}

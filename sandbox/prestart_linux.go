@@ -223,7 +223,7 @@ func (p *Prestarted) layOut(ctx context.Context, spec Spec, input []byte, seed S
 			return err
 		}
 	}
-	if err := WriteSeeds(ws, spec.Files, uid, gid); err != nil {
+	if err := WriteSeeds(ctx, ws, spec.Files, uid, gid); err != nil {
 		return err
 	}
 	// Rewritten in place, as their directory entries cost more to make

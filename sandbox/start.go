@@ -7,10 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
 
+	"github.com/batonhq/baton/internal/unpack"
 	"github.com/batonhq/baton/journal"
 )
 
@@ -217,7 +216,7 @@ func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte
 	}
 	// The job's files go over the archive's: a job tweaks a shared
 	// archive with a few files of its own.
-	if err := WriteSeeds(ws, spec.Files, uid, gid); err != nil {
+	if err := WriteSeeds(ctx, ws, spec.Files, uid, gid); err != nil {
 		return nil, err
 	}
 	if err := writeNew(dir.Spec(), mustJSON(spec)); err != nil {
@@ -257,46 +256,29 @@ func seedWorkspace(ctx context.Context, ws string, seed SeedFunc, uid, gid int) 
 	return nil
 }
 
-// WriteSeeds writes the seed files under ws through an os.Root, so no
-// name (or symlink) reaches outside it, giving each file and directory
-// it creates to uid and gid (-1 leaves an id unchanged). Start writes a
-// run's; the worker writes them again over a workspace archive to lay out
-// the diff's baseline as the run was seeded.
-func WriteSeeds(ws string, files map[string]string, uid, gid int) error {
+// WriteSeeds writes the seed files under ws as later entries of a
+// workspace archive (unpack.WriteFiles): by descriptors from the top, so
+// no name (or symlink) reaches outside it and a deep path costs a few
+// syscalls a level, replacing a file or link of the same name, giving
+// each file and directory it creates to uid and gid (-1 leaves an id
+// unchanged). Start writes a run's; the worker writes them again over a
+// workspace archive to lay out the diff's baseline as the run was seeded.
+func WriteSeeds(ctx context.Context, ws string, files map[string]string, uid, gid int) error {
 	if len(files) == 0 {
 		return nil
+	}
+	for name := range files {
+		if _, err := seedPath(name); err != nil {
+			return err
+		}
 	}
 	root, err := os.OpenRoot(ws)
 	if err != nil {
 		return fmt.Errorf("sandbox: open the workspace: %w", err)
 	}
 	defer root.Close()
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		p, err := seedPath(name)
-		if err != nil {
-			return err
-		}
-		parts := strings.Split(p, string(filepath.Separator))
-		for i := 1; i < len(parts); i++ {
-			d := filepath.Join(parts[:i]...)
-			if err := root.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("sandbox: seed file %q: %w", name, err)
-			}
-			if err := root.Lchown(d, uid, gid); err != nil {
-				return fmt.Errorf("sandbox: seed file %q: %w", name, err)
-			}
-		}
-		if err := root.WriteFile(p, []byte(files[name]), 0o644); err != nil {
-			return fmt.Errorf("sandbox: seed file %q: %w", name, err)
-		}
-		if err := root.Lchown(p, uid, gid); err != nil {
-			return fmt.Errorf("sandbox: seed file %q: %w", name, err)
-		}
+	if err := unpack.WriteFiles(ctx, root, files, unpack.Options{Chown: uid >= 0 || gid >= 0, UID: uid, GID: gid}); err != nil {
+		return fmt.Errorf("sandbox: seed files: %w", err)
 	}
 	return nil
 }

@@ -3,10 +3,14 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/batonhq/baton/internal/unpack"
 	"github.com/batonhq/baton/journal"
 )
 
@@ -97,5 +101,79 @@ func TestRemoveRunDirLeavesAnotherStartsDirectory(t *testing.T) {
 	removeRunDir(dir, second)
 	if _, err := os.Lstat(spec.RunDir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the second start did not remove its own directory: %v", err)
+	}
+}
+
+// deepFiles is n paths of 1,024 bytes, depth levels deep.
+func deepFiles(n, depth int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		p := fmt.Sprintf("%02d/%s", i, strings.Repeat(strings.Repeat("a", 1024/depth-1)+"/", depth-2))
+		m[p+strings.Repeat("f", 1024-len(p))] = p
+	}
+	return m
+}
+
+// TestWriteSeedsDeep is F9's variant: a job's own files, 64 paths of
+// 1,024 bytes 510 levels deep (within every bound of the time), took
+// 131 s to seed, each parent made from the top. At the depth bound they
+// are written in a few syscalls a level; past it they are refused.
+func TestWriteSeedsDeep(t *testing.T) {
+	for _, tc := range []struct {
+		depth int
+		want  error
+	}{{256, nil}, {510, unpack.ErrLimit}} {
+		t.Run(fmt.Sprint(tc.depth), func(t *testing.T) {
+			files := deepFiles(64, tc.depth)
+			ws := t.TempDir()
+			start := time.Now()
+			err := WriteSeeds(t.Context(), ws, files, -1, -1)
+			took := time.Since(start)
+			t.Logf("64 paths of 1,024 bytes, %d levels: %v in %v", tc.depth, err, took)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			// 16,000 directories made at 256 levels: the disk's time, a
+			// few syscalls each.
+			if took > 5*time.Second {
+				t.Fatalf("took %v", took)
+			}
+			if err != nil {
+				return
+			}
+			for p, body := range files {
+				if b, err := os.ReadFile(filepath.Join(ws, p)); err != nil || string(b) != body {
+					t.Fatalf("%.40s…: %q, %v", p, b, err)
+				}
+			}
+		})
+	}
+}
+
+// TestWriteSeedsOverAnArchive: a seed file replaces a file or link of the
+// same name and is never written through a link.
+func TestWriteSeedsOverAnArchive(t *testing.T) {
+	ws := t.TempDir()
+	for _, err := range []error{
+		os.WriteFile(filepath.Join(ws, "target"), []byte("the archive's"), 0o644),
+		os.Symlink("target", filepath.Join(ws, "latest")),
+		os.Symlink(".", filepath.Join(ws, "here")),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteSeeds(t.Context(), ws, map[string]string{"latest": "the job's"}, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "target")); string(b) != "the archive's" {
+		t.Errorf("the seed was written through the link: target holds %q", b)
+	}
+	if fi, err := os.Lstat(filepath.Join(ws, "latest")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("latest is %v (%v), not the seed file", fi, err)
+	}
+	err := WriteSeeds(t.Context(), ws, map[string]string{"here/x": "through a link"}, -1, -1)
+	if !errors.Is(err, unpack.ErrUnsafe) || !strings.Contains(err.Error(), `"here/x" goes through the link "here"`) {
+		t.Fatalf("got %v", err)
 	}
 }

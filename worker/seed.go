@@ -170,7 +170,7 @@ func (w *Worker) baseline(ctx context.Context, r *run, spec sandbox.Spec) (_ out
 	if _, err := w.extractArchive(ctx, spec.Workspace, root, unpack.Options{Limits: w.cfg.WorkspaceLimits()}); err != nil {
 		return nil, nil, err
 	}
-	if err := sandbox.WriteSeeds(dir, spec.Files, -1, -1); err != nil {
+	if err := sandbox.WriteSeeds(ctx, dir, spec.Files, -1, -1); err != nil {
 		return nil, nil, err
 	}
 	return outputs.TreeBaseline(root), cleanup, nil

@@ -202,9 +202,12 @@ func TestSeedBadArchiveFailsRun(t *testing.T) {
 	h := newHarness(t, withOutputsProfile)
 	h.putArchive("slip.tar.gz", entry{name: "ok.txt", body: "fine"}, entry{name: "l", link: "."}, entry{name: "l/x", body: "through the link"})
 	h.putWorkspace("garbage.tar.gz", strings.NewReader("\x1f\x8b\x08\x00garbage that is not gzip"))
+	// F9: 169 bytes, one name of 12,001 bytes (6,001 levels) took 182 s.
+	h.putArchive("deep.tar.gz", entry{name: strings.Repeat("a/", 6000) + "a", body: "x"})
 	for _, tc := range []struct{ object, want string }{
 		{"slip.tar.gz", `the workspace was not seeded: workspace archive "slip.tar.gz": unsafe archive: "l/x" goes through the link "l"`},
 		{"garbage.tar.gz", `the workspace was not seeded: workspace archive "garbage.tar.gz": corrupt archive`},
+		{"deep.tar.gz", `the workspace was not seeded: workspace archive "deep.tar.gz": archive over a limit: the name "a/a/a/`},
 	} {
 		id := newRunID(t)
 		h.submit(map[string]any{"runId": id, "profile": "edit", "workspace": map[string]string{"object": tc.object},
@@ -217,6 +220,28 @@ func TestSeedBadArchiveFailsRun(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", id, "workspace")); !os.IsNotExist(err) {
 			t.Errorf("%s: the half-extracted workspace is still there: %v", tc.object, err)
 		}
+	}
+}
+
+// TestSeedFilesTooDeep is F9's variant: a job's own files, 64 paths of
+// 1,024 bytes 510 levels deep, took 131 s from job to end. Paths deeper
+// than an archive's names may be are the job's fault: it goes to the DLQ
+// with the reason, and no run starts.
+func TestSeedFilesTooDeep(t *testing.T) {
+	h := newHarness(t, withOutputsProfile)
+	files := map[string]string{}
+	for i := range 64 {
+		p := fmt.Sprintf("%02d/%s", i, strings.Repeat("a/", 508))
+		files[p+strings.Repeat("f", 1024-len(p))] = "x"
+	}
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "edit", "files": files, "args": []string{"true"}})
+	e := h.waitDLQ(1, 20*time.Second)[0]
+	if e.Header.Get(protocol.HeaderReason) != string(protocol.ReasonInvalid) || !strings.Contains(e.Header.Get(protocol.HeaderError), "path is 510 levels deep, limit 256") {
+		t.Errorf("DLQ entry: reason %q error %q", e.Header.Get(protocol.HeaderReason), e.Header.Get(protocol.HeaderError))
+	}
+	if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", id)); !os.IsNotExist(err) {
+		t.Errorf("run %s has a directory: %v", id, err)
 	}
 }
 

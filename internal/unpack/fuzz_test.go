@@ -15,7 +15,8 @@ import (
 // FuzzExtract feeds bytes to Extract as an archive. Properties: it never
 // panics; nothing appears outside the workspace; the tree holds no device,
 // FIFO, setuid, setgid or sticky bit, and no absolute link; a refusal
-// wraps a sentinel and fits on one line.
+// wraps a sentinel and fits on one line; no path is deeper than
+// MaxDepth.
 func FuzzExtract(f *testing.F) {
 	for _, b := range [][]byte{
 		tarOf(f, d("a"), file("a/b", "x"), sl("l", "a/b"), hl("h", "a/b")),
@@ -24,13 +25,18 @@ func FuzzExtract(f *testing.F) {
 		tarOf(f, file("../x", "y")),
 		tarOf(f, ent{name: "p", typ: tar.TypeFifo}),
 		gz(f, tarOf(f, file("dup", "1"), file("dup", "2"))),
+		tarOf(f, file(chain("a", 8), "x"), file(chain("a", 9), "y")),
+		tarOf(f, d(chain("a", 6)), sl(chain("a", 7), "../b"), hl(chain("b", 8), chain("a", 7))),
+		tarOf(f, file(name(4096, 255), "x")),
+		gz(f, tarOf(f, file(chain("a", 3000), "x"))),
 		{0x1f, 0x8b, 8, 0, 0, 0, 0, 0},
 		{},
 	} {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ws, _, err := extract(t, data, unpack.Limits{MaxBytes: 1 << 20, MaxEntries: 64})
+		const depth = 8
+		ws, _, err := extract(t, data, unpack.Limits{MaxBytes: 1 << 20, MaxEntries: 64, MaxDepth: depth})
 		if err != nil && strings.ContainsAny(err.Error(), "\n\r") {
 			t.Fatalf("error %q spans lines", err)
 		}
@@ -44,6 +50,9 @@ func FuzzExtract(f *testing.F) {
 			st, err := os.Lstat(p)
 			if err != nil {
 				return nil
+			}
+			if rel, _ := filepath.Rel(ws, p); rel != "." && strings.Count(rel, "/") >= depth {
+				t.Fatalf("%s is deeper than %d", rel, depth)
 			}
 			m := st.Mode()
 			if m&(fs.ModeDevice|fs.ModeCharDevice|fs.ModeNamedPipe|fs.ModeSocket|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
