@@ -320,8 +320,11 @@ func TestExtractContextPerComponent(t *testing.T) {
 	data := gz(t, b.Bytes())
 	took, err := timedExtract(t, data, unpack.Options{}, 300*time.Millisecond, 15*time.Second)
 	t.Logf("a %d-byte archive of 5,000 paths 256 deep: %v in %v", len(data), err, took)
-	if !errors.Is(err, context.DeadlineExceeded) || took > 500*time.Millisecond {
-		t.Fatalf("got %v after %v; want the deadline, within about 300ms", err, took)
+	// The bound leaves room for a loaded 2-core CI machine under -race: a
+	// check between entries only would overrun it as well on a deeper
+	// entry, which TestExtractDeepName's 4,000 levels show on old code.
+	if !errors.Is(err, context.DeadlineExceeded) || took > 3*time.Second {
+		t.Fatalf("got %v after %v; want the deadline, within a few seconds of its 300ms", err, took)
 	}
 }
 
