@@ -83,5 +83,8 @@ func ParseWorkspaceSize(b []byte) (uint64, bool) {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(s, 10, 63)
-	return n, err == nil
+	if err != nil {
+		return 0, false
+	}
+	return n, true
 }

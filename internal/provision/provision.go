@@ -269,9 +269,10 @@ func workspacesConfig(n protocol.Names, o Options) jetstream.StreamConfig {
 		AllowRollup:          false,
 		DenyDelete:           true,
 		DenyPurge:            true,
-		// Chunks are read from the leader, never a lagging replica that
-		// would call a stored chunk missing.
-		AllowDirect: false,
+		// Chunks are read by direct gets (raw, ten times faster than
+		// message gets' base64 JSON); a replica that lags may answer one
+		// as missing, which wsarchive asks again.
+		AllowDirect: true,
 	}
 }
 

@@ -31,9 +31,7 @@ const window = 16
 
 // Size reads the size record of the archive of SHA-256 digest (hex).
 func Size(ctx context.Context, s jetstream.Stream, n protocol.Names, digest string) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, getTimeout)
-	defer cancel()
-	msg, err := s.GetLastMsgForSubject(ctx, n.WorkspaceSizeSubject(digest))
+	msg, err := getLast(ctx, s, n.WorkspaceSizeSubject(digest))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, ErrNotStored
 	}
@@ -73,6 +71,29 @@ type chunk struct {
 	err  error
 }
 
+// notFoundRetries are the waits before a message a get did not find is
+// asked for again: a direct get may be answered by a replica a moment
+// behind the leader.
+var notFoundRetries = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}
+
+// getLast gets the last message of subject, asking again after each of
+// notFoundRetries while it is not found.
+func getLast(ctx context.Context, s jetstream.Stream, subject string) (*jetstream.RawStreamMsg, error) {
+	for i := 0; ; i++ {
+		gctx, cancel := context.WithTimeout(ctx, getTimeout)
+		msg, err := s.GetLastMsgForSubject(gctx, subject)
+		cancel()
+		if !errors.Is(err, jetstream.ErrMsgNotFound) || i == len(notFoundRetries) {
+			return msg, err
+		}
+		select {
+		case <-time.After(notFoundRetries[i]):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // copyChunks writes the archive's chunks to w in order, each fetched by
 // its own get, up to window of them at once.
 func copyChunks(ctx context.Context, s jetstream.Stream, n protocol.Names, digest string, size uint64, w io.Writer) error {
@@ -90,9 +111,7 @@ func copyChunks(ctx context.Context, s jetstream.Stream, n protocol.Names, diges
 				return
 			}
 			go func() {
-				gctx, gcancel := context.WithTimeout(ctx, getTimeout)
-				defer gcancel()
-				msg, err := s.GetLastMsgForSubject(gctx, n.WorkspaceChunkSubject(digest, i))
+				msg, err := getLast(ctx, s, n.WorkspaceChunkSubject(digest, i))
 				if errors.Is(err, jetstream.ErrMsgNotFound) {
 					err = fmt.Errorf("%w: chunk %d of %d is not stored: the upload did not finish, or it expired", ErrBadChunk, i, total)
 				} else if err != nil {
