@@ -2,18 +2,22 @@ package worker_test
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
@@ -299,5 +303,62 @@ func TestSeedArchiveGoneBeforeCapture(t *testing.T) {
 	}
 	if got := h.checkOutputs(id, st); len(got) != 1 || got[id+"/files/out/r.md"] != "r\n" {
 		t.Fatalf("outputs %v; want the file alone", got)
+	}
+}
+
+// TestSeedSquattedArchiveFailsRun: bytes published under an archive's
+// digest before its owner uploads it (same length, other content; or a
+// chunk of the wrong length) fail the run before its agent starts, with
+// the reason, and leave no workspace; the owner's upload then finds the
+// digest taken and stores nothing.
+func TestSeedSquattedArchiveFailsRun(t *testing.T) {
+	h := newHarness(t, withOutputsProfile)
+	var real, decoy bytes.Buffer
+	if err := writeTar(&real, entry{name: "ok.txt", body: "the owner's"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTar(&decoy, entry{name: "ok.txt", body: "a squatter!"}); err != nil {
+		t.Fatal(err)
+	}
+	if real.Len() != decoy.Len() {
+		t.Fatalf("the decoy is %d bytes, the archive %d", decoy.Len(), real.Len())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	squat := func(content []byte, chunk []byte) string {
+		t.Helper()
+		name := protocol.WorkspaceObjectName(sha256.Sum256(content), false)
+		digest, _ := protocol.WorkspaceDigest(name)
+		for _, m := range []*nats.Msg{
+			{Subject: h.names.WorkspaceChunkSubject(digest, 0), Data: chunk},
+			{Subject: h.names.WorkspaceSizeSubject(digest), Data: []byte(strconv.Itoa(len(content)))},
+		} {
+			if _, err := h.js.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return name
+	}
+	squatted := squat(real.Bytes(), decoy.Bytes())
+	short := squat(append(real.Bytes(), 'x'), real.Bytes())
+	if again := h.putWorkspace(bytes.NewReader(real.Bytes())); again != squatted {
+		t.Fatalf("the owner's upload named %q, not %q", again, squatted)
+	}
+	for _, tc := range []struct{ object, want string }{
+		{squatted, `the workspace was not seeded: workspace archive "` + squatted + `": its digest is `},
+		{short, `the workspace was not seeded: workspace archive "` + short + `": corrupt archive: tar: bad chunk: chunk 0 of 1 is 2048 bytes, not 2049`},
+	} {
+		id := newRunID(t)
+		h.submit(map[string]any{"runId": id, "profile": "edit", "workspace": map[string]string{"object": tc.object},
+			"args": []string{"echo '{\"agent\":\"ran\"}'"}})
+		msgs := h.chain(id, 60*time.Second)
+		sts := statuses(t, msgs)
+		if len(msgs) != 1 || len(sts) != 1 || sts[0].Status != protocol.StatusFailed || !strings.Contains(sts[0].Reason, tc.want) ||
+			(tc.object == squatted && !strings.Contains(sts[0].Reason, "uploaded with other content")) {
+			t.Fatalf("%s: chain of %d messages, statuses %+v; want one failed status with %q", tc.object, len(msgs), sts, tc.want)
+		}
+		if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", id, "workspace")); !os.IsNotExist(err) {
+			t.Errorf("%s: the half-extracted workspace is still there: %v", tc.object, err)
+		}
 	}
 }
