@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"testing"
@@ -20,7 +21,8 @@ import (
 
 // TestOpenReadsWhatWasUploaded: an archive of several chunks, the last
 // one short, reads back byte for byte, in order, even when its chunks
-// were stored out of order (an upload resumed); a missing chunk or one of
+// were stored out of order (an upload resumed); uploading it again, or
+// resuming an upload cut short, stores only what is missing; a missing chunk or one of
 // the wrong length fails the read with ErrBadChunk, and a missing size
 // record is ErrNotStored.
 func TestOpenReadsWhatWasUploaded(t *testing.T) {
@@ -51,6 +53,43 @@ func TestOpenReadsWhatWasUploaded(t *testing.T) {
 	digest, _ := protocol.WorkspaceDigest(name)
 	if got, err := read(digest); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes of %d, equal %v: %v", len(got), len(data), bytes.Equal(got, data), err)
+	}
+	// 41 chunks and the size record; the existence probe stored nothing,
+	// and neither does an upload of what is stored.
+	state := func() (uint64, uint64) {
+		t.Helper()
+		info, err := res.Workspaces.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs, info.State.LastSeq
+	}
+	if msgs, _ := state(); msgs != 42 {
+		t.Fatalf("the upload stored %d messages, want 42", msgs)
+	}
+	_, last := state()
+	if again, err := client.New(js, names).PutWorkspace(ctx, bytes.NewReader(data)); err != nil || again != name {
+		t.Fatalf("again: %q, %v", again, err)
+	}
+	if _, now := state(); now != last {
+		t.Fatalf("uploading a stored archive again stored %d messages", now-last)
+	}
+
+	// An upload cut short (chunks 0 to 9 stored, no size record) resumes.
+	cut := make([]byte, 20*protocol.WorkspaceChunkBytes)
+	_, _ = rand.Read(cut)
+	cutName := protocol.WorkspaceObjectName(sha256.Sum256(cut), false)
+	cutDigest, _ := protocol.WorkspaceDigest(cutName)
+	for i := range 10 {
+		if _, err := js.Publish(ctx, names.WorkspaceChunkSubject(cutDigest, i), cut[i*protocol.WorkspaceChunkBytes:(i+1)*protocol.WorkspaceChunkBytes]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := client.New(js, names).PutWorkspace(ctx, bytes.NewReader(cut)); err != nil || got != cutName {
+		t.Fatalf("the resumed upload: %q, %v", got, err)
+	}
+	if got, err := read(cutDigest); err != nil || !bytes.Equal(got, cut) {
+		t.Fatalf("the resumed archive read back: %d bytes, %v", len(got), err)
 	}
 
 	// Out of order: chunk 2 first, then 0 and 1, then the size.
