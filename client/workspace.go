@@ -89,9 +89,10 @@ func (c *Client) PutWorkspace(ctx context.Context, r io.Reader) (string, error) 
 
 // workspaceStored asks whether the archive of digest is stored, by a
 // publish of its size record that expects a last sequence no subject
-// reaches (2⁶³−1, the largest the server reads): the stream refuses it, saying the record's sequence, 0 when there
-// is none. Any other answer (a replicated stream's in a race does not say
-// it) is taken as not stored: the upload then stores what is missing.
+// reaches (2⁶³−1, the largest the server reads): the stream refuses it,
+// saying the record's sequence, 0 when there is none. Any other answer (a
+// replicated stream's in a race does not say it) is taken as not stored:
+// the upload then stores what is missing.
 func (c *Client) workspaceStored(ctx context.Context, digest string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, workspaceAckTimeout)
 	defer cancel()

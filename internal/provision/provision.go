@@ -234,7 +234,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		return nil, err
 	}
 	if r.Workspaces, err = ensureStream(ctx, js, workspacesConfig(n, o)); err != nil {
-		return nil, fmt.Errorf("%w (workspacesMaxBytes is reserved in the server's max_file_store, or the account's max_file: lower it, or raise those)", err)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeInsufficientResources || apiErr.ErrorCode == errCodeStorageExceeded) {
+			err = fmt.Errorf("%w (workspacesMaxBytes is reserved in the server's max_file_store, or the account's max_file: lower it, or raise those)", err)
+		}
+		return nil, err
 	}
 	legacy := "OBJ_" + n.WorkspacesStream()
 	if _, err := js.Stream(ctx, legacy); err == nil {
@@ -244,6 +248,12 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 	}
 	return &r, nil
 }
+
+// JetStream's answers to a stream whose MaxBytes the store cannot reserve.
+const (
+	errCodeInsufficientResources jetstream.ErrorCode = 10023
+	errCodeStorageExceeded       jetstream.ErrorCode = 10047
+)
 
 // workspacesConfig is the workspaces stream: clients may only append to
 // it (their permissions name its subjects and nothing of its API), and
