@@ -22,7 +22,7 @@ type Config struct {
 	// bucket's TTL (default 7 days; at least 1m).
 	OutputsMaxAge time.Duration `yaml:"outputsMaxAge"`
 	// WorkspacesMaxAge is how long uploaded workspace archives are kept:
-	// the workspaces bucket's TTL (default 7 days; at least 1m).
+	// the workspaces stream's max age (default 7 days; at least 1m).
 	WorkspacesMaxAge time.Duration `yaml:"workspacesMaxAge"`
 	// MaxWorkspaceBytes bounds a job's workspace archive, as stored and
 	// as its files' total size (default 1 GiB); the run's disk limit
@@ -31,6 +31,12 @@ type Config struct {
 	// MaxWorkspaceEntries bounds a workspace archive's entries (default
 	// 200,000).
 	MaxWorkspaceEntries int `yaml:"maxWorkspaceEntries"`
+	// WorkspacesMaxBytes bounds all uploaded workspace archives together,
+	// the workspaces stream's size (default 2 GiB; at least
+	// maxWorkspaceBytes). It is reserved in the server's store, and a full
+	// stream refuses new uploads: clients cannot take room the other
+	// streams need.
+	WorkspacesMaxBytes ByteSize `yaml:"workspacesMaxBytes"`
 	// RunRetention is how long a finished run's directory (journal, stderr,
 	// workspace) stays on its node before the worker removes it (default
 	// 7 days).

@@ -70,6 +70,11 @@ func (c *Config) Validate() error {
 	if c.MaxWorkspaceBytes > math.MaxInt64 {
 		bad("maxWorkspaceBytes", "%d is out of range", uint64(c.MaxWorkspaceBytes))
 	}
+	if c.WorkspacesMaxBytes > math.MaxInt64 {
+		bad("workspacesMaxBytes", "%d is out of range", uint64(c.WorkspacesMaxBytes))
+	} else if c.MaxWorkspaceBytes <= math.MaxInt64 && c.WorkspacesStreamMaxBytes() < c.WorkspaceLimits().MaxBytes {
+		bad("workspacesMaxBytes", "%d is less than maxWorkspaceBytes (%d): the largest archive could not be uploaded", c.WorkspacesStreamMaxBytes(), c.WorkspaceLimits().MaxBytes)
+	}
 	if c.MaxWorkspaceEntries < 0 {
 		bad("maxWorkspaceEntries", "%d is out of range (0 for the default, %d)", c.MaxWorkspaceEntries, DefaultMaxWorkspaceEntries)
 	}

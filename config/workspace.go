@@ -15,11 +15,24 @@ const (
 	// many entries as a run's outputs capture lists.
 	DefaultMaxWorkspaceEntries = unpack.DefaultMaxEntries
 	// DefaultWorkspacesMaxAge is workspacesMaxAge when not set: the
-	// workspaces bucket's TTL.
+	// workspaces stream's max age.
 	DefaultWorkspacesMaxAge = 7 * 24 * time.Hour
+	// DefaultWorkspacesMaxBytes is workspacesMaxBytes when not set: twice
+	// the largest archive, and with the jobs and DLQ streams' defaults 4
+	// GiB reserved, which fits a small tenant (deploy/nats-tenants.conf).
+	DefaultWorkspacesMaxBytes ByteSize = 2 << 30
 )
 
-// WorkspacesTTL is the workspaces bucket's TTL: WorkspacesMaxAge, or
+// WorkspacesStreamMaxBytes bounds the workspaces stream: WorkspacesMaxBytes,
+// or DefaultWorkspacesMaxBytes when that is not set.
+func (c *Config) WorkspacesStreamMaxBytes() int64 {
+	if c.WorkspacesMaxBytes > 0 {
+		return int64(c.WorkspacesMaxBytes)
+	}
+	return int64(DefaultWorkspacesMaxBytes)
+}
+
+// WorkspacesTTL is the workspaces stream's max age: WorkspacesMaxAge, or
 // DefaultWorkspacesMaxAge when that is not set.
 func (c *Config) WorkspacesTTL() time.Duration {
 	if c.WorkspacesMaxAge > 0 {

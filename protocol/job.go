@@ -31,7 +31,7 @@ type Job struct {
 	Limits map[string]string `json:"limits,omitempty" msgpack:"limits,omitempty"`
 	// Outputs narrows what the profile captures at the run's end.
 	Outputs *JobOutputs `json:"outputs,omitempty" msgpack:"outputs,omitempty"`
-	// Workspace names an archive of the workspaces bucket extracted into
+	// Workspace names an archive of the workspaces stream extracted into
 	// the workspace before the agent starts; Files are written over it.
 	Workspace *WorkspaceRef `json:"workspace,omitempty" msgpack:"workspace,omitempty"`
 }

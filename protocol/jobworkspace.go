@@ -6,12 +6,12 @@ import (
 	"unicode/utf8"
 )
 
-// WorkspaceRef names an archive that seeds a run's workspace: an object of
-// the workspaces bucket (Names.WorkspacesBucket), a tar, optionally
-// gzipped, extracted into the workspace before the agent starts, under the
-// job's files.
+// WorkspaceRef names an archive that seeds a run's workspace: one of the
+// workspaces stream (Names.WorkspacesStream), by its SHA-256, a tar,
+// optionally gzipped, extracted into the workspace before the agent
+// starts, under the job's files.
 type WorkspaceRef struct {
-	// Object is the archive's name in the workspaces bucket.
+	// Object is the archive's name, sha256-<hex>.tar[.gz].
 	Object string `json:"object" msgpack:"object"`
 }
 

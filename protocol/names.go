@@ -62,9 +62,10 @@ func (n Names) NodeRunsBucket() string { return n.upper + "_NODE_RUNS" }
 // "<runId>/diff.patch" and "<runId>/files/<path>".
 func (n Names) OutputsBucket() string { return n.upper + "_OUTPUTS" }
 
-// WorkspacesBucket is the Object Store bucket of workspace archives a job
-// names (Job.Workspace): tars, optionally gzipped.
-func (n Names) WorkspacesBucket() string { return n.upper + "_WORKSPACES" }
+// WorkspacesStream is the append-only stream of workspace archives a job
+// names (Job.Workspace): tars, optionally gzipped, stored by their content
+// (see WorkspaceChunkSubject).
+func (n Names) WorkspacesStream() string { return n.upper + "_WORKSPACES" }
 
 // NodeRunKey is the key of runID in NodeRunsBucket.
 func NodeRunKey(node, runID string) string { return node + "." + runID }

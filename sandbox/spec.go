@@ -6,7 +6,7 @@ import (
 	"github.com/batonhq/baton/sandbox/runspec"
 )
 
-// WorkspaceArchive is an object of the workspaces bucket as a run was
+// WorkspaceArchive is an archive of the workspaces stream as a run was
 // seeded from it.
 type WorkspaceArchive struct {
 	Object string `json:"object"`

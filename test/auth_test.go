@@ -361,10 +361,10 @@ func attacks(t *testing.T, c *conn, user string, deniedPublish func(*conn, strin
 		{"purge the outputs", "$JS.API.STREAM.PURGE.OBJ_" + names.OutputsBucket(), ""},
 		{"delete the outputs bucket", "$JS.API.STREAM.DELETE.OBJ_" + names.OutputsBucket(), ""},
 		{"change the outputs bucket's TTL", "$JS.API.STREAM.UPDATE.OBJ_" + names.OutputsBucket(), `{"name":"OBJ_` + names.OutputsBucket() + `"}`},
-		{"delete a workspace archive", "$JS.API.STREAM.MSG.DELETE.OBJ_" + names.WorkspacesBucket(), `{"seq":1}`},
-		{"purge the workspace archives", "$JS.API.STREAM.PURGE.OBJ_" + names.WorkspacesBucket(), ""},
-		{"delete the workspaces bucket", "$JS.API.STREAM.DELETE.OBJ_" + names.WorkspacesBucket(), ""},
-		{"change the workspaces bucket's TTL", "$JS.API.STREAM.UPDATE.OBJ_" + names.WorkspacesBucket(), `{"name":"OBJ_` + names.WorkspacesBucket() + `"}`},
+		{"delete a workspace archive", "$JS.API.STREAM.MSG.DELETE." + names.WorkspacesStream(), `{"seq":1}`},
+		{"purge the workspace archives", "$JS.API.STREAM.PURGE." + names.WorkspacesStream(), ""},
+		{"delete the workspaces stream", "$JS.API.STREAM.DELETE." + names.WorkspacesStream(), ""},
+		{"change the workspaces stream's max age", "$JS.API.STREAM.UPDATE." + names.WorkspacesStream(), `{"name":"` + names.WorkspacesStream() + `"}`},
 	} {
 		t.Logf("%s tries to %s", user, a.what)
 		deniedPublish(c, a.subject, []byte(a.body))

@@ -41,10 +41,10 @@ func TestReadmeWorkspaceWithNatsCLI(t *testing.T) {
 	startWorker(t, bin, s.ClientURL(), testenv.StateDir(t), "cli", "--config", cfg)
 	_, js := testenv.Connect(t, s)
 	names := protocol.MustNames("")
-	// The commands need the workspace bucket and the jobs stream, which
+	// The commands need the workspaces stream and the jobs stream, which
 	// the worker provisions one after the other.
 	waitStream(t, js, names.JobsStream())
-	waitStream(t, js, "OBJ_"+names.WorkspacesBucket())
+	waitStream(t, js, names.WorkspacesStream())
 
 	work := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(work, "repo", "src"), 0o755); err != nil {

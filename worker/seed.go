@@ -3,25 +3,21 @@ package worker
 import (
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/internal/unpack"
+	"github.com/batonhq/baton/internal/wsarchive"
 	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
 )
-
-// workspaceInfoTimeout bounds the look-up of a job's archive.
-const workspaceInfoTimeout = 10 * time.Second
 
 // seedTimeout bounds the extraction of a workspace archive: 1 GiB of
 // files takes a minute or two on a slow disk.
@@ -40,40 +36,36 @@ func (e *archiveError) Error() string {
 func (e *archiveError) Unwrap() error { return e.err }
 
 // pinWorkspace looks up the archive job names before its run exists and
-// pins it by its digest. An archive missing or over maxWorkspaceBytes is
-// the job's fault, and the error wraps a job sentinel (the job goes to
-// the DLQ); any other error is NATS's (the job is tried again).
+// pins it by its digest, which its name says. An archive missing or over
+// maxWorkspaceBytes is the job's fault, and the error wraps a job sentinel
+// (the job goes to the DLQ); any other error is NATS's (the job is tried
+// again).
 func (w *Worker) pinWorkspace(ctx context.Context, job protocol.Job) (*sandbox.WorkspaceArchive, error) {
 	if job.Workspace == nil {
 		return nil, nil
 	}
 	name := job.Workspace.Object
-	ictx, cancel := context.WithTimeout(ctx, workspaceInfoTimeout)
-	defer cancel()
-	info, err := w.workspaces.GetInfo(ictx, name)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, fmt.Errorf("%w: workspace archive %q is not in the bucket %s (upload it with baton submit --workspace, or nats object put)",
-			protocol.ErrInvalidJob, name, w.names.WorkspacesBucket())
+	digest, ok := protocol.WorkspaceDigest(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: workspace archive %q is not in the bucket %s: archives are stored by their content and named sha256-<its SHA-256 in hex>.tar or .tar.gz (upload it with baton submit --workspace, or client.PutWorkspace)",
+			protocol.ErrInvalidJob, name, w.names.WorkspacesStream())
+	}
+	size, err := wsarchive.Size(ctx, w.workspaces, w.names, digest)
+	if errors.Is(err, wsarchive.ErrNotStored) {
+		return nil, fmt.Errorf("%w: workspace archive %q is not in the bucket %s (upload it with baton submit --workspace, or client.PutWorkspace)",
+			protocol.ErrInvalidJob, name, w.names.WorkspacesStream())
+	}
+	if errors.Is(err, wsarchive.ErrBadChunk) {
+		return nil, fmt.Errorf("%w: workspace archive %q: %v", protocol.ErrInvalidJob, name, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up workspace archive %q: %w", name, err)
 	}
-	if max := w.cfg.WorkspaceLimits().MaxBytes; info.Size > uint64(max) {
-		return nil, fmt.Errorf("%w: workspace archive %q is %d bytes, more than maxWorkspaceBytes (%d)", protocol.ErrOversize, name, info.Size, max)
+	if max := w.cfg.WorkspaceLimits().MaxBytes; size > uint64(max) {
+		return nil, fmt.Errorf("%w: workspace archive %q is %d bytes, more than maxWorkspaceBytes (%d)", protocol.ErrOversize, name, size, max)
 	}
-	// A name that says its content (as baton submit --workspace names
-	// archives) must be true: a replaced object of that name is refused.
-	if m := contentName.FindStringSubmatch(name); m != nil {
-		sum, _ := hex.DecodeString(m[1])
-		if want := "SHA-256=" + base64.URLEncoding.EncodeToString(sum); info.Digest != want {
-			return nil, fmt.Errorf("%w: workspace archive %q has the digest %s, not the one its name says", protocol.ErrInvalidJob, name, info.Digest)
-		}
-	}
-	return &sandbox.WorkspaceArchive{Object: name, Digest: info.Digest, Size: info.Size}, nil
+	return &sandbox.WorkspaceArchive{Object: name, Digest: protocol.WorkspaceDigestHeader(digest), Size: size}, nil
 }
-
-// contentName matches an archive named by its SHA-256.
-var contentName = regexp.MustCompile(`^sha256-([0-9a-f]{64})\.tar(\.gz)?$`)
 
 // seedWorkspace is the sandbox.SeedFunc of a run seeded from the archive
 // object, pinned as arch (nil when pinning failed with pinErr): it
@@ -115,20 +107,24 @@ func (w *Worker) seedWorkspace(object string, arch *sandbox.WorkspaceArchive, pi
 	}
 }
 
-// extractArchive extracts arch from the workspaces bucket into root,
-// failing when the object no longer has the digest it was pinned by.
+// extractArchive extracts arch from the workspaces stream into root,
+// failing when what was read does not have the digest its name says (a
+// chunk uploaded with other content): the caller removes what was
+// extracted.
 func (w *Worker) extractArchive(ctx context.Context, arch *sandbox.WorkspaceArchive, root *os.Root, o unpack.Options) (unpack.Stats, error) {
-	obj, err := w.workspaces.Get(ctx, arch.Object)
-	if err != nil {
-		return unpack.Stats{}, &archiveError{arch.Object, err}
+	digest, ok := protocol.WorkspaceDigest(arch.Object)
+	if !ok || protocol.WorkspaceDigestHeader(digest) != arch.Digest {
+		// A spec of an older baton, whose archive was in an object store.
+		return unpack.Stats{}, &archiveError{arch.Object, fmt.Errorf("not in the bucket %s: it was pinned by an older baton", w.names.WorkspacesStream())}
 	}
+	obj := wsarchive.Open(ctx, w.workspaces, w.names, digest, arch.Size)
 	defer obj.Close()
 	st, err := unpack.Extract(ctx, obj, root, o)
 	if err != nil {
 		return st, &archiveError{arch.Object, err}
 	}
 	if got := "SHA-256=" + base64.URLEncoding.EncodeToString(st.SHA256[:]); got != arch.Digest {
-		return st, &archiveError{arch.Object, fmt.Errorf("its digest is %s, not %s as when the job was accepted: the object was replaced", got, arch.Digest)}
+		return st, &archiveError{arch.Object, fmt.Errorf("its digest is %s, not %s as its name says: it was uploaded with other content (whoever uploads a name first owns it until workspacesMaxAge)", got, arch.Digest)}
 	}
 	return st, nil
 }

@@ -2,20 +2,24 @@ package worker_test
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
@@ -59,39 +63,23 @@ func writeTar(w io.Writer, ents ...entry) error {
 	return tw.Close()
 }
 
-// putWorkspace stores an archive in the workspaces bucket as a client
-// would.
-func (h *harness) putWorkspace(name string, r io.Reader) {
+// putWorkspace uploads an archive as a client would and returns its name.
+func (h *harness) putWorkspace(r io.Reader) string {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	obs, err := h.js.ObjectStore(ctx, h.names.WorkspacesBucket())
+	name, err := client.New(h.js, h.names).PutWorkspace(ctx, r)
 	if err != nil {
-		h.t.Fatal(err)
+		h.t.Fatalf("put workspace: %v", err)
 	}
-	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name}, fullReads{r}); err != nil {
-		h.t.Fatalf("put %s: %v", name, err)
-	}
+	return name
 }
 
-// fullReads fills each read: the store makes a chunk of each, and a pipe's
-// short reads would be thousands of tiny chunks in flight at once, more
-// than the store's publisher lets wait (its "stalled" error).
-type fullReads struct{ r io.Reader }
-
-func (f fullReads) Read(p []byte) (int, error) {
-	n, err := io.ReadFull(f.r, p)
-	if err == io.ErrUnexpectedEOF {
-		err = io.EOF
-	}
-	return n, err
-}
-
-func (h *harness) putArchive(name string, ents ...entry) {
+func (h *harness) putArchive(ents ...entry) string {
 	h.t.Helper()
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeArchive(pw, ents...)) }()
-	h.putWorkspace(name, pr)
+	return h.putWorkspace(pr)
 }
 
 // TestSeededRunDiffShowsOnlyTheAgentsChanges: a run seeded from an archive
@@ -100,7 +88,7 @@ func (h *harness) putArchive(name string, ents ...entry) {
 // agent changed.
 func TestSeededRunDiffShowsOnlyTheAgentsChanges(t *testing.T) {
 	h := newHarness(t, withOutputsProfile)
-	h.putArchive("repo.tar.gz",
+	repo := h.putArchive(
 		entry{name: "README.md", body: "from the archive\n"},
 		entry{name: "src/main.go", body: "package main\n\nfunc main() {}\n"},
 		entry{name: "docs/keep.md", body: "unchanged\n"},
@@ -117,7 +105,7 @@ test "$(readlink latest)" = src/main.go
 printf 'package main\n\n// edited\nfunc main() {}\n' > src/main.go
 rm old.txt
 echo new > new.txt`
-	h.submit(map[string]any{"runId": id, "profile": "edit", "workspace": map[string]string{"object": "repo.tar.gz"},
+	h.submit(map[string]any{"runId": id, "profile": "edit", "workspace": map[string]string{"object": repo},
 		"files": map[string]string{"README.md": "from the files\n", "config.yml": "a: 1\n"}, "args": []string{script}})
 	st := h.terminal(id)
 	if st.Status != protocol.StatusSucceeded || st.OutputsError != "" {
@@ -147,24 +135,21 @@ echo new > new.txt`
 			t.Errorf("a seeded file is uid %d's, not the sandbox uid %d's", uid, h.cfg.SandboxUID)
 		}
 	}
-	// Pruning the run removes nothing from the workspaces bucket, whose
-	// objects stay until its TTL (workspacesMaxAge, its max_age).
+	// Pruning the run removes nothing from the workspaces stream, whose
+	// archives stay until its max age (workspacesMaxAge).
 	h.prune(id)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	obs, err := h.js.ObjectStore(ctx, h.names.WorkspacesBucket())
+	stream, err := h.js.Stream(ctx, h.names.WorkspacesStream())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := obs.GetInfo(ctx, "repo.tar.gz"); err != nil {
+	digest, _ := protocol.WorkspaceDigest(repo)
+	if _, err := stream.GetLastMsgForSubject(ctx, h.names.WorkspaceSizeSubject(digest)); err != nil {
 		t.Fatalf("the archive after prune: %v", err)
 	}
-	stream, err := h.js.Stream(ctx, "OBJ_"+h.names.WorkspacesBucket())
-	if err != nil {
-		t.Fatal(err)
-	}
 	if cfg := stream.CachedInfo().Config; cfg.MaxAge != config.DefaultWorkspacesMaxAge {
-		t.Fatalf("workspaces bucket max_age %v", cfg.MaxAge)
+		t.Fatalf("workspaces stream max_age %v", cfg.MaxAge)
 	}
 }
 
@@ -173,11 +158,11 @@ echo new > new.txt`
 // DLQ with the reason, and no run starts.
 func TestSeedArchiveRejected(t *testing.T) {
 	h := newHarness(t, withOutputsProfile, withConfig(func(c *config.Config) { c.MaxWorkspaceBytes = 4096 }))
-	h.putArchive("big.tar.gz", entry{name: "noise", body: randomText(64 << 10)})
-	missing, big := newRunID(t), newRunID(t)
+	big := h.putArchive(entry{name: "noise", body: randomText(64 << 10)})
+	missing, bigRun := newRunID(t), newRunID(t)
 	h.submit(map[string]any{"runId": missing, "profile": "edit", "workspace": map[string]string{"object": "nope.tar.gz"}, "args": []string{"true"}})
 	entries := h.waitDLQ(1, 20*time.Second)
-	h.submit(map[string]any{"runId": big, "profile": "edit", "workspace": map[string]string{"object": "big.tar.gz"}, "args": []string{"true"}})
+	h.submit(map[string]any{"runId": bigRun, "profile": "edit", "workspace": map[string]string{"object": big}, "args": []string{"true"}})
 	entries = h.waitDLQ(2, 20*time.Second)
 	for i, want := range []struct{ reason, msg string }{
 		{string(protocol.ReasonInvalid), `workspace archive "nope.tar.gz" is not in the bucket BATON_WORKSPACES`},
@@ -188,7 +173,7 @@ func TestSeedArchiveRejected(t *testing.T) {
 			t.Errorf("DLQ entry %d: reason %q error %q; want %q with %q", i, e.Header.Get(protocol.HeaderReason), e.Header.Get(protocol.HeaderError), want.reason, want.msg)
 		}
 	}
-	for _, id := range []string{missing, big} {
+	for _, id := range []string{missing, bigRun} {
 		if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", id)); !os.IsNotExist(err) {
 			t.Errorf("run %s has a directory: %v", id, err)
 		}
@@ -200,14 +185,14 @@ func TestSeedArchiveRejected(t *testing.T) {
 // agent starts, with the reason, and leaves no workspace behind.
 func TestSeedBadArchiveFailsRun(t *testing.T) {
 	h := newHarness(t, withOutputsProfile)
-	h.putArchive("slip.tar.gz", entry{name: "ok.txt", body: "fine"}, entry{name: "l", link: "."}, entry{name: "l/x", body: "through the link"})
-	h.putWorkspace("garbage.tar.gz", strings.NewReader("\x1f\x8b\x08\x00garbage that is not gzip"))
+	slip := h.putArchive(entry{name: "ok.txt", body: "fine"}, entry{name: "l", link: "."}, entry{name: "l/x", body: "through the link"})
+	garbage := h.putWorkspace(strings.NewReader("\x1f\x8b\x08\x00garbage that is not gzip"))
 	// F9: 169 bytes, one name of 12,001 bytes (6,001 levels) took 182 s.
-	h.putArchive("deep.tar.gz", entry{name: strings.Repeat("a/", 6000) + "a", body: "x"})
+	deep := h.putArchive(entry{name: strings.Repeat("a/", 6000) + "a", body: "x"})
 	for _, tc := range []struct{ object, want string }{
-		{"slip.tar.gz", `the workspace was not seeded: workspace archive "slip.tar.gz": unsafe archive: "l/x" goes through the link "l"`},
-		{"garbage.tar.gz", `the workspace was not seeded: workspace archive "garbage.tar.gz": corrupt archive`},
-		{"deep.tar.gz", `the workspace was not seeded: workspace archive "deep.tar.gz": archive over a limit: the name "a/a/a/`},
+		{slip, `the workspace was not seeded: workspace archive "` + slip + `": unsafe archive: "l/x" goes through the link "l"`},
+		{garbage, `the workspace was not seeded: workspace archive "` + garbage + `": corrupt archive`},
+		{deep, `the workspace was not seeded: workspace archive "` + deep + `": archive over a limit: the name "a/a/a/`},
 	} {
 		id := newRunID(t)
 		h.submit(map[string]any{"runId": id, "profile": "edit", "workspace": map[string]string{"object": tc.object},
@@ -273,12 +258,12 @@ func TestSeed200MiBRepository(t *testing.T) {
 	start := time.Now()
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(write(pw, ents...)) }()
-	h.putWorkspace("repo-200m.tar.gz", pr)
+	repo := h.putWorkspace(pr)
 	t.Logf("uploaded a %.1f MiB tarball, %s, in %v", float64(dirs*perDir*size)/(1<<20), kind, time.Since(start))
 
 	id := newRunID(t)
 	submitted := time.Now()
-	h.submit(map[string]any{"runId": id, "profile": "repo", "workspace": map[string]string{"object": "repo-200m.tar.gz"},
+	h.submit(map[string]any{"runId": id, "profile": "repo", "workspace": map[string]string{"object": repo},
 		"args": []string{`set -e; test "$(ls pkg*/*.go | wc -l)" = 4000; test "$(cat pkg*/*.go | wc -c)" = 209712000; echo '// agent' >> pkg07/file042.go`}})
 	sts := statuses(t, h.chain(id, 3*time.Minute))
 	ended := time.Now() // the terminal status is published once the capture is stored
@@ -322,18 +307,16 @@ func randomText(n int) string {
 // files.
 func TestSeedArchiveGoneBeforeCapture(t *testing.T) {
 	h := newHarness(t, withOutputsProfile)
-	h.putArchive("short-lived.tar.gz", entry{name: "README.md", body: "hi\n"})
+	archive := h.putArchive(entry{name: "README.md", body: "hi\n"})
 	id := newRunID(t)
-	h.submit(map[string]any{"runId": id, "profile": "edit", "workspace": map[string]string{"object": "short-lived.tar.gz"},
+	h.submit(map[string]any{"runId": id, "profile": "edit", "workspace": map[string]string{"object": archive},
 		"args": []string{"while [ ! -e go ]; do sleep 0.1; done 2>/dev/null; mkdir out; echo r > out/r.md"}})
 	h.waitStatus(id, protocol.StatusStarted)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	obs, err := h.js.ObjectStore(ctx, h.names.WorkspacesBucket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := obs.Delete(ctx, "short-lived.tar.gz"); err != nil {
+	// Nothing deletes one archive of the stream (it denies deletes): an
+	// operator deletes the stream, which the next worker makes again.
+	if err := h.js.DeleteStream(ctx, h.names.WorkspacesStream()); err != nil {
 		t.Fatal(err)
 	}
 	// The agent goes on once the archive is gone.
@@ -341,10 +324,67 @@ func TestSeedArchiveGoneBeforeCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := h.terminal(id)
-	if st.Status != protocol.StatusSucceeded || !strings.Contains(st.OutputsError, `no diff: its baseline: workspace archive "short-lived.tar.gz"`) {
+	if st.Status != protocol.StatusSucceeded || !strings.Contains(st.OutputsError, `no diff: its baseline: workspace archive "`+archive+`"`) {
 		t.Fatalf("terminal %+v", st)
 	}
 	if got := h.checkOutputs(id, st); len(got) != 1 || got[outputs.FileName(id, "out/r.md")] != "r\n" {
 		t.Fatalf("outputs %v; want the file alone", got)
+	}
+}
+
+// TestSeedSquattedArchiveFailsRun: bytes published under an archive's
+// digest before its owner uploads it (same length, other content; or a
+// chunk of the wrong length) fail the run before its agent starts, with
+// the reason, and leave no workspace; the owner's upload then finds the
+// digest taken and stores nothing.
+func TestSeedSquattedArchiveFailsRun(t *testing.T) {
+	h := newHarness(t, withOutputsProfile)
+	var real, decoy bytes.Buffer
+	if err := writeTar(&real, entry{name: "ok.txt", body: "the owner's"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTar(&decoy, entry{name: "ok.txt", body: "a squatter!"}); err != nil {
+		t.Fatal(err)
+	}
+	if real.Len() != decoy.Len() {
+		t.Fatalf("the decoy is %d bytes, the archive %d", decoy.Len(), real.Len())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	squat := func(content []byte, chunk []byte) string {
+		t.Helper()
+		name := protocol.WorkspaceObjectName(sha256.Sum256(content), false)
+		digest, _ := protocol.WorkspaceDigest(name)
+		for _, m := range []*nats.Msg{
+			{Subject: h.names.WorkspaceChunkSubject(digest, 0), Data: chunk},
+			{Subject: h.names.WorkspaceSizeSubject(digest), Data: []byte(strconv.Itoa(len(content)))},
+		} {
+			if _, err := h.js.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return name
+	}
+	squatted := squat(real.Bytes(), decoy.Bytes())
+	short := squat(append(real.Bytes(), 'x'), real.Bytes())
+	if again := h.putWorkspace(bytes.NewReader(real.Bytes())); again != squatted {
+		t.Fatalf("the owner's upload named %q, not %q", again, squatted)
+	}
+	for _, tc := range []struct{ object, want string }{
+		{squatted, `the workspace was not seeded: workspace archive "` + squatted + `": its digest is `},
+		{short, `the workspace was not seeded: workspace archive "` + short + `": corrupt archive: tar: bad chunk: chunk 0 of 1 is 2048 bytes, not 2049`},
+	} {
+		id := newRunID(t)
+		h.submit(map[string]any{"runId": id, "profile": "edit", "workspace": map[string]string{"object": tc.object},
+			"args": []string{"echo '{\"agent\":\"ran\"}'"}})
+		msgs := h.chain(id, 60*time.Second)
+		sts := statuses(t, msgs)
+		if len(msgs) != 1 || len(sts) != 1 || sts[0].Status != protocol.StatusFailed || !strings.Contains(sts[0].Reason, tc.want) ||
+			(tc.object == squatted && !strings.Contains(sts[0].Reason, "uploaded with other content")) {
+			t.Fatalf("%s: chain of %d messages, statuses %+v; want one failed status with %q", tc.object, len(msgs), sts, tc.want)
+		}
+		if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", id, "workspace")); !os.IsNotExist(err) {
+			t.Errorf("%s: the half-extracted workspace is still there: %v", tc.object, err)
+		}
 	}
 }

@@ -70,9 +70,9 @@ type Worker struct {
 	nodeRuns jetstream.KeyValue
 	// outputs is the bucket runs' captures go to (see captureOutputs).
 	outputs jetstream.ObjectStore
-	// workspaces is the bucket of archives jobs seed their workspaces
+	// workspaces is the stream of archives jobs seed their workspaces
 	// from (see seedWorkspace).
-	workspaces jetstream.ObjectStore
+	workspaces jetstream.Stream
 
 	// beatFailed is when this worker's node heartbeat last failed (unix
 	// nanoseconds): the reaper trusts no absence it saw around then.
@@ -228,6 +228,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		EventsMaxAge:  w.cfg.EventsMaxAge,
 		RecordTTL:     w.cfg.RecordTTL(),
 		OutputsMaxAge: w.cfg.OutputsTTL(), WorkspacesMaxAge: w.cfg.WorkspacesTTL(),
+		WorkspacesMaxBytes: w.cfg.WorkspacesStreamMaxBytes(),
 		// Validated to fit.
 		EventsMaxBytes: int64(w.cfg.EventsMaxBytes),
 		JobsMaxBytes:   int64(w.cfg.JobsMaxBytes), JobsMaxMsgs: w.cfg.JobsMaxMsgs,
@@ -241,6 +242,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
 	w.nodeRuns = res.NodeRuns
 	w.outputs, w.workspaces = res.Outputs, res.Workspaces
+	if res.LegacyWorkspaces != "" {
+		w.log.Warn().Str("stream", res.LegacyWorkspaces).Msgf("the workspaces object store of an older baton is no longer read (archives are uploaded to the stream %s): delete it with `nats stream rm %s` once no queued job names one of its archives",
+			w.names.WorkspacesStream(), res.LegacyWorkspaces)
+	}
 	w.intake = consumer.New(w.js, w.names, w.cfg,
 		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
 		consumer.WithAckWait(w.ackWait),

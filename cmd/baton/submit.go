@@ -48,7 +48,7 @@ agent's stdin. Submitting the same --run-id again (within the stream's
 two-minute duplicates window) does not start a second run.
 
 --workspace uploads a directory (as a gzipped tar, without sockets and
-devices) or a tar or gzipped tar to the workspaces bucket, named
+devices) or a tar or gzipped tar to the workspaces stream, named
 sha256-<hex>.tar[.gz] so the same archive is stored once, and has the
 worker extract it into the workspace before the agent starts (the job's
 --file files are written over it).
@@ -129,7 +129,7 @@ stdin closes the agent's stdin.`,
 	fl.DurationVar(&f.timeout, "timeout", 0, "limit on the run's duration, e.g. 10m (only shortens the profile's)")
 	fl.StringVar(&f.output, "output-limit", "", "cap on what the agent prints on stdout, e.g. 1MiB (only lowers the profile's)")
 	fl.StringArrayVar(&f.files, "file", nil, "PATH=LOCALFILE: seed the workspace's PATH with a local text file (repeatable)")
-	fl.StringVar(&f.workspace, "workspace", "", "DIR or FILE.tar[.gz]: upload it to the workspaces bucket (named by its SHA-256, so once) and seed the workspace with it")
+	fl.StringVar(&f.workspace, "workspace", "", "DIR or FILE.tar[.gz]: upload it to the workspaces stream (named by its SHA-256, so once) and seed the workspace with it")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label copied to the run record (repeatable)")
 	fl.BoolVar(&f.watch, "watch", false, "follow the run until it ends, like 'baton watch'")
 	fl.BoolVar(&f.interactive, "interactive", false, "then attach: follow the run and send each line of stdin as input, like 'baton attach' (profile stdin: stream)")

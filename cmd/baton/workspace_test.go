@@ -3,14 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"syscall"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/internal/unpack"
+	"github.com/batonhq/baton/internal/wsarchive"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -53,18 +57,31 @@ func TestCLISubmitWorkspace(t *testing.T) {
 	if !regexp.MustCompile(`^sha256-[0-9a-f]{64}\.tar\.gz$`).MatchString(first) {
 		t.Fatalf("object named %q", first)
 	}
-	info, err := e.res.Workspaces.GetInfo(t.Context(), first)
-	if err != nil {
-		t.Fatal(err)
+	names := protocol.MustNames("")
+	digest, _ := protocol.WorkspaceDigest(first)
+	sizeRecord := func() *jetstream.RawStreamMsg {
+		t.Helper()
+		msg, err := e.res.Workspaces.GetLastMsgForSubject(t.Context(), names.WorkspaceSizeSubject(digest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
 	}
+	stored := sizeRecord()
 	if again := submitted("--workspace", dir).Workspace.Object; again != first {
 		t.Fatalf("the same directory uploaded as %q, then %q", first, again)
 	}
-	// Not stored again: the object is the first put's.
-	if info2, err := e.res.Workspaces.GetInfo(t.Context(), first); err != nil || info2.NUID != info.NUID {
-		t.Fatalf("the same archive was put again (%v)", err)
+	// Not stored again: the archive is the first put's.
+	if again := sizeRecord(); again.Sequence != stored.Sequence {
+		t.Fatalf("the same archive was put again (size record at %d, then %d)", stored.Sequence, again.Sequence)
 	}
-	archive, err := e.res.Workspaces.GetBytes(t.Context(), first)
+	size, err := wsarchive.Size(t.Context(), e.res.Workspaces, names, digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wsarchive.Open(t.Context(), e.res.Workspaces, names, digest, size)
+	defer r.Close()
+	archive, err := io.ReadAll(r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,8 +26,13 @@ type Options struct {
 	NodeTTL   time.Duration // default 3 × LeaseTTL
 	// OutputsMaxAge is the outputs bucket's TTL (default 7 days).
 	OutputsMaxAge time.Duration
-	// WorkspacesMaxAge is the workspaces bucket's TTL (default 7 days).
+	// WorkspacesMaxAge is the workspaces stream's max age (default 7 days).
 	WorkspacesMaxAge time.Duration
+	// WorkspacesMaxBytes bounds the workspaces stream, which clients
+	// append to (0: none); reserved in the server's or account's store,
+	// and a full stream refuses new uploads, so they never take room
+	// another stream needs.
+	WorkspacesMaxBytes int64
 	// MaxJobBytes bounds one job; the jobs stream refuses larger ones, so the
 	// bound is stated once, by the server.
 	MaxJobBytes int32
@@ -79,9 +85,13 @@ type Resources struct {
 	NodeRuns          jetstream.KeyValue
 	// Outputs is the Object Store bucket of captured run outputs.
 	Outputs jetstream.ObjectStore
-	// Workspaces is the Object Store bucket of archives jobs seed their
-	// workspaces from.
-	Workspaces jetstream.ObjectStore
+	// Workspaces is the stream of archives jobs seed their workspaces
+	// from (package wsarchive reads them).
+	Workspaces jetstream.Stream
+	// LegacyWorkspaces is set when the Object Store bucket an older
+	// baton kept archives in is still there: no longer read, and left
+	// for an operator to delete.
+	LegacyWorkspaces string
 }
 
 // Ensure creates or updates every stream and bucket named by n.
@@ -223,16 +233,57 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 	}); err != nil {
 		return nil, err
 	}
-	if r.Workspaces, err = ensureObjectStore(ctx, js, jetstream.ObjectStoreConfig{
-		Bucket:      n.WorkspacesBucket(),
-		Description: "baton workspace archives (tar or tar.gz) jobs seed their workspaces from; bucket TTL is workspacesMaxAge",
-		TTL:         o.WorkspacesMaxAge,
-		Storage:     jetstream.FileStorage,
-		Replicas:    o.Replicas,
-	}); err != nil {
+	if r.Workspaces, err = ensureStream(ctx, js, workspacesConfig(n, o)); err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeInsufficientResources || apiErr.ErrorCode == errCodeStorageExceeded) {
+			err = fmt.Errorf("%w (workspacesMaxBytes is reserved in the server's max_file_store, or the account's max_file: lower it, or raise those)", err)
+		}
 		return nil, err
 	}
+	legacy := "OBJ_" + n.WorkspacesStream()
+	if _, err := js.Stream(ctx, legacy); err == nil {
+		r.LegacyWorkspaces = legacy
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("look up stream %s: %w", legacy, err)
+	}
 	return &r, nil
+}
+
+// JetStream's answers to a stream whose MaxBytes the store cannot reserve.
+const (
+	errCodeInsufficientResources jetstream.ErrorCode = 10023
+	errCodeStorageExceeded       jetstream.ErrorCode = 10047
+)
+
+// workspacesConfig is the workspaces stream: clients may only append to
+// it (their permissions name its subjects and nothing of its API), and
+// the stream itself refuses whatever would change what is stored: a
+// second message on a subject (so a chunk or a size record is never
+// replaced), rollups, deletes and purges (which no update can allow
+// again). It is bounded in bytes, reserved, discarding new uploads when
+// full, and in message size (a chunk and its headers).
+func workspacesConfig(n protocol.Names, o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:                 n.WorkspacesStream(),
+		Description:          "baton workspace archives (tar or tar.gz) jobs seed their workspaces from, by their SHA-256: chunks, then the size; append only, max age workspacesMaxAge",
+		Subjects:             []string{n.WorkspacesSubjects()},
+		Retention:            jetstream.LimitsPolicy,
+		Storage:              jetstream.FileStorage,
+		Replicas:             o.Replicas,
+		MaxAge:               o.WorkspacesMaxAge,
+		MaxBytes:             limit(o.WorkspacesMaxBytes),
+		Discard:              jetstream.DiscardNew,
+		MaxMsgsPerSubject:    1,
+		DiscardNewPerSubject: true,
+		MaxMsgSize:           protocol.WorkspaceChunkBytes + 4096,
+		AllowRollup:          false,
+		DenyDelete:           true,
+		DenyPurge:            true,
+		// Chunks are read by direct gets (raw, ten times faster than
+		// message gets' base64 JSON); a replica that lags may answer one
+		// as missing, which wsarchive asks again.
+		AllowDirect: true,
+	}
 }
 
 func ensureObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {

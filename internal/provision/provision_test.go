@@ -3,9 +3,11 @@ package provision_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/internal/provision"
@@ -196,4 +198,48 @@ func TestEnsureStreamBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(r, bounds{10 << 20, -1, jetstream.DiscardNew}, bounds{1 << 20, 50, jetstream.DiscardNew}, bounds{2 << 20, 60, jetstream.DiscardOld})
+}
+
+// TestEnsureWorkspacesStream: the workspaces stream is append only (one
+// message per subject, no rollup, delete or purge) and bounded, its bound
+// reserved: a server whose store cannot hold it refuses it, and the error
+// names workspacesMaxBytes. The Object Store bucket of an older baton is
+// reported, not touched; a second Ensure changes nothing.
+func TestEnsureWorkspacesStream(t *testing.T) {
+	s := testenv.RunServerWith(t, func(o *server.Options) { o.JetStreamMaxStore = 64 << 20 })
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := protocol.MustNames("")
+	if _, err := provision.Ensure(ctx, js, n, provision.Options{WorkspacesMaxBytes: 1 << 30}); err == nil || !strings.Contains(err.Error(), "workspacesMaxBytes") {
+		t.Fatalf("a 1 GiB workspaces stream on a 64 MiB store: %v; want the reservation refused, naming workspacesMaxBytes", err)
+	}
+	old, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: n.WorkspacesStream()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.PutBytes(ctx, "repo.tar.gz", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		r, err := provision.Ensure(ctx, js, n, provision.Options{WorkspacesMaxBytes: 16 << 20})
+		if err != nil {
+			t.Fatalf("ensure #%d: %v", i, err)
+		}
+		if r.LegacyWorkspaces != "OBJ_"+n.WorkspacesStream() {
+			t.Fatalf("the older bucket reported as %q", r.LegacyWorkspaces)
+		}
+		info, err := r.Workspaces.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := info.Config
+		if c.MaxBytes != 16<<20 || c.Discard != jetstream.DiscardNew || c.MaxMsgsPerSubject != 1 || !c.DiscardNewPerSubject ||
+			c.AllowRollup || !c.DenyDelete || !c.DenyPurge || c.AllowMsgTTL || c.MaxAge != 7*24*time.Hour {
+			t.Fatalf("workspaces stream %+v", c)
+		}
+	}
+	if _, err := old.GetBytes(ctx, "repo.tar.gz"); err != nil {
+		t.Fatalf("the older bucket's archive: %v", err)
+	}
 }
