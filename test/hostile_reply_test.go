@@ -337,7 +337,7 @@ func (h *hostile) waitState(c *client.Client, run, what string, ok func(kv.RunSt
 // victim waits for input and nothing is submitted.
 func (h *hostile) quietStreams() []string {
 	return []string{h.names.JobsStream(), h.names.DLQStream(), h.names.InputStream(),
-		"OBJ_" + h.names.OutputsBucket(), "OBJ_" + h.names.WorkspacesBucket()}
+		"OBJ_" + h.names.OutputsBucket(), h.names.WorkspacesStream()}
 }
 
 func (h *hostile) lastSeqs() map[string]uint64 {
