@@ -35,9 +35,9 @@ import (
 // still accepted (F12).
 func TestClientWorkspaceAttacks(t *testing.T) {
 	bin := testenv.BatonBinary(t)
-	pw := map[string]string{"worker": "w-secret", "client": "c-secret", "viewer": "v-secret"}
+	pw := map[string]string{"worker": "w-secret", "worker-svc": "s-secret", "client": "c-secret", "viewer": "v-secret"}
 	for user, p := range pw {
-		t.Setenv("BATON_"+strings.ToUpper(user)+"_PASSWORD", p)
+		t.Setenv(passwordVar(user), p)
 	}
 	opts := shippedConfig(t, t.TempDir(), "nats-auth.conf", nil)
 	opts.JetStreamMaxStore = 64 << 20 // the server's whole store: 20 MiB reserved below
@@ -58,7 +58,7 @@ profiles:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	workerLog := startWorker(t, bin, url("worker"), testenv.StateDir(t), "ws-attack", "--config", cfg)
+	workerLog := startWorker(t, bin, url("worker"), testenv.StateDir(t), "ws-attack", "--config", cfg, "--service-nats", url("worker-svc"))
 	testenv.WaitFor(t, 30*time.Second, "the worker ready", func() bool { return strings.Contains(workerLog.String(), "worker ready") })
 
 	var violations struct {
