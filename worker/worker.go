@@ -206,6 +206,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.prepareStateDir(); err != nil {
 		return err
 	}
+	for _, l := range w.fitMaxPayload() {
+		w.log.Warn().Int64("max_payload", w.nc.MaxPayload()).Msg(l)
+	}
 	res, err := provision.Ensure(ctx, w.js, w.names, provision.Options{
 		Replicas:      w.cfg.Replicas,
 		LeaseTTL:      w.cfg.LeaseTTL,
@@ -228,7 +231,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.intake = consumer.New(w.js, w.names, w.cfg,
 		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
 		consumer.WithAckWait(w.ackWait),
-		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }))
+		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }),
+		consumer.WithOnDrop(func(r protocol.Reason) { w.metrics.dropped.WithLabelValues(string(r)).Inc() }))
 	// Renewed until every run is handed off and every background loop
 	// has returned (the deferred calls below run first), whatever ctx.
 	if w.live, err = lease.Live(ctx, w.js, w.leases, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
@@ -309,6 +313,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Error().Err(err).Msg("worker stops: it cannot consume jobs")
 	}
 	return err
+}
+
+// fitMaxPayload lowers, on a copy of the worker's configuration, the
+// limits that must fit the connected server's max_payload
+// (config.FitMaxPayload), and says what it lowered.
+func (w *Worker) fitMaxPayload() []string {
+	cfg := *w.cfg
+	lowered := cfg.FitMaxPayload(w.nc.MaxPayload())
+	if len(lowered) > 0 {
+		w.cfg = &cfg
+	}
+	return lowered
 }
 
 // prepareStateDir creates the state directory. A root worker runs agents as
