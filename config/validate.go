@@ -82,6 +82,9 @@ func (c *Config) Validate() error {
 	if c.MaxJobBytes < minJobBytes || c.MaxJobBytes > maxJobBytes {
 		bad("maxJobBytes", "%d is out of range %d..%d", c.MaxJobBytes, minJobBytes, maxJobBytes)
 	}
+	if c.DiskReserve > math.MaxInt64 {
+		bad("diskReserve", "%d is out of range", uint64(c.DiskReserve))
+	}
 	if c.MaxInputBytes < 1 || c.MaxInputBytes > MaxInputBytesLimit {
 		bad("maxInputBytes", "%d is out of range 1..%d", c.MaxInputBytes, MaxInputBytesLimit)
 	}

@@ -51,6 +51,9 @@ type Intake struct {
 	// rejectWait is how long a job whose rejection could not be published
 	// waits before it is delivered (and rejected) again.
 	rejectWait time.Duration
+	// admitWait is how long a job Admit refused waits before it is
+	// delivered again.
+	admitWait time.Duration
 }
 
 // Option configures an Intake.
@@ -81,6 +84,10 @@ func WithProfileWait(d time.Duration) Option { return func(in *Intake) { in.prof
 // published to the DLQ waits before it is delivered again (default 5s).
 func WithRejectWait(d time.Duration) Option { return func(in *Intake) { in.rejectWait = d } }
 
+// WithAdmitWait sets how long a job Handlers.Admit refused waits in the
+// stream before it is delivered again (default 2s).
+func WithAdmitWait(d time.Duration) Option { return func(in *Intake) { in.admitWait = d } }
+
 // WithFetchWait bounds one idle fetch (default 5s); shorter makes shutdown
 // of an idle worker quicker.
 func WithFetchWait(d time.Duration) Option { return func(in *Intake) { in.maxWait = d } }
@@ -94,6 +101,7 @@ func New(js jetstream.JetStream, names protocol.Names, cfg *config.Config, opts 
 		maxWait:     5 * time.Second,
 		profileWait: 2 * time.Second,
 		rejectWait:  5 * time.Second,
+		admitWait:   2 * time.Second,
 		limits:      protocol.Limits{MaxBytes: cfg.MaxJobBytes},
 	}
 	for _, o := range opts {
@@ -113,6 +121,10 @@ type Handlers struct {
 	// Attach takes over a run of this node. Attach jobs are taken even when
 	// every slot is busy: the run exists already and must be published.
 	Attach AttachDispatch
+	// Admit, if set, is asked before Run whether the node has room for the
+	// job (the worker's disk budget); a job it refuses waits in the stream
+	// (AdmitWait) for whichever worker has room, and Run is not called.
+	Admit func(j Job) error
 }
 
 // ErrCannotConsume: a jobs consumer cannot be created or recreated, so the
@@ -182,6 +194,17 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				_ = msg.NakWithDelay(in.profileWait)
 				p.put()
 				continue
+			}
+			if h.Admit != nil {
+				if err := h.Admit(j); err != nil {
+					_ = msg.NakWithDelay(in.admitWait)
+					p.putProfile(prof)
+					p.put()
+					// Not at once again: the job just given back would come
+					// straight back to this worker's next fetch.
+					sleepCtx(ctx, in.admitWait)
+					continue
+				}
 			}
 			wg.Go(func() {
 				defer p.put()

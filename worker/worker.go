@@ -94,6 +94,14 @@ type Worker struct {
 	// siblings are the node's other workers whose processes are watched
 	// (siblings.go).
 	siblings map[string]bool
+	// admitted are the runs the disk budget let in whose start has not
+	// returned, with what each may write (diskbudget.go); diskHeldLog is
+	// when the budget last logged a job it held, zero while it holds none.
+	admitted    map[string]runNeed
+	diskHeldLog time.Time
+	// boundedDisk: runs get a workspace image of limits.disk (a root
+	// worker's).
+	boundedDisk bool
 }
 
 // Option configures a Worker.
@@ -162,9 +170,10 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		log:     zerolog.Nop(),
 		grace:   10 * time.Second,
 		ackWait: 60 * time.Second,
-		active:  map[string]*run{}, starting: map[string]bool{}, siblings: map[string]bool{},
-		ready:  make(chan struct{}),
-		notice: defaultNoticeTiming,
+		active:  map[string]*run{}, starting: map[string]bool{}, siblings: map[string]bool{}, admitted: map[string]runNeed{},
+		boundedDisk: os.Geteuid() == 0,
+		ready:       make(chan struct{}),
+		notice:      defaultNoticeTiming,
 	}
 	for _, o := range opts {
 		o(w)
@@ -292,6 +301,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 	})
+	bg.Go(w.discardFinishedWorkspaces)
 	w.pools = w.newPools()
 	for _, p := range w.pools {
 		bg.Go(func() { p.run(ctx) })
@@ -305,7 +315,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.Info().Str("state_dir", w.stateDir).Str("runner", w.runner).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
 	close(w.ready)
-	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach})
+	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach, Admit: w.admit})
 	if parent.Err() != nil {
 		return nil // stopping is not an error
 	}
