@@ -263,7 +263,9 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	if job.Retries > 0 {
 		// Kept whole so a retry runs exactly the same job; a job too large
 		// to keep beside its record is run without retries.
-		if b, err := protocol.EncodeWorkerJob(job); err == nil && len(b) <= maxKeptJob {
+		// Half the server's max payload at most, so the record with its
+		// other fields fits one message on a server with a small one.
+		if b, err := protocol.EncodeWorkerJob(job); err == nil && len(b) <= min(maxKeptJob, int(w.nc.MaxPayload())/2) {
 			rec.Retries, rec.Job = job.Retries, b
 		} else {
 			log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
