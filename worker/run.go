@@ -1019,6 +1019,9 @@ func (w *Worker) markFinished(runID string) {
 // copies the table), and the image holds up to limits.disk of the state
 // filesystem. Never while a runner holds the run.
 func (w *Worker) discardWorkspace(dir journal.Dir) {
+	if !exists(filepath.Join(string(dir), sandbox.WorkspaceImageName)) {
+		return // unbounded (a non-root worker's), or given back already
+	}
 	// The runner ends just after the sentinel it wrote, which is what
 	// ended the run.
 	for end := time.Now().Add(discardWait); ; time.Sleep(20 * time.Millisecond) {
