@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/consumer"
 	"github.com/batonhq/baton/internal/provision"
@@ -84,6 +85,14 @@ func TestOversizeRejectionDeadLettered(t *testing.T) {
 	}
 	if m.Header.Get(protocol.HeaderReason) != string(protocol.ReasonMalformed) || m.Header.Get(protocol.HeaderError) == "" {
 		t.Errorf("DLQ entry headers: %v", m.Header)
+	}
+	// As `baton dlq` reads it.
+	entries, err := client.New(js, names).DLQ(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Truncated != int64(len(job)) || entries[0].Digest != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Fatalf("client DLQ entries: %+v", entries)
 	}
 }
 
