@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -219,7 +220,12 @@ type DLQEntry struct {
 	Error   string          // explanation for a person
 	Subject string          // subject the job was published on
 	MsgID   string          // its Nats-Msg-Id, if it had one
-	Payload []byte          // the job as received
+	Payload []byte          // the job as received, or its first bytes when Truncated
+	// Truncated is the job's size when it did not fit the server's max
+	// payload beside the DLQ's headers, and Payload holds its first bytes
+	// only; Digest is then the whole job's "sha256:<hex>". 0: whole.
+	Truncated int64
+	Digest    string
 }
 
 // DLQ returns the newest limit entries of the dead-letter stream, newest
@@ -310,6 +316,10 @@ func dlqEntry(msg jetstream.Msg, md *jetstream.MsgMetadata) DLQEntry {
 		Subject: h.Get(protocol.HeaderOrigSubject),
 		MsgID:   h.Get(protocol.HeaderOrigMsgID),
 		Payload: msg.Data(),
+		Digest:  h.Get(protocol.HeaderOrigDigest),
+	}
+	if n, err := strconv.ParseInt(h.Get(protocol.HeaderTruncated), 10, 64); err == nil && n > 0 {
+		e.Truncated = n
 	}
 	if e.Reason == "" { // the reason is also the subject's last token
 		s := msg.Subject()

@@ -71,6 +71,14 @@ type Config struct {
 	// MaxInputBytes bounds one input message sent to a running agent
 	// (baton send; default 64 KiB, at most 256 KiB).
 	MaxInputBytes ByteSize `yaml:"maxInputBytes"`
+	// DiskBudget holds a new run in the jobs stream while the state
+	// filesystem has less free space than what the node's running runs may
+	// still write (their output, stderr and, for a root worker, workspace
+	// image limits), the new run's limits and DiskReserve (default true).
+	DiskBudget bool `yaml:"diskBudget"`
+	// DiskReserve is the free space the budget always leaves on the state
+	// filesystem (default 1 GiB): room for records, specs and the rest.
+	DiskReserve ByteSize `yaml:"diskReserve"`
 	// Profiles by name; the built-in "demo" profile is always present unless
 	// the file defines its own.
 	Profiles map[string]Profile `yaml:"profiles"`

@@ -29,6 +29,7 @@ func TestDefault(t *testing.T) {
 		SandboxUID:   65534,
 		JobsMaxBytes: 1 << 30, JobsMaxMsgs: 100_000, DLQMaxBytes: 1 << 30, DLQMaxMsgs: 100_000,
 		MaxInputBytes: 64 << 10,
+		DiskBudget:    true, DiskReserve: 1 << 30,
 		Profiles: map[string]config.Profile{"demo": {
 			Command:   []string{"{baton}", "fake-agent", "--story", "--rate", "25", "--echo-input"},
 			AllowArgs: config.AnyArgs,
@@ -91,6 +92,7 @@ profiles:
 		EventsMaxAge: 24 * time.Hour, RunRetention: 72 * time.Hour, MaxJobBytes: 4 << 20, SandboxUID: 1500,
 		EventsMaxBytes: 10 << 30, JobsMaxMsgs: 5000, DLQMaxBytes: 64 << 20,
 		MaxInputBytes: config.DefaultMaxInputBytes,
+		DiskBudget:    true, DiskReserve: config.DefaultDiskReserve,
 		Profiles: map[string]config.Profile{
 			"claude": {
 				Command:   []string{"claude", "-p"},
@@ -191,7 +193,7 @@ func TestParseRejects(t *testing.T) {
 		want      []string // every one must be in the error
 	}{
 		{"unknown top key", "prefix: a\nprefx: b\n",
-			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, outputsMaxAge, workspacesMaxAge, maxWorkspaceBytes, maxWorkspaceEntries, workspacesMaxBytes, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, maxInputBytes, profiles)`}},
+			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, outputsMaxAge, workspacesMaxAge, maxWorkspaceBytes, maxWorkspaceEntries, workspacesMaxBytes, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, maxInputBytes, diskBudget, diskReserve, profiles)`}},
 		{"unknown profile key", "profiles:\n  x:\n    command: [a]\n    comand: [b]\n",
 			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, pool, timeout, network, mounts, limits, outputs, agentUID, agentGID, stdin, interrupt, turnEnd, idleTimeout)`}},
 		{"every problem", "concurrency: four\nfoo: 1\nprofiles:\n  x:\n    timeout: soon\n",

@@ -30,6 +30,7 @@ const (
 	DefaultProfileTimeout = time.Hour
 	DefaultStreamMaxBytes = 1 << 30 // jobs and DLQ streams
 	DefaultStreamMaxMsgs  = 100_000 // jobs and DLQ streams
+	DefaultDiskReserve    = 1 << 30 // free space the disk budget leaves
 )
 
 // DemoProfile names the built-in profile that runs baton's fake agent.
@@ -64,6 +65,8 @@ func defaults() *Config {
 		DLQMaxBytes:   DefaultStreamMaxBytes,
 		DLQMaxMsgs:    DefaultStreamMaxMsgs,
 		MaxInputBytes: DefaultMaxInputBytes,
+		DiskBudget:    true,
+		DiskReserve:   DefaultDiskReserve,
 	}
 }
 

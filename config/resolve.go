@@ -110,7 +110,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	}
 	argv := p.AllowArgs.place(command, job.Args) // verbatim: a job cannot name the baton binary
 
-	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits), Output: output, Outputs: p.Limits.Outputs}
+	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits), Output: output, Outputs: p.Limits.Outputs, Stderr: p.Limits.Stderr}
 	if jd := int64(job.DiskLimit()); jd > 0 {
 		disk := ByteSize(DefaultDiskBytes)
 		if limits.Disk > 0 {

@@ -134,6 +134,10 @@ type Limits struct {
 	// DefaultOutputsBytes), diff and files together; a sparse file counts
 	// its whole size.
 	Outputs ByteSize `yaml:"outputs"`
+	// Stderr bounds the agent's stderr kept on the node (default 1MiB):
+	// past it the oldest bytes go, behind a note; the status carries the
+	// last 2 KiB.
+	Stderr ByteSize `yaml:"stderr"`
 }
 
 // DefaultOutputLimit is a profile's output limit when it sets none.
@@ -155,7 +159,7 @@ func (l Limits) Spec() runspec.Limits {
 		}
 	}
 	return runspec.Limits{Pids: l.Pids, Memory: uint64(l.Memory), CPUs: l.CPUs, Tmp: uint64(l.Tmp), Disk: uint64(l.Disk),
-		Rlimits: r, Output: uint64(l.Output), Outputs: uint64(l.Outputs)}
+		Rlimits: r, Output: uint64(l.Output), Outputs: uint64(l.Outputs), Stderr: uint64(l.Stderr)}
 }
 
 // Validate says what is wrong with the mount, if anything.

@@ -87,6 +87,9 @@ func (c *Config) Validate() error {
 	if c.MaxJobBytes < minJobBytes || c.MaxJobBytes > maxJobBytes {
 		bad("maxJobBytes", "%d is out of range %d..%d", c.MaxJobBytes, minJobBytes, maxJobBytes)
 	}
+	if c.DiskReserve > math.MaxInt64 {
+		bad("diskReserve", "%d is out of range", uint64(c.DiskReserve))
+	}
 	if c.MaxInputBytes < 1 || c.MaxInputBytes > MaxInputBytesLimit {
 		bad("maxInputBytes", "%d is out of range 1..%d", c.MaxInputBytes, MaxInputBytesLimit)
 	}
@@ -225,4 +228,34 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// InputHeaderRoom is what an input message's headers take beside its data
+// when a worker stores it (previous sequence, end of input, kind, a
+// client's dedupe id).
+const InputHeaderRoom = 2 << 10
+
+// FitMaxPayload lowers the limits of c that must fit in one NATS message
+// to what a server whose max_payload is maxPayload carries, and returns a
+// sentence for each it lowered (0 or less: unknown, nothing changes).
+// Lowered, not refused: a job larger than max_payload can never reach the
+// jobs stream, so the lower bound changes no outcome, and a default
+// configuration keeps working against a server with a smaller
+// max_payload. A job's DLQ entry needs no room of its own: the intake
+// truncates one that does not fit beside its headers.
+func (c *Config) FitMaxPayload(maxPayload int64) []string {
+	if maxPayload <= 0 {
+		return nil
+	}
+	var lowered []string
+	if int64(c.MaxJobBytes) > maxPayload {
+		lowered = append(lowered, fmt.Sprintf("maxJobBytes %d is over the server's max_payload %d: lowered to it (no larger job can be published)", c.MaxJobBytes, maxPayload))
+		c.MaxJobBytes = int(maxPayload)
+	}
+	if most := maxPayload - InputHeaderRoom; int64(c.MaxInputBytes) > most {
+		most = max(most, 1)
+		lowered = append(lowered, fmt.Sprintf("maxInputBytes %d does not fit the server's max_payload %d beside its headers (%d bytes): lowered to %d", c.MaxInputBytes, maxPayload, InputHeaderRoom, most))
+		c.MaxInputBytes = ByteSize(most)
+	}
+	return lowered
 }

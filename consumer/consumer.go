@@ -2,8 +2,11 @@ package consumer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,9 +44,16 @@ type Intake struct {
 	ackWait  time.Duration
 	maxWait  time.Duration
 	onReject func(protocol.Reason)
+	onDrop   func(protocol.Reason)
 	// profileWait is how long a job of a profile at its maxConcurrent
 	// waits before it is delivered again.
 	profileWait time.Duration
+	// rejectWait is how long a job whose rejection could not be published
+	// waits before it is delivered (and rejected) again.
+	rejectWait time.Duration
+	// admitWait is how long a job Admit refused waits before it is
+	// delivered again.
+	admitWait time.Duration
 }
 
 // Option configures an Intake.
@@ -58,6 +68,10 @@ func WithSelf(path string) Option { return func(in *Intake) { in.self = path } }
 // WithOnReject is called with the reason of every job moved to the DLQ.
 func WithOnReject(f func(protocol.Reason)) Option { return func(in *Intake) { in.onReject = f } }
 
+// WithOnDrop is called with the reason of every job terminated because its
+// rejection could not be published to the DLQ.
+func WithOnDrop(f func(protocol.Reason)) Option { return func(in *Intake) { in.onDrop = f } }
+
 // WithAckWait sets the consumer's AckWait (default 60s).
 func WithAckWait(d time.Duration) Option { return func(in *Intake) { in.ackWait = d } }
 
@@ -65,6 +79,14 @@ func WithAckWait(d time.Duration) Option { return func(in *Intake) { in.ackWait 
 // maxConcurrent waits in the stream before it is delivered again (default
 // 2s).
 func WithProfileWait(d time.Duration) Option { return func(in *Intake) { in.profileWait = d } }
+
+// WithRejectWait sets how long a job whose rejection could not be
+// published to the DLQ waits before it is delivered again (default 5s).
+func WithRejectWait(d time.Duration) Option { return func(in *Intake) { in.rejectWait = d } }
+
+// WithAdmitWait sets how long a job Handlers.Admit refused waits in the
+// stream before it is delivered again (default 2s).
+func WithAdmitWait(d time.Duration) Option { return func(in *Intake) { in.admitWait = d } }
 
 // WithFetchWait bounds one idle fetch (default 5s); shorter makes shutdown
 // of an idle worker quicker.
@@ -78,6 +100,8 @@ func New(js jetstream.JetStream, names protocol.Names, cfg *config.Config, opts 
 		ackWait:     60 * time.Second,
 		maxWait:     5 * time.Second,
 		profileWait: 2 * time.Second,
+		rejectWait:  5 * time.Second,
+		admitWait:   2 * time.Second,
 		limits:      protocol.Limits{MaxBytes: cfg.MaxJobBytes},
 	}
 	for _, o := range opts {
@@ -97,6 +121,10 @@ type Handlers struct {
 	// Attach takes over a run of this node. Attach jobs are taken even when
 	// every slot is busy: the run exists already and must be published.
 	Attach AttachDispatch
+	// Admit, if set, is asked before Run whether the node has room for the
+	// job (the worker's disk budget); a job it refuses waits in the stream
+	// (AdmitWait) for whichever worker has room, and Run is not called.
+	Admit func(j Job) error
 }
 
 // ErrCannotConsume: a jobs consumer cannot be created or recreated, so the
@@ -166,6 +194,17 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				_ = msg.NakWithDelay(in.profileWait)
 				p.put()
 				continue
+			}
+			if h.Admit != nil {
+				if err := h.Admit(j); err != nil {
+					_ = msg.NakWithDelay(in.admitWait)
+					p.putProfile(prof)
+					p.put()
+					// Not at once again: the job just given back would come
+					// straight back to this worker's next fetch.
+					sleepCtx(ctx, in.admitWait)
+					continue
+				}
 			}
 			wg.Go(func() {
 				defer p.put()
@@ -355,14 +394,60 @@ func (in *Intake) accept(ctx context.Context, msg jetstream.Msg) (Job, bool) {
 }
 
 // Reject moves msg to the DLQ with err as its reason, then acknowledges it
-// on the jobs stream. If the DLQ publish fails the job is left for redelivery:
-// nothing is lost.
+// on the jobs stream. A job that does not fit the server's max payload
+// beside the DLQ's headers goes there truncated (HeaderTruncated, with the
+// whole job's digest): every rejection is recorded. If the DLQ publish
+// fails the job is left for redelivery, up to rejectDeliveries times;
+// then it is terminated (Term removes it from the stream), logged and
+// counted (WithOnDrop): a job is never redelivered for ever.
 func (in *Intake) Reject(ctx context.Context, msg jetstream.Msg, err error) {
 	reason := protocol.ReasonOf(err)
 	log := in.log.With().Str("reason", string(reason)).Logger()
 	if runID := peekRunID(msg.Data()); runID != "" {
 		log = log.With().Str("run_id", runID).Logger()
 	}
+	dlq := in.dlqMsg(msg, reason, err)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, perr := in.js.PublishMsg(pctx, dlq); perr != nil {
+		md, _ := msg.Metadata()
+		if md != nil && md.NumDelivered >= rejectDeliveries {
+			log.Error().Err(perr).AnErr("rejection", err).Uint64("delivered", md.NumDelivered).Int("bytes", len(msg.Data())).
+				Str("digest", digest(msg.Data())).Msg("cannot move job to the DLQ; dropped from the jobs stream (terminated)")
+			if in.onDrop != nil {
+				in.onDrop(reason)
+			}
+			if terr := msg.TermWithReason("baton: rejection could not be dead-lettered"); terr != nil {
+				log.Warn().Err(terr).Msg("terminate job")
+			}
+			return
+		}
+		log.Error().Err(perr).AnErr("rejection", err).Msg("cannot move job to the DLQ; it will be redelivered")
+		_ = msg.NakWithDelay(in.rejectWait)
+		return
+	}
+	ev := log.Warn().Err(err)
+	if n := dlq.Header.Get(protocol.HeaderTruncated); n != "" {
+		ev = ev.Str("truncated_from", n)
+	}
+	ev.Msg("job rejected to the DLQ")
+	if in.onReject != nil {
+		in.onReject(reason)
+	}
+	// Ack, not Term: on a WorkQueue stream an ack is what removes the job.
+	if aerr := msg.DoubleAck(pctx); aerr != nil {
+		log.Warn().Err(aerr).Msg("ack rejected job")
+	}
+}
+
+// rejectDeliveries bounds the deliveries of a job whose rejection cannot
+// be published: a DLQ that refuses it five times, rejectWait apart,
+// refuses it for good (a deleted stream, a permission, a full store).
+const rejectDeliveries = 5
+
+// dlqMsg is the DLQ entry of msg: the job and its provenance, the job cut
+// so that the entry fits the server's max payload.
+func (in *Intake) dlqMsg(msg jetstream.Msg, reason protocol.Reason, err error) *nats.Msg {
 	dlq := nats.NewMsg(in.names.DLQSubject(reason))
 	dlq.Data = msg.Data()
 	dlq.Header.Set(protocol.HeaderReason, string(reason))
@@ -372,28 +457,44 @@ func (in *Intake) Reject(ctx context.Context, msg jetstream.Msg, err error) {
 		dlq.Header.Set(protocol.HeaderContentType, ct)
 	}
 	if id := msg.Headers().Get(protocol.HeaderMsgID); id != "" {
-		dlq.Header.Set(protocol.HeaderOrigMsgID, id)
+		dlq.Header.Set(protocol.HeaderOrigMsgID, oneLine(id))
 	}
 	if md, mderr := msg.Metadata(); mderr == nil {
 		// The stream sequence makes each DLQ entry unique, and a retried
 		// rejection of the same delivery a duplicate.
 		dlq.Header.Set(protocol.HeaderMsgID, fmt.Sprintf("dlq:%s:%d", msg.Subject(), md.Sequence.Stream))
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if _, perr := in.js.PublishMsg(pctx, dlq); perr != nil {
-		log.Error().Err(perr).AnErr("rejection", err).Msg("cannot move job to the DLQ; it will be redelivered")
-		_ = msg.NakWithDelay(5 * time.Second)
-		return
+	limit := in.js.Conn().MaxPayload()
+	if limit <= 0 || int64(headerBytes(dlq.Header)+len(dlq.Data)) <= limit {
+		return dlq
 	}
-	log.Warn().Err(err).Msg("job rejected to the DLQ")
-	if in.onReject != nil {
-		in.onReject(reason)
+	dlq.Header.Set(protocol.HeaderTruncated, strconv.Itoa(len(dlq.Data)))
+	dlq.Header.Set(protocol.HeaderOrigDigest, digest(dlq.Data))
+	room := max(0, int(limit)-headerBytes(dlq.Header)-truncateSlack)
+	dlq.Data = dlq.Data[:min(room, len(dlq.Data))]
+	return dlq
+}
+
+// truncateSlack is room left in a truncated DLQ entry for what the client
+// library may add to its headers.
+const truncateSlack = 256
+
+// headerBytes is the size of h on the wire ("NATS/1.0\r\n", a line per
+// value, a blank line), which counts against the server's max payload.
+func headerBytes(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
 	}
-	// Ack, not Term: on a WorkQueue stream an ack is what removes the job.
-	if aerr := msg.DoubleAck(pctx); aerr != nil {
-		log.Warn().Err(aerr).Msg("ack rejected job")
-	}
+	return n
+}
+
+// digest names b in HeaderOrigDigest's form.
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // peekRunID finds a plausible runId in a payload that may not decode, for

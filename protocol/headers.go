@@ -25,6 +25,12 @@ const (
 	// HeaderOrigSubject and HeaderOrigMsgID describe where a DLQ entry came from.
 	HeaderOrigSubject = "Baton-Original-Subject"
 	HeaderOrigMsgID   = "Baton-Original-Msg-Id"
+	// HeaderTruncated, on a DLQ entry whose job did not fit the server's
+	// max payload beside its headers, is the job's size in bytes: the
+	// entry holds its first bytes only. HeaderOrigDigest is then the
+	// whole job's "sha256:<hex>".
+	HeaderTruncated  = "Baton-Truncated"
+	HeaderOrigDigest = "Baton-Original-Digest"
 )
 
 // Content types of jobs.

@@ -19,7 +19,10 @@ var ErrDiskSetup = errors.New("sandbox: cannot make the bounded workspace")
 
 // workspaceImage is the file that holds a root worker's workspace: a
 // sparse ext4 image of limits.disk bytes, loop-mounted on the workspace.
-func workspaceImage(dir journal.Dir) string { return filepath.Join(string(dir), "workspace.img") }
+func workspaceImage(dir journal.Dir) string { return filepath.Join(string(dir), WorkspaceImageName) }
+
+// WorkspaceImageName is the run directory's workspace image, if it has one.
+const WorkspaceImageName = "workspace.img"
 
 // mkfsTimeout bounds mkfs.ext4 on a sparse image (tens of milliseconds
 // when idle).
@@ -184,6 +187,26 @@ func ReleaseWorkspace(dir journal.Dir) error {
 	default:
 		return fmt.Errorf("sandbox: unmount the workspace of %s: %w", dir, err)
 	}
+}
+
+// DiscardWorkspace gives back a finished run's bounded workspace: it
+// unmounts it (ReleaseWorkspace), which frees its loop device, and
+// removes its image, whose blocks are the state filesystem's. The files
+// the workspace held go with it; call it once the run's outputs are
+// captured and no runner holds the run. A run without an image (a
+// non-root worker's, or one discarded already) is left as it is.
+func DiscardWorkspace(dir journal.Dir) error {
+	img := workspaceImage(dir)
+	if _, err := os.Lstat(img); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := ReleaseWorkspace(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(img); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("sandbox: remove the workspace image of %s: %w", dir, err)
+	}
+	return nil
 }
 
 // boundedWorkspace opens the run's workspace (O_PATH) if it is a

@@ -43,7 +43,8 @@ type outerHandover struct {
 	Journal     int    `json:"journal"`
 	State       int    `json:"state"`
 	Stderr      int    `json:"stderr"`
-	Input       int    `json:"input"` // the input socket's listener
+	StderrPipe  int    `json:"stderrPipe"` // the agent's stderr, read end
+	Input       int    `json:"input"`      // the input socket's listener
 	Stdout      int    `json:"stdout"`
 	Status      int    `json:"status"`
 	Control     int    `json:"control"`
@@ -202,6 +203,7 @@ func (o *outerRun) handover() (outerHandover, error) {
 		fd(&h.State, o.st.f)
 	}
 	fd(&h.Stderr, o.stderr)
+	fd(&h.StderrPipe, o.stderrPipe)
 	if o.input != nil {
 		fd(&h.Input, o.input)
 	}
@@ -247,7 +249,7 @@ func passDescriptors(f *os.File, h outerHandover) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	fds := append([]int{spec, h.Lock, h.Journal, h.State, h.Stderr, h.Input, h.Stdout, h.Status, h.Control,
+	fds := append([]int{spec, h.Lock, h.Journal, h.State, h.Stderr, h.StderrPipe, h.Input, h.Stdout, h.Status, h.Control,
 		h.Stdin, h.StdinSource, h.Init, h.Disk, h.Cgroup, h.Pool}, h.Egress...)
 	if err := passOnExec(fds...); err != nil {
 		unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
@@ -311,22 +313,23 @@ func (h outerHandover) outerRun() (*outerRun, error) {
 		return os.NewFile(uintptr(fd), name)
 	}
 	o := &outerRun{
-		spec:     h.Spec,
-		dir:      journal.Dir(h.Spec.RunDir),
-		st:       stateOn(file(h.State, "state"), "outer"),
-		lock:     file(h.Lock, "lock"),
-		stderr:   file(h.Stderr, "stderr"),
-		stdout:   file(h.Stdout, "stdout"),
-		status:   file(h.Status, "status"),
-		ctl:      file(h.Control, "control"),
-		stdinW:   file(h.Stdin, "stdin"),
-		stdinSrc: file(h.StdinSource, "input"),
-		init:     &initProc{fd: file(h.Init, "init-pidfd")},
-		disk:     file(h.Disk, "workspace"),
-		pool:     file(h.Pool, "pool"),
-		plan:     &outerPlan{},
+		spec:       h.Spec,
+		dir:        journal.Dir(h.Spec.RunDir),
+		st:         stateOn(file(h.State, "state"), "outer"),
+		lock:       file(h.Lock, "lock"),
+		stderr:     file(h.Stderr, "stderr"),
+		stderrPipe: file(h.StderrPipe, "stderr-pipe"),
+		stdout:     file(h.Stdout, "stdout"),
+		status:     file(h.Status, "status"),
+		ctl:        file(h.Control, "control"),
+		stdinW:     file(h.Stdin, "stdin"),
+		stdinSrc:   file(h.StdinSource, "input"),
+		init:       &initProc{fd: file(h.Init, "init-pidfd")},
+		disk:       file(h.Disk, "workspace"),
+		pool:       file(h.Pool, "pool"),
+		plan:       &outerPlan{},
 	}
-	need := map[string]*os.File{"lock": o.lock, "stderr": o.stderr, "stdout": o.stdout, "status": o.status,
+	need := map[string]*os.File{"lock": o.lock, "stderr": o.stderr, "stderr-pipe": o.stderrPipe, "stdout": o.stdout, "status": o.status,
 		"control": o.ctl, "stdin": o.stdinW, "init": o.init.fd}
 	if h.Spec.Pooled {
 		// Its journal and input come with the take.

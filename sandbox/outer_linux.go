@@ -110,17 +110,20 @@ type outerRun struct {
 	st     *state
 	lock   *os.File
 	jw     *journal.Writer
-	stderr *os.File
-	stdout *os.File // read end of the agent's stdout
-	status *os.File // read end of the chain's status pipe
-	ctl    *os.File // write end of the control pipe: stop requests to the sandbox's init
-	chain  *os.File // socket pair with runner-inner: egress sockets, the init's pidfd
-	init   *initProc
-	plan   *outerPlan
-	net    *outerNet // nil with no network
-	disk   *os.File  // the workspace, if it is bounded (see limits.disk)
-	stdin  *agentStdin
-	input  *net.UnixListener // stdin "stream": the worker's input messages
+	stderr *os.File // stderr.log
+	// stderrPipe is the read end of the agent's stderr, copied into
+	// stderr.log within limits.stderr (stderrLog).
+	stderrPipe *os.File
+	stdout     *os.File // read end of the agent's stdout
+	status     *os.File // read end of the chain's status pipe
+	ctl        *os.File // write end of the control pipe: stop requests to the sandbox's init
+	chain      *os.File // socket pair with runner-inner: egress sockets, the init's pidfd
+	init       *initProc
+	plan       *outerPlan
+	net        *outerNet // nil with no network
+	disk       *os.File  // the workspace, if it is bounded (see limits.disk)
+	stdin      *agentStdin
+	input      *net.UnixListener // stdin "stream": the worker's input messages
 	// pool is a prestarted chain's socket to its worker, until its take
 	// (Prestart); initDone is the init's end once awaitTake watches it.
 	pool     *os.File
@@ -163,7 +166,7 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		o.jw.SetLimit(int64(o.spec.Limits.Output))
 		o.st.ok("journal", "")
 	}
-	if o.stderr, err = o.dir.Open(journal.StderrName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640); err != nil {
+	if o.stderr, err = o.dir.Open(journal.StderrName, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o640); err != nil {
 		return nil, o.startFailed("stderr", fmt.Errorf("open %s: %w", o.dir.Stderr(), err))
 	}
 	// A crash of the runner itself then leaves its trace where a person
@@ -267,6 +270,19 @@ func (o *outerRun) startInner() (*innerProc, error) {
 			stdinW.Close()
 		}
 	}()
+	// The agent's stderr is a pipe too: stderr.log keeps its tail only,
+	// so it costs the node's disk limits.stderr, whatever the agent
+	// prints (F10).
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	defer stderrW.Close()
+	defer func() {
+		if !started {
+			stderrR.Close()
+		}
+	}()
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
@@ -316,7 +332,7 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		Env:    stageEnv,
 		Stdin:  stdinR,
 		Stdout: stdoutW,
-		Stderr: o.stderr,
+		Stderr: stderrW,
 		// fds 3..8, as inner_linux.go numbers them.
 		ExtraFiles: []*os.File{statusW, specFile, p.state, p.workspace, chainChild, ctlR},
 		SysProcAttr: &syscall.SysProcAttr{
@@ -355,7 +371,7 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		o.net = nil
 		return nil, fmt.Errorf("start runner-inner: %w%s", err, cloneHint(err, uid))
 	}
-	o.stdout, o.status, o.ctl = stdoutR, statusR, ctlW
+	o.stdout, o.status, o.ctl, o.stderrPipe = stdoutR, statusR, ctlW, stderrR
 	// The input file is the stdin writer's now, not the plan's.
 	o.stdinW, o.stdinSrc = stdinW, p.input
 	p.input, started = nil, true
@@ -414,6 +430,7 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs chan os
 	}
 	copied := make(chan error, 1)
 	reported := make(chan statusRead, 1)
+	stderrCopied := make(chan struct{})
 	out := outcome{grace: o.spec.killGrace()}
 	serving := false
 	serve := func() {
@@ -429,6 +446,16 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs chan os
 			copied <- err
 		}()
 		go func() { reported <- readChainStatus(o.status) }()
+		go func() {
+			defer close(stderrCopied)
+			limit := o.spec.Limits.StderrBytes()
+			n, err := copyStderr(newStderrLog(o.stderr, limit), o.stderrPipe)
+			if err != nil {
+				o.st.fail("stderr-copy", fmt.Errorf("after %d bytes: %w", n, err))
+			} else if n > int64(limit) {
+				o.st.ok("stderr-copy", fmt.Sprintf("%d bytes, the last %d..%d kept (limits.stderr)", n, limit/2, limit))
+			}
+		}()
 		o.startStdin()
 		if o.input != nil {
 			go o.serveInput(o.input)
@@ -601,6 +628,13 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs chan os
 	o.stdout.Close()
 	o.ctl.Close()
 	r := <-reported
+	// The chain is gone, and every writer of the agent's stderr with it.
+	select {
+	case <-stderrCopied:
+	case <-time.After(stderrDrain):
+		o.st.fail("stderr-copy", fmt.Errorf("the agent's stderr still open %v after its sandbox ended: closed", stderrDrain))
+	}
+	o.stderrPipe.Close()
 	if r.status == nil && initEnded {
 		r = initUnreported(r, initExit, out.chainErr)
 	}
@@ -621,6 +655,10 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs chan os
 	}
 	return o.finish(s)
 }
+
+// stderrDrain bounds the wait for the agent's stderr to close once its
+// sandbox has ended (at once: every process that held it is dead).
+const stderrDrain = 5 * time.Second
 
 // takeInit takes the sandbox's init from runner-inner, which has exited
 // with err. false: it sent none, and why says how it ended.

@@ -73,7 +73,9 @@ func runChaos(t *testing.T, natsNodes int) {
 	cfgPath := filepath.Join(t.TempDir(), "baton.yaml")
 	// Each worker keeps sandboxes of both profiles started ahead: runs
 	// take them, and workers are killed holding them.
-	cfg := fmt.Sprintf("leaseTTL: 2s\nconcurrency: 16\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n    pool: 2\n", natsNodes) + chaosEchoProfile
+	// No disk budget: 16 runs of the default limits (4 GiB disk, 1 GiB
+	// output) are more than a test host's disk, and these write little.
+	cfg := fmt.Sprintf("leaseTTL: 2s\nconcurrency: 16\ndiskBudget: false\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n    pool: 2\n", natsNodes) + chaosEchoProfile
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,9 @@ func TestRealAgents(t *testing.T) {
 		// The test host's CIDR entry is set up per run: no pool.
 		delete(p, "pool")
 		p["timeout"] = "2m"
+		// What the tool wrote is read from the capture: a root worker gives
+		// a finished run's workspace back.
+		p["outputs"] = map[string]any{"files": []any{"proof.txt"}}
 		profiles[name] = p
 	}
 	cfgBytes, err := yaml.Marshal(map[string]any{"profiles": profiles})
@@ -136,7 +139,11 @@ func TestRealAgents(t *testing.T) {
 			}
 			// The tool ran inside the sandbox, as the agent: it wrote the
 			// workspace and its output went back to the API.
-			proof, err := os.ReadFile(filepath.Join(run, "workspace", "proof.txt"))
+			got := t.TempDir()
+			if out, err := bounded.Command(ctx, bin, "outputs", "--nats", s.ClientURL(), runID, "--get", "all", "-o", got).CombinedOutput(); err != nil {
+				t.Fatalf("baton outputs --get all: %v\n%s", err, out)
+			}
+			proof, err := os.ReadFile(filepath.Join(got, "files", "proof.txt"))
 			if want := "written by " + tc.profile + "\n"; err != nil || string(proof) != want {
 				t.Errorf("workspace/proof.txt = %q, %v; want %q", proof, err, want)
 			}

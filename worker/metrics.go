@@ -21,6 +21,8 @@ type metrics struct {
 	linesOut       prometheus.Counter
 	bytesOut       prometheus.Counter
 	rejected       *prometheus.CounterVec // jobs sent to the DLQ, by reason
+	dropped        *prometheus.CounterVec // jobs terminated, their rejection refused by the DLQ, by reason
+	heldForDisk    prometheus.Counter     // jobs the disk budget left in the stream
 	active         prometheus.GaugeFunc
 	reapPasses     prometheus.Histogram // node-loss reaper passes that read the index
 	// Runs whose publishing waits for room in JetStream, and such stalls.
@@ -57,6 +59,10 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_line_bytes_published_total", Help: "Bytes of journal lines published on run chains."}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_jobs_rejected_total", Help: "Jobs moved to the DLQ, by reason."}, []string{"reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_jobs_dropped_total", Help: "Jobs terminated on the jobs stream because the DLQ refused their rejection every time, by reason (the log has each one's size and digest)."}, []string{"reason"}),
+		heldForDisk: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_jobs_held_for_disk_total", Help: "Jobs left in the stream because the state filesystem had no room for them beside what running runs may still write and diskReserve (the disk budget)."}),
 		active: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "baton_runs_active", Help: "Runs this worker holds now."}, func() float64 { return float64(w.activeCount()) }),
 		reapPasses: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -71,7 +77,7 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.runsStarted, m.prestarted, m.runsPrestarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
-			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.active, m.reapPasses, m.storageWaiting, m.storageStalls, m.requestsRefused)
+			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.dropped, m.heldForDisk, m.active, m.reapPasses, m.storageWaiting, m.storageStalls, m.requestsRefused)
 	}
 	return m
 }

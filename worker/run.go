@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -170,6 +171,7 @@ func readMark(ctx context.Context, js jetstream.JetStream, runs *kv.Store[kv.Run
 }
 
 func (w *Worker) dispatch(ctx context.Context, j consumer.Job) {
+	defer w.unadmit(j.Job.RunID)
 	if r := w.start(ctx, j); r != nil {
 		w.hold(ctx, r)
 	}
@@ -261,7 +263,9 @@ func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
 	if job.Retries > 0 {
 		// Kept whole so a retry runs exactly the same job; a job too large
 		// to keep beside its record is run without retries.
-		if b, err := protocol.EncodeWorkerJob(job); err == nil && len(b) <= maxKeptJob {
+		// Half the server's max payload at most, so the record with its
+		// other fields fits one message on a server with a small one.
+		if b, err := protocol.EncodeWorkerJob(job); err == nil && len(b) <= min(maxKeptJob, int(w.nc.MaxPayload())/2) {
 			rec.Retries, rec.Job = job.Retries, b
 		} else {
 			log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
@@ -989,7 +993,8 @@ func (w *Worker) settle(ctx context.Context, r *run, st protocol.Status) {
 }
 
 // markFinished leaves a marker that recovery scans skip, never through a
-// link.
+// link, and gives the run's workspace image back (discardWorkspace): the
+// run's terminal status is on its chain, after its outputs (I9).
 func (w *Worker) markFinished(runID string) {
 	dir, err := w.runDir(runID)
 	if err != nil {
@@ -1005,6 +1010,60 @@ func (w *Worker) markFinished(runID string) {
 		return
 	}
 	_ = f.Close()
+	w.discardWorkspace(dir)
+}
+
+// discardWorkspace unmounts a finished run's bounded workspace, which
+// frees its loop device, and removes its image: a mount kept for the run
+// retention slows every later sandbox start (each new mount namespace
+// copies the table), and the image holds up to limits.disk of the state
+// filesystem. Never while a runner holds the run.
+func (w *Worker) discardWorkspace(dir journal.Dir) {
+	if !exists(filepath.Join(string(dir), sandbox.WorkspaceImageName)) {
+		return // unbounded (a non-root worker's), or given back already
+	}
+	// The runner ends just after the sentinel it wrote, which is what
+	// ended the run.
+	for end := time.Now().Add(discardWait); ; time.Sleep(20 * time.Millisecond) {
+		alive, err := sandbox.Alive(dir)
+		if err == nil && !alive {
+			break
+		}
+		if time.Now().After(end) {
+			w.log.Warn().Err(err).Str("run_dir", string(dir)).Msgf("a finished run's runner still holds it after %v: its workspace stays until the next worker start or the prune", discardWait)
+			return
+		}
+	}
+	if err := sandbox.DiscardWorkspace(dir); err != nil {
+		w.log.Warn().Err(err).Str("run_dir", string(dir)).Msg("give back a finished run's workspace; the prune does it later")
+	}
+}
+
+// discardWait bounds the wait for a finished run's runner to exit.
+const discardWait = 5 * time.Second
+
+// discardFinishedWorkspaces gives back the workspaces of the finished runs
+// of the state directory that still have theirs: a predecessor killed
+// between a run's end and its discard, or one from before discards.
+func (w *Worker) discardFinishedWorkspaces() {
+	runs := filepath.Join(w.stateDir, "runs")
+	entries, err := os.ReadDir(runs)
+	if err != nil {
+		w.log.Warn().Err(err).Msg("give back finished runs' workspaces")
+		return
+	}
+	n := 0
+	for _, e := range entries {
+		dir := journal.Dir(filepath.Join(runs, e.Name()))
+		if !e.IsDir() || !exists(dir.Finished()) || !exists(filepath.Join(string(dir), sandbox.WorkspaceImageName)) {
+			continue
+		}
+		w.discardWorkspace(dir)
+		n++
+	}
+	if n > 0 {
+		w.log.Info().Int("runs", n).Msg("gave back finished runs' workspaces left mounted")
+	}
 }
 
 // status is a status message of r at its current position.

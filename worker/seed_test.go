@@ -97,7 +97,10 @@ func TestSeededRunDiffShowsOnlyTheAgentsChanges(t *testing.T) {
 		entry{name: "latest", link: "src/main.go"},
 	)
 	id := newRunID(t)
+	// It waits for the test's "go" (so the seeded files are looked at on
+	// the host while it runs: a finished run's workspace is given back).
 	script := `set -e
+while [ ! -e go ]; do sleep 0.1; done 2>/dev/null; rm go
 test "$(cat README.md)" = "from the files"
 test "$(cat docs/keep.md)" = unchanged
 test -x run.sh && test ! -u run.sh
@@ -107,6 +110,20 @@ rm old.txt
 echo new > new.txt`
 	h.submit(map[string]any{"runId": id, "profile": "edit", "workspace": map[string]string{"object": repo},
 		"files": map[string]string{"README.md": "from the files\n", "config.yml": "a: 1\n"}, "args": []string{script}})
+	h.waitStatus(id, protocol.StatusStarted)
+	dir := filepath.Join(h.stateDir, "runs", id)
+	if os.Geteuid() == 0 {
+		fi, err := os.Lstat(filepath.Join(dir, "workspace", "docs", "keep.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != h.cfg.SandboxUID {
+			t.Errorf("a seeded file is uid %d's, not the sandbox uid %d's", uid, h.cfg.SandboxUID)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "workspace", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	st := h.terminal(id)
 	if st.Status != protocol.StatusSucceeded || st.OutputsError != "" {
 		t.Fatalf("terminal %+v", st)
@@ -122,18 +139,8 @@ echo new > new.txt`
 			t.Errorf("patch shows the seeded, unchanged %s:\n%s", seeded, patch)
 		}
 	}
-	dir := filepath.Join(h.stateDir, "runs", id)
 	if _, err := os.Lstat(filepath.Join(dir, "baseline")); !os.IsNotExist(err) {
 		t.Errorf("the diff's baseline was left in the run directory: %v", err)
-	}
-	if os.Geteuid() == 0 {
-		fi, err := os.Lstat(filepath.Join(dir, "workspace", "docs", "keep.md"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != h.cfg.SandboxUID {
-			t.Errorf("a seeded file is uid %d's, not the sandbox uid %d's", uid, h.cfg.SandboxUID)
-		}
 	}
 	// Pruning the run removes nothing from the workspaces stream, whose
 	// archives stay until its max age (workspacesMaxAge).

@@ -100,6 +100,14 @@ type Worker struct {
 	// refusals bounds the log of requests refused for their reply
 	// subject (service.go).
 	refusals refusalLog
+	// admitted are the runs the disk budget let in whose start has not
+	// returned, with what each may write (diskbudget.go); diskHeldLog is
+	// when the budget last logged a job it held, zero while it holds none.
+	admitted    map[string]runNeed
+	diskHeldLog time.Time
+	// boundedDisk: runs get a workspace image of limits.disk (a root
+	// worker's).
+	boundedDisk bool
 }
 
 // Option configures a Worker.
@@ -178,9 +186,10 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		log:     zerolog.Nop(),
 		grace:   10 * time.Second,
 		ackWait: 60 * time.Second,
-		active:  map[string]*run{}, starting: map[string]bool{}, siblings: map[string]bool{},
-		ready:  make(chan struct{}),
-		notice: defaultNoticeTiming,
+		active:  map[string]*run{}, starting: map[string]bool{}, siblings: map[string]bool{}, admitted: map[string]runNeed{},
+		boundedDisk: os.Geteuid() == 0,
+		ready:       make(chan struct{}),
+		notice:      defaultNoticeTiming,
 	}
 	for _, o := range opts {
 		o(w)
@@ -222,6 +231,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.prepareStateDir(); err != nil {
 		return err
 	}
+	for _, l := range w.fitMaxPayload() {
+		w.log.Warn().Int64("max_payload", w.nc.MaxPayload()).Msg(l)
+	}
 	res, err := provision.Ensure(ctx, w.js, w.names, provision.Options{
 		Replicas:      w.cfg.Replicas,
 		LeaseTTL:      w.cfg.LeaseTTL,
@@ -249,7 +261,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.intake = consumer.New(w.js, w.names, w.cfg,
 		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
 		consumer.WithAckWait(w.ackWait),
-		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }))
+		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }),
+		consumer.WithOnDrop(func(r protocol.Reason) { w.metrics.dropped.WithLabelValues(string(r)).Inc() }))
 	// Renewed until every run is handed off and every background loop
 	// has returned (the deferred calls below run first), whatever ctx.
 	if w.live, err = lease.Live(ctx, w.js, w.leases, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
@@ -309,6 +322,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 	})
+	bg.Go(w.discardFinishedWorkspaces)
 	w.pools = w.newPools()
 	for _, p := range w.pools {
 		bg.Go(func() { p.run(ctx) })
@@ -322,7 +336,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.Info().Str("state_dir", w.stateDir).Str("runner", w.runner).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
 	close(w.ready)
-	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach})
+	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach, Admit: w.admit})
 	if parent.Err() != nil {
 		return nil // stopping is not an error
 	}
@@ -330,6 +344,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Error().Err(err).Msg("worker stops: it cannot consume jobs")
 	}
 	return err
+}
+
+// fitMaxPayload lowers, on a copy of the worker's configuration, the
+// limits that must fit the connected server's max_payload
+// (config.FitMaxPayload), and says what it lowered.
+func (w *Worker) fitMaxPayload() []string {
+	cfg := *w.cfg
+	lowered := cfg.FitMaxPayload(w.nc.MaxPayload())
+	if len(lowered) > 0 {
+		w.cfg = &cfg
+	}
+	return lowered
 }
 
 // prepareStateDir creates the state directory. A root worker runs agents as

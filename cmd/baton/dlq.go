@@ -73,12 +73,16 @@ type dlqView struct {
 	MsgID         string    `json:"msgId,omitempty"`
 	Payload       string    `json:"payload,omitempty"`
 	PayloadBase64 []byte    `json:"payloadBase64,omitempty"`
+	// The job's size and digest when the payload is its first bytes only.
+	Truncated int64  `json:"truncated,omitempty"`
+	Digest    string `json:"digest,omitempty"`
 }
 
 func newDLQView(e client.DLQEntry) dlqView {
 	v := dlqView{
 		Seq: e.Seq, Time: e.Time, Reason: string(e.Reason),
 		Error: e.Error, Subject: e.Subject, MsgID: e.MsgID,
+		Truncated: e.Truncated, Digest: e.Digest,
 	}
 	if utf8.Valid(e.Payload) {
 		v.Payload = string(e.Payload)
@@ -93,9 +97,17 @@ func printDLQTable(w io.Writer, entries []client.DLQEntry) error {
 	fmt.Fprintln(tw, "SEQ\tTIME\tREASON\tERROR\tPAYLOAD")
 	for _, e := range entries {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", e.Seq, fmtTime(e.Time), cell(string(e.Reason)),
-			cut(cell(e.Error), 80), payloadPreview(e.Payload, 60))
+			cut(cell(e.Error), 80), truncatedMark(e)+payloadPreview(e.Payload, 60))
 	}
 	return tw.Flush()
+}
+
+// truncatedMark says that an entry holds only the start of its job.
+func truncatedMark(e client.DLQEntry) string {
+	if e.Truncated == 0 {
+		return ""
+	}
+	return fmt.Sprintf("[%d of %d bytes] ", len(e.Payload), e.Truncated)
 }
 
 // payloadPreview is the start of a payload, escaped so that any bytes print

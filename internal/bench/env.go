@@ -160,8 +160,12 @@ var workerConfig = configWithTTL(leaseTTL)
 
 // configWithTTL is workerConfig with another lease TTL.
 func configWithTTL(ttl time.Duration) string {
+	// No disk budget: hundreds of runs of the default limits (4 GiB disk,
+	// 1 GiB output each) are far more than the host's disk, and the
+	// suite's agents write little.
 	return `leaseTTL: ` + ttl.String() + `
 concurrency: 4
+diskBudget: false
 profiles:
   fake:
     command: ["{baton}", "fake-agent"]

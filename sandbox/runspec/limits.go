@@ -71,6 +71,18 @@ type Limits struct {
 	// Outputs caps the bytes a run's capture stores, diff and files
 	// together; 0: the outputs package's default.
 	Outputs uint64 `json:"outputs,omitempty"`
+	// Stderr bounds the agent's stderr kept on the node (stderr.log, of
+	// which only the tail is published): past it the oldest bytes go
+	// (default DefaultStderrBytes).
+	Stderr uint64 `json:"stderr,omitempty"`
+}
+
+// StderrBytes is l.Stderr, or its default.
+func (l Limits) StderrBytes() uint64 {
+	if l.Stderr == 0 {
+		return DefaultStderrBytes
+	}
+	return l.Stderr
 }
 
 // Bounds of Limits.
@@ -84,6 +96,12 @@ const (
 	DefaultDiskBytes = 4 << 30
 	// minOutput leaves room for an agent's first lines.
 	minOutput = 4 << 10
+	// DefaultStderrBytes is limits.stderr when a profile does not set
+	// it: far more than the published tail (2 KiB), little beside a
+	// workspace.
+	DefaultStderrBytes = 1 << 20
+	minStderr          = 4 << 10
+	maxStderr          = 1 << 30
 )
 
 // Validate reports every problem of the limits, each starting with its key.
@@ -102,6 +120,9 @@ func (l Limits) Validate() error {
 	}
 	if l.Output != 0 && l.Output < minOutput {
 		errs = append(errs, fmt.Errorf("output: %d bytes is below 4KiB", l.Output))
+	}
+	if l.Stderr != 0 && (l.Stderr < minStderr || l.Stderr > maxStderr) {
+		errs = append(errs, fmt.Errorf("stderr: %d bytes is out of range 4KiB..1GiB", l.Stderr))
 	}
 	if l.Tmp != 0 && l.Tmp < minTmp {
 		errs = append(errs, fmt.Errorf("tmp: %d bytes is below 1MiB", l.Tmp))
