@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,8 +44,6 @@ type Client struct {
 	js      jetstream.JetStream
 	names   protocol.Names
 	maxLine int
-	mu      sync.Mutex
-	runs    *kv.Runs // opened on first use
 }
 
 // Option configures a Client.
@@ -97,19 +94,20 @@ func (c *Client) Submit(ctx context.Context, job protocol.Job) error {
 	return nil
 }
 
-// Run returns the record of runID, or an error wrapping ErrNotFound.
+// Run returns the record of runID, or an error wrapping ErrNotFound. It
+// reads through the workers' read relay.
 func (c *Client) Run(ctx context.Context, runID string) (kv.RunRecord, error) {
 	if !protocol.ValidRunID(runID) {
 		return kv.RunRecord{}, fmt.Errorf("%w: %q", protocol.ErrBadRunID, runID)
 	}
-	runs, err := c.runStore(ctx)
-	if err != nil {
-		return kv.RunRecord{}, err
-	}
-	rec, _, err := runs.Get(ctx, runID)
-	if errors.Is(err, kv.ErrNotFound) {
+	m, ok, err := c.get(ctx, c.names.ReadRunSubject(runID), "")
+	switch {
+	case err != nil:
+		return kv.RunRecord{}, fmt.Errorf("run %s: %w", runID, err)
+	case !ok || isDeleted(m.header):
 		return kv.RunRecord{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
 	}
+	rec, err := kv.Decode[kv.RunRecord](runID, m.seq, m.data)
 	if err != nil {
 		return kv.RunRecord{}, fmt.Errorf("run %s: %w", runID, err)
 	}
@@ -118,17 +116,33 @@ func (c *Client) Run(ctx context.Context, runID string) (kv.RunRecord, error) {
 
 // Runs returns every run record, newest first (by CreatedAt, then runId).
 // Records that cannot be decoded are left out and reported in an error
-// wrapping kv.ErrDecode, which comes with the other records.
+// wrapping kv.ErrDecode, which comes with the other records. It pages the
+// records bucket through the workers' read relay.
 func (c *Client) Runs(ctx context.Context) ([]kv.RunRecord, error) {
-	// Read with a filtered consumer, not a KV watch, so a client user
-	// needs no right to delete consumers (deploy/nats-auth.conf).
-	all, err := kv.ReadAll[kv.RunRecord](ctx, c.js, c.names.RunsBucket())
-	if all == nil {
-		return nil, fmt.Errorf("list runs: %w", hintNoStream(err, c.names.RunsBucket()))
+	prefix := "$KV." + c.names.RunsBucket() + "."
+	latest := map[string]stored{} // a key written again while listed comes twice
+	err := c.pages(ctx, c.names.ReadRunsSubject(), 1, "", func(s stored) error {
+		key := strings.TrimPrefix(s.subject, prefix)
+		if s.seq > latest[key].seq {
+			latest[key] = s
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	out := make([]kv.RunRecord, 0, len(all))
-	for _, e := range all {
-		out = append(out, e.Value)
+	out := make([]kv.RunRecord, 0, len(latest))
+	var bad []error
+	for key, s := range latest {
+		if isDeleted(s.header) {
+			continue
+		}
+		rec, err := kv.Decode[kv.RunRecord](key, s.seq, s.data)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		out = append(out, rec)
 	}
 	slices.SortFunc(out, func(a, b kv.RunRecord) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
@@ -136,7 +150,7 @@ func (c *Client) Runs(ctx context.Context) ([]kv.RunRecord, error) {
 		}
 		return cmp.Compare(a.RunID, b.RunID)
 	})
-	if err != nil {
+	if err := errors.Join(bad...); err != nil {
 		return out, fmt.Errorf("list runs: %w", err)
 	}
 	return out, nil
@@ -188,20 +202,6 @@ func (c *Client) Cancel(ctx context.Context, runID string) (protocol.CancelReply
 	return rep, nil
 }
 
-func (c *Client) runStore(ctx context.Context) (*kv.Runs, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.runs != nil {
-		return c.runs, nil
-	}
-	s, err := kv.Open[kv.RunRecord](ctx, c.js, c.names.RunsBucket())
-	if err != nil {
-		return nil, fmt.Errorf("open run records: %w", hintNoStream(err, c.names.RunsBucket()))
-	}
-	c.runs = s
-	return s, nil
-}
-
 // hintNoStream tells a person what a missing stream or bucket usually means.
 func hintNoStream(err error, name string) error {
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) ||
@@ -223,97 +223,37 @@ type DLQEntry struct {
 }
 
 // DLQ returns the newest limit entries of the dead-letter stream, newest
-// first; limit <= 0 returns them all.
+// first; limit <= 0 returns them all. It pages the stream from its start
+// through the workers' read relay, keeping the newest limit.
 func (c *Client) DLQ(ctx context.Context, limit int) ([]DLQEntry, error) {
-	name := c.names.DLQStream()
-	st, err := c.js.Stream(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("dead-letter stream: %w", hintNoStream(err, name))
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("dead-letter stream %s: %w", name, err)
-	}
-	first, last := info.State.FirstSeq, info.State.LastSeq
-	if info.State.Msgs == 0 {
-		return nil, nil
-	}
-	if limit <= 0 || uint64(limit) > info.State.Msgs {
-		limit = int(info.State.Msgs)
-	}
-	// Read windows backwards from the end: interior deletes make a window
-	// shorter than asked, so keep going until limit entries or the start.
 	var out []DLQEntry
-	for end := last; len(out) < limit && end >= first && end > 0; {
-		want := uint64(limit - len(out))
-		start := first
-		if end-first+1 > want {
-			start = end - want + 1
+	err := c.pages(ctx, c.names.ReadDLQSubject(), 1, "", func(s stored) error {
+		out = append(out, dlqEntry(s))
+		if limit > 0 && len(out) > limit {
+			out = out[1:]
 		}
-		win, err := readRange(ctx, st, c.names, start, end)
-		if err != nil {
-			return nil, fmt.Errorf("read dead-letter stream %s: %w", name, err)
-		}
-		for i := len(win) - 1; i >= 0 && len(out) < limit; i-- {
-			out = append(out, win[i])
-		}
-		end = start - 1
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read dead-letter stream %s: %w", c.names.DLQStream(), err)
 	}
+	slices.Reverse(out)
 	return out, nil
 }
 
-// readRange reads the messages of st with sequences in [start, end].
-func readRange(ctx context.Context, st jetstream.Stream, names protocol.Names, start, end uint64) ([]DLQEntry, error) {
-	// Filtered, so a client may create it with no more than the
-	// permission to read the DLQ's subjects (one filter: the filtered
-	// create API).
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: names.DLQSubjects(),
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    start,
-	})
-	if err != nil {
-		return nil, err
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, err
-	}
-	defer it.Stop()
-	var out []DLQEntry
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return nil, err
-		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return nil, err
-		}
-		if md.Sequence.Stream > end {
-			return out, nil
-		}
-		out = append(out, dlqEntry(msg, md))
-		if md.Sequence.Stream == end || md.NumPending == 0 {
-			return out, nil
-		}
-	}
-}
-
-func dlqEntry(msg jetstream.Msg, md *jetstream.MsgMetadata) DLQEntry {
-	h := msg.Headers()
+func dlqEntry(s stored) DLQEntry {
+	h := s.header
 	e := DLQEntry{
-		Seq:     md.Sequence.Stream,
-		Time:    md.Timestamp,
+		Seq:     s.seq,
+		Time:    s.time,
 		Reason:  protocol.Reason(h.Get(protocol.HeaderReason)),
 		Error:   h.Get(protocol.HeaderError),
 		Subject: h.Get(protocol.HeaderOrigSubject),
 		MsgID:   h.Get(protocol.HeaderOrigMsgID),
-		Payload: msg.Data(),
+		Payload: s.data,
 	}
 	if e.Reason == "" { // the reason is also the subject's last token
-		s := msg.Subject()
-		e.Reason = protocol.Reason(s[strings.LastIndexByte(s, '.')+1:])
+		e.Reason = protocol.Reason(s.subject[strings.LastIndexByte(s.subject, '.')+1:])
 	}
 	return e
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
@@ -37,6 +38,12 @@ func setup(t *testing.T, opts ...client.Option) env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The client reads through the workers' read relay.
+	stop, err := worker.ServeReadRelay(t.Context(), js.Conn(), names, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
 	return env{js: js, res: res, c: client.New(js, names, opts...)}
 }
 

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/protocol"
 )
@@ -41,8 +43,51 @@ type readEndpoint struct {
 // errReadRefused is a request the relay answers with a 400.
 var errReadRefused = errors.New("refused")
 
-// addReadEndpoints registers the relay's endpoints on svc.
+// readRelay serves the relay's endpoints; its direct gets go out on nc,
+// whose user may read the streams.
+type readRelay struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	names protocol.Names
+	log   zerolog.Logger
+}
+
+// addReadEndpoints registers the relay's endpoints on the worker's service.
 func (w *Worker) addReadEndpoints(ctx context.Context, svc micro.Service) error {
+	return (&readRelay{nc: w.nc, js: w.js, names: w.names, log: w.log}).add(ctx, svc)
+}
+
+// ReadRelayName is the micro service ServeReadRelay registers.
+const ReadRelayName = "baton-read-relay"
+
+// ServeReadRelay serves the read relay alone on nc until ctx ends or stop
+// is called: for a deployment's readers where no worker runs, and for
+// tests of clients. Workers serve it as part of their own service.
+func ServeReadRelay(ctx context.Context, nc *nats.Conn, names protocol.Names, log zerolog.Logger) (stop func() error, err error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := micro.AddService(nc, micro.Config{Name: ReadRelayName, Version: serviceVersion(),
+		Description: "baton read relay: clients' reads of run chains, records, the DLQ and outputs"})
+	if err != nil {
+		return nil, err
+	}
+	r := &readRelay{nc: nc, js: js, names: names, log: log}
+	if err := r.add(ctx, svc); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	context.AfterFunc(ctx, func() { _ = svc.Stop() })
+	return svc.Stop, nil
+}
+
+// add registers the relay's endpoints on svc.
+func (w *readRelay) add(ctx context.Context, svc micro.Service) error {
 	n := w.names
 	page := func(r protocol.ReadRequest, filter string) directGet {
 		return directGet{Seq: max(r.From, 1), NextFor: filter, Batch: r.Max, MaxBytes: protocol.ReadMaxBytes}
@@ -91,7 +136,7 @@ func (w *Worker) addReadEndpoints(ctx context.Context, svc micro.Service) error 
 		if subject == "" {
 			subject = n.ReadRequests(e.kind)
 		}
-		if err := svc.AddEndpoint("read-"+e.kind, micro.ContextHandler(ctx, w.readHandler(e)),
+		if err := svc.AddEndpoint("read-"+e.kind, micro.ContextHandler(ctx, w.handler(e)),
 			micro.WithEndpointSubject(subject)); err != nil {
 			return err
 		}
@@ -101,7 +146,7 @@ func (w *Worker) addReadEndpoints(ctx context.Context, svc micro.Service) error 
 
 // readHandler checks a request's reply and body, then asks the server for
 // the direct get e builds, answered to the requester's inbox.
-func (w *Worker) readHandler(e readEndpoint) func(context.Context, micro.Request) {
+func (w *readRelay) handler(e readEndpoint) func(context.Context, micro.Request) {
 	return func(ctx context.Context, req micro.Request) {
 		var runID string
 		if e.subject == "" {
