@@ -173,10 +173,11 @@ func (w *watcher) catchUp(ctx context.Context) error {
 
 // live handles a republished message. Its previous sequence on the run's
 // chain is the publisher's fence header when the message carries one for
-// the run's filter (every fenced publish, and the first message of an
-// atomic batch), else seq-1 (the later messages of a batch, which the
-// stream stores consecutively; anything else is then paged for, which is
-// never wrong). Already handled: skipped. Previous at or below the last
+// the run's filter (every single fenced publish: the server keeps it in
+// the stored and republished message), else seq-1 (the messages of an
+// atomic batch, which carry none and are stored consecutively: only a
+// batch's first message, when another run's came just before, is paged
+// for without need, which is never wrong). Already handled: skipped. Previous at or below the last
 // handled: nothing is missing, it is handled. Else some message between
 // was not seen live: page from last+1.
 func (w *watcher) live(ctx context.Context, m *nats.Msg) error {
