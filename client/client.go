@@ -223,14 +223,19 @@ type DLQEntry struct {
 }
 
 // DLQ returns the newest limit entries of the dead-letter stream, newest
-// first; limit <= 0 returns them all. It pages the stream from its start
-// through the workers' read relay, keeping the newest limit.
+// first; limit <= 0 returns them all. It reads through the workers' read
+// relay: it finds where the newest limit begin (probing pages of one entry,
+// whose EOB counts the entries after it), then pages from there.
 func (c *Client) DLQ(ctx context.Context, limit int) ([]DLQEntry, error) {
+	from, err := c.dlqTail(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read dead-letter stream %s: %w", c.names.DLQStream(), err)
+	}
 	var out []DLQEntry
-	err := c.pages(ctx, c.names.ReadDLQSubject(), 1, "", func(s stored) error {
+	err = c.pages(ctx, c.names.ReadDLQSubject(), from, "", func(s stored) error {
 		out = append(out, dlqEntry(s))
 		if limit > 0 && len(out) > limit {
-			out = out[1:]
+			out = out[1:] // entries stored while reading: keep the newest
 		}
 		return nil
 	})
@@ -239,6 +244,53 @@ func (c *Client) DLQ(ctx context.Context, limit int) ([]DLQEntry, error) {
 	}
 	slices.Reverse(out)
 	return out, nil
+}
+
+// dlqTail is a sequence from which the DLQ holds at most limit entries,
+// all of them when it holds fewer (1 when limit <= 0).
+func (c *Client) dlqTail(ctx context.Context, limit int) (uint64, error) {
+	// count is how many entries have a sequence >= from, and the first's.
+	count := func(from uint64) (n, first uint64, err error) {
+		pending, err := c.page(ctx, c.names.ReadDLQSubject(), protocol.ReadRequest{From: from, Max: 1}, false, func(s stored) error {
+			first = s.seq
+			return nil
+		})
+		if err != nil || first == 0 {
+			return 0, 0, err
+		}
+		return 1 + pending, first, nil
+	}
+	if limit <= 0 {
+		return 1, nil
+	}
+	n, lo, err := count(1)
+	if err != nil || n <= uint64(limit) {
+		return 1, err
+	}
+	// Invariant: count(lo) > limit; find hi with count(hi) <= limit, then
+	// the smallest such sequence.
+	hi := lo + uint64(limit)
+	for {
+		if n, _, err = count(hi); err != nil {
+			return 0, err
+		}
+		if n <= uint64(limit) {
+			break
+		}
+		lo, hi = hi, hi+2*(hi-lo)
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if n, _, err = count(mid); err != nil {
+			return 0, err
+		}
+		if n <= uint64(limit) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
 }
 
 func dlqEntry(s stored) DLQEntry {
