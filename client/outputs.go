@@ -85,6 +85,17 @@ func (c *Client) objectInfo(ctx context.Context, name string) (jetstream.ObjectI
 	return info, nil
 }
 
+// StoredOutput returns output object name ("<runId>/…") as the store holds
+// it: its size and digest, for GetOutput. An error wrapping
+// jetstream.ErrObjectNotFound means there is no such object.
+func (c *Client) StoredOutput(ctx context.Context, name string) (protocol.Output, error) {
+	info, err := c.objectInfo(ctx, name)
+	if err != nil {
+		return protocol.Output{}, err
+	}
+	return protocol.Output{Name: name, Size: info.Size, Digest: info.Digest}, nil
+}
+
 // GetOutput writes o's content to w, checking it against o's size and
 // SHA-256 as it goes; on ErrDigest, w got bytes that must not be used.
 // It reads the object's info and chunks through the workers' read relay.
