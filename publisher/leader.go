@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,10 +30,11 @@ func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, seq u
 	var resp struct {
 		Error   *jetstream.APIError `json:"error"`
 		Message *struct {
-			Subject  string `json:"subject"`
-			Sequence uint64 `json:"seq"`
-			Header   []byte `json:"hdrs"`
-			Data     []byte `json:"data"`
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs"`
+			Data     []byte    `json:"data"`
+			Time     time.Time `json:"time"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(m.Data, &resp); err != nil {
@@ -46,7 +48,7 @@ func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, seq u
 	case resp.Message == nil:
 		return nil, fmt.Errorf("get from %s: %w", stream, jetstream.ErrInvalidJetStreamResponse)
 	}
-	out := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Data: resp.Message.Data}
+	out := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Data: resp.Message.Data, Time: resp.Message.Time}
 	if len(resp.Message.Header) > 0 {
 		if out.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
 			return nil, fmt.Errorf("get from %s: %w", stream, err)
