@@ -76,16 +76,22 @@ func (c *Client) page(ctx context.Context, subject string, req protocol.ReadRequ
 	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body}); err != nil {
 		return 0, fmt.Errorf("%w: %s: %w", ErrRelay, subject, err)
 	}
+	// Each message must come within DefaultReadTimeout of the one before:
+	// one timer, pushed back per message, ends the page's context.
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errSilent := errors.New("relay silent")
+	timer := time.AfterFunc(DefaultReadTimeout, func() { cancel(errSilent) })
+	defer timer.Stop()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, DefaultReadTimeout)
-		m, err := sub.NextMsgWithContext(wctx)
-		cancel()
+		m, err := sub.NextMsgWithContext(pctx)
+		timer.Reset(DefaultReadTimeout)
 		switch {
 		case ctx.Err() != nil:
 			return 0, ctx.Err()
 		case errors.Is(err, nats.ErrNoResponders):
 			return 0, fmt.Errorf("%w: nobody listens on %s (is a `baton worker` running?)", ErrRelay, subject)
-		case errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(context.Cause(pctx), errSilent):
 			return 0, fmt.Errorf("%w: no answer on %s within %v (is a `baton worker` running?)", ErrRelay, subject, DefaultReadTimeout)
 		case err != nil:
 			return 0, fmt.Errorf("%w: %s: %w", ErrRelay, subject, err)
