@@ -87,8 +87,8 @@ func ServeReadRelay(ctx context.Context, nc *nats.Conn, names protocol.Names, lo
 }
 
 // add registers the relay's endpoints on svc.
-func (w *readRelay) add(ctx context.Context, svc micro.Service) error {
-	n := w.names
+func (rl *readRelay) add(ctx context.Context, svc micro.Service) error {
+	n := rl.names
 	page := func(r protocol.ReadRequest, filter string) directGet {
 		return directGet{Seq: max(r.From, 1), NextFor: filter, Batch: r.Max, MaxBytes: protocol.ReadMaxBytes}
 	}
@@ -121,7 +121,7 @@ func (w *readRelay) add(ctx context.Context, svc micro.Service) error {
 				return "", directGet{}, errReadRefused
 			}
 			b := n.OutputsBucket()
-			obs, err := w.js.ObjectStore(ctx, b)
+			obs, err := rl.js.ObjectStore(ctx, b)
 			if err != nil {
 				return "", directGet{}, err
 			}
@@ -136,7 +136,7 @@ func (w *readRelay) add(ctx context.Context, svc micro.Service) error {
 		if subject == "" {
 			subject = n.ReadRequests(e.kind)
 		}
-		if err := svc.AddEndpoint("read-"+e.kind, micro.ContextHandler(ctx, w.handler(e)),
+		if err := svc.AddEndpoint("read-"+e.kind, micro.ContextHandler(ctx, rl.handler(e)),
 			micro.WithEndpointSubject(subject)); err != nil {
 			return err
 		}
@@ -144,20 +144,20 @@ func (w *readRelay) add(ctx context.Context, svc micro.Service) error {
 	return nil
 }
 
-// readHandler checks a request's reply and body, then asks the server for
+// handler checks a request's reply and body, then asks the server for
 // the direct get e builds, answered to the requester's inbox.
-func (w *readRelay) handler(e readEndpoint) func(context.Context, micro.Request) {
+func (rl *readRelay) handler(e readEndpoint) func(context.Context, micro.Request) {
 	return func(ctx context.Context, req micro.Request) {
 		var runID string
 		if e.subject == "" {
-			id, ok := w.names.ParseReadSubject(e.kind, req.Subject())
+			id, ok := rl.names.ParseReadSubject(e.kind, req.Subject())
 			if !ok {
 				return // micro's subscription is <kind>.*: cannot happen
 			}
 			runID = id
 		}
 		if !protocol.ReplyAllowed(req.Reply(), runID) {
-			w.log.Debug().Str("subject", req.Subject()).Str("reply", req.Reply()).Msg("read request with a reply outside the requester's inbox: not answered")
+			rl.log.Debug().Str("subject", req.Subject()).Str("reply", req.Reply()).Msg("read request with a reply outside the requester's inbox: not answered")
 			return
 		}
 		r, err := protocol.DecodeReadRequest(req.Data())
@@ -178,7 +178,7 @@ func (w *readRelay) handler(e readEndpoint) func(context.Context, micro.Request)
 			return
 		}
 		body, _ := json.Marshal(get)
-		if err := w.nc.PublishMsg(&nats.Msg{Subject: "$JS.API.DIRECT.GET." + stream, Reply: req.Reply(), Data: body}); err != nil {
+		if err := rl.nc.PublishMsg(&nats.Msg{Subject: "$JS.API.DIRECT.GET." + stream, Reply: req.Reply(), Data: body}); err != nil {
 			_ = req.Error("503", err.Error(), nil)
 		}
 	}
