@@ -28,6 +28,9 @@ type env struct {
 	js  jetstream.JetStream
 	res *provision.Resources
 	c   *client.Client
+	// stopRelay stops the read relay setup started (startRelay starts one
+	// again).
+	stopRelay func()
 }
 
 func setup(t *testing.T, opts ...client.Option) env {
@@ -38,13 +41,21 @@ func setup(t *testing.T, opts ...client.Option) env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := env{js: js, res: res, c: client.New(js, names, opts...)}
 	// The client reads through the workers' read relay.
-	stop, err := worker.ServeReadRelay(t.Context(), js.Conn(), names, zerolog.Nop())
+	e.startRelay(t)
+	return e
+}
+
+// startRelay serves the read relay until the test ends or stopRelay.
+func (e *env) startRelay(t *testing.T) {
+	t.Helper()
+	stop, err := worker.ServeReadRelay(t.Context(), e.js.Conn(), names, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stop() })
-	return env{js: js, res: res, c: client.New(js, names, opts...)}
+	e.stopRelay = func() { _ = stop() }
 }
 
 func ctxT(t *testing.T) context.Context {

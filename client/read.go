@@ -26,6 +26,15 @@ var ErrRelay = errors.New("client: read relay")
 // DefaultReadTimeout bounds the wait for each message of a relay page.
 const DefaultReadTimeout = 10 * time.Second
 
+// errRelaySilent: no message of a page came within DefaultReadTimeout.
+var errRelaySilent = errors.New("no answer")
+
+// relayAbsent reports whether err says no worker answered (none running,
+// or all restarting), as opposed to a refusal or a broken answer.
+func relayAbsent(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, errRelaySilent)
+}
+
 // Direct get answer headers (nats-server's JSApiMsgGet* reply).
 const (
 	hdrStream     = "Nats-Stream"
@@ -80,8 +89,7 @@ func (c *Client) page(ctx context.Context, subject string, req protocol.ReadRequ
 	// one timer, pushed back per message, ends the page's context.
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	errSilent := errors.New("relay silent")
-	timer := time.AfterFunc(DefaultReadTimeout, func() { cancel(errSilent) })
+	timer := time.AfterFunc(DefaultReadTimeout, func() { cancel(errRelaySilent) })
 	defer timer.Stop()
 	for {
 		m, err := sub.NextMsgWithContext(pctx)
@@ -90,9 +98,9 @@ func (c *Client) page(ctx context.Context, subject string, req protocol.ReadRequ
 		case ctx.Err() != nil:
 			return 0, ctx.Err()
 		case errors.Is(err, nats.ErrNoResponders):
-			return 0, fmt.Errorf("%w: nobody listens on %s (is a `baton worker` running?)", ErrRelay, subject)
-		case errors.Is(context.Cause(pctx), errSilent):
-			return 0, fmt.Errorf("%w: no answer on %s within %v (is a `baton worker` running?)", ErrRelay, subject, DefaultReadTimeout)
+			return 0, fmt.Errorf("%w: nobody listens on %s (is a `baton worker` running?): %w", ErrRelay, subject, err)
+		case errors.Is(context.Cause(pctx), errRelaySilent):
+			return 0, fmt.Errorf("%w: %w on %s within %v (is a `baton worker` running?)", ErrRelay, errRelaySilent, subject, DefaultReadTimeout)
 		case err != nil:
 			return 0, fmt.Errorf("%w: %s: %w", ErrRelay, subject, err)
 		}

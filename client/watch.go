@@ -102,6 +102,12 @@ func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error, 
 			// subscription, or published while reconnecting).
 			err = w.catchUp(ctx)
 		}
+		// Once caught up, a watch outlives a worker restart: no relay
+		// answering now only means paging again later; live messages
+		// that follow on go on meanwhile.
+		if w.absent = err != nil && relayAbsent(err); w.absent {
+			err = nil
+		}
 		if err != nil || w.end != nil {
 			return w.result(err)
 		}
@@ -118,6 +124,9 @@ const (
 	// lagging replica answered it).
 	idlePage = 5 * time.Second
 	gapRetry = 200 * time.Millisecond
+	// absentRetry is how soon a watch pages again when no worker
+	// answered (one is restarting).
+	absentRetry = time.Second
 )
 
 // HeaderExpectedLastSubjectSeq is the publisher's fence, kept in the stored
@@ -131,14 +140,15 @@ const (
 // watcher is one Watch's state: last is the sequence of the last message
 // handed to the assembler; end is set by the terminal status.
 type watcher struct {
-	c     *Client
-	runID string
-	fn    func(Event) error
-	asm   assembler
-	last  uint64
-	gap   bool // a live message named a gap the last page did not fill
-	end   *protocol.Status
-	fnErr error
+	c      *Client
+	runID  string
+	fn     func(Event) error
+	asm    assembler
+	last   uint64
+	gap    bool // a live message named a gap the last page did not fill
+	absent bool // the last page found no relay answering
+	end    *protocol.Status
+	fnErr  error
 }
 
 // result is what Watch returns after err: fn's own error unchanged, any
@@ -154,7 +164,10 @@ func (w *watcher) result(err error) (protocol.Status, error) {
 }
 
 func (w *watcher) idle() time.Duration {
-	if w.gap {
+	switch {
+	case w.absent:
+		return absentRetry
+	case w.gap:
 		return gapRetry
 	}
 	return idlePage

@@ -210,3 +210,59 @@ func TestWatchExactlyOnceHistoryAndLive(t *testing.T) {
 		t.Fatalf("watch saw %d events, the chain holds %d", len(got), want)
 	}
 }
+
+// TestWatchOutlivesRelayRestart: once caught up, a watch goes on while no
+// worker answers the relay (its idle page finds none), and pages again
+// once one is back.
+func TestWatchOutlivesRelayRestart(t *testing.T) {
+	e := setup(t)
+	ctx := ctxT(t)
+	const run = "restart-1"
+	ch := publisher.NewChain(e.js, names, run, 0)
+	if err := ch.PublishLine(ctx, []byte(`{"n":0}`), 8); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 16)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.c.Watch(ctx, run, func(ev client.Event) error {
+			seen <- string(ev.Data)
+			return nil
+		})
+		done <- err
+	}()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-seen:
+			if got != want {
+				t.Fatalf("event %s, want %s", got, want)
+			}
+		case err := <-done:
+			t.Fatalf("Watch ended waiting for %s: %v", want, err)
+		case <-ctx.Done():
+			t.Fatalf("event %s not seen", want)
+		}
+	}
+	next(`{"n":0}`)
+	e.stopRelay()
+	if err := ch.PublishLine(ctx, []byte(`{"n":1}`), 16); err != nil {
+		t.Fatal(err)
+	}
+	next(`{"n":1}`) // live, no gap: no page needed
+	// Past the watch's idle page (5 s), which finds no relay: the watch
+	// must go on.
+	time.Sleep(6 * time.Second)
+	e.startRelay(t)
+	if err := ch.PublishStatus(ctx, protocol.Status{Status: protocol.StatusSucceeded, RunID: run, Offset: 16, ExitCode: new(int)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Watch across the relay's restart: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Watch did not end at the terminal status")
+	}
+}
