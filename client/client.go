@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,8 +45,6 @@ type Client struct {
 	js      jetstream.JetStream
 	names   protocol.Names
 	maxLine int
-	mu      sync.Mutex
-	runs    *kv.Runs // opened on first use
 }
 
 // Option configures a Client.
@@ -98,19 +95,20 @@ func (c *Client) Submit(ctx context.Context, job protocol.Job) error {
 	return nil
 }
 
-// Run returns the record of runID, or an error wrapping ErrNotFound.
+// Run returns the record of runID, or an error wrapping ErrNotFound. It
+// reads through the workers' read relay.
 func (c *Client) Run(ctx context.Context, runID string) (kv.RunRecord, error) {
 	if !protocol.ValidRunID(runID) {
 		return kv.RunRecord{}, fmt.Errorf("%w: %q", protocol.ErrBadRunID, runID)
 	}
-	runs, err := c.runStore(ctx)
-	if err != nil {
-		return kv.RunRecord{}, err
-	}
-	rec, _, err := runs.Get(ctx, runID)
-	if errors.Is(err, kv.ErrNotFound) {
+	m, ok, err := c.get(ctx, c.names.ReadRunSubject(runID), "")
+	switch {
+	case err != nil:
+		return kv.RunRecord{}, fmt.Errorf("run %s: %w", runID, err)
+	case !ok || isDeleted(m.header):
 		return kv.RunRecord{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
 	}
+	rec, err := kv.Decode[kv.RunRecord](runID, m.seq, m.data)
 	if err != nil {
 		return kv.RunRecord{}, fmt.Errorf("run %s: %w", runID, err)
 	}
@@ -119,17 +117,33 @@ func (c *Client) Run(ctx context.Context, runID string) (kv.RunRecord, error) {
 
 // Runs returns every run record, newest first (by CreatedAt, then runId).
 // Records that cannot be decoded are left out and reported in an error
-// wrapping kv.ErrDecode, which comes with the other records.
+// wrapping kv.ErrDecode, which comes with the other records. It pages the
+// records bucket through the workers' read relay.
 func (c *Client) Runs(ctx context.Context) ([]kv.RunRecord, error) {
-	// Read with a filtered consumer, not a KV watch, so a client user
-	// needs no right to delete consumers (deploy/nats-auth.conf).
-	all, err := kv.ReadAll[kv.RunRecord](ctx, c.js, c.names.RunsBucket())
-	if all == nil {
-		return nil, fmt.Errorf("list runs: %w", hintNoStream(err, c.names.RunsBucket()))
+	prefix := "$KV." + c.names.RunsBucket() + "."
+	latest := map[string]stored{} // a key written again while listed comes twice
+	err := c.pages(ctx, c.names.ReadRunsSubject(), 1, "", func(s stored) error {
+		key := strings.TrimPrefix(s.subject, prefix)
+		if s.seq > latest[key].seq {
+			latest[key] = s
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	out := make([]kv.RunRecord, 0, len(all))
-	for _, e := range all {
-		out = append(out, e.Value)
+	out := make([]kv.RunRecord, 0, len(latest))
+	var bad []error
+	for key, s := range latest {
+		if isDeleted(s.header) {
+			continue
+		}
+		rec, err := kv.Decode[kv.RunRecord](key, s.seq, s.data)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		out = append(out, rec)
 	}
 	slices.SortFunc(out, func(a, b kv.RunRecord) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
@@ -137,7 +151,7 @@ func (c *Client) Runs(ctx context.Context) ([]kv.RunRecord, error) {
 		}
 		return cmp.Compare(a.RunID, b.RunID)
 	})
-	if err != nil {
+	if err := errors.Join(bad...); err != nil {
 		return out, fmt.Errorf("list runs: %w", err)
 	}
 	return out, nil
@@ -189,20 +203,6 @@ func (c *Client) Cancel(ctx context.Context, runID string) (protocol.CancelReply
 	return rep, nil
 }
 
-func (c *Client) runStore(ctx context.Context) (*kv.Runs, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.runs != nil {
-		return c.runs, nil
-	}
-	s, err := kv.Open[kv.RunRecord](ctx, c.js, c.names.RunsBucket())
-	if err != nil {
-		return nil, fmt.Errorf("open run records: %w", hintNoStream(err, c.names.RunsBucket()))
-	}
-	c.runs = s
-	return s, nil
-}
-
 // hintNoStream tells a person what a missing stream or bucket usually means.
 func hintNoStream(err error, name string) error {
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) ||
@@ -229,101 +229,93 @@ type DLQEntry struct {
 }
 
 // DLQ returns the newest limit entries of the dead-letter stream, newest
-// first; limit <= 0 returns them all.
+// first; limit <= 0 returns them all. It reads through the workers' read
+// relay: it finds where the newest limit begin (probing pages of one entry,
+// whose EOB counts the entries after it), then pages from there.
 func (c *Client) DLQ(ctx context.Context, limit int) ([]DLQEntry, error) {
-	name := c.names.DLQStream()
-	st, err := c.js.Stream(ctx, name)
+	from, err := c.dlqTail(ctx, limit)
 	if err != nil {
-		return nil, fmt.Errorf("dead-letter stream: %w", hintNoStream(err, name))
+		return nil, fmt.Errorf("read dead-letter stream %s: %w", c.names.DLQStream(), err)
 	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("dead-letter stream %s: %w", name, err)
-	}
-	first, last := info.State.FirstSeq, info.State.LastSeq
-	if info.State.Msgs == 0 {
-		return nil, nil
-	}
-	if limit <= 0 || uint64(limit) > info.State.Msgs {
-		limit = int(info.State.Msgs)
-	}
-	// Read windows backwards from the end: interior deletes make a window
-	// shorter than asked, so keep going until limit entries or the start.
 	var out []DLQEntry
-	for end := last; len(out) < limit && end >= first && end > 0; {
-		want := uint64(limit - len(out))
-		start := first
-		if end-first+1 > want {
-			start = end - want + 1
+	err = c.pages(ctx, c.names.ReadDLQSubject(), from, "", func(s stored) error {
+		out = append(out, dlqEntry(s))
+		if limit > 0 && len(out) > limit {
+			out = out[1:] // entries stored while reading: keep the newest
 		}
-		win, err := readRange(ctx, st, c.names, start, end)
-		if err != nil {
-			return nil, fmt.Errorf("read dead-letter stream %s: %w", name, err)
-		}
-		for i := len(win) - 1; i >= 0 && len(out) < limit; i-- {
-			out = append(out, win[i])
-		}
-		end = start - 1
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read dead-letter stream %s: %w", c.names.DLQStream(), err)
 	}
+	slices.Reverse(out)
 	return out, nil
 }
 
-// readRange reads the messages of st with sequences in [start, end].
-func readRange(ctx context.Context, st jetstream.Stream, names protocol.Names, start, end uint64) ([]DLQEntry, error) {
-	// Filtered, so a client may create it with no more than the
-	// permission to read the DLQ's subjects (one filter: the filtered
-	// create API).
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: names.DLQSubjects(),
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    start,
-	})
-	if err != nil {
-		return nil, err
+// dlqTail is a sequence from which the DLQ holds at most limit entries,
+// all of them when it holds fewer (1 when limit <= 0).
+func (c *Client) dlqTail(ctx context.Context, limit int) (uint64, error) {
+	// count is how many entries have a sequence >= from, and the first's.
+	count := func(from uint64) (n, first uint64, err error) {
+		pending, err := c.page(ctx, c.names.ReadDLQSubject(), protocol.ReadRequest{From: from, Max: 1}, false, func(s stored) error {
+			first = s.seq
+			return nil
+		})
+		if err != nil || first == 0 {
+			return 0, 0, err
+		}
+		return 1 + pending, first, nil
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, err
+	if limit <= 0 {
+		return 1, nil
 	}
-	defer it.Stop()
-	var out []DLQEntry
+	n, lo, err := count(1)
+	if err != nil || n <= uint64(limit) {
+		return 1, err
+	}
+	// Invariant: count(lo) > limit; find hi with count(hi) <= limit, then
+	// the smallest such sequence.
+	hi := lo + uint64(limit)
 	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return nil, err
+		if n, _, err = count(hi); err != nil {
+			return 0, err
 		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return nil, err
+		if n <= uint64(limit) {
+			break
 		}
-		if md.Sequence.Stream > end {
-			return out, nil
+		lo, hi = hi, hi+2*(hi-lo)
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if n, _, err = count(mid); err != nil {
+			return 0, err
 		}
-		out = append(out, dlqEntry(msg, md))
-		if md.Sequence.Stream == end || md.NumPending == 0 {
-			return out, nil
+		if n <= uint64(limit) {
+			hi = mid
+		} else {
+			lo = mid
 		}
 	}
+	return hi, nil
 }
 
-func dlqEntry(msg jetstream.Msg, md *jetstream.MsgMetadata) DLQEntry {
-	h := msg.Headers()
+func dlqEntry(s stored) DLQEntry {
+	h := s.header
 	e := DLQEntry{
-		Seq:     md.Sequence.Stream,
-		Time:    md.Timestamp,
+		Seq:     s.seq,
+		Time:    s.time,
 		Reason:  protocol.Reason(h.Get(protocol.HeaderReason)),
 		Error:   h.Get(protocol.HeaderError),
 		Subject: h.Get(protocol.HeaderOrigSubject),
 		MsgID:   h.Get(protocol.HeaderOrigMsgID),
-		Payload: msg.Data(),
+		Payload: s.data,
 		Digest:  h.Get(protocol.HeaderOrigDigest),
 	}
 	if n, err := strconv.ParseInt(h.Get(protocol.HeaderTruncated), 10, 64); err == nil && n > 0 {
 		e.Truncated = n
 	}
 	if e.Reason == "" { // the reason is also the subject's last token
-		s := msg.Subject()
-		e.Reason = protocol.Reason(s[strings.LastIndexByte(s, '.')+1:])
+		e.Reason = protocol.Reason(s.subject[strings.LastIndexByte(s.subject, '.')+1:])
 	}
 	return e
 }

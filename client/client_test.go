@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
@@ -27,6 +28,9 @@ type env struct {
 	js  jetstream.JetStream
 	res *provision.Resources
 	c   *client.Client
+	// stopRelay stops the read relay setup started (startRelay starts one
+	// again).
+	stopRelay func()
 }
 
 func setup(t *testing.T, opts ...client.Option) env {
@@ -37,7 +41,21 @@ func setup(t *testing.T, opts ...client.Option) env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env{js: js, res: res, c: client.New(js, names, opts...)}
+	e := env{js: js, res: res, c: client.New(js, names, opts...)}
+	// The client reads through the workers' read relay.
+	e.startRelay(t)
+	return e
+}
+
+// startRelay serves the read relay until the test ends or stopRelay.
+func (e *env) startRelay(t *testing.T) {
+	t.Helper()
+	stop, err := worker.ServeReadRelay(t.Context(), e.js.Conn(), names, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
+	e.stopRelay = func() { _ = stop() }
 }
 
 func ctxT(t *testing.T) context.Context {

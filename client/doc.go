@@ -8,5 +8,6 @@
 // that bounds it.
 //
 // The protocol it speaks is plain NATS (see package protocol): any client in
-// any language can do the same with a publish and an ordered consumer.
+// any language can do the same with publishes, a subscription and requests
+// to the workers' read relay (README, "Reading through the relay").
 package client

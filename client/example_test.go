@@ -12,11 +12,13 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
 )
 
 // Submit a job, then watch its run to the end. An embedded server stands in
@@ -104,7 +106,14 @@ func exampleServer() (jetstream.JetStream, func()) {
 	if _, err := provision.Ensure(context.Background(), js, protocol.MustNames("baton"), provision.Options{}); err != nil {
 		panic(err)
 	}
+	// Every worker serves the read relay clients read through; here it
+	// runs alone.
+	stop, err := worker.ServeReadRelay(context.Background(), nc, protocol.MustNames("baton"), zerolog.Nop())
+	if err != nil {
+		panic(err)
+	}
 	return js, func() {
+		_ = stop()
 		nc.Close()
 		srv.Shutdown()
 		srv.WaitForShutdown()

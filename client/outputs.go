@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,18 +46,14 @@ func (c *Client) Outputs(ctx context.Context, runID string) (RunOutputs, error) 
 	if !protocol.ValidRunID(runID) {
 		return RunOutputs{}, fmt.Errorf("%w: %q", protocol.ErrBadRunID, runID)
 	}
-	st, err := c.js.Stream(ctx, c.names.EventsStream())
-	if err != nil {
-		return RunOutputs{}, hintNoStream(err, c.names.EventsStream())
-	}
-	m, err := st.GetLastMsgForSubject(ctx, c.names.StatusSubject(runID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	m, ok, err := c.get(ctx, c.names.ReadStatusSubject(runID), "")
+	switch {
+	case err != nil:
+		return RunOutputs{}, fmt.Errorf("run %s: %w", runID, err)
+	case !ok:
 		return RunOutputs{}, fmt.Errorf("%w: %s has no status", ErrNotFound, runID)
 	}
-	if err != nil {
-		return RunOutputs{}, fmt.Errorf("run %s: %w", runID, err)
-	}
-	status, err := protocol.ParseStatus(m.Data)
+	status, err := protocol.ParseStatus(m.data)
 	if err != nil {
 		return RunOutputs{}, fmt.Errorf("run %s: bad status: %w", runID, err)
 	}
@@ -66,48 +63,62 @@ func (c *Client) Outputs(ctx context.Context, runID string) (RunOutputs, error) 
 	return RunOutputs{RunID: runID, Status: status.Status, Outputs: status.Outputs, Error: status.OutputsError, Notes: status.OutputsNotes}, nil
 }
 
+// objectInfo reads the info of output object name through the read relay.
+func (c *Client) objectInfo(ctx context.Context, name string) (jetstream.ObjectInfo, error) {
+	runID, _, _ := strings.Cut(name, "/")
+	if !protocol.ValidRunID(runID) {
+		return jetstream.ObjectInfo{}, fmt.Errorf("%w: %q is not an output name", outputs.ErrBadName, name)
+	}
+	m, ok, err := c.get(ctx, c.names.ReadObjectSubject(runID), name)
+	if err != nil {
+		return jetstream.ObjectInfo{}, fmt.Errorf("get %s: %w", name, err)
+	}
+	var info jetstream.ObjectInfo
+	if ok {
+		if err := json.Unmarshal(m.data, &info); err != nil {
+			return jetstream.ObjectInfo{}, fmt.Errorf("get %s: unreadable info: %w", name, err)
+		}
+	}
+	if !ok || info.Deleted || info.Name != name {
+		return jetstream.ObjectInfo{}, fmt.Errorf("get %s: %w", name, jetstream.ErrObjectNotFound)
+	}
+	return info, nil
+}
+
+// StoredOutput returns output object name ("<runId>/…") as the store holds
+// it: its size, digest and (a file's) path, for GetOutput. An error wrapping
+// jetstream.ErrObjectNotFound means there is no such object.
+func (c *Client) StoredOutput(ctx context.Context, name string) (protocol.Output, error) {
+	info, err := c.objectInfo(ctx, name)
+	if err != nil {
+		return protocol.Output{}, err
+	}
+	return protocol.Output{Name: name, Path: info.Metadata["baton-path"], Size: info.Size, Digest: info.Digest}, nil
+}
+
 // GetOutput writes o's content to w, checking it against o's size and
 // SHA-256 as it goes; on ErrDigest, w got bytes that must not be used.
-//
-// It reads the object's chunks with an ordered consumer of the bucket's
-// stream, which expires by itself, so a client needs no right to delete
-// consumers (deploy/nats-auth.conf).
+// It reads the object's info and chunks through the workers' read relay.
 func (c *Client) GetOutput(ctx context.Context, o protocol.Output, w io.Writer) error {
-	bucket := c.names.OutputsBucket()
-	obs, err := c.js.ObjectStore(ctx, bucket)
+	info, err := c.objectInfo(ctx, o.Name)
 	if err != nil {
-		return hintNoStream(err, bucket)
+		return err
 	}
-	info, err := obs.GetInfo(ctx, o.Name)
-	if err != nil {
-		return fmt.Errorf("get %s: %w", o.Name, err)
-	}
+	runID, _, _ := strings.Cut(o.Name, "/")
 	h := sha256.New()
 	var n uint64
+	errOver := errors.New("more than listed")
 	if info.Chunks > 0 {
-		cons, err := c.js.OrderedConsumer(ctx, "OBJ_"+bucket, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{"$O." + bucket + ".C." + info.NUID},
+		err := c.pages(ctx, c.names.ReadChunksSubject(runID), 1, o.Name, func(s stored) error {
+			if n += uint64(len(s.data)); n > o.Size {
+				return errOver // never written past the size
+			}
+			h.Write(s.data)
+			_, err := w.Write(s.data)
+			return err
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, errOver) {
 			return fmt.Errorf("get %s: %w", o.Name, err)
-		}
-		it, err := cons.Messages()
-		if err != nil {
-			return fmt.Errorf("get %s: %w", o.Name, err)
-		}
-		defer it.Stop()
-		for range info.Chunks {
-			m, err := it.Next(jetstream.NextContext(ctx))
-			if err != nil {
-				return fmt.Errorf("get %s: %w", o.Name, err)
-			}
-			if n += uint64(len(m.Data())); n > o.Size {
-				break // more than listed: never written past the size
-			}
-			h.Write(m.Data())
-			if _, err := w.Write(m.Data()); err != nil {
-				return err
-			}
 		}
 	}
 	if got := "SHA-256=" + base64.URLEncoding.EncodeToString(h.Sum(nil)); n != o.Size || got != o.Digest {
@@ -173,13 +184,9 @@ func (c *Client) SaveOutput(ctx context.Context, runID string, o protocol.Output
 }
 
 func (c *Client) isLink(ctx context.Context, name string) (bool, error) {
-	obs, err := c.js.ObjectStore(ctx, c.names.OutputsBucket())
+	info, err := c.objectInfo(ctx, name)
 	if err != nil {
-		return false, hintNoStream(err, c.names.OutputsBucket())
-	}
-	info, err := obs.GetInfo(ctx, name)
-	if err != nil {
-		return false, fmt.Errorf("get %s: %w", name, err)
+		return false, err
 	}
 	return info.Metadata["baton-kind"] == outputs.KindSymlink, nil
 }

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/protocol"
 )
@@ -53,6 +53,11 @@ func FromSequence(seq uint64) WatchOption {
 // wrapping ErrBrokenChunk if a chunked line cannot be put back together.
 //
 // A run that has not started yet has an empty chain: Watch waits for it.
+//
+// It needs no consumer: it subscribes to the run's live subjects first,
+// then pages the history through the workers' read relay, then delivers
+// the live messages; each message exactly once, in stream order (see
+// watcher.live for the rule that finds a missed one).
 func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error, opts ...WatchOption) (protocol.Status, error) {
 	if !protocol.ValidRunID(runID) {
 		return protocol.Status{}, fmt.Errorf("%w: %q", protocol.ErrBadRunID, runID)
@@ -61,60 +66,178 @@ func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error, 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.names.RunFilter(runID)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	}
-	if o.fromSeq > 0 {
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = o.fromSeq
-	}
-	cons, err := c.js.OrderedConsumer(ctx, c.names.EventsStream(), cfg)
-	if err != nil {
-		return protocol.Status{}, fmt.Errorf("watch %s: %w", runID, hintNoStream(err, c.names.EventsStream()))
-	}
-	it, err := cons.Messages()
+	nc := c.js.Conn()
+	live := make(chan *nats.Msg, liveBuffer)
+	sub, err := nc.ChanSubscribe(c.names.RunFilter(runID), live)
 	if err != nil {
 		return protocol.Status{}, fmt.Errorf("watch %s: %w", runID, err)
 	}
-	defer it.Stop()
-	// nats.go (v1.55) re-creates a lost ordered consumer without a bound
-	// and without looking at Next's context; stopping the iterator is
-	// what ends that, so the watch ends when ctx does.
-	defer context.AfterFunc(ctx, it.Stop)()
-
-	asm := assembler{maxLine: c.maxLine}
+	defer func() { _ = sub.Unsubscribe() }()
+	// The subscription is in place before the first page is asked for, so
+	// nothing stored after the page is missed live.
+	fctx, cancel := context.WithTimeout(ctx, DefaultReadTimeout)
+	err = nc.FlushWithContext(fctx)
+	cancel()
+	if err != nil {
+		return protocol.Status{}, fmt.Errorf("watch %s: subscribe to %s: %w", runID, c.names.RunFilter(runID), err)
+	}
+	w := &watcher{c: c, runID: runID, fn: fn, asm: assembler{maxLine: c.maxLine}}
+	if o.fromSeq > 0 {
+		w.last = o.fromSeq - 1
+	}
+	if err := w.catchUp(ctx); err != nil || w.end != nil {
+		return w.result(err)
+	}
+	idle := time.NewTimer(idlePage)
+	defer idle.Stop()
 	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				return protocol.Status{}, fmt.Errorf("watch %s: %w", runID, ctx.Err())
-			}
-			return protocol.Status{}, fmt.Errorf("watch %s: %w", runID, err)
+		select {
+		case <-ctx.Done():
+			return w.result(ctx.Err())
+		case m := <-live:
+			err = w.live(ctx, m)
+		case <-idle.C:
+			// Nothing came for a while: page anyway, for what no live
+			// message reveals (the last messages dropped by a slow
+			// subscription, or published while reconnecting).
+			err = w.catchUp(ctx)
 		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return protocol.Status{}, fmt.Errorf("watch %s: %w", runID, err)
+		// Once caught up, a watch outlives a worker restart: no relay
+		// answering now only means paging again later; live messages
+		// that follow on go on meanwhile.
+		if w.absent = err != nil && relayAbsent(err); w.absent {
+			err = nil
 		}
-		ev, ok, err := asm.add(part{
-			subject: msg.Subject(),
-			seq:     md.Sequence.Stream,
-			header:  msg.Headers(),
-			data:    msg.Data(),
-		})
-		if err != nil {
-			return protocol.Status{}, fmt.Errorf("watch %s: %w", runID, err)
+		if err != nil || w.end != nil {
+			return w.result(err)
 		}
-		if !ok {
-			continue
+		idle.Reset(w.idle())
+	}
+}
+
+const (
+	// liveBuffer is how many live messages wait while a page is read;
+	// past it the subscription drops them, and a page recovers them.
+	liveBuffer = 4096
+	// idlePage is how long a watch waits for a live message before it
+	// pages anyway; gapRetry, when a page did not fill a known gap (a
+	// lagging replica answered it).
+	idlePage = 5 * time.Second
+	gapRetry = 200 * time.Millisecond
+	// absentRetry is how soon a watch pages again when no worker
+	// answered (one is restarting).
+	absentRetry = time.Second
+)
+
+// HeaderExpectedLastSubjectSeq is the publisher's fence, kept in the stored
+// and republished message: the run's previous sequence, when
+// HeaderExpectedLastSubjectSeqSubject is the run's filter.
+const (
+	HeaderExpectedLastSubjectSeq        = "Nats-Expected-Last-Subject-Sequence"
+	HeaderExpectedLastSubjectSeqSubject = "Nats-Expected-Last-Subject-Sequence-Subject"
+)
+
+// watcher is one Watch's state: last is the sequence of the last message
+// handed to the assembler; end is set by the terminal status.
+type watcher struct {
+	c      *Client
+	runID  string
+	fn     func(Event) error
+	asm    assembler
+	last   uint64
+	gap    bool // a live message named a gap the last page did not fill
+	absent bool // the last page found no relay answering
+	end    *protocol.Status
+	fnErr  error
+}
+
+// result is what Watch returns after err: fn's own error unchanged, any
+// other one named by the watch.
+func (w *watcher) result(err error) (protocol.Status, error) {
+	switch {
+	case w.fnErr != nil:
+		return protocol.Status{}, w.fnErr
+	case err != nil:
+		return protocol.Status{}, fmt.Errorf("watch %s: %w", w.runID, err)
+	}
+	return *w.end, nil
+}
+
+func (w *watcher) idle() time.Duration {
+	switch {
+	case w.absent:
+		return absentRetry
+	case w.gap:
+		return gapRetry
+	}
+	return idlePage
+}
+
+// catchUp pages the chain from last+1 until the relay has nothing more.
+func (w *watcher) catchUp(ctx context.Context) error {
+	w.gap = false
+	return w.c.pages(ctx, w.c.names.ReadEventsSubject(w.runID), w.last+1, "", func(s stored) error {
+		if w.end != nil || s.seq <= w.last {
+			return nil
 		}
-		if err := fn(ev); err != nil {
-			return protocol.Status{}, err
-		}
-		if ev.Status != nil && ev.Status.Status.Terminal() {
-			return *ev.Status, nil
+		return w.add(part{subject: s.subject, seq: s.seq, header: s.header, data: s.data})
+	})
+}
+
+// live handles a republished message. Its previous sequence on the run's
+// chain is the publisher's fence header when the message carries one for
+// the run's filter (every single fenced publish: the server keeps it in
+// the stored and republished message), else seq-1 (the messages of an
+// atomic batch, which carry none and are stored consecutively: only a
+// batch's first message, when another run's came just before, is paged
+// for without need, which is never wrong). Already handled: skipped. Previous at or below the last
+// handled: nothing is missing, it is handled. Else some message between
+// was not seen live: page from last+1.
+func (w *watcher) live(ctx context.Context, m *nats.Msg) error {
+	s, ok := storedOf(m)
+	if !ok || s.stream != w.c.names.EventsStream() {
+		return nil // not the stream's republish: trust nothing in it
+	}
+	s.subject = m.Subject
+	if s.seq <= w.last {
+		return nil
+	}
+	if prevSeq(w.c.names.RunFilter(w.runID), s) <= w.last {
+		return w.add(part{subject: s.subject, seq: s.seq, header: s.header, data: s.data})
+	}
+	if err := w.catchUp(ctx); err != nil {
+		return err
+	}
+	w.gap = s.seq > w.last && w.end == nil
+	return nil
+}
+
+// prevSeq is the sequence of the message before s on the chain of filter.
+func prevSeq(filter string, s stored) uint64 {
+	if s.header.Get(HeaderExpectedLastSubjectSeqSubject) == filter {
+		if p, err := strconv.ParseUint(s.header.Get(HeaderExpectedLastSubjectSeq), 10, 64); err == nil && p < s.seq {
+			return p
 		}
 	}
+	return s.seq - 1
+}
+
+// add hands the next message of the chain to the assembler, and a whole
+// event to fn.
+func (w *watcher) add(p part) error {
+	w.last = p.seq
+	ev, ok, err := w.asm.add(p)
+	if err != nil || !ok {
+		return err
+	}
+	if err := w.fn(ev); err != nil {
+		w.fnErr = err
+		return err
+	}
+	if ev.Status != nil && ev.Status.Status.Terminal() {
+		w.end = ev.Status
+	}
+	return nil
 }
 
 // part is one message of a run's chain, as far as reassembly cares.
@@ -225,4 +348,18 @@ func parseOffset(h string) int64 {
 		return -1
 	}
 	return off
+}
+
+// ChainStored reports whether any message of runID's chain is still in the
+// events stream (a run that ended long ago has aged out of it).
+func (c *Client) ChainStored(ctx context.Context, runID string) (bool, error) {
+	var found bool
+	_, err := c.page(ctx, c.names.ReadEventsSubject(runID), protocol.ReadRequest{Max: 1}, false, func(stored) error {
+		found = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("run %s: %w", runID, err)
+	}
+	return found, nil
 }

@@ -371,7 +371,8 @@ func (c *Console) serveToken(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveOutput streams one of a run's outputs from the outputs object store
-// (its terminal status lists them), named "<runId>/<name>" there.
+// (its terminal status lists them), named "<runId>/<name>" there, through
+// the workers' read relay.
 func (c *Console) serveOutput(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.runID(w, r)
 	if !ok {
@@ -382,14 +383,9 @@ func (c *Console) serveOutput(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("bad output name %q", name))
 		return
 	}
-	obs, err := c.js.ObjectStore(r.Context(), c.names.OutputsBucket())
-	if err != nil {
-		writeError(w, http.StatusNotFound, fmt.Errorf("outputs bucket %s: %w", c.names.OutputsBucket(), err))
-		return
-	}
 	// Statuses name outputs "<runId>/...", and the page links those names;
 	// a name without the run's prefix is taken as relative to it.
-	obj, err := obs.Get(r.Context(), id+"/"+strings.TrimPrefix(name, id+"/"))
+	o, err := c.client.StoredOutput(r.Context(), id+"/"+strings.TrimPrefix(name, id+"/"))
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("run %s has no output %q", id, name))
 		return
@@ -398,20 +394,18 @@ func (c *Console) serveOutput(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err)
 		return
 	}
-	defer obj.Close()
 	base := name[strings.LastIndexByte(name, '/')+1:]
-	info, err := obj.Info()
-	if err == nil {
-		w.Header().Set("Content-Length", strconv.FormatUint(info.Size, 10))
-		// A file is named by its path's digest; it downloads as its path's
-		// last segment (escaped, as the status lists it).
-		if p := info.Metadata["baton-path"]; p != "" {
-			base = p[strings.LastIndexByte(p, '/')+1:]
-		}
+	w.Header().Set("Content-Length", strconv.FormatUint(o.Size, 10))
+	// A file is named by its path's digest; it downloads as its path's
+	// last segment (escaped, as the status lists it).
+	if p := o.Path; p != "" {
+		base = p[strings.LastIndexByte(p, '/')+1:]
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", base))
-	_, _ = io.Copy(w, obj)
+	// Checked against its digest as it goes; a mismatch cuts the download
+	// short of its Content-Length, which the browser reports as failed.
+	_ = c.client.GetOutput(r.Context(), o, w)
 }
 
 func (c *Console) serveDLQ(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
@@ -48,6 +49,13 @@ func setup(t *testing.T, opts ...console.Option) env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The console reads run pages and records through the workers' read
+	// relay.
+	stop, err := worker.ServeReadRelay(t.Context(), nc, names, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
 	c, err := console.New(t.Context(), js, names, append([]console.Option{console.WithToken(token)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ type wireEvent struct {
 // its stream sequence as id: from the first message, or from just after
 // the Last-Event-ID an EventSource sends when it reconnects (or ?after=),
 // so a reconnect neither misses nor repeats a line. client.Watch reads the
-// chain through an ordered consumer, which fills any gap from the stream.
+// chain through the workers' read relay and fills any gap from it.
 // After the terminal status an "end" event closes the stream.
 func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.runID(w, r)

@@ -76,7 +76,7 @@ func ParseStatus(b []byte) (Status, error) {
 
 // Output is one object a run's capture stored in the outputs bucket (see
 // Names.OutputsBucket): "<runId>/diff.patch", or "<runId>/files/<sha256>"
-// for the workspace file at Path (the hex SHA-256 of its bytes: no
+// for the workspace file at Path (the hex SHA-256 of the path: no
 // workspace path is ever in a subject).
 type Output struct {
 	Name string `json:"name"`

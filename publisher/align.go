@@ -45,11 +45,7 @@ func (p Position) Partial() bool { return p.Chunk < p.Chunks }
 // be read as a position gives ErrBadPosition together with what could be
 // read (at least Seq), so the caller can decide how to go on.
 func Align(ctx context.Context, js jetstream.JetStream, names protocol.Names, runID string) (Position, error) {
-	s, err := js.Stream(ctx, names.EventsStream())
-	if err != nil {
-		return Position{}, fmt.Errorf("publisher: align run %s: %w", runID, err)
-	}
-	msg, err := s.GetLastMsgForSubject(ctx, names.RunFilter(runID))
+	msg, err := leaderGet(ctx, js, names.EventsStream(), 0, names.RunFilter(runID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return Position{}, nil
 	}

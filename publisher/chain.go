@@ -98,8 +98,7 @@ type Chain struct {
 	eventsSubj, rawSubj, statusSubj string
 
 	mu     sync.Mutex
-	stream jetstream.Stream // looked up on first need
-	fenced error            // set once: the chain is dead
+	fenced error // set once: the chain is dead
 	// doubts are the Msg-Ids of publishes whose outcome is unknown since
 	// the chain last knew its tip: any of them may have landed.
 	doubts []string
@@ -591,15 +590,8 @@ func (c *Chain) readMsg(ctx context.Context, seq uint64) (*jetstream.RawStreamMs
 func (c *Chain) read(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
 	actx, cancel := context.WithTimeout(ctx, c.o.attemptTimeout)
 	defer cancel()
-	if c.stream == nil {
-		s, err := c.js.Stream(actx, c.names.EventsStream())
-		if err != nil {
-			return nil, err
-		}
-		c.stream = s
-	}
 	if seq == 0 {
-		return c.stream.GetLastMsgForSubject(actx, c.filter)
+		return leaderGet(actx, c.js, c.names.EventsStream(), 0, c.filter)
 	}
-	return c.stream.GetMsg(actx, seq)
+	return leaderGet(actx, c.js, c.names.EventsStream(), seq, "")
 }

@@ -22,7 +22,7 @@ func ExampleIssuer_Issue() {
 	fmt.Println("inbox prefix:", runtoken.InboxPrefix("run-42"))
 	// Output:
 	// connection types: [WEBSOCKET]
-	// publish: [$JS.API.STREAM.INFO.BATON_EVENTS $JS.API.CONSUMER.CREATE.BATON_EVENTS.*.baton.runs.run-42.> $JS.API.CONSUMER.MSG.NEXT.BATON_EVENTS.*]
+	// publish: [baton.read.events.run-42]
 	// subscribe: [baton.runs.run-42.> _INBOX_run.run-42.>]
 	// inbox prefix: _INBOX_run.run-42
 }

@@ -40,25 +40,14 @@ func InboxPrefix(runID string) string { return protocol.RunInboxPrefix(runID) }
 
 // Permissions returns what a token for runID allows, and nothing more:
 //   - subscribe to the run's subjects (a live view) and to its inbox;
-//   - create an ordered consumer of the events stream filtered to the run,
-//     through the filtered create subject (the server checks the filter),
-//     and pull from it; read the stream's info, which ordered consumers ask
-//     for;
+//   - ask the workers' read relay for pages of the run's chain
+//     (<prefix>.read.events.<runId>): no consumer create and no direct
+//     get, so no body of the token's reaches the JetStream API, and it can
+//     make no consumer that outlives it (F8);
 //   - with input, publish the run's input.
-//
-// MSG.NEXT cannot be narrowed to one consumer name (wildcards match whole
-// tokens), so a token may pull from a consumer of the events stream whose
-// name it knows; ordered consumers have random names, and listing names is
-// not allowed. The jobs stream and the buckets are other streams, out of
-// reach.
 func Permissions(names protocol.Names, runID string, input bool) jwt.Permissions {
 	var p jwt.Permissions
-	ev := names.EventsStream()
-	p.Pub.Allow.Add(
-		"$JS.API.STREAM.INFO."+ev,
-		"$JS.API.CONSUMER.CREATE."+ev+".*."+names.RunFilter(runID),
-		"$JS.API.CONSUMER.MSG.NEXT."+ev+".*",
-	)
+	p.Pub.Allow.Add(names.ReadEventsSubject(runID))
 	if input {
 		p.Pub.Allow.Add(names.InputSubject(runID))
 	}

@@ -78,8 +78,8 @@ func TestIssue(t *testing.T) {
 
 func TestPermissions(t *testing.T) {
 	p := Permissions(names, "run-1", false)
-	wantPub := []string{"$JS.API.STREAM.INFO.BATON_EVENTS", "$JS.API.CONSUMER.CREATE.BATON_EVENTS.*.baton.runs.run-1.>",
-		"$JS.API.CONSUMER.MSG.NEXT.BATON_EVENTS.*"}
+	// The read relay only: no JetStream API subject at all (F8).
+	wantPub := []string{"baton.read.events.run-1"}
 	if !slices.Equal(p.Pub.Allow, wantPub) || !slices.Equal(p.Sub.Allow, []string{"baton.runs.run-1.>", "_INBOX_run.run-1.>"}) {
 		t.Fatalf("permissions %+v", p)
 	}

@@ -13,7 +13,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
@@ -23,10 +25,12 @@ import (
 
 // TestRunTokenOverWebSocket runs nats-server with deploy/nats-browser.conf
 // as shipped (ports substituted) and a run token: a real nats.go client
-// over ws:// reads its run from the start and live, through an ordered
-// consumer and a plain subscription, and sends its input only with an input
-// token; it is refused another run's subjects, the jobs stream, the KV
-// buckets, a plain TCP connection, and everything once the token expires.
+// over ws:// reads its run from the start and live, through the workers'
+// read relay (client.Watch) and a plain subscription, and sends its input
+// only with an input token; it is refused another run's subjects and
+// relay, any consumer create or direct get (F8: no durable outlives the
+// token), the jobs stream, the KV buckets, a plain TCP connection, and
+// everything once the token expires.
 func TestRunTokenOverWebSocket(t *testing.T) {
 	seed, pub, err := runtoken.NewKey()
 	if err != nil {
@@ -64,7 +68,8 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 
-	// The worker provisions and publishes two runs' chains.
+	// The worker provisions, serves the read relay and publishes two runs'
+	// chains.
 	wnc, err := nats.Connect(tcpURL("worker"), nats.CustomInboxPrefix(worker.InboxPrefix))
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +79,11 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	if _, err := provision.Ensure(ctx, wjs, names, provision.Options{}); err != nil {
 		t.Fatal(err)
 	}
+	stopRelay, err := worker.ServeReadRelay(ctx, wnc, names, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopRelay()
 	publish := func(run, line string) {
 		t.Helper()
 		if _, err := wjs.Publish(ctx, names.IngestSubject(run, protocol.KindEvents), []byte(line)); err != nil {
@@ -131,7 +141,8 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 		})
 	}
 
-	// Live subscription of its run, and an ordered consumer from the start.
+	// Live subscription of its run, and a watch from the start through
+	// the relay.
 	live, err := bc.SubscribeSync(names.RunFilter("run-a"))
 	if err != nil {
 		t.Fatal(err)
@@ -140,24 +151,37 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	bjs, _ := jetstream.New(bc)
-	cons, err := bjs.OrderedConsumer(ctx, names.EventsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.RunFilter("run-a")}})
-	if err != nil {
-		t.Fatalf("ordered consumer of its run: %v", err)
-	}
-	publish("run-a", `{"a":5}`) // live, after the consumer exists
-	it, err := cons.Messages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Stop()
+	seen := make(chan string, 16)
+	watchDone := make(chan error, 1)
+	errEnough := errors.New("six events seen")
+	go func() {
+		n := 0
+		_, err := client.New(bjs, names).Watch(ctx, "run-a", func(ev client.Event) error {
+			seen <- string(ev.Data)
+			if n++; n == 6 {
+				return errEnough
+			}
+			return nil
+		})
+		watchDone <- err
+	}()
 	for i := range 6 {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			t.Fatalf("read its run, message %d: %v", i, err)
+		if i == 5 {
+			publish("run-a", `{"a":5}`) // live, once the history is read
 		}
-		if want := fmt.Sprintf(`{"a":%d}`, i); string(m.Data()) != want {
-			t.Fatalf("message %d: %s, want %s", i, m.Data(), want)
+		select {
+		case got := <-seen:
+			if want := fmt.Sprintf(`{"a":%d}`, i); got != want {
+				t.Fatalf("watch of its run, event %d: %s, want %s", i, got, want)
+			}
+		case err := <-watchDone:
+			t.Fatalf("watch of its run ended after %d events: %v", i, err)
+		case <-ctx.Done():
+			t.Fatalf("watch of its run: event %d not seen", i)
 		}
+	}
+	if err := <-watchDone; !errors.Is(err, errEnough) {
+		t.Fatalf("watch of its run: %v", err)
 	}
 	if m, err := live.NextMsg(5 * time.Second); err != nil || string(m.Data) != `{"a":5}` {
 		t.Fatalf("live subscription: %v %v", m, err)
@@ -174,6 +198,12 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	if _, err := bjs.OrderedConsumer(short, names.EventsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.RunFilter("run-b")}}); err == nil {
 		t.Fatal("an ordered consumer of another run was created")
 	}
+	// F8: a durable of its own run, which would outlive the token.
+	durCtx, cancelDur := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelDur()
+	if _, err := bjs.CreateConsumer(durCtx, names.EventsStream(), jetstream.ConsumerConfig{Durable: "evil", FilterSubject: names.RunFilter("run-a")}); err == nil {
+		t.Fatal("the token created a durable consumer of its run (F8)")
+	}
 	if _, err := bjs.Stream(short, names.JobsStream()); err == nil {
 		t.Fatal("the jobs stream's info was read")
 	}
@@ -184,6 +214,13 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 		names.InputSubject("run-a"), names.RunJobSubject(), names.CancelSubject("run-a"),
 		"$JS.API.DIRECT.GET.KV_BATON_RUNS.$KV.BATON_RUNS.run-a", "$JS.API.CONSUMER.CREATE.BATON_JOBS.x.baton.jobs.run",
 		"$JS.API.CONSUMER.DELETE.BATON_EVENTS.x", names.IngestSubject("run-a", protocol.KindEvents),
+		// F8: a 20-second token's durables filled BATON_EVENTS' consumer
+		// limit for good; and every other raw read.
+		"$JS.API.CONSUMER.CREATE.BATON_EVENTS.evil.baton.runs.run-a.>", "$JS.API.CONSUMER.DURABLE.CREATE.BATON_EVENTS.evil",
+		"$JS.API.CONSUMER.CREATE.BATON_EVENTS", "$JS.API.CONSUMER.MSG.NEXT.BATON_EVENTS.evil",
+		"$JS.API.STREAM.INFO.BATON_EVENTS", "$JS.API.STREAM.MSG.GET.BATON_EVENTS", "$JS.API.DIRECT.GET.BATON_EVENTS",
+		// Another run through the relay; the lists it may not read.
+		names.ReadEventsSubject("run-b"), names.ReadRunSubject("run-a"), names.ReadRunsSubject(), names.ReadDLQSubject(),
 	} {
 		if err := bc.Publish(subj, []byte("x")); err != nil {
 			t.Fatal(err)

@@ -51,6 +51,7 @@ func dumpStall(t *testing.T, procs []*natsProc, js jetstream.JetStream, names pr
 		// Direct gets, each server answering from its own replica (a queue
 		// group member on the server the request arrives at is preferred).
 		cfg := info.Config
+		was := cfg.AllowDirect // true as provisioned (the read relay's), unless changed
 		cfg.AllowDirect = true
 		if _, err := js.UpdateStream(ctx, cfg); err != nil {
 			fmt.Fprintf(&b, "enable direct get: %v\n", err)
@@ -59,8 +60,10 @@ func dumpStall(t *testing.T, procs []*natsProc, js jetstream.JetStream, names pr
 			for _, p := range procs {
 				fmt.Fprintf(&b, "direct get via %s: %s\n", p.name, directScan(p.url(), stream, filter))
 			}
-			cfg.AllowDirect = false
-			_, _ = js.UpdateStream(ctx, cfg)
+			if !was {
+				cfg.AllowDirect = false
+				_, _ = js.UpdateStream(ctx, cfg)
+			}
 		}
 	}
 	for i := range 4 {

@@ -114,10 +114,19 @@ func TestReadmeProtocolWithNatsCLI(t *testing.T) {
 		t.Fatalf("nats sub saw %d bytes of events; the journal has %d bytes before its sentinel:\n%s", events.Len(), len(journal), events.String())
 	}
 
+	// A page of the history through the read relay, in the README's form:
+	// the stored messages with their sequences, then the EOB.
+	page := exec.CommandContext(ctx, nats, "--server", s.ClientURL(), "req", "baton.read.events.run-42", `{"from":1,"max":1024}`,
+		"--replies", "0", "--timeout", "2s")
+	b, err := page.CombinedOutput()
+	if !strings.Contains(string(b), "Nats-Sequence: ") || !strings.Contains(string(b), `"status":"succeeded"`) || !strings.Contains(string(b), "Status: 204") {
+		t.Fatalf("nats req baton.read.events.run-42: %v\n%s", err, b)
+	}
+
 	// Cancelling, in the README's form: a worker answers, here that the
 	// run already ended.
 	req := exec.CommandContext(ctx, nats, "--server", s.ClientURL(), "req", "baton.control.cancel.run-42", "")
-	b, err := req.CombinedOutput()
+	b, err = req.CombinedOutput()
 	if err != nil || !strings.Contains(string(b), "Nats-Service-Error-Code: 409") {
 		t.Fatalf("nats req baton.control.cancel.run-42: %v\n%s", err, b)
 	}

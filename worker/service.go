@@ -83,6 +83,11 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 		_ = svc.Stop()
 		return nil, err
 	}
+	// The read relay: see read.go.
+	if err := w.addReadEndpoints(ctx, svc); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
 	// Ready means answering: the server has the subscriptions once the
 	// flush returns.
 	if err := w.svc.FlushTimeout(5 * time.Second); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/provision"
@@ -36,6 +37,12 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Client commands read through the workers' read relay.
+	stop, err := worker.ServeReadRelay(t.Context(), js.Conn(), protocol.MustNames(""), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
 	return &cliEnv{t: t, url: s.ClientURL(), js: js, res: res}
 }
 

@@ -22,8 +22,8 @@ func newTokenCmd(g *globals) *cobra.Command {
 		Short: "Print a NATS credential that lets a browser watch one run",
 		Long: `token prints a NATS user JWT, signed with the account signing key of
 --signing-key, that allows exactly: subscribing to <prefix>.runs.<runId>.>,
-an ordered consumer of the events stream filtered to that run, the inbox
-prefix _INBOX_run.<runId>, and with --input publishing on <prefix>.input.<runId>;
+asking the workers' read relay for that run's chain
+(<prefix>.read.events.<runId>), the inbox prefix _INBOX_run.<runId>, and with --input publishing on <prefix>.input.<runId>;
 over WebSocket only, until it expires (--ttl).
 
 Give it to nats-server as the connect token on the websocket listener of

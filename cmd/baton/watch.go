@@ -11,7 +11,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/client"
@@ -91,11 +90,7 @@ func (s *session) explainBeforeWatch(ctx context.Context, runID string, errOut i
 		return false, nil // the watch itself will say what is wrong
 	}
 	// Ended: the chain ends with its terminal status unless it aged out.
-	st, err := s.js.Stream(ctx, s.c.Names().EventsStream())
-	if err != nil {
-		return false, nil
-	}
-	if _, err := st.GetLastMsgForSubject(ctx, s.c.Names().RunFilter(runID)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if stored, err := s.c.ChainStored(ctx, runID); err != nil || stored {
 		return false, nil
 	}
 	fmt.Fprintf(errOut, "run %s ended (%s) and its events are no longer in the stream\n", runID, runOutcome(rec))

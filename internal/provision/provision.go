@@ -136,9 +136,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		// and finished runs stay replayable until they age out.
 		Discard:    jetstream.DiscardNew,
 		Duplicates: 2 * time.Minute,
-		// A successor aligns from the last message of a chain; direct gets
-		// may be answered by a lagging replica, so reads go to the leader.
-		AllowDirect:        false,
+		// Direct gets serve the workers' read relay (worker/read.go),
+		// whose readers page again on a gap; a successor aligns from the
+		// chain's last message read from the leader (publisher.leaderGet),
+		// never by direct get, which a lagging replica may answer.
+		AllowDirect:        true,
 		AllowAtomicPublish: true,
 	}); err != nil {
 		return nil, err
@@ -171,6 +173,8 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		MaxBytes:    limit(o.DLQMaxBytes),
 		MaxMsgs:     limit(o.DLQMaxMsgs),
 		Discard:     jetstream.DiscardOld,
+		// Read through the workers' relay, by direct get.
+		AllowDirect: true,
 	}); err != nil {
 		return nil, err
 	}

@@ -30,11 +30,45 @@ func TestEnsureIsIdempotent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !info.Config.AllowAtomicPublish || info.Config.AllowDirect {
+		if !info.Config.AllowAtomicPublish || !info.Config.AllowDirect {
 			t.Fatalf("events stream: atomic=%v direct=%v", info.Config.AllowAtomicPublish, info.Config.AllowDirect)
 		}
 		checkRepublish(t, info.Config)
 		checkLeases(t, ctx, r.Leases, 3*time.Second)
+	}
+}
+
+// TestEnsureAllowsDirectReads: the read relay pages the events stream and
+// the DLQ by direct get, so an existing deployment's streams (made with
+// AllowDirect false) are updated in place.
+func TestEnsureAllowsDirectReads(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := protocol.MustNames("")
+	if _, err := provision.Ensure(ctx, js, n, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{n.EventsStream(), n.DLQStream()} {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := st.CachedInfo().Config
+		cfg.AllowDirect = false
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := provision.Ensure(ctx, js, n, provision.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []jetstream.Stream{r.Events, r.DLQ} {
+		if info := st.CachedInfo(); !info.Config.AllowDirect {
+			t.Fatalf("stream %s: AllowDirect still false after Ensure", info.Config.Name)
+		}
 	}
 }
 

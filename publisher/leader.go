@@ -1,0 +1,58 @@
+package publisher
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// leaderGet reads one message of the events stream from its leader
+// ($JS.API.STREAM.MSG.GET): by sequence, or the last of filter lastFor. The
+// stream allows direct gets (the workers' read relay pages through them),
+// and nats.go then reads by direct get, which any replica may answer, a
+// lagging one included; alignment must see the chain's true last message.
+func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, seq uint64, lastFor string) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(struct {
+		Seq     uint64 `json:"seq,omitempty"`
+		LastFor string `json:"last_by_subj,omitempty"`
+	}{seq, lastFor})
+	if err != nil {
+		return nil, err
+	}
+	m, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs"`
+			Data     []byte    `json:"data"`
+			Time     time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, fmt.Errorf("get from %s: %w", stream, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, jetstream.ErrMsgNotFound
+	case resp.Error != nil:
+		return nil, resp.Error
+	case resp.Message == nil:
+		return nil, fmt.Errorf("get from %s: %w", stream, jetstream.ErrInvalidJetStreamResponse)
+	}
+	out := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Sequence, Data: resp.Message.Data, Time: resp.Message.Time}
+	if len(resp.Message.Header) > 0 {
+		if out.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, fmt.Errorf("get from %s: %w", stream, err)
+		}
+	}
+	return out, nil
+}
