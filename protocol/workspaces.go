@@ -4,8 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"regexp"
 	"strconv"
+	"strings"
 )
 
 // A workspace archive is stored in the workspaces stream by its content:
@@ -43,11 +43,6 @@ func WorkspaceChunks(size uint64) int {
 	return int((size + WorkspaceChunkBytes - 1) / WorkspaceChunkBytes)
 }
 
-// workspaceName matches an archive's name: its SHA-256, then .tar or
-// .tar.gz (which says nothing the worker relies on: it tells a gzipped
-// archive by its magic bytes).
-var workspaceName = regexp.MustCompile(`^sha256-([0-9a-f]{64})\.tar(\.gz)?$`)
-
 // WorkspaceObjectName is the name of an archive of SHA-256 sum, gzipped
 // or not.
 func WorkspaceObjectName(sum [sha256.Size]byte, gzipped bool) string {
@@ -60,12 +55,26 @@ func WorkspaceObjectName(sum [sha256.Size]byte, gzipped bool) string {
 
 // WorkspaceDigest returns the SHA-256 (hex) a workspace archive's name
 // says, and whether it is a name of the stream's form at all.
+//
+// The form is "sha256-<64 lower-case hex>.tar" or the same with ".gz"
+// (which says nothing the worker relies on: it tells a gzipped archive by
+// its magic bytes). Hand-written rather than a regexp, which would cost
+// every runner process its package's start-up (see validChars).
 func WorkspaceDigest(name string) (string, bool) {
-	m := workspaceName.FindStringSubmatch(name)
-	if m == nil {
+	rest, ok := strings.CutPrefix(name, "sha256-")
+	if !ok || len(rest) < 64 {
 		return "", false
 	}
-	return m[1], true
+	digest, ext := rest[:64], rest[64:]
+	if ext != ".tar" && ext != ".tar.gz" {
+		return "", false
+	}
+	for i := 0; i < len(digest); i++ {
+		if c := digest[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return "", false
+		}
+	}
+	return digest, true
 }
 
 // WorkspaceDigestHeader is digest (hex) as "SHA-256=<base64url>", the form
