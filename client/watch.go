@@ -85,10 +85,17 @@ func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error, 
 	if o.fromSeq > 0 {
 		w.last = o.fromSeq - 1
 	}
-	if err := w.catchUp(ctx); err != nil || w.end != nil {
+	// A watch begun before any worker answers (one submitted with the
+	// job, a fleet restarting) waits for one, as it waits for the run's
+	// events: until ctx ends, paging again every absentRetry.
+	err = w.catchUp(ctx)
+	if w.absent = err != nil && relayAbsent(err); w.absent {
+		err = nil
+	}
+	if err != nil || w.end != nil {
 		return w.result(err)
 	}
-	idle := time.NewTimer(idlePage)
+	idle := time.NewTimer(w.idle())
 	defer idle.Stop()
 	for {
 		select {
@@ -102,9 +109,9 @@ func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error, 
 			// subscription, or published while reconnecting).
 			err = w.catchUp(ctx)
 		}
-		// Once caught up, a watch outlives a worker restart: no relay
-		// answering now only means paging again later; live messages
-		// that follow on go on meanwhile.
+		// A watch outlives a worker restart: no relay answering now only
+		// means paging again later; live messages that follow on go on
+		// meanwhile.
 		if w.absent = err != nil && relayAbsent(err); w.absent {
 			err = nil
 		}

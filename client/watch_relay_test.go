@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"slices"
 	"errors"
 	"fmt"
 	"strconv"
@@ -264,5 +265,53 @@ func TestWatchOutlivesRelayRestart(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("Watch did not end at the terminal status")
+	}
+}
+
+// TestWatchWaitsForRelay: a watch begun while no worker answers the relay
+// (submitted with its job, before the fleet is up) waits for one, then
+// gets the whole chain from its start, the lines published meanwhile
+// included.
+func TestWatchWaitsForRelay(t *testing.T) {
+	e := setup(t)
+	ctx := ctxT(t)
+	const run = "before-relay-1"
+	e.stopRelay()
+	ch := publisher.NewChain(e.js, names, run, 0)
+	if err := ch.PublishLine(ctx, []byte(`{"n":0}`), 8); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.c.Watch(ctx, run, func(ev client.Event) error {
+			got = append(got, string(ev.Data))
+			return nil
+		})
+		done <- err
+	}()
+	// Its first page finds no relay: the watch must wait, not end.
+	select {
+	case err := <-done:
+		t.Fatalf("Watch ended with no relay answering: %v", err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	e.startRelay(t)
+	if err := ch.PublishLine(ctx, []byte(`{"n":1}`), 16); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.PublishStatus(ctx, protocol.Status{Status: protocol.StatusSucceeded, RunID: run, Offset: 16, ExitCode: new(int)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Watch begun before the relay: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Watch did not end at the terminal status")
+	}
+	if want := []string{`{"n":0}`, `{"n":1}`}; len(got) != 3 || !slices.Equal(got[:2], want) {
+		t.Fatalf("watch saw %q, want %q and the terminal status", got, want)
 	}
 }
