@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
@@ -19,6 +20,7 @@ import (
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
 )
 
 // runIntake runs in until the test ends; its handlers must not be called.
@@ -86,7 +88,12 @@ func TestOversizeRejectionDeadLettered(t *testing.T) {
 	if m.Header.Get(protocol.HeaderReason) != string(protocol.ReasonMalformed) || m.Header.Get(protocol.HeaderError) == "" {
 		t.Errorf("DLQ entry headers: %v", m.Header)
 	}
-	// As `baton dlq` reads it.
+	// As `baton dlq` reads it: through a worker's read relay.
+	stop, err := worker.ServeReadRelay(ctx, js.Conn(), names, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
 	entries, err := client.New(js, names).DLQ(ctx, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -79,7 +79,14 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	if _, err := provision.Ensure(ctx, wjs, names, provision.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	stopRelay, err := worker.ServeReadRelay(ctx, wnc, names, zerolog.Nop())
+	// Served as a worker serves it: requests on worker-svc's connection,
+	// direct gets on the worker's.
+	snc, err := nats.Connect(tcpURL("worker-svc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(snc.Close)
+	stopRelay, err := worker.ServeReadRelay(ctx, wnc, names, zerolog.Nop(), worker.WithReadRelayServiceConn(snc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -39,11 +39,25 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 		}
 	}
 	writeConf("first")
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := runShipped(t, opts)
+	// A nats-server process, reloaded by SIGHUP: an embedded server's
+	// reload races with its own accept loop under the race detector.
+	srv := exec.Command(natsServerBinary(t), "-c", conf)
+	srvLog := &syncBuffer{}
+	srv.Stdout, srv.Stderr = srvLog, srvLog
+	sp := testenv.Start(t, srv)
+	t.Cleanup(func() {
+		sp.Stop(syscall.SIGTERM, 15*time.Second)
+		if t.Failed() {
+			t.Logf("nats-server's log:\n%s", srvLog.String())
+		}
+	})
+	testenv.WaitFor(t, 30*time.Second, "nats-server accepting connections", func() bool {
+		nc, err := nats.Connect(fmt.Sprintf("nats://admin:admin@127.0.0.1:%d", port))
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	})
 	stateDir := testenv.StateDir(t)
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
 	if err := os.WriteFile(cfg, []byte("leaseTTL: 3s\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"), 0o644); err != nil {
@@ -98,7 +112,7 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 
 	// Revoked: the server kicks the worker and refuses its reconnects.
 	writeConf("second")
-	if err := s.Reload(); err != nil {
+	if err := srv.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

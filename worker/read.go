@@ -60,15 +60,32 @@ func (w *Worker) addReadEndpoints(ctx context.Context, svc micro.Service) error 
 // ReadRelayName is the micro service ServeReadRelay registers.
 const ReadRelayName = "baton-read-relay"
 
+// ReadRelayOption configures ServeReadRelay.
+type ReadRelayOption func(*readRelayOptions)
+
+type readRelayOptions struct{ svc *nats.Conn }
+
+// WithReadRelayServiceConn serves the relay's endpoints from svc, which
+// receives the requests and answers refusals, as a worker's service
+// connection does (its user, worker-svc in the shipped confs, may publish
+// only into inboxes); the direct gets stay on the main connection.
+func WithReadRelayServiceConn(svc *nats.Conn) ReadRelayOption {
+	return func(o *readRelayOptions) { o.svc = svc }
+}
+
 // ServeReadRelay serves the read relay alone on nc until ctx ends or stop
 // is called: for a deployment's readers where no worker runs, and for
 // tests of clients. Workers serve it as part of their own service.
-func ServeReadRelay(ctx context.Context, nc *nats.Conn, names protocol.Names, log zerolog.Logger) (stop func() error, err error) {
+func ServeReadRelay(ctx context.Context, nc *nats.Conn, names protocol.Names, log zerolog.Logger, opts ...ReadRelayOption) (stop func() error, err error) {
+	o := readRelayOptions{svc: nc}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
-	svc, err := micro.AddService(nc, micro.Config{Name: ReadRelayName, Version: serviceVersion(),
+	svc, err := micro.AddService(o.svc, micro.Config{Name: ReadRelayName, Version: serviceVersion(),
 		Description: "baton read relay: clients' reads of run chains, records, the DLQ and outputs"})
 	if err != nil {
 		return nil, err
@@ -78,7 +95,7 @@ func ServeReadRelay(ctx context.Context, nc *nats.Conn, names protocol.Names, lo
 		_ = svc.Stop()
 		return nil, err
 	}
-	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+	if err := o.svc.FlushTimeout(5 * time.Second); err != nil {
 		_ = svc.Stop()
 		return nil, err
 	}
