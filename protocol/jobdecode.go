@@ -19,7 +19,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
-	"github.com/batonhq/baton/internal/unpack"
+	"github.com/batonhq/baton/internal/fstree"
 )
 
 // Defaults of Limits, and the fixed bounds a job's parts never exceed.
@@ -39,7 +39,7 @@ const (
 	MaxPathComponent   = 255       // one component of a file path (NAME_MAX)
 	// MaxFilePathDepth bounds a file path's components, as a workspace
 	// archive's names are bounded.
-	MaxFilePathDepth   = unpack.DefaultMaxDepth
+	MaxFilePathDepth   = fstree.DefaultMaxDepth
 	MaxLabelKeyBytes   = 64
 	MaxLabelValueBytes = 256
 )

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/batonhq/baton/internal/unpack"
+	"github.com/batonhq/baton/internal/fstree"
 	"github.com/batonhq/baton/journal"
 )
 
@@ -257,7 +257,7 @@ func seedWorkspace(ctx context.Context, ws string, seed SeedFunc, uid, gid int) 
 }
 
 // WriteSeeds writes the seed files under ws as later entries of a
-// workspace archive (unpack.WriteFiles): by descriptors from the top, so
+// workspace archive (fstree.WriteFiles): by descriptors from the top, so
 // no name (or symlink) reaches outside it and a deep path costs a few
 // syscalls a level, replacing a file or link of the same name, giving
 // each file and directory it creates to uid and gid (-1 leaves an id
@@ -277,7 +277,7 @@ func WriteSeeds(ctx context.Context, ws string, files map[string]string, uid, gi
 		return fmt.Errorf("sandbox: open the workspace: %w", err)
 	}
 	defer root.Close()
-	if err := unpack.WriteFiles(ctx, root, files, unpack.Options{Chown: uid >= 0 || gid >= 0, UID: uid, GID: gid}); err != nil {
+	if err := fstree.WriteFiles(ctx, root, files, fstree.Options{Chown: uid >= 0 || gid >= 0, UID: uid, GID: gid}); err != nil {
 		return fmt.Errorf("sandbox: seed files: %w", err)
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/unpack"
+	"github.com/batonhq/baton/internal/fstree"
 	"github.com/batonhq/baton/journal"
 )
 
@@ -122,7 +122,7 @@ func TestWriteSeedsDeep(t *testing.T) {
 	for _, tc := range []struct {
 		depth int
 		want  error
-	}{{256, nil}, {510, unpack.ErrLimit}} {
+	}{{256, nil}, {510, fstree.ErrLimit}} {
 		t.Run(fmt.Sprint(tc.depth), func(t *testing.T) {
 			files := deepFiles(64, tc.depth)
 			ws := t.TempDir()
@@ -173,7 +173,7 @@ func TestWriteSeedsOverAnArchive(t *testing.T) {
 		t.Errorf("latest is %v (%v), not the seed file", fi, err)
 	}
 	err := WriteSeeds(t.Context(), ws, map[string]string{"here/x": "through a link"}, -1, -1)
-	if !errors.Is(err, unpack.ErrUnsafe) || !strings.Contains(err.Error(), `"here/x" goes through the link "here"`) {
+	if !errors.Is(err, fstree.ErrUnsafe) || !strings.Contains(err.Error(), `"here/x" goes through the link "here"`) {
 		t.Fatalf("got %v", err)
 	}
 }

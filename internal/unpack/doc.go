@@ -24,8 +24,9 @@
 // entries share them; the context is checked at each component. What
 // the archive made is read from the tree itself (which starts empty), so
 // no name is kept but links' (for the final check) and directories'
-// (their modes are set last). WriteFiles writes a job's files the same
-// way, as later entries.
+// (their modes are set last). The tree is written by an fstree.Writer,
+// which owns the names' checks and bounds; fstree.WriteFiles writes a
+// job's files the same way, as later entries.
 //
 // A failed extraction leaves a partial tree: the caller discards it (a
 // run's workspace is never used half extracted).

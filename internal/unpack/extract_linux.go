@@ -10,14 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/batonhq/baton/internal/fstree"
 )
 
 // Extract reads the tar (or gzipped tar) r into root, which should be
@@ -31,7 +30,7 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o Options) (Stats,
 	if err != nil {
 		return Stats{}, err
 	}
-	defer x.close()
+	defer x.Close()
 	err = x.run(raw)
 	st := Stats{Entries: x.entries, Bytes: x.bytes, Read: raw.n}
 	if err == nil {
@@ -44,53 +43,12 @@ func Extract(ctx context.Context, r io.Reader, root *os.Root, o Options) (Stats,
 	return st, err
 }
 
-// WriteFiles writes files (a name each, to its content) into root with
-// mode 0644 as later entries of an archive would be: names are checked
-// and bounded as an archive's, missing directories are made, a file or
-// link of the same name is replaced (never a directory), and nothing is
-// written through a link or a file. Names are written in order, so
-// neighbours share the descriptors of their directories.
-func WriteFiles(ctx context.Context, root *os.Root, files map[string]string, o Options) error {
-	x, err := newExtractor(ctx, root, o)
-	if err != nil {
-		return err
-	}
-	defer x.close()
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		clean, parts, err := checkName(name, x.o.MaxDepth)
-		if err != nil {
-			return err
-		}
-		if clean == "." {
-			return fmt.Errorf("%w: %s names the directory itself", ErrUnsafe, quote(name))
-		}
-		c := files[name]
-		if err := x.file(clean, parts, 0o644, int64(len(c)), time.Time{}, strings.NewReader(c)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// maxOpenDirs is how many directories of the current path an extraction
-// keeps open: a tree deeper than that costs a walk down from the top
-// when an entry climbs back into it, a few syscalls a level.
-const maxOpenDirs = 32
-
-// dirFlags open a directory to work in, never through a link.
-const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-
+// extractor is a Writer that knows the archive: its links, its
+// directories' modes and what it has used of the limits.
 type extractor struct {
-	ctx  context.Context
-	o    Options
-	top  *os.File // the root's directory
-	root int      // its descriptor
-	// names are the components of the directory entries are made in,
-	// from the root; fds[i] is names[:i+1]'s descriptor, open from lo on
-	// (only the deepest maxOpenDirs are kept).
-	names []string
-	fds   []int
-	lo    int
+	*fstree.Writer
+	ctx context.Context
+	o   Options
 
 	links   map[string]string // symbolic link → target
 	dirs    []dirMode         // modes set once every entry is in
@@ -109,17 +67,12 @@ type dirMode struct {
 }
 
 func newExtractor(ctx context.Context, root *os.Root, o Options) (*extractor, error) {
-	top, err := root.OpenFile(".", os.O_RDONLY|syscall.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open the directory to extract into: %w", err)
-	}
 	o.Limits = o.Limits.withDefaults()
-	return &extractor{ctx: ctx, o: o, top: top, root: int(top.Fd()), links: map[string]string{}, linkBudget: linkBudget}, nil
-}
-
-func (x *extractor) close() {
-	x.truncate(0)
-	x.top.Close()
+	w, err := fstree.New(ctx, root, fstree.Options{MaxDepth: o.MaxDepth, Chown: o.Chown, UID: o.UID, GID: o.GID})
+	if err != nil {
+		return nil, err
+	}
+	return &extractor{Writer: w, ctx: ctx, o: o, links: map[string]string{}, linkBudget: linkBudget}, nil
 }
 
 func (x *extractor) run(raw io.Reader) error {
@@ -165,12 +118,12 @@ func (x *extractor) run(raw io.Reader) error {
 	// Deepest last in, first set: a directory made read-only after its
 	// children are in.
 	for i := len(x.dirs) - 1; i >= 0; i-- {
-		fd, err := x.cd(strings.Split(x.dirs[i].name, "/"), false)
+		fd, err := x.Cd(strings.Split(x.dirs[i].name, "/"), false)
 		if err == nil {
 			err = unix.Fchmod(fd, uint32(x.dirs[i].mode))
 		}
 		if err != nil {
-			return x.fail(x.dirs[i].name, err)
+			return x.Fail(x.dirs[i].name, err)
 		}
 	}
 	// Read the gzip stream to its end: its checksum is checked there.
@@ -190,7 +143,7 @@ func (x *extractor) charge(hdr *tar.Header) error {
 		}
 	}
 	if x.headers += int64(n); x.bytes+x.headers > x.o.MaxBytes {
-		return fmt.Errorf("%w: the files and their names are larger than %d bytes (at %s)", ErrLimit, x.o.MaxBytes, quote(hdr.Name))
+		return fmt.Errorf("%w: the files and their names are larger than %d bytes (at %s)", ErrLimit, x.o.MaxBytes, fstree.Quote(hdr.Name))
 	}
 	return nil
 }
@@ -206,7 +159,7 @@ func (x *extractor) entry(hdr *tar.Header, tr io.Reader) error {
 	if x.entries > x.o.MaxEntries {
 		return fmt.Errorf("%w: more than %d entries", ErrLimit, x.o.MaxEntries)
 	}
-	name, parts, err := checkName(hdr.Name, x.o.MaxDepth)
+	name, parts, err := x.CheckName(hdr.Name)
 	if err != nil {
 		return err
 	}
@@ -224,275 +177,97 @@ func (x *extractor) entry(hdr *tar.Header, tr io.Reader) error {
 	case tar.TypeLink:
 		return x.hardlink(name, parts, hdr.Linkname)
 	case tar.TypeChar, tar.TypeBlock:
-		return fmt.Errorf("%w: %s is a device", ErrUnsafe, quote(name))
+		return fmt.Errorf("%w: %s is a device", ErrUnsafe, fstree.Quote(name))
 	case tar.TypeFifo:
-		return fmt.Errorf("%w: %s is a FIFO", ErrUnsafe, quote(name))
+		return fmt.Errorf("%w: %s is a FIFO", ErrUnsafe, fstree.Quote(name))
 	}
-	return fmt.Errorf("%w: %s has the unsupported tar type %q", ErrUnsafe, quote(name), hdr.Typeflag)
-}
-
-// errThroughLink and errThroughFile say a directory of a name is not
-// one.
-var (
-	errThroughLink = errors.New("a link")
-	errThroughFile = errors.New("a file")
-)
-
-// walkError is a directory of a name that could not be entered: the
-// first n components of the name.
-type walkError struct {
-	n   int
-	err error
-}
-
-func (e *walkError) Error() string { return e.err.Error() }
-func (e *walkError) Unwrap() error { return e.err }
-
-// parent makes (or enters) the directories above the name of parts and
-// returns the descriptor of the last, refusing to go through anything
-// but a directory.
-func (x *extractor) parent(name string, parts []string) (int, error) {
-	fd, err := x.cd(parts[:len(parts)-1], true)
-	var we *walkError
-	if errors.As(err, &we) {
-		d := strings.Join(parts[:we.n], "/")
-		switch {
-		case errors.Is(err, errThroughLink):
-			return -1, fmt.Errorf("%w: %s goes through the link %s", ErrUnsafe, quote(name), quote(d))
-		case errors.Is(err, errThroughFile):
-			return -1, fmt.Errorf("%w: %s goes through the file %s", ErrUnsafe, quote(name), quote(d))
-		}
-		return -1, x.fail(d, we.err)
-	}
-	if err != nil {
-		return -1, x.fail(name, err)
-	}
-	return fd, nil
-}
-
-// cd makes dir (components from the root) the current directory and
-// returns its descriptor: the components it shares with the current one
-// cost nothing, each other one an open (and, with create, a mkdir when
-// it is missing). The context is checked at each.
-func (x *extractor) cd(dir []string, create bool) (int, error) {
-	k := 0
-	for k < len(dir) && k < len(x.names) && dir[k] == x.names[k] {
-		k++
-	}
-	x.truncate(k)
-	parent, err := x.current()
-	if err != nil {
-		return -1, err
-	}
-	for _, c := range dir[k:] {
-		if err := x.ctx.Err(); err != nil {
-			return -1, err
-		}
-		fd, err := x.enter(parent, c, create)
-		if err != nil {
-			return -1, &walkError{len(x.names) + 1, err}
-		}
-		x.names, x.fds = append(x.names, c), append(x.fds, fd)
-		for len(x.fds)-x.lo > maxOpenDirs {
-			unix.Close(x.fds[x.lo])
-			x.fds[x.lo] = -1
-			x.lo++
-		}
-		parent = fd
-	}
-	return parent, nil
-}
-
-// current returns the descriptor of the current directory, opening it
-// again from the root when it was closed to keep few open.
-func (x *extractor) current() (int, error) {
-	n := len(x.names)
-	switch {
-	case n == 0:
-		return x.root, nil
-	case x.lo < n:
-		return x.fds[n-1], nil
-	}
-	names := slices.Clone(x.names)
-	x.names, x.fds, x.lo = x.names[:0], x.fds[:0], 0
-	return x.cd(names, false)
-}
-
-// truncate closes the current path's directories past its first k.
-func (x *extractor) truncate(k int) {
-	for i := max(k, x.lo); i < len(x.fds); i++ {
-		unix.Close(x.fds[i])
-	}
-	x.names, x.fds, x.lo = x.names[:k], x.fds[:k], min(x.lo, k)
-}
-
-// enter opens the directory c of parent, making it first if it is
-// missing and create is set.
-func (x *extractor) enter(parent int, c string, create bool) (int, error) {
-	fd, err := openat(parent, c, dirFlags, 0)
-	if errors.Is(err, unix.ENOENT) && create {
-		if err = unix.Mkdirat(parent, c, 0o755); err == nil {
-			err = x.chown(parent, c)
-		}
-		if err == nil {
-			fd, err = openat(parent, c, dirFlags, 0)
-		}
-	}
-	if errors.Is(err, unix.ENOTDIR) {
-		var st unix.Stat_t
-		if unix.Fstatat(parent, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			return -1, errThroughLink
-		}
-		return -1, errThroughFile
-	}
-	return fd, err
-}
-
-// openat is openat(2) tried again when a signal interrupts it.
-func openat(dir int, name string, flags int, mode uint32) (int, error) {
-	for {
-		fd, err := unix.Openat(dir, name, flags, mode)
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
+	return fmt.Errorf("%w: %s has the unsupported tar type %q", ErrUnsafe, fstree.Quote(name), hdr.Typeflag)
 }
 
 func (x *extractor) dir(name string, parts []string, perm os.FileMode) error {
-	parent, err := x.parent(name, parts)
+	parent, err := x.Parent(name, parts)
 	if err != nil {
 		return err
 	}
 	leaf := parts[len(parts)-1]
 	switch err := unix.Mkdirat(parent, leaf, 0o755); {
 	case err == nil:
-		if err := x.chown(parent, leaf); err != nil {
-			return x.fail(name, err)
+		if err := x.Chown(parent, leaf); err != nil {
+			return x.Fail(name, err)
 		}
 	case errors.Is(err, unix.EEXIST):
 		var st unix.Stat_t
 		if err := unix.Fstatat(parent, leaf, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return x.fail(name, err)
+			return x.Fail(name, err)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return fmt.Errorf("%w: %s is a directory and, earlier, not one", ErrUnsafe, quote(name))
+			return fmt.Errorf("%w: %s is a directory and, earlier, not one", ErrUnsafe, fstree.Quote(name))
 		}
 	default:
-		return x.fail(name, err)
+		return x.Fail(name, err)
 	}
 	// Writable by its owner until every entry is in.
 	x.dirs = append(x.dirs, dirMode{name, perm})
 	return nil
 }
 
-// create makes leaf in parent with mk; when something is there already,
-// it is cleared first, so the later entry wins as tar has it: a
-// directory is never replaced.
-func (x *extractor) create(parent int, name, leaf string, mk func() error) error {
-	err := mk()
-	if !errors.Is(err, unix.EEXIST) {
-		return err
-	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(parent, leaf, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return fmt.Errorf("%w: %s is a directory and, later, not one", ErrUnsafe, quote(name))
-	}
-	delete(x.links, name)
-	if err := unix.Unlinkat(parent, leaf, 0); err != nil {
-		return err
-	}
-	return mk()
-}
-
 func (x *extractor) file(name string, parts []string, perm os.FileMode, size int64, mtime time.Time, r io.Reader) error {
 	if size < 0 || size > x.o.MaxBytes-x.bytes-x.headers {
-		return fmt.Errorf("%w: the files and their names are larger than %d bytes (at %s)", ErrLimit, x.o.MaxBytes, quote(name))
+		return fmt.Errorf("%w: the files and their names are larger than %d bytes (at %s)", ErrLimit, x.o.MaxBytes, fstree.Quote(name))
 	}
-	parent, err := x.parent(name, parts)
-	if err != nil {
-		return err
-	}
-	leaf := parts[len(parts)-1]
-	var fd int
-	err = x.create(parent, name, leaf, func() (err error) {
-		fd, err = openat(parent, leaf, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		return err
-	})
-	if err != nil {
-		return x.fail(name, err)
-	}
-	f := os.NewFile(uintptr(fd), name)
-	n, err := io.Copy(f, &ctxReader{ctx: x.ctx, r: io.LimitReader(r, size)})
+	x.replace(name)
+	n, err := x.File(name, parts, perm, size, mtime, &sourceReader{r})
 	x.bytes += n
-	if err == nil && n != size {
-		err = io.ErrUnexpectedEOF
-	}
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil && x.o.Chown {
-		err = f.Chown(x.o.UID, x.o.GID)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && !mtime.IsZero() {
-		// Build tools compare modification times.
-		ts := unix.NsecToTimespec(mtime.UnixNano())
-		err = unix.UtimesNanoAt(parent, leaf, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
-	}
 	var re *readError
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("%w: tar: %s truncated", ErrCorrupt, quote(name))
+		return fmt.Errorf("%w: tar: %s truncated", ErrCorrupt, fstree.Quote(name))
 	case errors.As(err, &re) && !errors.Is(err, ErrLimit) && x.ctx.Err() == nil:
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, quote(name), readErr(re.err))
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, fstree.Quote(name), readErr(re.err))
 	}
-	return x.fail(name, err)
+	return err
 }
 
 func (x *extractor) symlink(name string, parts []string, target string) error {
 	switch {
 	case target == "":
-		return fmt.Errorf("%w: the link %s has no target", ErrUnsafe, quote(name))
+		return fmt.Errorf("%w: the link %s has no target", ErrUnsafe, fstree.Quote(name))
 	case strings.HasPrefix(target, "/"):
-		return fmt.Errorf("%w: the link %s points out, to %s", ErrUnsafe, quote(name), quote(target))
+		return fmt.Errorf("%w: the link %s points out, to %s", ErrUnsafe, fstree.Quote(name), fstree.Quote(target))
 	case strings.IndexByte(target, 0) >= 0:
-		return fmt.Errorf("%w: the link %s has a NUL byte", ErrUnsafe, quote(name))
-	case len(target) > MaxPath:
-		return fmt.Errorf("%w: the link %s has a target longer than %d bytes", ErrUnsafe, quote(name), MaxPath)
+		return fmt.Errorf("%w: the link %s has a NUL byte", ErrUnsafe, fstree.Quote(name))
+	case len(target) > fstree.MaxPath:
+		return fmt.Errorf("%w: the link %s has a target longer than %d bytes", ErrUnsafe, fstree.Quote(name), fstree.MaxPath)
 	}
-	parent, err := x.parent(name, parts)
+	parent, err := x.Parent(name, parts)
 	if err != nil {
 		return err
 	}
 	leaf := parts[len(parts)-1]
-	if err := x.create(parent, name, leaf, func() error { return unix.Symlinkat(target, parent, leaf) }); err != nil {
-		return x.fail(name, err)
+	x.replace(name)
+	if err := x.Create(parent, name, leaf, func() error { return unix.Symlinkat(target, parent, leaf) }); err != nil {
+		return x.Fail(name, err)
 	}
 	x.links[name] = target
-	if err := x.chown(parent, leaf); err != nil {
-		return x.fail(name, err)
+	if err := x.Chown(parent, leaf); err != nil {
+		return x.Fail(name, err)
 	}
 	return nil
 }
 
 func (x *extractor) hardlink(name string, parts []string, target string) error {
-	old, oldParts, err := checkName(target, x.o.MaxDepth)
+	old, oldParts, err := x.CheckName(target)
 	if err != nil {
-		return fmt.Errorf("the hard link %s: %w", quote(name), err)
+		return fmt.Errorf("the hard link %s: %w", fstree.Quote(name), err)
 	}
-	notFile := fmt.Errorf("%w: the hard link %s is not to a file earlier in the archive (%s)", ErrUnsafe, quote(name), quote(target))
+	notFile := fmt.Errorf("%w: the hard link %s is not to a file earlier in the archive (%s)", ErrUnsafe, fstree.Quote(name), fstree.Quote(target))
 	if old == "." {
 		return notFile
 	}
 	// The old file's directory, held while the new one's is entered.
-	oldDir, err := x.cd(oldParts[:len(oldParts)-1], false)
+	oldDir, err := x.Cd(oldParts[:len(oldParts)-1], false)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return err
@@ -509,16 +284,17 @@ func (x *extractor) hardlink(name string, parts []string, target string) error {
 	}
 	oldDir, err = unix.FcntlInt(uintptr(oldDir), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return x.fail(name, err)
+		return x.Fail(name, err)
 	}
 	defer unix.Close(oldDir)
-	parent, err := x.parent(name, parts)
+	parent, err := x.Parent(name, parts)
 	if err != nil {
 		return err
 	}
 	leaf := parts[len(parts)-1]
-	if err := x.create(parent, name, leaf, func() error { return unix.Linkat(oldDir, oldLeaf, parent, leaf, 0) }); err != nil {
-		return x.fail(name, err)
+	x.replace(name)
+	if err := x.Create(parent, name, leaf, func() error { return unix.Linkat(oldDir, oldLeaf, parent, leaf, 0) }); err != nil {
+		return x.Fail(name, err)
 	}
 	return nil
 }
@@ -559,17 +335,17 @@ func (x *extractor) resolve(name string) error {
 			continue
 		case "..":
 			if len(starts) == 0 {
-				return fmt.Errorf("%w: the link %s points out of the workspace", ErrUnsafe, quote(name))
+				return fmt.Errorf("%w: the link %s points out of the workspace", ErrUnsafe, fstree.Quote(name))
 			}
 			cur, starts = cur[:max(starts[len(starts)-1]-1, 0)], starts[:len(starts)-1]
 			continue
 		}
 		starts, cur = push(starts, cur, seg)
 		if x.linkBudget -= len(cur); x.linkBudget < 0 {
-			return fmt.Errorf("%w: its links are too intricate to check (at %s)", ErrLimit, quote(name))
+			return fmt.Errorf("%w: its links are too intricate to check (at %s)", ErrLimit, fstree.Quote(name))
 		}
-		if len(cur) > MaxPath {
-			return fmt.Errorf("%w: the link %s resolves to a path longer than %d bytes", ErrUnsafe, quote(name), MaxPath)
+		if len(cur) > fstree.MaxPath {
+			return fmt.Errorf("%w: the link %s resolves to a path longer than %d bytes", ErrUnsafe, fstree.Quote(name), fstree.MaxPath)
 		}
 		target, isLink := x.links[string(cur)]
 		if !isLink {
@@ -577,7 +353,7 @@ func (x *extractor) resolve(name string) error {
 		}
 		cur, starts = cur[:max(starts[len(starts)-1]-1, 0)], starts[:len(starts)-1]
 		if hops++; hops > maxLinkHops {
-			return fmt.Errorf("%w: the link %s loops", ErrUnsafe, quote(name))
+			return fmt.Errorf("%w: the link %s loops", ErrUnsafe, fstree.Quote(name))
 		}
 		todo = append(strings.Split(target, "/"), todo...)
 	}
@@ -592,24 +368,9 @@ func push(starts []int, cur []byte, seg string) ([]int, []byte) {
 	return append(starts, len(cur)), append(cur, seg...)
 }
 
-// chown gives leaf of parent, just made, to the sandbox ids.
-func (x *extractor) chown(parent int, leaf string) error {
-	if !x.o.Chown {
-		return nil
-	}
-	return unix.Fchownat(parent, leaf, x.o.UID, x.o.GID, unix.AT_SYMLINK_NOFOLLOW)
-}
-
-// fail wraps a filesystem error; a full disk is a limit.
-func (x *extractor) fail(name string, err error) error {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return fmt.Errorf("%w: no space left for %s (the run's disk limit)", ErrLimit, quote(name))
-	}
-	if errors.Is(err, syscall.ENAMETOOLONG) {
-		return fmt.Errorf("%w: the name %s is too long", ErrCorrupt, quote(name))
-	}
-	if errors.Is(err, ErrLimit) || errors.Is(err, ErrUnsafe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return fmt.Errorf("extract %s: %w", quote(name), err)
+// replace forgets the link name before an entry takes its place: a
+// failed one ends the extraction, so the link is gone whenever it is
+// (the Writer's Create replaces a link or file, never a directory).
+func (x *extractor) replace(name string) {
+	delete(x.links, name)
 }

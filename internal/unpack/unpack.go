@@ -1,25 +1,26 @@
 package unpack
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"path"
-	"strings"
+
+	"github.com/batonhq/baton/internal/fstree"
 )
 
 // Errors an extraction wraps; the message names the entry and the reason.
+// They are fstree's, so an error of the tree's writer and one of the
+// archive's are checked alike.
 var (
 	// ErrUnsafe: an entry would write outside the directory, through a
 	// link, or make a link out, a device or a FIFO.
-	ErrUnsafe = errors.New("unsafe archive")
+	ErrUnsafe = fstree.ErrUnsafe
 	// ErrLimit: the archive is over a limit (bytes, entries, a name's
 	// length or depth, the disk).
-	ErrLimit = errors.New("archive over a limit")
+	ErrLimit = fstree.ErrLimit
 	// ErrCorrupt: the archive is not a readable tar or gzip.
-	ErrCorrupt = errors.New("corrupt archive")
+	ErrCorrupt = fstree.ErrCorrupt
 )
 
 // Defaults of Limits.
@@ -28,20 +29,14 @@ const (
 	// DefaultMaxEntries is as many as a run's outputs capture lists, so a
 	// seeded workspace can always be diffed.
 	DefaultMaxEntries = 200_000
-	// DefaultMaxDepth bounds the components of a name: real trees are a
-	// few dozen deep, and the capture's walk takes no more.
-	DefaultMaxDepth = 256
+	// DefaultMaxDepth bounds the components of a name.
+	DefaultMaxDepth = fstree.DefaultMaxDepth
 	// headerAllowance is the uncompressed stream each entry may use besides
 	// its content: its header blocks, long-name records and padding.
 	headerAllowance = 8 << 10
 	// maxLinkHops bounds the links one resolution follows, as the kernel's
 	// ELOOP does.
 	maxLinkHops = 40
-	// MaxPath is the longest name (and link target) taken, Linux's
-	// PATH_MAX less its NUL.
-	MaxPath = 4095
-	// MaxComponent is the longest component of a name (NAME_MAX).
-	MaxComponent = 255
 	// linkBudget bounds the bytes of paths looked up while checking an
 	// archive's links: thousands of ordinary links cost kilobytes, while
 	// links made to cost a resolution each of 40 hops of 2,000 segments
@@ -104,55 +99,6 @@ func readErr(err error) error {
 	return err
 }
 
-// Clean checks an archive's name and returns it clean and relative
-// ("." for the directory itself): an absolute name, one with a ".."
-// component or a NUL is refused.
-func Clean(name string) (string, error) {
-	if strings.IndexByte(name, 0) >= 0 {
-		return "", fmt.Errorf("%w: %s has a NUL byte", ErrUnsafe, quote(name))
-	}
-	if strings.HasPrefix(name, "/") {
-		return "", fmt.Errorf("%w: %s is absolute", ErrUnsafe, quote(name))
-	}
-	for seg := range strings.SplitSeq(name, "/") {
-		if seg == ".." {
-			return "", fmt.Errorf("%w: %s climbs out with ..", ErrUnsafe, quote(name))
-		}
-	}
-	return path.Clean(name), nil
-}
-
-// checkName is Clean with the bounds of a name: at most MaxPath bytes,
-// components of at most MaxComponent, at most depth of them. It returns
-// the clean name and its components (none for ".").
-func checkName(name string, depth int) (string, []string, error) {
-	if len(name) > MaxPath {
-		return "", nil, fmt.Errorf("%w: the name %s is %d bytes, more than %d", ErrLimit, quote(name), len(name), MaxPath)
-	}
-	clean, err := Clean(name)
-	if err != nil || clean == "." {
-		return clean, nil, err
-	}
-	parts := strings.Split(clean, "/")
-	if len(parts) > depth {
-		return "", nil, fmt.Errorf("%w: the name %s is %d levels deep, more than %d", ErrLimit, quote(name), len(parts), depth)
-	}
-	for _, p := range parts {
-		if len(p) > MaxComponent {
-			return "", nil, fmt.Errorf("%w: the name %s has a component of %d bytes, more than %d", ErrLimit, quote(name), len(p), MaxComponent)
-		}
-	}
-	return clean, parts, nil
-}
-
-// quote shows a name of any bytes on one line, a long one cut short.
-func quote(s string) string {
-	if len(s) > 160 {
-		return fmt.Sprintf("%q…", s[:120])
-	}
-	return fmt.Sprintf("%q", s)
-}
-
 // counter counts what is read through it and fails past max.
 type counter struct {
 	r    io.Reader
@@ -170,17 +116,11 @@ func (c *counter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ctxReader stops a long copy when ctx ends and marks the archive's
-// errors apart from the disk's.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
+// sourceReader marks the archive's errors apart from the disk's in what
+// the Writer's copy of a file returns.
+type sourceReader struct{ r io.Reader }
 
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
+func (c *sourceReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	if err != nil && err != io.EOF {
 		err = &readError{err}
