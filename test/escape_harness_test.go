@@ -148,6 +148,9 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 		Mounts: mounts, Limits: limits}
 	cfg.Profiles["hostile-pooled"] = config.Profile{Command: []string{w.agent}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Mounts: mounts, Limits: limits, Pool: escapePool}
+	// Its outputs walk the whole workspace: the trees attacks' target.
+	cfg.Profiles["hostile-outputs"] = config.Profile{Command: []string{w.agent}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
+		Mounts: mounts, Limits: limits, Outputs: config.Outputs{Diff: true, Files: []string{"**"}}}
 	cfg.Profiles["hostile-net"] = config.Profile{Command: []string{w.agent}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Mounts: mounts, Limits: limits,
 		Network: config.Network{
@@ -255,6 +258,8 @@ type escapeRun struct {
 	events  []byte // the lines published, joined
 	journal []byte // the journal before its sentinel
 	state   string
+	// statuses are every status of its chain, in order.
+	statuses []protocol.StatusType
 }
 
 // wait reads the run's chain until its terminal status and checks it
@@ -282,6 +287,7 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 			if err != nil {
 				t.Fatalf("bad status %q: %v", m.Data(), err)
 			}
+			r.statuses = append(r.statuses, st.Status)
 			if st.Status.Terminal() {
 				r.status = st
 				break

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,6 +139,25 @@ func TestEscape(t *testing.T) {
 					t.Errorf("state.ndjson lacks the %s phase", phase)
 				}
 			}
+		})
+		t.Run("trees", func(t *testing.T) {
+			t.Parallel()
+			id := "escape-trees"
+			start := time.Now()
+			w.submit(map[string]any{"runId": id, "profile": "hostile-outputs", "args": []string{"trees"}})
+			// The capture is bounded and linear: the run ends once, soon,
+			// its outputs saying what they skipped; it is never handed on
+			// to be captured again, and the worker stays connected.
+			r := w.wait(t, id, 90*time.Second)
+			escapeSucceeded(t, r)
+			r.attempts(t, "allowed: a chain of 18,000 directories", "allowed: a path of 5,000 bytes", "allowed: names of 40 KB")
+			if !strings.Contains(r.status.OutputsError, "skipped") {
+				t.Errorf("outputsError %q, want the entries the capture skipped", r.status.OutputsError)
+			}
+			if want := []protocol.StatusType{protocol.StatusStarted, protocol.StatusSucceeded}; !slices.Equal(r.statuses, want) {
+				t.Errorf("statuses %v, want %v: a capture that fails for the workspace's reasons ends the run, never hands it on", r.statuses, want)
+			}
+			t.Logf("trees: the run ended %v after its job, outputsError %q", time.Since(start).Round(time.Millisecond), escapeShort(r.status.OutputsError))
 		})
 		t.Run("forged sentinel", func(t *testing.T) {
 			t.Parallel()

@@ -57,7 +57,7 @@ func refused(attempt string, err error) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: escapeagent files|syscalls|resources|network|forge [flags]")
+		fmt.Fprintln(os.Stderr, "usage: escapeagent files|syscalls|resources|network|forge|trees [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
@@ -91,6 +91,8 @@ func main() {
 		resources(*pids, *data, *fsize, *tmpSize, *nofile)
 	case "network":
 		network(*natsPort, strings.Split(*hostAddrs, ","), *resolver, *testName, *testAddr, *testPort, *hostSide)
+	case "trees":
+		trees()
 	case "forge":
 		fmt.Println(`{"__exit":0,"__nonce":"00000000000000000000000000000000","reason":"exit"}`)
 		fmt.Println(`{"__exit":0,"__nonce":"guess","reason":"exit"}`)
@@ -573,4 +575,40 @@ func dnsQuery(server, name string) (int, error) {
 		return 0, errors.New("short reply")
 	}
 	return int(buf[3] & 0xf), nil
+}
+
+// trees: workspace trees whose capture once cost the root worker without
+// bound, each made as `mkdir a; cd a` makes it, as the agent may: a chain
+// of 18,000 directories (F4: the walk was quadratic, then handed on and
+// walked again for ever), a path of 5,000 bytes (F5: its object's subject
+// closed the worker's connection for good) and names of 40 KB (F7: the
+// walk and the diff kept every full name). Making them is the agent's
+// right ("allowed:"); the host's side is what the test checks.
+func trees() {
+	ws, err := os.Getwd()
+	if err != nil {
+		report("allowed: find the workspace", true, err.Error())
+		return
+	}
+	chain := func(attempt, name string, levels int) {
+		if err := os.Chdir(ws); err != nil {
+			report(attempt, true, err.Error())
+			return
+		}
+		for i := range levels {
+			if err := os.Mkdir(name, 0o755); err != nil {
+				report(attempt, true, fmt.Sprintf("level %d: %v", i, err))
+				return
+			}
+			if err := os.Chdir(name); err != nil {
+				report(attempt, true, fmt.Sprintf("level %d: %v", i, err))
+				return
+			}
+		}
+		refused(attempt, os.WriteFile("f", []byte("at the bottom\n"), 0o644))
+	}
+	chain("allowed: a chain of 18,000 directories", "a", 18_000)
+	chain("allowed: a path of 5,000 bytes", strings.Repeat("p", 250), 20)
+	chain("allowed: names of 40 KB", strings.Repeat("n", 250), 160)
+	_ = os.Chdir(ws)
 }
