@@ -1,17 +1,28 @@
 package console
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
-// cookieName holds the session: a digest of the token, not the token, so a
-// leaked cookie jar does not hand out a token usable for `Authorization`.
+// cookieName holds the session: "v1.<expiry>.<id>.<mac>", a random id and
+// its expiry (Unix seconds) signed with a key derived from the token. Not
+// the token, so a leaked cookie jar hands out no token usable for
+// `Authorization`; each login gets a session of its own, which ends at its
+// expiry, at a logout, or when the token changes.
 const cookieName = "baton_console"
+
+// DefaultSessionTTL is how long a browser stays logged in.
+const DefaultSessionTTL = 12 * time.Hour
 
 // csrfHeader must be on every state-changing request that a cookie
 // authenticates. A cross-site form cannot set a header, and a cross-site
@@ -20,18 +31,90 @@ const csrfHeader = "X-Baton-Console"
 
 // auth checks the token of every request but the login page's.
 type auth struct {
-	token   string // empty: no auth (WithoutAuth)
-	session string // the cookie's value for token
-	secure  bool   // mark the cookie Secure (served over TLS)
-	base    string // the path the console is mounted at, ending in "/"
+	token   string        // empty: no auth (WithoutAuth)
+	key     []byte        // signs sessions; derived from token
+	ttl     time.Duration // a session's life
+	secure  bool          // mark the cookie Secure (served over TLS)
+	base    string        // the path the console is mounted at, ending in "/"
+	now     func() time.Time
+	revoked *revocations // sessions logged out before their expiry
 }
 
-func newAuth(token string, secure bool, base string) auth {
+// revocations holds the ids of sessions logged out, each until its
+// expiry: past it the cookie is refused anyway, so the set stays as small
+// as the sessions live.
+type revocations struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func (r *revocations) add(id string, until, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, t := range r.m {
+		if !t.After(now) {
+			delete(r.m, k)
+		}
+	}
+	r.m[id] = until
+}
+
+func (r *revocations) has(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.m[id]
+	return ok
+}
+
+func newAuth(token string, secure bool, base string, ttl time.Duration) auth {
+	if ttl <= 0 {
+		ttl = DefaultSessionTTL
+	}
+	a := auth{base: base, ttl: ttl, secure: secure, now: time.Now, revoked: &revocations{m: map[string]time.Time{}}}
 	if token == "" {
-		return auth{base: base}
+		return a
 	}
 	sum := sha256.Sum256([]byte("baton-console-session\x00" + token))
-	return auth{token: token, session: hex.EncodeToString(sum[:]), secure: secure, base: base}
+	a.token, a.key = token, sum[:]
+	return a
+}
+
+// newSession returns a fresh session's cookie value and its expiry.
+func (a auth) newSession() (string, time.Time) {
+	var id [16]byte
+	_, _ = rand.Read(id[:]) // never fails (crypto/rand)
+	exp := a.now().Add(a.ttl).Truncate(time.Second)
+	body := "v1." + strconv.FormatInt(exp.Unix(), 10) + "." + hex.EncodeToString(id[:])
+	return body + "." + a.mac(body), exp
+}
+
+func (a auth) mac(body string) string {
+	m := hmac.New(sha256.New, a.key)
+	m.Write([]byte(body))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// session checks a cookie value: signed by this token's key, not
+// expired, not logged out. It returns the session's id and expiry.
+func (a auth) session(v string) (id string, exp time.Time, ok bool) {
+	i := strings.LastIndexByte(v, '.')
+	if i < 0 || a.key == nil {
+		return "", time.Time{}, false
+	}
+	body, mac := v[:i], v[i+1:]
+	if !strings.HasPrefix(body, "v1.") || !hmac.Equal([]byte(mac), []byte(a.mac(body))) {
+		return "", time.Time{}, false
+	}
+	expS, id, found := strings.Cut(body[len("v1."):], ".")
+	sec, err := strconv.ParseInt(expS, 10, 64)
+	if !found || err != nil {
+		return "", time.Time{}, false
+	}
+	exp = time.Unix(sec, 0)
+	if !exp.After(a.now()) || a.revoked.has(id) {
+		return "", time.Time{}, false
+	}
+	return id, exp, true
 }
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
@@ -63,17 +146,35 @@ func (a auth) check(r *http.Request) proof {
 			return proofNone
 		}
 	}
-	if c, err := r.Cookie(cookieName); err == nil && equal(c.Value, a.session) {
-		return proofCookie
+	if c, err := r.Cookie(cookieName); err == nil {
+		if _, _, ok := a.session(c.Value); ok {
+			return proofCookie
+		}
 	}
 	return proofNone
 }
 
+// setCookie starts a new session for the browser.
 func (a auth) setCookie(w http.ResponseWriter) {
+	v, exp := a.newSession()
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: a.session, Path: a.base,
+		Name: cookieName, Value: v, Path: a.base, Expires: exp, MaxAge: int(a.ttl / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secure,
 	})
+}
+
+// logout ends the request's session, if it has one, and clears the
+// cookie: the session's id is refused until its expiry, whoever kept a
+// copy of the cookie.
+func (a auth) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(cookieName); err == nil {
+		if id, exp, ok := a.session(c.Value); ok {
+			a.revoked.add(id, exp, a.now())
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: a.base, MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secure})
+	http.Redirect(w, r, a.base+"login", http.StatusSeeOther)
 }
 
 // wrap requires the token on every request to next, except the login
@@ -102,6 +203,10 @@ func (a auth) wrap(next http.Handler) http.Handler {
 		case proofCookie:
 			if !safeMethod(r.Method) && !sameOrigin(r) {
 				http.Error(w, "cross-site request refused: send the "+csrfHeader+" header from the console's own origin", http.StatusForbidden)
+				return
+			}
+			if r.URL.Path == "/logout" && r.Method == http.MethodPost {
+				a.logout(w, r)
 				return
 			}
 			next.ServeHTTP(w, r)

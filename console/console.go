@@ -62,6 +62,10 @@ func WithReadOnly() Option { return func(c *Console) { c.readOnly = true } }
 // is served over TLS.
 func WithSecureCookie() Option { return func(c *Console) { c.auth.secure = true } }
 
+// WithSessionTTL sets how long a browser stays logged in after it gave the
+// token (default DefaultSessionTTL); POST logout ends a session sooner.
+func WithSessionTTL(d time.Duration) Option { return func(c *Console) { c.auth.ttl = d } }
+
 // WithBasePath tells the console the path it is mounted at (default "/"),
 // for its redirects and cookie; strip it before the handler
 // (http.StripPrefix).
@@ -99,7 +103,7 @@ func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts
 	if c.noAuth {
 		c.auth.token = ""
 	}
-	c.auth = newAuth(c.auth.token, c.auth.secure, c.auth.base)
+	c.auth = newAuth(c.auth.token, c.auth.secure, c.auth.base, c.auth.ttl)
 	go c.index.follow(ctx, js, names.RunsBucket())
 
 	mux := http.NewServeMux()
@@ -168,7 +172,7 @@ func writeError(w http.ResponseWriter, code int, err error) {
 
 func (c *Console) serveConfig(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
-		"readOnly": c.readOnly, "tokens": c.issuer != nil, "prefix": c.names.Prefix(),
+		"readOnly": c.readOnly, "tokens": c.issuer != nil, "prefix": c.names.Prefix(), "auth": c.auth.token != "",
 	})
 }
 

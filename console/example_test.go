@@ -51,5 +51,5 @@ func Example() {
 	// Output:
 	// 401 unauthorized: give the console's token (Authorization: Bearer, or log in)
 	//
-	// 200 {"prefix":"baton","readOnly":true,"tokens":false}
+	// 200 {"auth":true,"prefix":"baton","readOnly":true,"tokens":false}
 }

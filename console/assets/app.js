@@ -592,9 +592,16 @@ function route() {
   else teardown = listPage(params);
 }
 
+// Ends this browser's session on the server (every copy of its cookie),
+// then shows the login page.
+document.getElementById('logout').onclick = () =>
+  fetch('logout', { method: 'POST', credentials: 'same-origin', headers: { 'X-Baton-Console': '1' } })
+    .finally(() => { location.href = 'login'; });
+
 api('api/config').then(c => {
   cfg = c;
   if (cfg.readOnly) document.getElementById('mode').textContent = 'read-only';
+  document.getElementById('logout').hidden = !cfg.auth;
   window.addEventListener('hashchange', route);
   route();
 }).catch(e => main.replaceChildren(h('p', { class: 'error', text: String(e.message || e) })));
