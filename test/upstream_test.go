@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -89,4 +90,57 @@ accounts {
 		t.Fatalf("nats-server %s refuses direct consumers past max_consumers: F11 is fixed upstream; update docs/security.md", server.VERSION)
 	}
 	t.Logf("nats-server %s: %d of 20 \"direct\": true consumers accepted past max_consumers 2 (F11)", server.VERSION, accepted)
+}
+
+// TestUpstreamDirectGetAnswerReflected documents F0's second route, reported
+// upstream (docs/security.md, "Upstream reports"): nats-server 2.15.2 sends
+// a direct get's answer to whatever reply subject the requester chose,
+// and an answer sent onto a JetStream API subject is taken as a request of
+// that API: a direct get of a missing key with the reply
+// $JS.API.STREAM.DELETE.<S> deleted S. Baton gives no client or token a
+// direct get (the workers' read relay answers only into the requester's
+// inbox). When a server upgrade stops it, this test fails: update the
+// report's status and the test.
+func TestUpstreamDirectGetAnswerReflected(t *testing.T) {
+	s := testenv.RunServer(t)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	req := func(subject, body string) {
+		t.Helper()
+		m, err := nc.Request(subject, []byte(body), 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", subject, err)
+		}
+		if bytes.Contains(m.Data, []byte(`"error"`)) {
+			t.Fatalf("%s: %s", subject, m.Data)
+		}
+	}
+	req("$JS.API.STREAM.CREATE.VICTIM", `{"name":"VICTIM","subjects":["victim.>"]}`)
+	req("$JS.API.STREAM.CREATE.KV_R", `{"name":"KV_R","subjects":["$KV.R.>"],"allow_direct":true,"max_msgs_per_subject":1}`)
+	// The direct get of a missing key, its answer pointed at the API.
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET.KV_R.$KV.R.missing", "$JS.API.STREAM.DELETE.VICTIM", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	deleted := false
+	deadline := time.Now().Add(5 * time.Second)
+	for !deleted && time.Now().Before(deadline) {
+		m, err := nc.Request("$JS.API.STREAM.INFO.VICTIM", nil, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted = bytes.Contains(m.Data, []byte(`"err_code":10059`)) // stream not found
+		if !deleted {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if !deleted {
+		t.Fatalf("nats-server %s no longer takes a direct get's answer for an API request: the route is closed upstream; update docs/security.md", server.VERSION)
+	}
+	t.Logf("nats-server %s: a direct get answered onto $JS.API.STREAM.DELETE.VICTIM deleted the stream", server.VERSION)
 }
