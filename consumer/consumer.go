@@ -236,9 +236,11 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 
 // create creates or updates the consumer of cfg. A create that meets the
 // deletion of the consumer it replaces still in progress is answered
-// "consumer does not exist" (10149): seen in CI, where it made a worker
-// give up a consumer it could have created a moment later. It is tried
-// again, createTries times in all.
+// "consumer does not exist" (10149), or, while the old consumer's files
+// are being removed, "error creating store for consumer" (10012): both
+// seen on loaded 2-core machines, where they made a worker give up a
+// consumer it could have created a moment later. It is tried again,
+// createTries times in all.
 func (in *Intake) create(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	var err error
 	for try := range createTries {
@@ -249,8 +251,7 @@ func (in *Intake) create(ctx context.Context, cfg jetstream.ConsumerConfig) (jet
 		if c, err = in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), cfg); err == nil {
 			return c, nil
 		}
-		var apiErr *jetstream.APIError
-		if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeConsumerDoesNotExist || ctx.Err() != nil {
+		if !deletionInProgress(err) || ctx.Err() != nil {
 			break
 		}
 	}
@@ -259,6 +260,22 @@ func (in *Intake) create(ctx context.Context, cfg jetstream.ConsumerConfig) (jet
 
 // createTries bounds the creates of a consumer whose deletion is in progress.
 const createTries = 5
+
+// errCodeConsumerCreate is nats-server's general consumer create failure
+// (JSConsumerCreateErrF), which carries errConsumerStoreFailed's text when
+// the consumer's store could not be made.
+const errCodeConsumerCreate jetstream.ErrorCode = 10012
+
+// deletionInProgress reports whether a create failed only because the
+// consumer it replaces is still being deleted.
+func deletionInProgress(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeConsumerDoesNotExist ||
+		apiErr.ErrorCode == errCodeConsumerCreate && strings.HasPrefix(apiErr.Description, "error creating store for consumer")
+}
 
 // AttachDurableName is the durable consumer of one node's attach jobs.
 func AttachDurableName(node string) string { return "attach-" + node }
