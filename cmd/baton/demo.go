@@ -44,6 +44,10 @@ func demoTurns() config.Profile {
 	p.Stdin = config.StdinStream
 	p.TurnEnd = &config.TurnEnd{Field: "type", Equals: "result"}
 	p.IdleTimeout = time.Minute
+	// What the fake agent needs, and little more: the node's disk budget
+	// (diskBudget) counts a run's limits, so the demo starts on a machine
+	// with a few hundred MiB free, not the defaults' 5 GiB.
+	p.Limits.Disk, p.Limits.Output = 64<<20, 16<<20
 	return p
 }
 
