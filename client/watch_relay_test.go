@@ -2,9 +2,9 @@ package client_test
 
 import (
 	"bytes"
-	"slices"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
