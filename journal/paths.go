@@ -18,6 +18,9 @@ const (
 	InputName     = "input"
 	WorkspaceName = "workspace"
 	FinishedName  = "finished"
+	// LostStoppedName is the note a worker leaves in the directory of a
+	// run declared lost whose agent it found still running and stopped.
+	LostStoppedName = "lost-stopped"
 	// InputSocketName is the unix socket on which the runner of a run
 	// with stdin "stream" takes input messages from the worker.
 	InputSocketName = "input.sock"
@@ -51,3 +54,7 @@ func (d Dir) Workspace() string { return filepath.Join(string(d), WorkspaceName)
 // Finished marks a run whose terminal status is published and recorded, so
 // recovery scans skip it without asking NATS.
 func (d Dir) Finished() string { return filepath.Join(string(d), FinishedName) }
+
+// LostStopped is the note of an agent stopped after its run was declared
+// lost (LostStoppedName).
+func (d Dir) LostStopped() string { return filepath.Join(string(d), LostStoppedName) }

@@ -1,63 +1,111 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox"
 )
 
-func TestSignalRunnerRetries(t *testing.T) {
+// TestPursueStop: a stop is asked until the runner is gone, whatever the
+// runner said before (not signallable yet, took it, failed), and no longer
+// than its bound.
+func TestPursueStop(t *testing.T) {
 	other := errors.New("signal failed")
+	b := stopBounds{pauseMin: time.Millisecond, pauseMax: 4 * time.Millisecond, within: 200 * time.Millisecond}
 	for _, tc := range []struct {
-		name    string
-		results []error // what each call returns; the last repeats
-		want    error
-		calls   int
+		name      string
+		results   []error // what each call returns; the last repeats
+		want      error
+		sent      int
+		calls     int // exact; 0: more than 3
+		abandoned bool
 	}{
-		{"signalled", []error{nil}, nil, 1},
-		{"gone", []error{sandbox.ErrNotRunning}, sandbox.ErrNotRunning, 1},
-		{"alive, then signalled", []error{sandbox.ErrTryAgain, sandbox.ErrTryAgain, nil}, nil, 3},
-		{"never signallable", []error{sandbox.ErrTryAgain}, sandbox.ErrTryAgain, signalTries},
-		{"another failure is not retried", []error{other}, other, 1},
+		{"gone", []error{sandbox.ErrNotRunning}, nil, 0, 1, false},
+		{"signalled, then gone", []error{nil, sandbox.ErrNotRunning}, nil, 1, 2, false},
+		{"alive, then signalled, then gone", []error{sandbox.ErrTryAgain, sandbox.ErrTryAgain, nil, nil, sandbox.ErrNotRunning}, nil, 2, 5, false},
+		{"another failure, then gone", []error{other, sandbox.ErrNotRunning}, nil, 0, 2, false},
+		{"never signallable", []error{sandbox.ErrTryAgain}, errStopAbandoned, 0, 0, true},
+		{"takes every signal and lives on", []error{nil}, errStopAbandoned, -1, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
-			err := signalRunner(journal.Dir(t.TempDir()), func(journal.Dir) error {
+			began := time.Now()
+			sent, err := pursueStop(context.Background(), journal.Dir(t.TempDir()), func(journal.Dir) error {
 				calls++
 				return tc.results[min(calls, len(tc.results))-1]
-			})
+			}, b)
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
-				t.Fatalf("signalRunner = %v, want %v", err, tc.want)
+				t.Fatalf("pursueStop = %v, want %v", err, tc.want)
 			}
-			if calls != tc.calls {
+			if tc.sent >= 0 && sent != tc.sent {
+				t.Errorf("%d signals taken, want %d", sent, tc.sent)
+			}
+			if tc.calls > 0 && calls != tc.calls {
 				t.Errorf("%d calls, want %d", calls, tc.calls)
+			}
+			if tc.abandoned {
+				if calls <= 3 {
+					t.Errorf("gave up after %d calls: not pursued", calls)
+				}
+				if took := time.Since(began); took < b.within-b.pauseMax || took > b.within+time.Second {
+					t.Errorf("gave up after %v, want about %v", took, b.within)
+				}
 			}
 		})
 	}
+	t.Run("ends with its context", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, err := pursueStop(ctx, journal.Dir(t.TempDir()), func(journal.Dir) error { return sandbox.ErrTryAgain }, stopPursuit)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("pursueStop = %v, want the context's end", err)
+		}
+	})
 }
 
-// TestCancelNotSentIsAskedAgain: a cancel the runner did not get is not
-// taken as done, so the next check of the record asks again; the one that
-// got through, or found the runner gone, is.
-func TestCancelNotSentIsAskedAgain(t *testing.T) {
-	r := &run{id: "r", dir: journal.Dir(t.TempDir()), log: zerolog.Nop()}
+// TestCancelPursuedWhileHeld: a cancel the runner cannot take is asked
+// again in the background while the run is held, not taken as done, and
+// its pursuit ends with the run's hold; one that found the runner gone is
+// done.
+func TestCancelPursuedWhileHeld(t *testing.T) {
+	m := newMetrics(nil, &Worker{})
+	r := &run{id: "r", dir: journal.Dir(t.TempDir()), log: zerolog.Nop(), ended: make(chan struct{})}
 	// No pid file, no lock: no runner.
-	r.cancel()
-	if !r.cancelSent {
-		t.Fatal("a cancel of a run with no runner was not taken as sent")
-	}
-	r2 := &run{id: "r2", dir: journal.Dir(t.TempDir()), log: zerolog.Nop()}
-	// A garbled pid file: Cancel fails, and must be asked again.
+	r.cancel(context.Background(), m)
+	testenv.WaitFor(t, 5*time.Second, "the cancel of a run with no runner taken as done", func() bool {
+		r.cancelMu.Lock()
+		defer r.cancelMu.Unlock()
+		return r.cancelSent && !r.cancelling
+	})
+
+	r2 := &run{id: "r2", dir: journal.Dir(t.TempDir()), log: zerolog.Nop(), ended: make(chan struct{})}
+	// A garbled pid file: Cancel fails every time.
 	if err := os.WriteFile(r2.dir.PID(), []byte("garbage\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r2.cancel()
+	r2.cancel(context.Background(), m)
+	time.Sleep(300 * time.Millisecond) // several failed asks
+	r2.cancelMu.Lock()
+	sent, pursuing := r2.cancelSent, r2.cancelling
+	r2.cancelMu.Unlock()
+	if sent || !pursuing {
+		t.Fatalf("after failed cancels: sent %v, pursued %v; want not sent, still pursued", sent, pursuing)
+	}
+	close(r2.ended)
+	testenv.WaitFor(t, 5*time.Second, "the pursuit to end with the run's hold", func() bool {
+		r2.cancelMu.Lock()
+		defer r2.cancelMu.Unlock()
+		return !r2.cancelling
+	})
 	if r2.cancelSent {
-		t.Fatal("a cancel that failed was taken as sent")
+		t.Fatal("a cancel that always failed was taken as done")
 	}
 }

@@ -145,7 +145,7 @@ func (w *Worker) checkCancels(ctx context.Context) {
 func (w *Worker) checkCancel(ctx context.Context, r *run) {
 	rec, _, err := w.runs.Get(ctx, r.id)
 	if err == nil && rec.CancelRequested {
-		r.cancel()
+		r.cancel(ctx, w.metrics)
 	}
 }
 

@@ -31,6 +31,10 @@ type metrics struct {
 	// Requests the micro service refused for their reply subject, by
 	// endpoint and reason (service.go).
 	requestsRefused *prometheus.CounterVec
+	// Stops of a runner given up with the runner alive, by kind (cancel,
+	// idle, lost), and agents of runs declared lost stopped (stop.go).
+	stopsAbandoned *prometheus.CounterVec
+	lostStopped    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
@@ -74,10 +78,15 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_storage_stalls_total", Help: "Times a run's publishing began waiting for room in JetStream."}),
 		requestsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_requests_refused_total", Help: "Requests to this worker's micro service dropped unanswered because their reply subject is not the requester's inbox, by endpoint and reason."}, []string{"endpoint", "reason"}),
+		stopsAbandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_stops_abandoned_total", Help: "Stops of a runner (cancel, idle, lost) this worker gave up on while the runner stayed alive past their bound; the log says why."}, []string{"kind"}),
+		lostStopped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baton_lost_agents_stopped_total", Help: "Agents this worker stopped because their run was declared lost while its node was away (slow restart, partition, overload); their runs' directories say so in lost-stopped."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.runsStarted, m.prestarted, m.runsPrestarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
-			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.dropped, m.heldForDisk, m.active, m.reapPasses, m.storageWaiting, m.storageStalls, m.requestsRefused)
+			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.dropped, m.heldForDisk, m.active, m.reapPasses, m.storageWaiting, m.storageStalls, m.requestsRefused,
+			m.stopsAbandoned, m.lostStopped)
 	}
 	return m
 }

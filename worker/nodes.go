@@ -16,7 +16,6 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
-	"github.com/batonhq/baton/sandbox"
 )
 
 // nodeGrace is how long a node may miss its heartbeats before its runs are
@@ -277,19 +276,6 @@ func (w *Worker) retry(ctx context.Context, rec kv.RunRecord) (string, error) {
 		return "", err
 	}
 	return job.RunID, nil
-}
-
-// stopLostRunner ends the agent of a run that was declared lost while its
-// node was away: nobody will ever publish it again.
-func (w *Worker) stopLostRunner(runID string) {
-	dir, err := w.runDir(runID)
-	if err != nil {
-		w.log.Warn().Err(err).Msg("stop the agent of a lost run")
-		return
-	}
-	if err := signalRunner(dir, sandbox.Cancel); err == nil {
-		w.log.Warn().Str("run_id", runID).Msg("stopped the agent of a run declared lost while this node was away")
-	}
 }
 
 // indexRun records that runID is an unfinished run of node, for the reaper.

@@ -157,7 +157,8 @@ func (w *Worker) offer(ctx context.Context, runID, msgID string) {
 	}
 	if rec.State.Terminal() {
 		if rec.State == kv.RunState(protocol.StatusLost) {
-			w.stopLostRunner(runID)
+			w.stopLostAgent(ctx, dir, rec)
+			return
 		}
 		w.markFinished(runID)
 		return

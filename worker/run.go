@@ -49,7 +49,11 @@ type run struct {
 
 	cancelMu    sync.Mutex
 	cancelAsked bool // logged
-	cancelSent  bool // the runner was signalled, or was gone
+	cancelling  bool // a pursuit of the runner is under way
+	cancelSent  bool // the runner is gone since a cancel was asked
+	// ended is closed once the run is no longer held here (hold): a
+	// cancel's pursuit of the runner ends with it.
+	ended chan struct{}
 	// onTurn, if set, is told after a turn-end line (waiting) and after
 	// an input (running) is on the chain (see turns.go).
 	onTurn func(ctx context.Context, waiting bool) error
@@ -62,44 +66,46 @@ type run struct {
 }
 
 // cancel asks the runner to end the agent; the runner writes the sentinel
-// with reason "cancel", which ends the run as cancelled. A cancel that
-// could not be delivered is not marked sent, so the next check of the
-// run's record (checkCancels) asks again.
-func (r *run) cancel() {
+// with reason "cancel", which ends the run as cancelled. It asks until the
+// runner is gone (pursueStop), in the background, while the run is held
+// here and ctx lasts; a successor re-reads the record and asks again. A
+// pursuit that gave up is logged, counted and left to the next check of
+// the run's record (checkCancels).
+func (r *run) cancel(ctx context.Context, m *metrics) {
 	r.cancelMu.Lock()
 	defer r.cancelMu.Unlock()
-	if r.cancelSent {
+	if r.cancelSent || r.cancelling {
 		return
 	}
+	r.cancelling = true
 	if !r.cancelAsked {
 		r.cancelAsked = true
 		r.log.Info().Msg("cancel requested")
 	}
-	switch err := signalRunner(r.dir, sandbox.Cancel); {
-	case err == nil, errors.Is(err, sandbox.ErrNotRunning):
-		r.cancelSent = true
-	default:
-		r.log.Warn().Err(err).Msg("cancel run; asking again at the next check")
-	}
-}
-
-// signalTries and signalPause bound signalRunner's retries of a runner
-// that cannot be signalled yet.
-const (
-	signalTries = 10
-	signalPause = 100 * time.Millisecond
-)
-
-// signalRunner calls signal (sandbox.Cancel or StopIdle) on dir, again
-// while it says the runner is alive but cannot be signalled yet.
-func signalRunner(dir journal.Dir, signal func(journal.Dir) error) error {
-	for try := 1; ; try++ {
-		err := signal(dir)
-		if !errors.Is(err, sandbox.ErrTryAgain) || try == signalTries {
-			return err
+	go func() {
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		if r.ended != nil {
+			go func() {
+				select {
+				case <-r.ended:
+					stop()
+				case <-ctx.Done():
+				}
+			}()
 		}
-		time.Sleep(signalPause)
-	}
+		sent, err := pursueStop(ctx, r.dir, sandbox.Cancel, stopPursuit)
+		r.cancelMu.Lock()
+		defer r.cancelMu.Unlock()
+		r.cancelling = false
+		switch {
+		case err == nil:
+			r.cancelSent = true
+		case errors.Is(err, errStopAbandoned):
+			m.stopsAbandoned.WithLabelValues("cancel").Inc()
+			r.log.Error().Err(err).Int("signals", sent).Msg("gave up cancelling the run; the next check of its record asks again")
+		}
+	}()
 }
 
 // dispatch starts a new run and publishes it until it ends or is handed off.
@@ -191,6 +197,7 @@ func (w *Worker) dispatchAttach(ctx context.Context, msg jetstream.Msg) {
 
 // hold registers r as active, follows it, and unregisters it.
 func (w *Worker) hold(ctx context.Context, r *run) {
+	r.ended = make(chan struct{})
 	w.mu.Lock()
 	w.active[r.id] = r
 	w.mu.Unlock()
@@ -201,6 +208,7 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 		w.mu.Lock()
 		delete(w.active, r.id)
 		w.mu.Unlock()
+		close(r.ended)
 	}()
 	// A cancel recorded before the run was registered is not missed; the
 	// follow does not wait for the record's read.

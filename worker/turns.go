@@ -50,6 +50,8 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 	if r.rec.TurnEndField == "" {
 		return func() {}
 	}
+	// An idle stop's pursuit of the runner ends with the tracking.
+	ctx, endTracking := context.WithCancel(ctx)
 	var (
 		mu      sync.Mutex
 		waiting bool
@@ -61,8 +63,9 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 		}
 		idle = time.AfterFunc(max(d, 0), func() {
 			r.log.Info().Dur("idle_timeout", r.rec.IdleTimeout).Msg("agent waited for input past its idle timeout; stopping it")
-			if err := signalRunner(r.dir, sandbox.StopIdle); err != nil && !errors.Is(err, sandbox.ErrNotRunning) {
-				r.log.Warn().Err(err).Msg("stop idle run")
+			if sent, err := pursueStop(ctx, r.dir, sandbox.StopIdle, stopPursuit); errors.Is(err, errStopAbandoned) {
+				w.metrics.stopsAbandoned.WithLabelValues("idle").Inc()
+				r.log.Error().Err(err).Int("signals", sent).Msg("gave up stopping the idle run")
 			}
 		})
 	}
@@ -113,6 +116,7 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 		startIdle(r.rec.IdleTimeout - time.Since(since))
 	}
 	return func() {
+		endTracking()
 		mu.Lock()
 		defer mu.Unlock()
 		if idle != nil {

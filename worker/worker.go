@@ -84,6 +84,9 @@ type Worker struct {
 	// its attempts share its id, which is what tells a takeover from our
 	// own write (markSpawning), so they never overlap.
 	starting map[string]bool
+	// stoppingLost holds the runs declared lost whose agent this worker
+	// is stopping (stopLostAgent).
+	stoppingLost map[string]bool
 	// testBeforeMark, set by tests, runs before a start marks its run
 	// spawning.
 	testBeforeMark func(runID string)
@@ -186,7 +189,7 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		log:     zerolog.Nop(),
 		grace:   10 * time.Second,
 		ackWait: 60 * time.Second,
-		active:  map[string]*run{}, starting: map[string]bool{}, siblings: map[string]bool{}, admitted: map[string]runNeed{},
+		active:  map[string]*run{}, starting: map[string]bool{}, stoppingLost: map[string]bool{}, siblings: map[string]bool{}, admitted: map[string]runNeed{},
 		boundedDisk: os.Geteuid() == 0,
 		ready:       make(chan struct{}),
 		notice:      defaultNoticeTiming,
