@@ -26,6 +26,14 @@ import (
 // SIGINT when the test ends, and returns its log.
 func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) *syncBuffer {
 	t.Helper()
+	logs, _ := startWorkerProc(t, bin, url, stateDir, node, args...)
+	return logs
+}
+
+// startWorkerProc is startWorker, also giving the process (to stop or
+// signal it).
+func startWorkerProc(t *testing.T, bin, url, stateDir, node string, args ...string) (*syncBuffer, *testenv.Proc) {
+	t.Helper()
 	logs := &syncBuffer{}
 	cmd := exec.Command(bin, append([]string{"worker", "--nats", url, "--state-dir", stateDir, "--node", node, "--log-format", "json"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -38,7 +46,7 @@ func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) 
 			t.Logf("worker logs:\n%s", logs.String())
 		}
 	})
-	return logs
+	return logs, p
 }
 
 // TestSubmitWatchWithWorkerProcess drives the real binary as a user does:

@@ -15,56 +15,67 @@ import (
 )
 
 // TestPursueStop: a stop is asked until the runner is gone, whatever the
-// runner said before (not signallable yet, took it, failed), and no longer
-// than its bound.
+// runner said before (not signallable yet, took it, failed); a runner that
+// took it is watched and asked again only every pauseMax; no longer than
+// its bound.
 func TestPursueStop(t *testing.T) {
 	other := errors.New("signal failed")
-	b := stopBounds{pauseMin: time.Millisecond, pauseMax: 4 * time.Millisecond, within: 200 * time.Millisecond}
+	b := stopBounds{pauseMin: time.Millisecond, pauseMax: 8 * time.Millisecond, within: 200 * time.Millisecond}
 	for _, tc := range []struct {
 		name      string
-		results   []error // what each call returns; the last repeats
+		signals   []error // what each signal returns; the last repeats
+		lives     []bool  // what each watch of a signalled runner says; the last repeats
 		want      error
-		sent      int
-		calls     int // exact; 0: more than 3
+		sent      int // exact; -1: more than one
+		calls     int // signals asked, exact; 0: more than 3
 		abandoned bool
 	}{
-		{"gone", []error{sandbox.ErrNotRunning}, nil, 0, 1, false},
-		{"signalled, then gone", []error{nil, sandbox.ErrNotRunning}, nil, 1, 2, false},
-		{"alive, then signalled, then gone", []error{sandbox.ErrTryAgain, sandbox.ErrTryAgain, nil, nil, sandbox.ErrNotRunning}, nil, 2, 5, false},
-		{"another failure, then gone", []error{other, sandbox.ErrNotRunning}, nil, 0, 2, false},
-		{"never signallable", []error{sandbox.ErrTryAgain}, errStopAbandoned, 0, 0, true},
-		{"takes every signal and lives on", []error{nil}, errStopAbandoned, -1, 0, true},
+		{"gone", []error{sandbox.ErrNotRunning}, []bool{true}, nil, 0, 1, false},
+		{"signalled, then gone", []error{nil}, []bool{false}, nil, 1, 1, false},
+		{"signalled, watched, then gone", []error{nil}, []bool{true, true, false}, nil, 1, 1, false},
+		{"alive, then signalled, then gone", []error{sandbox.ErrTryAgain, sandbox.ErrTryAgain, nil}, []bool{false}, nil, 1, 3, false},
+		{"signalled, lives past pauseMax, asked again, gone", []error{nil, sandbox.ErrNotRunning}, []bool{true}, nil, 1, 2, false},
+		{"another failure, then gone", []error{other, sandbox.ErrNotRunning}, []bool{true}, nil, 0, 2, false},
+		{"never signallable", []error{sandbox.ErrTryAgain}, []bool{true}, errStopAbandoned, 0, 0, true},
+		{"takes every signal and lives on", []error{nil}, []bool{true}, errStopAbandoned, -1, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			calls := 0
+			calls, watches := 0, 0
 			began := time.Now()
 			sent, err := pursueStop(context.Background(), journal.Dir(t.TempDir()), func(journal.Dir) error {
 				calls++
-				return tc.results[min(calls, len(tc.results))-1]
+				return tc.signals[min(calls, len(tc.signals))-1]
+			}, func(journal.Dir) (bool, error) {
+				watches++
+				return tc.lives[min(watches, len(tc.lives))-1], nil
 			}, b)
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 				t.Fatalf("pursueStop = %v, want %v", err, tc.want)
 			}
-			if tc.sent >= 0 && sent != tc.sent {
+			if (tc.sent >= 0 && sent != tc.sent) || (tc.sent < 0 && sent < 2) {
 				t.Errorf("%d signals taken, want %d", sent, tc.sent)
 			}
 			if tc.calls > 0 && calls != tc.calls {
-				t.Errorf("%d calls, want %d", calls, tc.calls)
+				t.Errorf("%d signals asked, want %d", calls, tc.calls)
 			}
 			if tc.abandoned {
-				if calls <= 3 {
+				if calls <= 3 && tc.sent == 0 {
 					t.Errorf("gave up after %d calls: not pursued", calls)
 				}
 				if took := time.Since(began); took < b.within-b.pauseMax || took > b.within+time.Second {
 					t.Errorf("gave up after %v, want about %v", took, b.within)
 				}
 			}
+			// A signalled runner is asked again no more often than pauseMax.
+			if limit := int(time.Since(began)/b.pauseMax) + 2; sent > limit {
+				t.Errorf("%d signals taken in %v: asked more often than every %v", sent, time.Since(began), b.pauseMax)
+			}
 		})
 	}
 	t.Run("ends with its context", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
-		_, err := pursueStop(ctx, journal.Dir(t.TempDir()), func(journal.Dir) error { return sandbox.ErrTryAgain }, stopPursuit)
+		_, err := pursueStop(ctx, journal.Dir(t.TempDir()), func(journal.Dir) error { return sandbox.ErrTryAgain }, sandbox.Alive, stopPursuit)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("pursueStop = %v, want the context's end", err)
 		}

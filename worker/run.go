@@ -94,7 +94,7 @@ func (r *run) cancel(ctx context.Context, m *metrics) {
 				}
 			}()
 		}
-		sent, err := pursueStop(ctx, r.dir, sandbox.Cancel, stopPursuit)
+		sent, err := pursueStop(ctx, r.dir, sandbox.Cancel, sandbox.Alive, stopPursuit)
 		r.cancelMu.Lock()
 		defer r.cancelMu.Unlock()
 		r.cancelling = false

@@ -18,11 +18,12 @@ import (
 // is starting, or /proc/locks did not list it) must be asked again soon,
 // not at the next check of the record, minutes away.
 type stopBounds struct {
-	// pauseMin is the first pause after a runner that could not be
-	// signalled; the pauses double up to pauseMax.
+	// pauseMin is the first pause after a signal, taken or not; the
+	// pauses double up to pauseMax.
 	pauseMin time.Duration
-	// pauseMax is the longest pause, and the one between signals the
-	// runner took (it ignores a stop asked twice).
+	// pauseMax is the longest pause, and how long a runner that took the
+	// signal is watched before it is asked again (it ignores a stop asked
+	// twice, and each ask reads /proc/locks, whose size is every lock's).
 	pauseMax time.Duration
 	// within bounds the whole pursuit.
 	within time.Duration
@@ -38,22 +39,35 @@ var errStopAbandoned = errors.New("the runner is still alive")
 
 // pursueStop calls signal (sandbox.Cancel, sandbox.StopIdle) on dir until
 // the runner holding it is gone, and returns nil then, with how many
-// signals the runner took. It returns ctx's error if ctx ends first, and
+// signals the runner took. After a signal taken it watches the runner's
+// end with alive (sandbox.Alive: a try-lock, cheap) and asks again every
+// b.pauseMax. It returns ctx's error if ctx ends first, and
 // errStopAbandoned, with the last failure, once b.within has passed.
-func pursueStop(ctx context.Context, dir journal.Dir, signal func(journal.Dir) error, b stopBounds) (int, error) {
+func pursueStop(ctx context.Context, dir journal.Dir, signal func(journal.Dir) error, alive func(journal.Dir) (bool, error), b stopBounds) (int, error) {
 	deadline := time.Now().Add(b.within)
 	pause := b.pauseMin
 	sent := 0
+	var signalled time.Time // the last signal taken; zero: ask now
 	var last error
 	for {
-		switch err := signal(dir); {
-		case errors.Is(err, sandbox.ErrNotRunning):
-			return sent, nil
-		case err == nil:
-			sent++
-			pause = b.pauseMax
-		default:
-			last = err
+		if signalled.IsZero() || time.Since(signalled) >= b.pauseMax {
+			switch err := signal(dir); {
+			case errors.Is(err, sandbox.ErrNotRunning):
+				return sent, nil
+			case err == nil:
+				sent++
+				signalled, pause = time.Now(), b.pauseMin
+			default:
+				last, signalled = err, time.Time{}
+				pause = min(2*pause, b.pauseMax)
+			}
+		} else {
+			switch up, err := alive(dir); {
+			case err != nil:
+				last = err
+			case !up:
+				return sent, nil
+			}
 			pause = min(2*pause, b.pauseMax)
 		}
 		if time.Now().Add(pause).After(deadline) {
@@ -106,7 +120,7 @@ func (w *Worker) stopLostAgent(ctx context.Context, dir journal.Dir, rec kv.RunR
 			w.mu.Unlock()
 		}()
 		began := time.Now()
-		sent, err := pursueStop(ctx, dir, sandbox.Cancel, stopPursuit)
+		sent, err := pursueStop(ctx, dir, sandbox.Cancel, sandbox.Alive, stopPursuit)
 		switch {
 		case errors.Is(err, errStopAbandoned):
 			w.metrics.stopsAbandoned.WithLabelValues("lost").Inc()

@@ -63,7 +63,7 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 		}
 		idle = time.AfterFunc(max(d, 0), func() {
 			r.log.Info().Dur("idle_timeout", r.rec.IdleTimeout).Msg("agent waited for input past its idle timeout; stopping it")
-			if sent, err := pursueStop(ctx, r.dir, sandbox.StopIdle, stopPursuit); errors.Is(err, errStopAbandoned) {
+			if sent, err := pursueStop(ctx, r.dir, sandbox.StopIdle, sandbox.Alive, stopPursuit); errors.Is(err, errStopAbandoned) {
 				w.metrics.stopsAbandoned.WithLabelValues("idle").Inc()
 				r.log.Error().Err(err).Int("signals", sent).Msg("gave up stopping the idle run")
 			}
