@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -189,6 +191,15 @@ profiles:
 	}
 	if got := scrapeMetric(t, metricsA, "baton_lost_agents_stopped_total"); got != fmt.Sprint(runs) {
 		t.Errorf("baton_lost_agents_stopped_total is %q, want %d", got, runs)
+	}
+	// The freeze was a heartbeat gap far past what leaseTTL 1s allows: the
+	// worker warned, and `baton doctor` says what leaseTTL the node needs.
+	if !strings.Contains(logsA.String(), "node heartbeat late") {
+		t.Errorf("node a's worker did not warn of its late heartbeat")
+	}
+	out, _ := testenv.Output(exec.Command(bin, "doctor", "--config", cfg, "--state-dir", dirA))
+	if !regexp.MustCompile(`(?m)^warn +leaseTTL.*managed no heartbeat for`).Match(out) || !strings.Contains(string(out), "set leaseTTL: ") {
+		t.Errorf("baton doctor does not warn that leaseTTL is too short for node a:\n%s", out)
 	}
 
 	// Each lost run's chain: the journal's lines as published before the

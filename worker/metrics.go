@@ -35,6 +35,8 @@ type metrics struct {
 	// idle, lost), and agents of runs declared lost stopped (stop.go).
 	stopsAbandoned *prometheus.CounterVec
 	lostStopped    prometheus.Counter
+	// Gaps between this worker's successive node heartbeats (beats.go).
+	heartbeatGaps prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
@@ -82,11 +84,14 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_stops_abandoned_total", Help: "Stops of a runner (cancel, idle, lost) this worker gave up on while the runner stayed alive past their bound; the log says why."}, []string{"kind"}),
 		lostStopped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_lost_agents_stopped_total", Help: "Agents this worker stopped because their run was declared lost while its node was away (slow restart, partition, overload); their runs' directories say so in lost-stopped."}),
+		heartbeatGaps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "baton_heartbeat_gap_seconds", Help: "Time between this worker's successive node heartbeats (planned: leaseTTL/3); leaseTTL should be at least twice the longest (docs/operations.md).",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 12)}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.runsStarted, m.prestarted, m.runsPrestarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
 			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.dropped, m.heldForDisk, m.active, m.reapPasses, m.storageWaiting, m.storageStalls, m.requestsRefused,
-			m.stopsAbandoned, m.lostStopped)
+			m.stopsAbandoned, m.lostStopped, m.heartbeatGaps)
 	}
 	return m
 }

@@ -338,6 +338,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	w.log.Info().Str("state_dir", w.stateDir).Str("runner", w.runner).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
+	w.warnHeartbeatGap()
 	close(w.ready)
 	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach, Admit: w.admit})
 	if parent.Err() != nil {
@@ -466,6 +467,8 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	every := max(w.cfg.LeaseTTL/3, 100*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var last time.Time      // the last heartbeat put
+	var worst time.Duration // the longest gap this worker recorded
 	for {
 		w.mu.Lock()
 		n := len(w.active)
@@ -475,6 +478,18 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			if _, err := w.nodes.KV().Put(ctx, key, b); err != nil && ctx.Err() == nil {
 				w.beatFailed.Store(time.Now().UnixNano())
 				w.log.Warn().Err(err).Msg("node heartbeat")
+			} else if err == nil {
+				now := time.Now()
+				if !last.IsZero() {
+					gap := now.Sub(last)
+					w.metrics.heartbeatGaps.Observe(gap.Seconds())
+					// Only a notably late beat is worth a write.
+					if gap > worst && gap > 2*every {
+						worst = gap
+						w.noteHeartbeatGap(heartbeatGap{Gap: gap, At: now.UTC(), LeaseTTL: w.cfg.LeaseTTL, Worker: w.id})
+					}
+				}
+				last = now
 			}
 		}
 		select {

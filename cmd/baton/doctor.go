@@ -23,7 +23,10 @@ profiles that need the missing part cannot run (they fail to start, saying
 so), while the others run with full isolation. It also says whether a worker
 of this binary finds baton-runner beside it, and, as root, that the sandbox
 user can search every directory above --state-dir (a root worker's runs of
-profiles that run {baton} need it). It exits non-zero on FAIL.`,
+profiles that run {baton} need it), and that leaseTTL is at least twice the
+longest gap between heartbeats the node's workers recorded in the last week
+(a loaded node's late heartbeats cost leases, then the node). It exits
+non-zero on FAIL.`,
 		Example: "  baton doctor\n  baton doctor --config /etc/baton/baton.yaml --state-dir /var/lib/baton",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -35,6 +38,7 @@ profiles that run {baton} need it). It exits non-zero on FAIL.`,
 			if self, err := os.Executable(); err == nil {
 				checks = append(checks, runnerCheck(self))
 			}
+			checks = append(checks, worker.HeartbeatCheck(g.stateDir, cfg.LeaseTTL))
 			fmt.Fprint(cmd.OutOrStdout(), sandbox.Report(checks))
 			if sandbox.Failed(checks) {
 				return exitCodeError(1)
