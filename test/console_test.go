@@ -133,7 +133,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		step("the second run listed", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-short"]`)))
 		screenshot(t, bctx, filepath.Join(dir, "console-runs.png"))
 	}
-	step("open the run page", 30*time.Second, chromedp.Click(chromedp.CSS(`tr[data-run="console-live"] a`)),
+	step("open the run page", 30*time.Second, clickInPage(`tr[data-run="console-live"] a`),
 		chromedp.WaitVisible(chromedp.CSS(`#transcript .entry.assistant .text`)))
 
 	// Live: the transcript keeps growing while the run goes on.
@@ -167,7 +167,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// Cancel with the button; the run ends cancelled.
-	step("cancel the run", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#cancel`)), chromedp.Click(chromedp.CSS(`#cancel`)))
+	step("cancel the run", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#cancel`)), clickInPage(`#cancel`))
 	step("the run ends cancelled", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="cancelled"]`)),
 		chromedp.WaitNotVisible(chromedp.CSS(`#cancel`)))
 	rec, err := c.Run(ctx, "console-live")
@@ -301,4 +301,14 @@ func screenshot(t *testing.T, ctx context.Context, path string) {
 	if err := os.WriteFile(path, buf, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// clickInPage clicks the element sel finds, found and clicked in one
+// step inside the page, once it is there. chromedp.Click finds the node,
+// then clicks it by its id in a second round trip; the runs list and the
+// run's header are rebuilt as they refresh, and a node replaced in between
+// fails the click ("Could not find node with given id", in CI).
+func clickInPage(sel string) chromedp.Action[chromedp.Void] {
+	js := fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false; el.click(); return true; })()`, sel)
+	return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(100*time.Millisecond))
 }
