@@ -587,24 +587,7 @@ func TestInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("worker did not stop within 20s")
-		}
-	})
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("worker: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("worker not ready after 20s")
-	}
+	testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
 	c := client.New(e.js, names)
 	for _, j := range []protocol.Job{{RunID: "chat-1", Profile: "chat"}, {RunID: "once-1", Profile: "once"}} {
 		if err := c.Submit(ctxT(t), j); err != nil {

@@ -186,22 +186,7 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- wk.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
-	select {
-	case <-wk.Ready():
-	case err := <-done:
-		t.Fatalf("worker stopped before ready: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("worker not ready after 20s")
-	}
+	testenv.Serve(t, "worker", wk.Ready(), 20*time.Second, wk.Run)
 	return w
 }
 

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -93,27 +92,8 @@ func (h *harness) addWorker(id string, opts ...worker.Option) (*worker.Worker, f
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("worker %s: %v", id, err)
-			}
-		})
-	}
-	t.Cleanup(stop)
+	stop := testenv.Serve(t, "worker "+id, w.Ready(), 20*time.Second, w.Run)
 	h.stops[w.ID()] = stop
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("worker stopped before ready: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("worker not ready after 20s")
-	}
 	return w, stop
 }
 

@@ -340,20 +340,5 @@ func startWorkerWith(t *testing.T, js jetstream.JetStream, cfg *config.Config, o
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("worker stopped before ready: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("worker not ready after 20s")
-	}
+	testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
 }

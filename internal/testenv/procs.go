@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -91,4 +93,43 @@ func (p *Proc) Stop(sig os.Signal, within time.Duration) bool {
 		p.t.Errorf("%s did not exit %v after SIGKILL", bounded.Describe(p.Cmd), StepWait)
 	}
 	return false
+}
+
+// Serve runs run (a worker's Run) in the background with a context that
+// stop, or the test's end, cancels; then it waits for run to return, at
+// most StepWait, and fails the test if run returned an error or outlived
+// the bound. Serve returns once ready is closed, and fails the test if run
+// returned first or ready took longer than within. stop may be called
+// any number of times.
+func Serve(t testing.TB, what string, ready <-chan struct{}, within time.Duration, run func(context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var err error // set before done closes
+	go func() {
+		defer close(done)
+		err = run(ctx)
+	}()
+	var reported atomic.Bool // the error failed the test already
+	stop = sync.OnceFunc(func() {
+		cancel()
+		select {
+		case <-done:
+			if err != nil && !reported.Load() {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(StepWait):
+			t.Errorf("%s did not return within %v of its context's end", what, StepWait)
+		}
+	})
+	t.Cleanup(stop)
+	select {
+	case <-ready:
+	case <-done:
+		reported.Store(true)
+		t.Fatalf("%s stopped before ready: %v", what, err)
+	case <-time.After(within):
+		t.Fatalf("%s not ready after %v", what, within)
+	}
+	return stop
 }
