@@ -57,17 +57,33 @@ func TestOneJobPerFreeSlot(t *testing.T) {
 			},
 		})
 	})
+	// Wait, bounded, for the two slots' jobs to be delivered and started
+	// (the consumer is created and the jobs fetched after Run begins; a
+	// loaded machine takes its time); a third delivery fails at once.
+	state := func() (int32, *jetstream.ConsumerInfo) {
+		t.Helper()
+		n := started.Load()
+		c, err := js.Consumer(ctx, names.JobsStream(), consumer.DurableName)
+		if err != nil {
+			return n, nil
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return n, nil
+		}
+		if n > 2 || info.NumAckPending > 2 {
+			t.Fatalf("started %d, ack pending %d with two slots busy; want at most 2 each", n, info.NumAckPending)
+		}
+		return n, info
+	}
+	testenv.WaitFor(t, 20*time.Second, "two jobs started, 2 ack pending and 4 pending", func() bool {
+		n, info := state()
+		return n == 2 && info != nil && info.NumAckPending == 2 && info.NumPending == 4
+	})
+	// No third is delivered while both slots stay busy: several fetches.
 	time.Sleep(time.Second)
-	c, err := js.Consumer(ctx, names.JobsStream(), consumer.DurableName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if started.Load() != 2 || info.NumAckPending != 2 || info.NumPending != 4 {
-		t.Fatalf("started %d, ack pending %d, pending %d; want 2, 2, 4", started.Load(), info.NumAckPending, info.NumPending)
+	if n, info := state(); n != 2 || info == nil || info.NumAckPending != 2 || info.NumPending != 4 {
+		t.Fatalf("started %d, consumer %+v; want 2 started, 2 ack pending, 4 pending", n, info)
 	}
 	// Slots are full; an attach job is still taken.
 	_ = nc.Publish(names.AttachJobSubject("n1"), []byte(`{"runId":"r0","reason":"handoff"}`))

@@ -5,11 +5,31 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/fakeagent"
+	"github.com/batonhq/baton/internal/testenv"
 )
+
+// lockedBuffer is a bytes.Buffer read while Chat writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 func TestChat(t *testing.T) {
 	for _, tc := range []struct {
@@ -53,11 +73,15 @@ func TestChatInterruptedBySignal(t *testing.T) {
 	defer cancel()
 	pr, pw := io.Pipe()
 	interrupts := make(chan struct{}, 1)
-	var out bytes.Buffer
+	var out lockedBuffer
 	done := make(chan error, 1)
 	go func() { done <- fakeagent.Chat(ctx, pr, &out, interrupts) }()
 	io.WriteString(pw, "slow\n")
-	time.Sleep(250 * time.Millisecond)
+	// The slow turn under way, its progress out (what is asserted below),
+	// before the signal: on a loaded machine 250 ms was not always it.
+	testenv.WaitFor(t, 5*time.Second, "the slow turn's first progress line", func() bool {
+		return strings.Contains(out.String(), `"progress"`)
+	})
 	interrupts <- struct{}{}
 	io.WriteString(pw, "after\n")
 	pw.Close()

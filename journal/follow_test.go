@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -287,10 +289,13 @@ func TestFollowWaitsForJournal(t *testing.T) {
 	dir := Dir(t.TempDir())
 	nonce := NewNonce()
 	rec := newRecorder(t, 0, DefaultBatch)
-	var checks int
+	var checks atomic.Int32
 	ch := follow(context.Background(), dir.Journal(), 0, nonce, rec.fn,
-		WithCheck(5*time.Millisecond, func() error { checks++; return nil }))
-	time.Sleep(30 * time.Millisecond) // the follower is waiting on a file that does not exist
+		WithCheck(5*time.Millisecond, func() error { checks.Add(1); return nil }))
+	// The follower is waiting on a file that does not exist, and checks
+	// meanwhile: wait, bounded, for a check (30 ms was not always one on a
+	// loaded machine).
+	testenv.WaitFor(t, 10*time.Second, "a check while the journal is missing", func() bool { return checks.Load() > 0 })
 	// Other files of the run directory do not disturb it.
 	appendFile(t, dir.Stderr(), "noise\n")
 	w := openWriter(t, dir.Journal())
@@ -304,7 +309,7 @@ func TestFollowWaitsForJournal(t *testing.T) {
 	if f.err != nil || f.res.Sentinel == nil || string(rec.text) != "hello\n" {
 		t.Fatalf("Follow = %+v, %v, delivered %q", f.res, f.err, rec.text)
 	}
-	if checks == 0 {
+	if checks.Load() == 0 {
 		t.Fatal("the check never ran while the journal was missing")
 	}
 }

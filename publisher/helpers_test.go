@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,20 +30,27 @@ type backend struct {
 	js     jetstream.JetStream
 	res    *provision.Resources
 	leases *kv.Leases
+	// servers are the deployment's servers, to see a subscription's
+	// interest reach each of them.
+	servers []*server.Server
 }
 
 func r1(t *testing.T) *backend {
 	t.Helper()
 	s := testenv.RunServer(t)
 	nc, js := testenv.Connect(t, s)
-	return provisioned(t, nc, js, 1)
+	b := provisioned(t, nc, js, 1)
+	b.servers = []*server.Server{s}
+	return b
 }
 
 func r3(t *testing.T) *backend {
 	t.Helper()
 	servers := testenv.RunCluster(t, 3)
 	nc, js := testenv.ConnectCluster(t, servers)
-	return provisioned(t, nc, js, 3)
+	b := provisioned(t, nc, js, 3)
+	b.servers = servers
+	return b
 }
 
 func provisioned(t *testing.T, nc *nats.Conn, js jetstream.JetStream, replicas int) *backend {
@@ -155,9 +163,18 @@ func live(t *testing.T, b *backend, runID string) *liveSub {
 	if err := b.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	// In a cluster the interest reaches the stream leader's server over a
-	// route, asynchronously.
-	time.Sleep(100 * time.Millisecond)
+	// In a cluster the interest reaches the stream leader's server (which
+	// republishes what it stores) over a route, asynchronously: wait,
+	// bounded, until every server has it.
+	probe := names.StatusSubject(runID)
+	testenv.WaitFor(t, 10*time.Second, "the live subscription's interest on every server", func() bool {
+		for _, s := range b.servers {
+			if !s.GlobalAccount().SubscriptionInterest(probe) {
+				return false
+			}
+		}
+		return true
+	})
 	return l
 }
 

@@ -25,6 +25,13 @@ import (
 // `cancelled`, from the first cancel request.
 const massCancelWithin = 30 * time.Second
 
+// runnersGoneWithin is how long the runners of a mass cancel have, after
+// every run's terminal status, to exit: a runner writes its sentinel (the
+// status follows it) and then exits, which hundreds of runners exiting at
+// once on a loaded 2-core machine can delay by seconds; a runner the
+// cancel missed lives on for hours.
+const runnersGoneWithin = 15 * time.Second
+
 // TestMassCancel: a pool's runs cancelled all at once each end
 // `cancelled`, none lost. A cancel is lost when the worker takes it for
 // delivered (or for a runner already gone) while the runner lives: a
@@ -167,10 +174,20 @@ profiles:
 			}
 		}
 		mu.Unlock()
-		// Every runner is gone, not only its status out.
+		// Every runner is gone, not only its status out. The status goes
+		// out on the runner's sentinel, and the runner exits (drops its
+		// lock) just after it wrote that: wait, bounded, for the exits.
+		gone := time.Now().Add(runnersGoneWithin)
 		for _, id := range ids {
-			if alive, err := sandbox.Alive(journal.Dir(filepath.Join(dir, "runs", id))); err != nil || alive {
-				t.Fatalf("round %d: run %s ended, runner alive %v (%v)", round, id, alive, err)
+			for {
+				alive, err := sandbox.Alive(journal.Dir(filepath.Join(dir, "runs", id)))
+				if err == nil && !alive {
+					break
+				}
+				if time.Now().After(gone) {
+					t.Fatalf("round %d: run %s ended, runner alive %v (%v) %v after the last status", round, id, alive, err, runnersGoneWithin)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 		}
 		t.Logf("round %d: %d runs cancelled at once, all ended cancelled %v after the first cancel", round, runs, took[round].Round(time.Millisecond))

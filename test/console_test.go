@@ -170,9 +170,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("cancel the run", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#cancel`)), clickInPage(`#cancel`))
 	step("the run ends cancelled", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="cancelled"]`)),
 		chromedp.WaitNotVisible(chromedp.CSS(`#cancel`)))
+	// The page ends the run on the chain's terminal status; the worker
+	// records it after publishing it: wait, bounded, for the record.
 	rec, err := c.Run(ctx, "console-live")
+	for deadline := time.Now().Add(10 * time.Second); (err != nil || rec.State != "cancelled") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		rec, err = c.Run(ctx, "console-live")
+	}
 	if err != nil || rec.State != "cancelled" {
-		t.Fatalf("record after the cancel button: %+v %v", rec, err)
+		t.Fatalf("record 10 s after the page showed the run cancelled: %+v %v", rec, err)
 	}
 
 	// Back in the list, live updates show the end state.

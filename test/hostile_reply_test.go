@@ -118,8 +118,15 @@ func TestHostileReplies(t *testing.T) {
 		reqs = append(reqs, h.requests("token", token(hostileVictim), "input", hostileVictim, true)...)
 		reqs = append(reqs, h.requests("token", token(hostileMissing), "input", hostileMissing, true)...)
 		h.attack(reqs, clientNC, consoleNC)
-		// The server refused the service user's reflected INFO answer.
-		if l := h.logs.String(); !strings.Contains(l, `Permissions Violation for Publish to \"$JS.API.STREAM.DELETE.BATON_EVENTS\"`) {
+		// The server refused the service user's reflected INFO answer. The
+		// worker hears of it asynchronously (the server's -ERR, the
+		// client's error handler, the log), not before the answers attack
+		// waited for: wait, bounded, for the line.
+		const refusedInfo = `Permissions Violation for Publish to \"$JS.API.STREAM.DELETE.BATON_EVENTS\"`
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(h.logs.String(), refusedInfo) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if l := h.logs.String(); !strings.Contains(l, refusedInfo) {
 			t.Errorf("the server did not refuse the reflected $SRV.INFO answer:\n%s", l)
 		}
 		// And worker-svc itself may publish nothing but into inboxes.
@@ -455,9 +462,11 @@ func (h *hostile) attack(reqs []hostileRequest, clientNC, consoleNC *nats.Conn) 
 	// Every guarded request was counted as refused, and the warnings are
 	// bounded.
 	var got int
-	testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("%d refused requests in the metrics", want), func() bool {
+	// (The worker counts a refusal, then logs it: wait for its first
+	// warning too.)
+	testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("%d refused requests in the metrics, and a warning logged", want), func() bool {
 		got = h.refused()
-		return got >= want
+		return got >= want && strings.Contains(h.logs.String(), "refused a request whose reply subject")
 	})
 	if got != want {
 		t.Errorf("baton_requests_refused_total: %d, want %d", got, want)

@@ -171,15 +171,24 @@ profiles:
 	})
 	gone := time.Since(thawed)
 	// The worker says so: the note in each run's directory, its log, the
-	// metric.
-	testenv.WaitFor(t, lostAgentsGoneWithin, "node a's worker to note each stopped agent", func() bool {
+	// metric. It writes them in that order, after it saw the agent gone
+	// (and the note's file exists before its text is in it): wait, bounded,
+	// for all three, then say which is missing. The late heartbeat's
+	// warning is logged after its record, which doctor reads below.
+	said := func() bool {
 		for _, id := range ids {
-			if _, err := os.Stat(filepath.Join(string(runDirA(id)), journal.LostStoppedName)); err != nil {
+			note, err := os.ReadFile(filepath.Join(string(runDirA(id)), journal.LostStoppedName))
+			if err != nil || !bytes.Contains(note, []byte("declared lost")) ||
+				!strings.Contains(linesWith(logsA.String(), id, 100), "stopped the agent of a run declared lost") {
 				return false
 			}
 		}
-		return true
-	})
+		return scrapeMetric(t, metricsA, "baton_lost_agents_stopped_total") == fmt.Sprint(runs) &&
+			strings.Contains(logsA.String(), "node heartbeat late")
+	}
+	for deadline := time.Now().Add(lostAgentsGoneWithin); !said() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	for _, id := range ids {
 		note, err := os.ReadFile(filepath.Join(string(runDirA(id)), journal.LostStoppedName))
 		if err != nil || !bytes.Contains(note, []byte("declared lost")) {

@@ -29,17 +29,27 @@ func TestPursueStop(t *testing.T) {
 		sent      int // exact; -1: more than one
 		calls     int // signals asked, exact; 0: more than 3
 		abandoned bool
+		// bounds, if set, replaces b: a case whose count depends on the
+		// watches coming within pauseMax of the signal gives them room a
+		// loaded machine's late timers cannot eat up (at pauseMax 8 ms the
+		// three watches, 1+2+4 ms apart, left 1 ms).
+		bounds *stopBounds
 	}{
-		{"gone", []error{sandbox.ErrNotRunning}, []bool{true}, nil, 0, 1, false},
-		{"signalled, then gone", []error{nil}, []bool{false}, nil, 1, 1, false},
-		{"signalled, watched, then gone", []error{nil}, []bool{true, true, false}, nil, 1, 1, false},
-		{"alive, then signalled, then gone", []error{sandbox.ErrTryAgain, sandbox.ErrTryAgain, nil}, []bool{false}, nil, 1, 3, false},
-		{"signalled, lives past pauseMax, asked again, gone", []error{nil, sandbox.ErrNotRunning}, []bool{true}, nil, 1, 2, false},
-		{"another failure, then gone", []error{other, sandbox.ErrNotRunning}, []bool{true}, nil, 0, 2, false},
-		{"never signallable", []error{sandbox.ErrTryAgain}, []bool{true}, errStopAbandoned, 0, 0, true},
-		{"takes every signal and lives on", []error{nil}, []bool{true}, errStopAbandoned, -1, 0, true},
+		{"gone", []error{sandbox.ErrNotRunning}, []bool{true}, nil, 0, 1, false, nil},
+		{"signalled, then gone", []error{nil}, []bool{false}, nil, 1, 1, false, nil},
+		{"signalled, watched, then gone", []error{nil}, []bool{true, true, false}, nil, 1, 1, false,
+			&stopBounds{pauseMin: time.Millisecond, pauseMax: 2 * time.Second, within: 10 * time.Second}},
+		{"alive, then signalled, then gone", []error{sandbox.ErrTryAgain, sandbox.ErrTryAgain, nil}, []bool{false}, nil, 1, 3, false, nil},
+		{"signalled, lives past pauseMax, asked again, gone", []error{nil, sandbox.ErrNotRunning}, []bool{true}, nil, 1, 2, false, nil},
+		{"another failure, then gone", []error{other, sandbox.ErrNotRunning}, []bool{true}, nil, 0, 2, false, nil},
+		{"never signallable", []error{sandbox.ErrTryAgain}, []bool{true}, errStopAbandoned, 0, 0, true, nil},
+		{"takes every signal and lives on", []error{nil}, []bool{true}, errStopAbandoned, -1, 0, true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			b := b
+			if tc.bounds != nil {
+				b = *tc.bounds
+			}
 			calls, watches := 0, 0
 			began := time.Now()
 			sent, err := pursueStop(context.Background(), journal.Dir(t.TempDir()), func(journal.Dir) error {

@@ -109,9 +109,20 @@ func TestFinishedRunsGiveBackMounts(t *testing.T) {
 			t.Fatalf("run %s: %+v", id, st)
 		}
 	}
-	// Given back once the terminal status is out: wait for the last one's.
-	testenv.WaitFor(t, 10*time.Second, "the finished runs' mounts and loop devices given back", func() bool {
-		return mountsUnder(t, h.stateDir) == mounts && loopsUnder(t, h.stateDir) == loops
+	// Given back once the terminal status is out: wait for the last one's,
+	// images included (the worker unmounts, which frees the loop device,
+	// then removes the image: the counts can be back before it is gone).
+	imagesLeft := func() int {
+		n := 0
+		for _, id := range ids {
+			if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", id, "workspace.img")); !os.IsNotExist(err) {
+				n++
+			}
+		}
+		return n
+	}
+	testenv.WaitFor(t, 10*time.Second, "the finished runs' mounts, loop devices and images given back", func() bool {
+		return mountsUnder(t, h.stateDir) == mounts && loopsUnder(t, h.stateDir) == loops && imagesLeft() == 0
 	})
 	for _, id := range ids {
 		if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", id, "workspace.img")); !os.IsNotExist(err) {
