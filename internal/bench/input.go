@@ -169,7 +169,11 @@ func (e *env) measureInput(ctx context.Context, sz sizes, row, runID, load strin
 	}
 	statuses, err := e.waitRuns(ctx, term, []string{runID}, time.Minute)
 	if err != nil {
-		return fail(err)
+		mu.Lock()
+		n := seen
+		mu.Unlock()
+		return fail(fmt.Errorf("run %s not ended a minute after its last input (%w): the agent had answered %d of %d messages; first inputs %v",
+			runID, err, n, sz.inputMsgs, firsts))
 	}
 	if st := statuses[runID]; st.Status != protocol.StatusSucceeded {
 		return fail(fmt.Errorf("run ended %s: %s", st.Status, st.Reason))
