@@ -16,8 +16,12 @@ import (
 // inherits its creator's), and, when the kernel groups tasks by session,
 // its session's autogroup, whose nice weighs the whole group against the
 // others. runner-outer is its session's leader, so that group is the
-// run's: the chain and the agent. It says what it set.
-func applyNice(nice int) (string, error) {
+// run's: the chain and the agent. It says what it set. An autogroup change
+// the kernel refuses for now (EAGAIN: without CAP_SYS_ADMIN it takes one a
+// tenth of a second on the whole machine) is tried again in the
+// background, for a second, and later tells its outcome to late, so the
+// start does not wait for it.
+func applyNice(nice int, late func(error)) (string, error) {
 	// Threads the runtime starts meanwhile come from one already set or
 	// not yet listed: a pass that finds every thread set ends it.
 	done := map[int]bool{}
@@ -56,7 +60,12 @@ func applyNice(nice int) (string, error) {
 	if err != nil || strings.TrimSpace(string(on)) != "1" {
 		return detail + "; no autogroups", nil
 	}
-	if err := setAutogroupNice(nice); err != nil {
+	err = setAutogroupNice(nice)
+	if errors.Is(err, unix.EAGAIN) {
+		go func() { late(retryAutogroupNice(nice)) }()
+		return detail + "; its session's autogroup: the kernel asked to wait, tried again meanwhile", nil
+	}
+	if err != nil {
 		return "", fmt.Errorf("%s, but not its autogroup's: %w", detail, err)
 	}
 	return detail + " and on its session's autogroup", nil
@@ -71,24 +80,27 @@ func taskNames() ([]string, error) {
 	return d.Readdirnames(-1)
 }
 
-// setAutogroupNice sets the nice of this process's autogroup. Without
-// CAP_SYS_ADMIN the kernel takes one such change a tenth of a second on
-// the whole machine and refuses others (EAGAIN): it is tried again, for a
-// second at most.
+// setAutogroupNice sets the nice of this process's autogroup.
 func setAutogroupNice(nice int) error {
+	if err := os.WriteFile("/proc/self/autogroup", []byte(strconv.Itoa(nice)), 0); err != nil {
+		return err
+	}
+	b, err := os.ReadFile("/proc/self/autogroup")
+	if n, ok := parseAutogroupNice(string(b)); err == nil && ok && n != nice {
+		return fmt.Errorf("the autogroup reads nice %d after it was set to %d", n, nice)
+	}
+	return nil
+}
+
+// retryAutogroupNice tries setAutogroupNice again while the kernel says
+// EAGAIN, for a second at most.
+func retryAutogroupNice(nice int) error {
 	deadline := time.Now().Add(time.Second)
 	for {
-		err := os.WriteFile("/proc/self/autogroup", []byte(strconv.Itoa(nice)), 0)
-		if err == nil {
-			b, rerr := os.ReadFile("/proc/self/autogroup")
-			if n, ok := parseAutogroupNice(string(b)); rerr == nil && ok && n != nice {
-				return fmt.Errorf("the autogroup reads nice %d after it was set to %d", n, nice)
-			}
-			return nil
-		}
+		time.Sleep(110 * time.Millisecond)
+		err := setAutogroupNice(nice)
 		if !errors.Is(err, unix.EAGAIN) || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(110 * time.Millisecond)
 	}
 }

@@ -85,7 +85,14 @@ func RunOuter(ctx context.Context, specPath string) error {
 	}
 	if spec.Nice != 0 {
 		// First: the rest of the start runs at it too.
-		if detail, err := applyNice(spec.Nice); err != nil {
+		late := func(err error) {
+			if err != nil {
+				st.fail("nice-autogroup", err)
+			} else {
+				st.ok("nice-autogroup", "set after the kernel's wait")
+			}
+		}
+		if detail, err := applyNice(spec.Nice, late); err != nil {
 			st.fail("nice", err)
 		} else {
 			st.ok("nice", detail)
