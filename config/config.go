@@ -136,6 +136,15 @@ type Profile struct {
 	// IdleTimeout ends a run that waits for input longer (status timeout,
 	// reason idle); 0: no bound but the run's timeout. Needs turnEnd.
 	IdleTimeout time.Duration `yaml:"idleTimeout"`
+	// Nice is the CPU priority of the profile's runs, -20 (highest) to
+	// 19 (lowest), 0 by default: runner-outer takes it first thing, so
+	// the whole chain and the agent run at it, and, where the kernel
+	// groups tasks by session (sched_autogroup_enabled, tasks in the root
+	// cpu cgroup), so does the run's group, which is what weighs against
+	// other runs there. A batch profile at 10 leaves the CPU to
+	// interactive runs (and to the worker and NATS) when agents load the
+	// node. Below 0 needs CAP_SYS_NICE in the runner (a root worker).
+	Nice int `yaml:"nice"`
 }
 
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is

@@ -47,6 +47,8 @@ type Invocation struct {
 	// TurnEnd and IdleTimeout are the profile's (TurnEnd nil: none).
 	TurnEnd     *TurnEnd
 	IdleTimeout time.Duration
+	// Nice is the profile's CPU priority for the run.
+	Nice int
 }
 
 // Limits are the job limits this configuration sets.
@@ -167,6 +169,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Interrupt:   p.Interrupt,
 		TurnEnd:     p.TurnEnd,
 		IdleTimeout: p.IdleTimeout,
+		Nice:        p.Nice,
 	}, nil
 }
 

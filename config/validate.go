@@ -186,6 +186,9 @@ func (c *Config) Validate() error {
 		case p.Stdin.OrDefault() != StdinStream:
 			bad(at+".turnEnd", "needs stdin: stream (only then does the agent wait for input)")
 		}
+		if p.Nice < -20 || p.Nice > 19 {
+			bad(at+".nice", "%d is not a nice value (-20 to 19)", p.Nice)
+		}
 		switch {
 		case p.IdleTimeout < 0:
 			bad(at+".idleTimeout", "%s must not be negative", p.IdleTimeout)

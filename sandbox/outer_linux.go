@@ -83,6 +83,21 @@ func RunOuter(ctx context.Context, specPath string) error {
 	if how := heldHow(); how != "" {
 		st.ok("hold-stops", how)
 	}
+	if spec.Nice != 0 {
+		// First: the rest of the start runs at it too.
+		late := func(err error) {
+			if err != nil {
+				st.fail("nice-autogroup", err)
+			} else {
+				st.ok("nice-autogroup", "set after the kernel's wait")
+			}
+		}
+		if detail, err := applyNice(spec.Nice, late); err != nil {
+			st.fail("nice", err)
+		} else {
+			st.ok("nice", detail)
+		}
+	}
 	o := &outerRun{spec: spec, dir: dir, st: st, pool: pool}
 	inner, err := o.setup(ctx)
 	if err != nil {

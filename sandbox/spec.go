@@ -73,6 +73,10 @@ type Spec struct {
 	// InterruptLine is written to stdin on an interrupt; empty: SIGINT
 	// to the agent's process group.
 	InterruptLine string `json:"interruptLine,omitempty"`
+	// Nice is the run's CPU priority (-20 to 19): runner-outer sets it
+	// for itself, so for everything it starts, and for its session's
+	// scheduling autogroup.
+	Nice int `json:"nice,omitempty"`
 	// Pooled marks a prestarted chain's spec (Prestart): its runner
 	// builds the sandbox and waits for a run to take it (Take), whose
 	// spec then replaces this one.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,7 +61,7 @@ func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
 		return
 	}
 	eof := req.Headers().Get(protocol.HeaderInputEOF) == "true"
-	seq, err := w.storeInput(ctx, runID, req.Data(), eof, false, req.Headers().Get(nats.MsgIdHdr))
+	seq, prev, fresh, err := w.storeInput(ctx, runID, req.Data(), eof, false, req.Headers().Get(nats.MsgIdHdr))
 	switch {
 	case errors.Is(err, errInputClosed):
 		_ = req.Error(protocol.InputTerminal, fmt.Sprintf("run %s: %v", runID, err), nil)
@@ -70,7 +71,7 @@ func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
 		_ = req.Error(protocol.InputFailed, "cannot store the input: "+err.Error(), nil)
 		return
 	}
-	w.notify(life, w.names.InputNoticeSubject(runID))
+	w.tellInput(life, runID, fresh, sandbox.InputMessage{Seq: seq, Prev: prev.seq, EOF: prev.eof, Data: req.Data()})
 	b, _ := json.Marshal(protocol.InputReply{RunID: runID, Seq: seq})
 	_ = req.Respond(b)
 }
@@ -83,6 +84,15 @@ func (w *Worker) inputRun(ctx context.Context, req micro.Request) (string, kv.Ru
 	if !protocol.ValidRunID(runID) {
 		_ = req.Error(protocol.InputBadRunID, fmt.Sprintf("runId %q must match [A-Za-z0-9_-]{1,128}", runID), nil)
 		return "", kv.RunRecord{}, false
+	}
+	// A run held here, its feeder running, is not terminal: its record
+	// need not be read (what it says of the run's input does not change).
+	w.mu.Lock()
+	r := w.active[runID]
+	_, feeding := w.inputPokes[runID]
+	w.mu.Unlock()
+	if r != nil && feeding && r.rec.RunID == runID {
+		return runID, r.rec, true
 	}
 	rec, _, err := w.runs.Get(ctx, runID)
 	switch {
@@ -104,32 +114,45 @@ func (w *Worker) inputRun(ctx context.Context, req micro.Request) (string, kv.Ru
 // last sequence, so concurrent senders are ordered and none is skipped.
 // msgID, if set, dedupes a client's retry.
 //
+// The run's last message is read from the stream only when this worker
+// does not know it (inputTails: the last it stored itself); a stale one
+// (another worker stored since) fails the server's check, and the store
+// reads it and goes after it, as with a concurrent sender.
+//
 // An interrupt is stored after an end-of-input too (SIGINT needs no
 // stdin), carrying the end-of-input mark on, so input after it is still
 // refused.
-func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof, interrupt bool, msgID string) (uint64, error) {
-	s, err := w.js.Stream(ctx, w.names.InputStream())
+//
+// It returns the message's sequence and, when it stored it now (fresh;
+// not a retry's duplicate), the sequence of the one before it with the
+// message's own end-of-input mark: what the runner is handed.
+func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof, interrupt bool, msgID string) (seq uint64, prev inputTail, fresh bool, err error) {
+	s, err := w.inputStreamHandle(ctx)
 	if err != nil {
-		return 0, err
+		return 0, inputTail{}, false, err
 	}
 	subj := w.names.InputStoreSubject(runID)
+	tail, known := w.inputTail(runID)
 	for attempt := 1; ; attempt++ {
-		var prev uint64
-		last, err := s.GetLastMsgForSubject(ctx, subj)
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-		case err != nil:
-			return 0, err
-		case last.Header.Get(protocol.HeaderInputEOF) == "true" && !interrupt:
-			return 0, errInputClosed
-		default:
-			prev = last.Sequence
-			eof = eof || last.Header.Get(protocol.HeaderInputEOF) == "true"
+		if !known {
+			last, err := s.GetLastMsgForSubject(ctx, subj)
+			switch {
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+				tail = inputTail{}
+			case err != nil:
+				return 0, inputTail{}, false, err
+			default:
+				tail = inputTail{seq: last.Sequence, eof: last.Header.Get(protocol.HeaderInputEOF) == "true"}
+			}
+		}
+		if tail.eof && !interrupt {
+			return 0, inputTail{}, false, errInputClosed
 		}
 		m := nats.NewMsg(subj)
 		m.Data = data
-		m.Header.Set(protocol.HeaderInputPrev, strconv.FormatUint(prev, 10))
-		if eof {
+		m.Header.Set(protocol.HeaderInputPrev, strconv.FormatUint(tail.seq, 10))
+		eofNow := eof || tail.eof
+		if eofNow {
 			m.Header.Set(protocol.HeaderInputEOF, "true")
 		}
 		if interrupt {
@@ -138,16 +161,138 @@ func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof,
 		if msgID != "" {
 			m.Header.Set(nats.MsgIdHdr, runID+":input:"+msgID)
 		}
-		ack, err := w.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(prev))
+		ack, err := w.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(tail.seq))
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence && attempt < 10 {
-			continue // another sender's message went first: go after it
+			known = false // another worker's message went first: go after it
+			continue
 		}
 		if err != nil {
-			return 0, err
+			w.forgetInputTail(runID)
+			return 0, inputTail{}, false, err
 		}
-		return ack.Sequence, nil
+		if ack.Duplicate {
+			// A retry of a message stored before: not necessarily the
+			// last one, nor right after tail.
+			w.forgetInputTail(runID)
+			return ack.Sequence, inputTail{}, false, nil
+		}
+		w.setInputTail(runID, inputTail{seq: ack.Sequence, eof: eofNow})
+		return ack.Sequence, inputTail{seq: tail.seq, eof: eofNow}, true, nil
 	}
+}
+
+// inputTail is the last input message of a run: its sequence (0: none)
+// and whether it closed stdin.
+type inputTail struct {
+	seq uint64
+	eof bool
+}
+
+// maxInputTails bounds inputTails: past it the map starts again (a tail
+// forgotten costs one read).
+const maxInputTails = 4096
+
+func (w *Worker) inputTail(runID string) (inputTail, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.inputTails[runID]
+	return t, ok
+}
+
+func (w *Worker) setInputTail(runID string, t inputTail) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inputTails == nil || len(w.inputTails) >= maxInputTails {
+		w.inputTails = map[string]inputTail{}
+	}
+	w.inputTails[runID] = t
+}
+
+func (w *Worker) forgetInputTail(runID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.inputTails, runID)
+}
+
+// inputHints are the messages this worker stored for a run it holds, for
+// its feeder: handed over, they need no read from the stream. Only a
+// hint: one missing (dropped past maxHints, or stored by another worker)
+// is read from the stream as before.
+type inputHints struct {
+	mu   sync.Mutex
+	msgs []sandbox.InputMessage
+}
+
+const maxHints = 64
+
+func (h *inputHints) add(m sandbox.InputMessage) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.msgs) < maxHints {
+		h.msgs = append(h.msgs, m)
+	}
+}
+
+// next returns the message right after last, if it is there, dropping
+// those at or before last.
+func (h *inputHints) next(last uint64) (sandbox.InputMessage, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var found sandbox.InputMessage
+	ok := false
+	keep := h.msgs[:0]
+	for _, m := range h.msgs {
+		switch {
+		case m.Seq <= last:
+		case m.Prev == last && !ok:
+			found, ok = m, true
+		default:
+			keep = append(keep, m)
+		}
+	}
+	clear(h.msgs[len(keep):])
+	h.msgs = keep
+	return found, ok
+}
+
+// inputStreamHandle is the input stream's handle, looked up once: its
+// reads and the store's publish name the stream, nothing more.
+func (w *Worker) inputStreamHandle(ctx context.Context) (jetstream.Stream, error) {
+	w.mu.Lock()
+	s := w.inputStream
+	w.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s, err := w.js.Stream(ctx, w.names.InputStream())
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	w.inputStream = s
+	w.mu.Unlock()
+	return s, nil
+}
+
+// tellInput wakes the feeder of runID: at once when it is held here,
+// handing it m (just stored) so it need not read it back, else by a
+// notice to its holder (notify).
+func (w *Worker) tellInput(life context.Context, runID string, fresh bool, m sandbox.InputMessage) {
+	w.mu.Lock()
+	ch := w.inputPokes[runID]
+	if hs := w.inputHints[runID]; hs != nil && fresh {
+		hs.add(m)
+	}
+	w.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default: // woken already: it reads every message after its last
+		}
+		return
+	}
+	w.notify(life, w.names.InputNoticeSubject(runID))
 }
 
 // watchInputs wakes the feeder of a run held here when another worker
@@ -204,13 +349,13 @@ func (w *Worker) handleInterrupt(ctx context.Context, req micro.Request) {
 	if !ok {
 		return
 	}
-	seq, err := w.storeInput(ctx, runID, nil, false, true, req.Headers().Get(nats.MsgIdHdr))
+	seq, prev, fresh, err := w.storeInput(ctx, runID, nil, false, true, req.Headers().Get(nats.MsgIdHdr))
 	if err != nil {
 		w.log.Warn().Err(err).Str("run_id", runID).Msg("store interrupt")
 		_ = req.Error(protocol.InputFailed, "cannot store the interrupt: "+err.Error(), nil)
 		return
 	}
-	w.notify(life, w.names.InputNoticeSubject(runID))
+	w.tellInput(life, runID, fresh, sandbox.InputMessage{Seq: seq, Prev: prev.seq, EOF: prev.eof, Interrupt: true})
 	b, _ := json.Marshal(protocol.InputReply{RunID: runID, Seq: seq})
 	_ = req.Respond(b)
 }
@@ -227,18 +372,24 @@ func (w *Worker) startInput(ctx context.Context, r *run) (stop func()) {
 		w.inputPokes = map[string]chan struct{}{}
 	}
 	w.inputPokes[r.id] = poke
+	hints := &inputHints{}
+	if w.inputHints == nil {
+		w.inputHints = map[string]*inputHints{}
+	}
+	w.inputHints[r.id] = hints
 	w.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.feedInput(ctx, r, poke)
+		w.feedInput(ctx, r, poke, hints)
 	}()
 	return func() {
 		cancel()
 		<-done
 		w.mu.Lock()
 		delete(w.inputPokes, r.id)
+		delete(w.inputHints, r.id)
 		w.mu.Unlock()
 	}
 }
@@ -249,7 +400,10 @@ func (w *Worker) startInput(ctx context.Context, r *run) (stop func()) {
 // a message only right after its predecessor and never twice, so a
 // successor (after a hand-off or a crash) goes on exactly where the agent
 // is.
-func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}) {
+//
+// A message this worker stored comes as a hint (inputHints) and is
+// written without a read from the stream.
+func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}, hints *inputHints) {
 	wait := func(d time.Duration) bool {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -272,7 +426,7 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}) {
 	for ctx.Err() == nil {
 		if stream == nil {
 			sctx, cancel := context.WithTimeout(ctx, inputTimeout)
-			s, err := w.js.Stream(sctx, w.names.InputStream())
+			s, err := w.inputStreamHandle(sctx)
 			cancel()
 			if err != nil {
 				r.log.Debug().Err(err).Msg("look up the input stream")
@@ -282,7 +436,9 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}) {
 			stream = s
 		}
 		if conn == nil {
-			dctx, cancel := context.WithTimeout(ctx, inputTimeout)
+			// The runner answers once its sandbox runs, which on a
+			// loaded node can take longer than a request.
+			dctx, cancel := context.WithTimeout(ctx, inputWriteTimeout)
 			c, err := sandbox.DialInput(dctx, r.dir)
 			cancel()
 			if errors.Is(err, sandbox.ErrNoInput) {
@@ -296,45 +452,49 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}) {
 			conn = c
 		}
 		last := conn.State().Last
-		gctx, cancel := context.WithTimeout(ctx, inputTimeout)
-		m, err := stream.GetMsg(gctx, last+1, jetstream.WithGetMsgSubject(subj))
-		cancel()
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			// Told of new input by a notice (notice.go); the timer
-			// only makes up for one no retry delivered.
-			wait(w.noticeSweep())
-			continue
-		}
-		if err != nil {
-			r.log.Debug().Err(err).Msg("read the run's next input")
-			wait(inputPoll)
-			continue
-		}
-		prev, err := strconv.ParseUint(m.Header.Get(protocol.HeaderInputPrev), 10, 64)
-		if err != nil {
-			// Only workers store there; a message without the link
-			// cannot be placed.
-			r.log.Error().Uint64("seq", m.Sequence).Msg("stored input has no valid " + protocol.HeaderInputPrev)
-			wait(inputPoll)
-			continue
+		im, ok := hints.next(last)
+		if !ok {
+			gctx, cancel := context.WithTimeout(ctx, inputTimeout)
+			m, err := stream.GetMsg(gctx, last+1, jetstream.WithGetMsgSubject(subj))
+			cancel()
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				// Told of new input by a notice (notice.go); the timer
+				// only makes up for one no retry delivered.
+				wait(w.noticeSweep())
+				continue
+			}
+			if err != nil {
+				r.log.Debug().Err(err).Msg("read the run's next input")
+				wait(inputPoll)
+				continue
+			}
+			prev, err := strconv.ParseUint(m.Header.Get(protocol.HeaderInputPrev), 10, 64)
+			if err != nil {
+				// Only workers store there; a message without the link
+				// cannot be placed.
+				r.log.Error().Uint64("seq", m.Sequence).Msg("stored input has no valid " + protocol.HeaderInputPrev)
+				wait(inputPoll)
+				continue
+			}
+			im = sandbox.InputMessage{Seq: m.Sequence, Prev: prev,
+				EOF:       m.Header.Get(protocol.HeaderInputEOF) == "true",
+				Interrupt: m.Header.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt,
+				Data:      m.Data}
 		}
 		wctx, cancel := context.WithTimeout(ctx, inputWriteTimeout)
-		st, err := conn.Write(wctx, sandbox.InputMessage{Seq: m.Sequence, Prev: prev,
-			EOF:       m.Header.Get(protocol.HeaderInputEOF) == "true",
-			Interrupt: m.Header.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt,
-			Data:      m.Data})
+		st, err := conn.Write(wctx, im)
 		cancel()
 		switch {
 		case err == nil:
 			w.metrics.inputsWritten.Inc()
-		case errors.Is(err, sandbox.ErrInputRefused) && st.Last >= m.Sequence:
+		case errors.Is(err, sandbox.ErrInputRefused) && st.Last >= im.Seq:
 			// Passed over: the agent's stdin had closed.
-			r.log.Warn().Uint64("seq", m.Sequence).Str("why", st.Error).Msg("input not written: the agent's stdin is closed")
+			r.log.Warn().Uint64("seq", im.Seq).Str("why", st.Error).Msg("input not written: the agent's stdin is closed")
 		case errors.Is(err, sandbox.ErrInputRefused):
-			r.log.Warn().Err(err).Uint64("seq", m.Sequence).Msg("runner refused input")
+			r.log.Warn().Err(err).Uint64("seq", im.Seq).Msg("runner refused input")
 			wait(inputPoll)
 		default:
-			r.log.Debug().Err(err).Uint64("seq", m.Sequence).Msg("hand input to the runner; reconnecting")
+			r.log.Debug().Err(err).Uint64("seq", im.Seq).Msg("hand input to the runner; reconnecting")
 			conn.Close()
 			conn = nil
 		}

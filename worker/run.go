@@ -501,7 +501,7 @@ func (w *Worker) sandboxSpec(id string, dir journal.Dir, inv config.Invocation) 
 		KillGrace: 5 * time.Second,
 		Network:   inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
 		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,
-		CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs,
+		Nice: inv.Nice, CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs,
 	}
 }
 

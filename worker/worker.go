@@ -92,6 +92,14 @@ type Worker struct {
 	testBeforeMark func(runID string)
 	// inputPokes wake the input feeders of the runs held here (input.go).
 	inputPokes map[string]chan struct{}
+	// inputTails are the last input message this worker stored per run
+	// (storeInput), inputStream the input stream's handle: a store needs
+	// one round trip to NATS while no other worker stores for the run.
+	inputTails  map[string]inputTail
+	inputStream jetstream.Stream
+	// inputHints hand the feeders of the runs held here what this
+	// worker stored for them.
+	inputHints map[string]*inputHints
 	// notice is how notices to a run's holder are sent again (notice.go).
 	notice noticeTiming
 	// pools are the profiles' prestarted sandboxes (pool.go), by profile;

@@ -179,6 +179,13 @@ profiles:
     allowArgs: true
     timeout: 1h
     network: none
+  stamp-batch:
+    command: ["{baton}", "bench", "agent"]
+    env: {GOMAXPROCS: "1"}
+    allowArgs: true
+    timeout: 1h
+    network: none
+    nice: 19
   line:
     command: ["/bin/echo", "{\"type\":\"bench\",\"line\":1}"]
     timeout: 1h

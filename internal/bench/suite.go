@@ -24,14 +24,19 @@ const (
 	RowStart    = "start"
 	RowHandoff  = "handoff" // also gives the crash row
 	RowScale    = "scale"
-	RowHistory  = "history"
-	RowConsole  = "console"
-	RowDensity  = "density"
-	RowOutputs  = "outputs"
+	// RowInputScale is the input row under the scale row's load.
+	RowInputScale = "input-scale"
+	// RowInputBatch is the input row under the same load run by a batch
+	// profile (nice 19).
+	RowInputBatch = "input-batch"
+	RowHistory    = "history"
+	RowConsole    = "console"
+	RowDensity    = "density"
+	RowOutputs    = "outputs"
 )
 
 // AllRows lists every row.
-var AllRows = []string{RowPipeline, RowLatency, RowInput, RowStart, RowHandoff, RowScale, RowHistory, RowConsole, RowDensity, RowOutputs}
+var AllRows = []string{RowPipeline, RowLatency, RowInput, RowStart, RowHandoff, RowScale, RowInputScale, RowInputBatch, RowHistory, RowConsole, RowDensity, RowOutputs}
 
 // ErrConfig: a Config the suite cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
@@ -107,6 +112,7 @@ type sizes struct {
 	densityIdleWindow  time.Duration // its CPU window with the runs idle
 	densityStartWithin time.Duration
 	inputMsgs          int   // messages the input row sends
+	inputFirsts        int   // short runs whose first input the input row times
 	outputsBytes       int64 // the outputs row's workspace
 	outputsReps        int
 }
@@ -115,7 +121,7 @@ var fullSizes = sizes{
 	pipelineLines: 200_000, latencyRate: 1000, latencyFor: 5 * time.Second,
 	starts: 11, handoffs: 5, crashes: 5,
 	scaleRuns: 200, scaleRate: 50, scaleWindow: 10 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 2 * time.Minute,
-	historyRecords: 100_000, historyReps: 5, inputMsgs: 500,
+	historyRecords: 100_000, historyReps: 5, inputMsgs: 500, inputFirsts: 5,
 	// 4 lease TTLs: the slowest periodic work of a held run (the holder's
 	// look at its record for a cancel, the input feeder's for input it
 	// was not told of) falls in it once per run.
@@ -127,7 +133,7 @@ var quickSizes = sizes{
 	pipelineLines: 5_000, latencyRate: 1000, latencyFor: time.Second,
 	starts: 3, handoffs: 1, crashes: 1,
 	scaleRuns: 10, scaleRate: 50, scaleWindow: 2 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 30 * time.Second,
-	historyRecords: 5_000, historyReps: 1, inputMsgs: 100,
+	historyRecords: 5_000, historyReps: 1, inputMsgs: 100, inputFirsts: 2,
 	densityRuns: 10, densityWindow: 3 * time.Second, densityIdleWindow: 3 * time.Second, densityStartWithin: time.Minute,
 	outputsBytes: 8 << 20, outputsReps: 1,
 }
@@ -201,6 +207,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			res = e.handoff(ctx, sz)
 		case RowScale:
 			res = e.scale(ctx, sz)
+		case RowInputScale:
+			res = e.inputScale(ctx, sz, RowInputScale, "stamp")
+		case RowInputBatch:
+			res = e.inputScale(ctx, sz, RowInputBatch, "stamp-batch")
 		case RowHistory:
 			res = e.history(ctx, sz)
 		case RowConsole:
