@@ -237,10 +237,13 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 // create creates or updates the consumer of cfg. A create that meets the
 // deletion of the consumer it replaces still in progress is answered
 // "consumer does not exist" (10149), or, while the old consumer's files
-// are being removed, "error creating store for consumer" (10012): both
-// seen on loaded 2-core machines, where they made a worker give up a
-// consumer it could have created a moment later. It is tried again,
-// createTries times in all.
+// are being removed, "error creating store for consumer" (10012), or
+// (10012 again) the store's own error when the removal took the directory
+// the new consumer's state file was being written in ("open
+// .../obs/<durable>/o.dat.tmp: no such file or directory"): all seen on
+// loaded 2-core machines, where they made a worker give up a consumer it
+// could have created a moment later. It is tried again, createTries times
+// in all.
 func (in *Intake) create(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	var err error
 	for try := range createTries {
@@ -273,8 +276,12 @@ func deletionInProgress(err error) bool {
 	if !errors.As(err, &apiErr) {
 		return false
 	}
-	return apiErr.ErrorCode == jetstream.JSErrCodeConsumerDoesNotExist ||
-		apiErr.ErrorCode == errCodeConsumerCreate && strings.HasPrefix(apiErr.Description, "error creating store for consumer")
+	if apiErr.ErrorCode == jetstream.JSErrCodeConsumerDoesNotExist {
+		return true
+	}
+	d := apiErr.Description
+	return apiErr.ErrorCode == errCodeConsumerCreate && (strings.HasPrefix(d, "error creating store for consumer") ||
+		strings.Contains(d, "/obs/") && strings.HasSuffix(d, ": no such file or directory"))
 }
 
 // AttachDurableName is the durable consumer of one node's attach jobs.

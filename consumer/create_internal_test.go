@@ -18,6 +18,8 @@ func TestDeletionInProgress(t *testing.T) {
 	}{
 		{&jetstream.APIError{Code: 404, ErrorCode: jetstream.JSErrCodeConsumerDoesNotExist, Description: "consumer does not exist"}, true},
 		{fmt.Errorf("wrapped: %w", &jetstream.APIError{Code: 500, ErrorCode: 10012, Description: "error creating store for consumer"}), true},
+		{&jetstream.APIError{Code: 500, ErrorCode: 10012, Description: "open /tmp/TestCannotConsume1167206773/001/jetstream/$G/streams/BATON_JOBS/obs/workers/o.dat.tmp: no such file or directory"}, true},
+		{&jetstream.APIError{Code: 500, ErrorCode: 10012, Description: "open /var/lib/nats/jetstream/$G/streams/BATON_JOBS/obs/workers/o.dat.tmp: permission denied"}, false},
 		{&jetstream.APIError{Code: 500, ErrorCode: 10012, Description: "consumer already exists"}, false},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10100, Description: "filtered consumer not unique on workqueue stream"}, false},
 		{errors.New("nats: timeout"), false},
