@@ -20,7 +20,10 @@ const echoLoop = `while read -r l; do echo "echo:$l"; done; echo eof`
 // what the agent answers, and closes stdin on end of input.
 func TestStreamInput(t *testing.T) {
 	t.Parallel()
-	spec := newSpec(t, sh(`test -p /dev/stdin && echo pipe; `+echoLoop)...)
+	// The agent outlives its stdin by 3 s, so a message after end of input
+	// meets the runner's refusal, not a run already over (a closed socket),
+	// on a loaded machine too.
+	spec := newSpec(t, sh(`test -p /dev/stdin && echo pipe; `+echoLoop+`; sleep 3`)...)
 	spec.Stdin = runspec.StdinStream
 	dir := start(t, spec, "first\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -65,7 +68,7 @@ func TestStreamInput(t *testing.T) {
 	if _, err := send(sandbox.InputMessage{Seq: 8, Prev: 7, Data: []byte("late")}); !errors.Is(err, sandbox.ErrInputRefused) {
 		t.Fatalf("after end of input: %v, want ErrInputRefused", err)
 	}
-	out, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+	out, s := waitEnd(t, dir, spec.Nonce, 20*time.Second)
 	wantSentinel(t, s, 0, journal.ReasonExit, "")
 	var got []string
 	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"github.com/batonhq/baton/sandbox"
 )
@@ -73,7 +74,11 @@ func start(ctx context.Context, specPath, inputPath string) error {
 		return err
 	}
 	fmt.Printf("pid %d\n", r.PID)
-	select {}
+	// Until the test kills it. Not select{}: with no goroutine left the
+	// runtime takes that for a deadlock and exits 2.
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 // netprobe prints each interface with its flags, then a TCP round trip
