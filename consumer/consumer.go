@@ -155,16 +155,19 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
 	}
-	runs, err := in.create(ctx, runCfg)
-	if err != nil {
+	if _, err := in.create(ctx, runCfg); err != nil {
 		return err
 	}
-	attach, err := in.create(ctx, attachCfg)
-	if err != nil {
+	if _, err := in.create(ctx, attachCfg); err != nil {
 		return err
 	}
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
+	// The dispatches' context ends only once both fetch loops have, and
+	// with them this intake's pull requests: a run handed off at stop
+	// publishes its attach job when no request of ours can take it.
+	dctx, stopDispatches := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopDispatches(nil)
 	p := newPool(slots)
 	var wg sync.WaitGroup
 	var loops sync.WaitGroup
@@ -177,7 +180,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				}
 				continue
 			}
-			msg := in.fetch(ctx, &runs, runCfg, fail)
+			msg := in.fetch(ctx, runCfg, fail)
 			if msg == nil {
 				p.put()
 				continue
@@ -209,24 +212,25 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 			wg.Go(func() {
 				defer p.put()
 				defer p.putProfile(prof)
-				h.Run(ctx, j)
+				h.Run(dctx, j)
 			})
 		}
 	})
 	loops.Go(func() {
 		for ctx.Err() == nil {
-			msg := in.fetch(ctx, &attach, attachCfg, fail)
+			msg := in.fetch(ctx, attachCfg, fail)
 			if msg == nil {
 				continue
 			}
 			p.take()
 			wg.Go(func() {
 				defer p.put()
-				h.Attach(ctx, msg)
+				h.Attach(dctx, msg)
 			})
 		}
 	})
 	loops.Wait()
+	stopDispatches(context.Cause(ctx))
 	wg.Wait()
 	if err := context.Cause(ctx); errors.Is(err, ErrCannotConsume) {
 		return err
@@ -289,23 +293,21 @@ func AttachDurableName(node string) string { return "attach-" + node }
 
 // fetch returns one job, or nil when none came (after a pause on errors).
 // After an error it checks that the consumer still exists, recreates it
-// if not (into *cons), and calls fail when that is impossible.
-func (in *Intake) fetch(ctx context.Context, cons *jetstream.Consumer, cfg jetstream.ConsumerConfig, fail context.CancelCauseFunc) jetstream.Msg {
-	msg, err := in.fetchOne(ctx, *cons)
+// if not, and calls fail when that is impossible.
+func (in *Intake) fetch(ctx context.Context, cfg jetstream.ConsumerConfig, fail context.CancelCauseFunc) jetstream.Msg {
+	msg, err := in.pullOne(ctx, cfg.Durable, in.maxWait)
 	if err == nil || ctx.Err() != nil {
 		return msg
 	}
 	in.log.Warn().Err(err).Str("consumer", cfg.Durable).Msg("fetch job")
 	if _, err := in.js.Consumer(ctx, in.names.JobsStream(), cfg.Durable); errors.Is(err, jetstream.ErrConsumerNotFound) {
-		c, err := in.create(ctx, cfg)
-		if err != nil {
+		if _, err := in.create(ctx, cfg); err != nil {
 			if ctx.Err() == nil {
 				fail(err)
 			}
 			return nil
 		}
 		in.log.Warn().Str("consumer", cfg.Durable).Msg("the jobs consumer was deleted; created it again")
-		*cons = c
 	}
 	sleepCtx(ctx, time.Second)
 	return nil
@@ -369,34 +371,6 @@ func (p *pool) put() {
 	case p.freed <- struct{}{}:
 	default:
 	}
-}
-
-// fetchOne asks the server for exactly one job; nil, nil when none came.
-// The pull request lives no longer than ctx: when the worker stops, its
-// subscription goes at once, so the server hands what comes next (the
-// attach jobs of the runs it hands off, above all) to another worker's
-// request instead of to this one's, where it would wait out AckWait; a job
-// that still reached this request is given back (Nak) at once.
-func (in *Intake) fetchOne(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
-	fctx, cancel := context.WithTimeout(ctx, in.maxWait)
-	defer cancel()
-	batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
-	if err != nil {
-		return nil, err
-	}
-	msg, ok := <-batch.Messages()
-	if ok && ctx.Err() == nil {
-		return msg, nil
-	}
-	if ok {
-		_ = msg.Nak()
-		return nil, nil
-	}
-	// The batch ends with its request: expired (no job), or ctx ended.
-	if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-		return nil, err
-	}
-	return nil, nil
 }
 
 // accept decodes and resolves msg; a job that cannot run is sent to the DLQ

@@ -402,3 +402,100 @@ func TestStoppedIntakeLeavesJobsToOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestHandoffAttachJobsGoToOthers: the runs a stopping intake holds see
+// their context end only once its pull requests are gone, so the attach
+// jobs they publish as they hand off (as the worker's runs do) go to the
+// other worker's request, never to the stopped intake's one, which waits
+// first in the queue and where they would sit until AckWait.
+func TestHandoffAttachJobsGoToOthers(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	if _, err := provision.Ensure(ctx, js, names, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	const runs = 8
+	attachWaiting := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			c, err := js.Consumer(ctx, names.JobsStream(), consumer.AttachDurableName("n1"))
+			if err == nil {
+				if info, ierr := c.Info(ctx); ierr == nil && info.NumWaiting == n {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the attach consumer never had %d pull requests waiting (last error %v)", n, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	held := make(chan string, runs)
+	attached := make(chan string, runs)
+	start := func(name string, slots int) (stop func()) {
+		in := consumer.New(js, names, config.Default(), consumer.WithSelf("/bin/true"),
+			consumer.WithFetchWait(20*time.Second), consumer.WithAckWait(30*time.Second))
+		runCtx, stopRun := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = in.Run(runCtx, slots, "n1", consumer.Handlers{
+				Run: func(ctx context.Context, j consumer.Job) {
+					_ = j.Msg.Ack()
+					held <- j.Job.RunID
+					<-ctx.Done() // the worker stops: hand the run off
+					msg := nats.NewMsg(names.AttachJobSubject("n1"))
+					msg.Data = fmt.Appendf(nil, `{"runId":%q,"reason":"handoff"}`, j.Job.RunID)
+					pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					if _, err := js.PublishMsg(pctx, msg); err != nil {
+						t.Errorf("hand off %s: %v", j.Job.RunID, err)
+					}
+				},
+				Attach: func(ctx context.Context, msg jetstream.Msg) {
+					_ = msg.Ack()
+					attached <- name
+				},
+			})
+		}()
+		return func() {
+			stopRun()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("intake %s still running 5s after its context ended", name)
+			}
+		}
+	}
+	stopA := start("A", runs)
+	for i := range runs {
+		job := fmt.Appendf(nil, `{"runId":"r%d","profile":"demo"}`, i)
+		if _, err := js.Publish(ctx, names.RunJobSubject(), job); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-held:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("intake A did not take run job %d within 10s", i)
+		}
+	}
+	attachWaiting(1)
+	stopB := start("B", 1)
+	defer stopB()
+	attachWaiting(2)
+	stopA()
+	for i := range runs {
+		select {
+		case who := <-attached:
+			if who != "B" {
+				t.Fatalf("attach job %d taken by the stopped intake %s", i, who)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("attach job %d of %d not taken within 3s: it went to the stopped intake's pull request", i+1, runs)
+		}
+	}
+}
