@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -182,8 +183,9 @@ func TestOuterHandsOver(t *testing.T) {
 // the start, the exec included, stops the run: blocked across the exec,
 // it waits for the new image, or the runner stays and acts on it. The
 // cancels are spread over the first 15 ms after Start returns, where the
-// handover falls on this machine; the test fails unless both a handed
-// over run and one cancelled before its handover are among them.
+// handover falls on this machine, and one run in four is cancelled as
+// soon as its runner has written its pid; the test fails unless both a
+// handed over run and one cancelled before its handover are among them.
 func TestCancelAcrossTheHandover(t *testing.T) {
 	t.Parallel()
 	const runs = 48
@@ -199,12 +201,28 @@ func TestCancelAcrossTheHandover(t *testing.T) {
 			defer func() { <-sem }()
 			m := marker(t)
 			spec := newSpec(t, "/bin/sleep", m)
-			dir := start(t, spec, "")
-			time.Sleep(time.Duration(i) * 15 * time.Millisecond / runs)
-			if err := sandbox.Cancel(dir); err != nil {
-				t.Errorf("run %d: Cancel: %v", i, err)
-				return
+			if i%4 == 0 {
+				// As early as the runner can be asked: from its pid file
+				// on, before Start returns, so that some runs are
+				// cancelled before their handover however slow the
+				// machine (the spread below missed it under load).
+				dir := journal.Dir(spec.RunDir)
+				cancelled := make(chan error, 1)
+				go func() { cancelled <- cancelEarly(dir, 15*time.Second) }()
+				start(t, spec, "")
+				if err := <-cancelled; err != nil {
+					t.Errorf("run %d: %v", i, err)
+					return
+				}
+			} else {
+				dir := start(t, spec, "")
+				time.Sleep(time.Duration(i) * 15 * time.Millisecond / runs)
+				if err := sandbox.Cancel(dir); err != nil {
+					t.Errorf("run %d: Cancel: %v", i, err)
+					return
+				}
 			}
+			dir := journal.Dir(spec.RunDir)
 			_, s := waitEnd(t, dir, spec.Nonce, 15*time.Second)
 			if s.Reason != journal.ReasonCancel {
 				t.Errorf("run %d, cancelled %v after Start: sentinel %+v, want reason cancel; state:\n%s", i, time.Duration(i)*15*time.Millisecond/runs, s, readFile(t, dir.State()))
@@ -226,6 +244,23 @@ func TestCancelAcrossTheHandover(t *testing.T) {
 	t.Logf("%d runs: %d handed over, %d stayed for a cancel that came as they were to, %d cancelled before", runs, handed, before, not)
 	if handed == 0 || not == 0 {
 		t.Errorf("the cancels missed the handover's window: %d handed over, %d cancelled before", handed, not)
+	}
+}
+
+// cancelEarly asks dir's runner to cancel from the moment it can be
+// asked, while it is being started, trying again every 100µs within
+// bound.
+func cancelEarly(dir journal.Dir, bound time.Duration) error {
+	end := time.Now().Add(bound)
+	for {
+		err := sandbox.Cancel(dir)
+		if err == nil || !errors.Is(err, sandbox.ErrNotRunning) && !errors.Is(err, sandbox.ErrTryAgain) {
+			return err
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("no runner to cancel within %v: %w", bound, err)
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 
