@@ -160,11 +160,24 @@ func (p pulledMsg) Headers() nats.Header                   { return p.m.Header }
 func (p pulledMsg) Subject() string                        { return p.m.Subject }
 func (p pulledMsg) Reply() string                          { return p.m.Reply }
 func (p pulledMsg) Ack() error                             { return p.m.Ack() }
-func (p pulledMsg) DoubleAck(ctx context.Context) error    { return p.m.AckSync(nats.Context(ctx)) }
 func (p pulledMsg) Nak() error                             { return p.m.Nak() }
 func (p pulledMsg) NakWithDelay(delay time.Duration) error { return p.m.NakWithDelay(delay) }
 func (p pulledMsg) InProgress() error                      { return p.m.InProgress() }
 func (p pulledMsg) Term() error                            { return p.m.Term() }
+
+// doubleAckWait bounds a DoubleAck whose context has no deadline, as
+// jetstream's own is (its default API timeout).
+const doubleAckWait = 5 * time.Second
+
+// DoubleAck acknowledges and waits for the server to confirm it.
+func (p pulledMsg) DoubleAck(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, doubleAckWait)
+		defer cancel()
+	}
+	return p.m.AckSync(nats.Context(ctx))
+}
 
 // TermWithReason is Term with the reason the server puts in its advisory.
 func (p pulledMsg) TermWithReason(reason string) error {
