@@ -133,9 +133,10 @@ func (p *Prestarted) Alive() bool {
 
 // Take starts the run of spec on this chain, as Start would have started
 // it cold, and returns once its runner has taken it. It lays the run out
-// in the entry's directory (workspace seed, files, spec, input), calls
-// the WithBeforeSpawn function, renames the directory to spec.RunDir
-// (which must not exist: ErrRunExists), creates the run's journal, and
+// in the entry's directory (workspace seed, files, spec, input), renames
+// the directory to spec.RunDir (which must not exist: ErrRunExists),
+// calls the WithBeforeSpawn function (if it fails, the entry and the
+// directory are removed, as Start does), creates the run's journal, and
 // hands the runner the spec, journal and input; the runner tells the
 // sandbox's init the agent's argv and environment, and the init starts
 // it. The agent sees its workspace where the entry's was.
@@ -143,8 +144,9 @@ func (p *Prestarted) Alive() bool {
 // A spec that does not fit (Fits) returns ErrNotPooled and leaves the
 // entry as it was; a chain that has ended returns ErrPoolEntryGone.
 // Either way nothing of the run exists and it may start cold. Any other
-// error closes the entry: before the rename, the run's directory does not
-// exist; after it, it stays for diagnosis, as Start leaves it.
+// error closes the entry: before the WithBeforeSpawn function has agreed,
+// the run's directory does not exist; after it, it stays for diagnosis,
+// as Start leaves it.
 func (p *Prestarted) Take(ctx context.Context, spec Spec, input []byte, opts ...StartOption) (*Runner, error) {
 	o, err := newStartOptions(opts)
 	if err != nil {
@@ -171,11 +173,11 @@ func (p *Prestarted) Take(ctx context.Context, spec Spec, input []byte, opts ...
 	if err := p.layOut(ctx, spec, input, o.seed); err != nil {
 		return fail(err)
 	}
-	if o.beforeSpawn != nil {
-		if err := o.beforeSpawn(); err != nil {
-			return fail(err)
-		}
-	}
+	// The directory is the run's before the caller's last word, as Start's
+	// is: a worker killed between its mark (the record says spawning) and
+	// a rename would leave a run no recovery finds (the chaos suite's
+	// cluster run lost one so). If the last word refuses, the directory
+	// goes with the entry, as Start removes its own.
 	dst := journal.Dir(spec.RunDir)
 	if err := unix.Renameat2(unix.AT_FDCWD, string(p.dir), unix.AT_FDCWD, string(dst), unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, unix.EEXIST) {
@@ -183,7 +185,13 @@ func (p *Prestarted) Take(ctx context.Context, spec Spec, input []byte, opts ...
 		}
 		return fail(fmt.Errorf("sandbox: take %s: %w", p.dir, err))
 	}
-	p.dir, p.renamed = dst, true
+	p.dir = dst
+	if o.beforeSpawn != nil {
+		if err := o.beforeSpawn(); err != nil {
+			return fail(err)
+		}
+	}
+	p.renamed = true
 	files, err := takeFiles(dst)
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrStartFailed, err))

@@ -311,3 +311,38 @@ func TestPrestartedRunsAsCold(t *testing.T) {
 		}
 	})
 }
+
+// TestPrestartedLastWord: the WithBeforeSpawn function of a take (the
+// worker's spawning mark) is called once the run's directory is in place,
+// as Start's is, so a worker killed right after its mark leaves a run its
+// node's recovery finds (the chaos suite lost one when the rename came
+// after the mark); one that refuses leaves neither the run's directory
+// nor the entry's, and no runner.
+func TestPrestartedLastWord(t *testing.T) {
+	t.Parallel()
+	spec := newSpec(t, sh(`cat`)...)
+	p := prestart(t, runnerBinary(t), spec, randomHex(t, 4))
+	entry := p.Dir()
+	var sawSpec error
+	refusal := errors.New("another worker took the run")
+	_, err := p.Take(context.Background(), spec, nil, sandbox.WithBeforeSpawn(func() error {
+		_, sawSpec = os.Stat(journal.Dir(spec.RunDir).Spec())
+		return refusal
+	}))
+	if !errors.Is(err, refusal) {
+		t.Fatalf("Take = %v, want the last word's refusal", err)
+	}
+	if sawSpec != nil {
+		t.Errorf("at the last word the run's directory was not in place: %v", sawSpec)
+	}
+	for _, d := range []string{spec.RunDir, string(entry)} {
+		if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s stays after a refused take: %v", d, err)
+		}
+	}
+	select {
+	case <-p.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refused entry's runner still runs 10 s after the take")
+	}
+}
