@@ -75,7 +75,17 @@ func runChaos(t *testing.T, natsNodes int) {
 	// take them, and workers are killed holding them.
 	// No disk budget: 16 runs of the default limits (4 GiB disk, 1 GiB
 	// output) are more than a test host's disk, and these write little.
-	cfg := fmt.Sprintf("leaseTTL: 2s\nconcurrency: 16\ndiskBudget: false\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n    pool: 2\n", natsNodes) + chaosEchoProfile
+	// A node is declared lost after six lease TTLs without a heartbeat.
+	// In the cluster, a server lost with its store takes up to about 10 s
+	// to be replaced, and a worker restarted then cannot start meanwhile:
+	// with 2 s (12 s) node B's only worker was silent 14 s once and its
+	// runs were rightly ended lost, which this suite counts as a failure.
+	// 3 s gives that 18 s; the faults stay as they are.
+	ttl := "2s"
+	if natsNodes > 1 {
+		ttl = "3s"
+	}
+	cfg := fmt.Sprintf("leaseTTL: %s\nconcurrency: 16\ndiskBudget: false\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n    pool: 2\n", ttl, natsNodes) + chaosEchoProfile
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
