@@ -10,6 +10,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// leaderGetTimeout bounds a read from the leader whose context has no
+// deadline, as JetStream's own API calls are bounded by default.
+const leaderGetTimeout = 5 * time.Second
+
 // leaderGet reads one message of the events stream from its leader
 // ($JS.API.STREAM.MSG.GET): by sequence, or the last of filter lastFor. The
 // stream allows direct gets (the workers' read relay pages through them),
@@ -22,6 +26,16 @@ func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, seq u
 	}{seq, lastFor})
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// A stream without a leader (an election after a server was
+		// lost) answers nothing, and a core request would wait for ever:
+		// a worker's start sat 3.5 min in Align so, holding the run's
+		// lease (the cluster chaos suite, in CI), as kv's read from the
+		// leader once did.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, leaderGetTimeout)
+		defer cancel()
 	}
 	m, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
