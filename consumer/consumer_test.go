@@ -335,56 +335,24 @@ func TestStoppedIntakeLeavesJobsToOthers(t *testing.T) {
 	if _, err := provision.Ensure(ctx, js, names, provision.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	waiting := func(n int) {
-		t.Helper()
-		c, err := js.Consumer(ctx, names.JobsStream(), consumer.AttachDurableName("n1"))
-		deadline := time.Now().Add(10 * time.Second)
-		for err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
-			if err == nil {
-				var info *jetstream.ConsumerInfo
-				if info, err = c.Info(ctx); err == nil && info.NumWaiting == n {
-					return
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the attach consumer never had %d pull requests waiting", n)
-			}
-			time.Sleep(20 * time.Millisecond)
-			c, err = js.Consumer(ctx, names.JobsStream(), consumer.AttachDurableName("n1"))
-		}
-		t.Fatal(err)
-	}
 	start := func(name string, got chan<- string) (stop func()) {
 		// A long fetch keeps the first intake's request first in the queue.
 		in := consumer.New(js, names, config.Default(), consumer.WithSelf("/bin/true"),
 			consumer.WithFetchWait(20*time.Second), consumer.WithAckWait(30*time.Second))
-		runCtx, stopRun := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = in.Run(runCtx, 1, "n1", consumer.Handlers{
-				Run: func(ctx context.Context, j consumer.Job) { _ = j.Msg.Ack() },
-				Attach: func(ctx context.Context, msg jetstream.Msg) {
-					_ = msg.Ack()
-					got <- name
-				},
-			})
-		}()
-		return func() {
-			stopRun()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				t.Fatalf("intake %s still running 5s after its context ended", name)
-			}
-		}
+		return startIntake(t, ctx, in, name, 1, consumer.Handlers{
+			Run: func(ctx context.Context, j consumer.Job) { _ = j.Msg.Ack() },
+			Attach: func(ctx context.Context, msg jetstream.Msg) {
+				_ = msg.Ack()
+				got <- name
+			},
+		})
 	}
 	got := make(chan string, 4)
 	stopA := start("A", got)
-	waiting(1)
+	attachWaiting(t, ctx, js, names, 1)
 	stopB := start("B", got)
 	defer stopB()
-	waiting(2)
+	attachWaiting(t, ctx, js, names, 2)
 	stopA()
 	for i := range 3 {
 		msg := nats.NewMsg(names.AttachJobSubject("n1"))
@@ -418,58 +386,29 @@ func TestHandoffAttachJobsGoToOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	const runs = 8
-	attachWaiting := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			c, err := js.Consumer(ctx, names.JobsStream(), consumer.AttachDurableName("n1"))
-			if err == nil {
-				if info, ierr := c.Info(ctx); ierr == nil && info.NumWaiting == n {
-					return
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the attach consumer never had %d pull requests waiting (last error %v)", n, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	held := make(chan string, runs)
 	attached := make(chan string, runs)
 	start := func(name string, slots int) (stop func()) {
 		in := consumer.New(js, names, config.Default(), consumer.WithSelf("/bin/true"),
 			consumer.WithFetchWait(20*time.Second), consumer.WithAckWait(30*time.Second))
-		runCtx, stopRun := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = in.Run(runCtx, slots, "n1", consumer.Handlers{
-				Run: func(ctx context.Context, j consumer.Job) {
-					_ = j.Msg.Ack()
-					held <- j.Job.RunID
-					<-ctx.Done() // the worker stops: hand the run off
-					msg := nats.NewMsg(names.AttachJobSubject("n1"))
-					msg.Data = fmt.Appendf(nil, `{"runId":%q,"reason":"handoff"}`, j.Job.RunID)
-					pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					if _, err := js.PublishMsg(pctx, msg); err != nil {
-						t.Errorf("hand off %s: %v", j.Job.RunID, err)
-					}
-				},
-				Attach: func(ctx context.Context, msg jetstream.Msg) {
-					_ = msg.Ack()
-					attached <- name
-				},
-			})
-		}()
-		return func() {
-			stopRun()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				t.Fatalf("intake %s still running 5s after its context ended", name)
-			}
-		}
+		return startIntake(t, ctx, in, name, slots, consumer.Handlers{
+			Run: func(ctx context.Context, j consumer.Job) {
+				_ = j.Msg.Ack()
+				held <- j.Job.RunID
+				<-ctx.Done() // the worker stops: hand the run off
+				msg := nats.NewMsg(names.AttachJobSubject("n1"))
+				msg.Data = fmt.Appendf(nil, `{"runId":%q,"reason":"handoff"}`, j.Job.RunID)
+				pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if _, err := js.PublishMsg(pctx, msg); err != nil {
+					t.Errorf("hand off %s: %v", j.Job.RunID, err)
+				}
+			},
+			Attach: func(ctx context.Context, msg jetstream.Msg) {
+				_ = msg.Ack()
+				attached <- name
+			},
+		})
 	}
 	stopA := start("A", runs)
 	for i := range runs {
@@ -483,10 +422,10 @@ func TestHandoffAttachJobsGoToOthers(t *testing.T) {
 			t.Fatalf("intake A did not take run job %d within 10s", i)
 		}
 	}
-	attachWaiting(1)
+	attachWaiting(t, ctx, js, names, 1)
 	stopB := start("B", 1)
 	defer stopB()
-	attachWaiting(2)
+	attachWaiting(t, ctx, js, names, 2)
 	stopA()
 	for i := range runs {
 		select {
@@ -496,6 +435,44 @@ func TestHandoffAttachJobsGoToOthers(t *testing.T) {
 			}
 		case <-time.After(3 * time.Second):
 			t.Fatalf("attach job %d of %d not taken within 3s: it went to the stopped intake's pull request", i+1, runs)
+		}
+	}
+}
+
+// attachWaiting waits until node n1's attach consumer has n pull requests
+// waiting at the server.
+func attachWaiting(t *testing.T, ctx context.Context, js jetstream.JetStream, names protocol.Names, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := js.Consumer(ctx, names.JobsStream(), consumer.AttachDurableName("n1"))
+		if err == nil {
+			if info, ierr := c.Info(ctx); ierr == nil && info.NumWaiting == n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the attach consumer never had %d pull requests waiting (last error %v)", n, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startIntake runs in on node n1 until the returned stop, which fails the
+// test if Run has not returned 5 s after its context ended.
+func startIntake(t *testing.T, ctx context.Context, in *consumer.Intake, name string, slots int, h consumer.Handlers) (stop func()) {
+	runCtx, stopRun := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = in.Run(runCtx, slots, "n1", h)
+	}()
+	return func() {
+		stopRun()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("intake %s still running 5s after its context ended", name)
 		}
 	}
 }
