@@ -1,11 +1,15 @@
 package publisher_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
 )
@@ -44,5 +48,45 @@ func TestAlignReadsTheLeader(t *testing.T) {
 	var apiErr *jetstream.APIError
 	if _, err := publisher.Align(ctx, b.js, protocol.MustNames("nosuch"), "lead-1"); !errors.As(err, &apiErr) {
 		t.Fatalf("Align without the stream: %v, want the server's API error", err)
+	}
+}
+
+// TestAlignUnansweredIsBounded: a read of a chain's tail whose request no
+// server answers (a stream between leaders: in a fresh-clone CI's cluster
+// chaos run a start sat 3.5 min in Align so, holding the run's lease) ends
+// with a timeout after leaderGetTimeout, even when the caller's context has
+// no deadline. The server here has no JetStream, and a subscriber takes the
+// API's requests without answering, as a server that forwards a request to
+// a leader that is gone does.
+func TestAlignUnansweredIsBounded(t *testing.T) {
+	s := testenv.RunServerWith(t, func(o *server.Options) { o.JetStream = false })
+	nc, js := testenv.Connect(t, s)
+	sub, err := nc.SubscribeSync("$JS.API.STREAM.MSG.GET.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := publisher.Align(context.Background(), js, names, "lead-silent")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Align without an answer: %v, want a deadline exceeded", err)
+		}
+		if took := time.Since(start); took < 4*time.Second || took > 8*time.Second {
+			t.Fatalf("Align without an answer gave up after %v, want about 5 s", took)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Align waited 15 s for an answer no server gives: a read of the tail is unbounded")
+	}
+	if _, err := sub.NextMsg(time.Second); err != nil {
+		t.Fatalf("the silent responder never saw Align's request: %v", err)
 	}
 }
