@@ -247,10 +247,11 @@ echo hog done`
 // stderr, and no more start at once than the disk holds: all of them, and
 // the other tenant's run after them, succeed.
 func TestRunsWithinLimitsDoNotFillTheNode(t *testing.T) {
+	const hogTimeout = 2 * time.Minute
 	needRoot(t)
 	h := newHarness(t, withConfig(func(c *config.Config) {
 		c.DiskReserve = 16 << 20
-		c.Profiles["hog"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
+		c.Profiles["hog"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs, Timeout: hogTimeout,
 			Limits: config.Limits{Disk: 32 << 20, Output: 2 << 20}}
 		c.Profiles["tenant"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: config.AnyArgs, Timeout: time.Minute,
 			Limits: config.Limits{Disk: 16 << 20, Output: 1 << 20}}
@@ -264,7 +265,11 @@ func TestRunsWithinLimitsDoNotFillTheNode(t *testing.T) {
 		h.submit(map[string]any{"runId": id, "profile": "hog", "args": []string{hogScript}})
 	}
 	for _, id := range hogs {
-		st := h.terminal(id)
+		// The hogs end by their own timeout at the latest; beside two soaks
+		// in a fresh-clone CI their 2 MiB of lines each took over a minute
+		// to publish (batch attempts timing out on a loaded server), and a
+		// 60 s wait gave up on a run that succeeded.
+		st := h.terminalWithin(id, hogTimeout+time.Minute)
 		if st.Status != protocol.StatusSucceeded || !strings.HasSuffix(st.StderrTail, "\x00") {
 			t.Fatalf("hog %s: %s, reason %q, stderr tail %q\nworker log:\n%s", id, st.Status, st.Reason, st.StderrTail[max(0, len(st.StderrTail)-200):], log.String())
 		}

@@ -620,7 +620,13 @@ func (h *harness) waitStatus(runID string, s protocol.StatusType) protocol.Statu
 
 func (h *harness) terminal(runID string) protocol.Status {
 	h.t.Helper()
-	msgs := h.chain(runID, 60*time.Second)
+	return h.terminalWithin(runID, 60*time.Second)
+}
+
+// terminalWithin is terminal for a run that may take up to timeout to end.
+func (h *harness) terminalWithin(runID string, timeout time.Duration) protocol.Status {
+	h.t.Helper()
+	msgs := h.chain(runID, timeout)
 	h.assertChainMatchesJournal(runID, msgs)
 	st := statuses(h.t, msgs)
 	return st[len(st)-1]
