@@ -13,17 +13,17 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/batonhq/baton/kv"
-	"github.com/batonhq/baton/worker"
+	"github.com/batonhq/baton/protocol"
 )
 
 // workerView is one worker as the workers page shows it: its micro service
 // info and what its status endpoint says it holds.
 type workerView struct {
-	ID      string             `json:"id"`
-	Node    string             `json:"node"`
-	Version string             `json:"version"`
-	Status  *worker.StatusInfo `json:"status,omitempty"`
-	Error   string             `json:"error,omitempty"`
+	ID      string                 `json:"id"`
+	Node    string                 `json:"node"`
+	Version string                 `json:"version"`
+	Status  *protocol.WorkerStatus `json:"status,omitempty"`
+	Error   string                 `json:"error,omitempty"`
 }
 
 type nodeView struct {
@@ -70,7 +70,7 @@ func (c *Console) discover(ctx context.Context) ([]workerView, error) {
 		return nil, err
 	}
 	defer sub.Unsubscribe()
-	subj, err := micro.ControlSubject(micro.InfoVerb, worker.ServiceName, "")
+	subj, err := micro.ControlSubject(micro.InfoVerb, protocol.WorkerService, "")
 	if err != nil {
 		return nil, err
 	}
@@ -95,12 +95,12 @@ func (c *Console) discover(ctx context.Context) ([]workerView, error) {
 		wg.Add(1)
 		go func(v *workerView) {
 			defer wg.Done()
-			msg, err := nc.RequestWithContext(ctx, c.names.Prefix()+".worker."+v.ID+".status", nil)
+			msg, err := nc.RequestWithContext(ctx, c.names.WorkerStatusSubject(v.ID), nil)
 			if err != nil {
 				v.Error = err.Error()
 				return
 			}
-			var st worker.StatusInfo
+			var st protocol.WorkerStatus
 			if err := json.Unmarshal(msg.Data, &st); err != nil {
 				v.Error = "unreadable status: " + err.Error()
 				return

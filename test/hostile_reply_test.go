@@ -111,7 +111,7 @@ func TestHostileReplies(t *testing.T) {
 		// micro's own verbs are not guarded in process: their answers are
 		// refused by the server, as worker-svc may publish only into
 		// inboxes (PING and STATS the console may not even send).
-		for _, verb := range []string{"$SRV.INFO." + worker.ServiceName, "$SRV.PING", "$SRV.STATS"} {
+		for _, verb := range []string{"$SRV.INFO." + protocol.WorkerService, "$SRV.PING", "$SRV.STATS"} {
 			reqs = append(reqs, h.requests("console", consoleNC, verb, hostileVictim, false)...)
 		}
 		// An input token, for a run that exists and for one that does not.
@@ -303,7 +303,7 @@ func (h *hostile) subject(r hostileRequest) string {
 	case "interrupt":
 		return h.names.InterruptSubject(r.run)
 	case "status":
-		return h.names.Prefix() + ".worker." + h.workerID + ".status"
+		return h.names.WorkerStatusSubject(h.workerID)
 	}
 	return r.endpoint
 }
@@ -407,8 +407,8 @@ func (h *hostile) attack(reqs []hostileRequest, clientNC, consoleNC *nats.Conn) 
 	if err != nil {
 		t.Fatalf("a legitimate status request after the attacks: %v", err)
 	}
-	var st worker.StatusInfo
-	if err := json.Unmarshal(m.Data, &st); err != nil || !slices.ContainsFunc(st.Runs, func(r worker.RunInfo) bool { return r.RunID == hostileVictim }) {
+	var st protocol.WorkerStatus
+	if err := json.Unmarshal(m.Data, &st); err != nil || !slices.ContainsFunc(st.Runs, func(r protocol.WorkerRun) bool { return r.RunID == hostileVictim }) {
 		t.Errorf("the worker no longer holds %s: %s (%v)", hostileVictim, m.Data, err)
 	}
 	// The observer has everything published before the answers above.

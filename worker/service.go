@@ -13,28 +13,8 @@ import (
 	"github.com/batonhq/baton/protocol"
 )
 
-// ServiceName is the NATS micro service every worker registers, so
-// `nats micro ls` and `nats micro info baton-worker` list the fleet.
-const ServiceName = "baton-worker"
-
-// RunInfo describes a run a worker holds, as its status endpoint reports.
-type RunInfo struct {
-	RunID   string `json:"runId"`
-	Epoch   uint64 `json:"epoch"`
-	LastSeq uint64 `json:"lastSeq"`
-}
-
-// StatusInfo is the reply of a worker's status endpoint.
-type StatusInfo struct {
-	Worker      string    `json:"worker"`
-	Node        string    `json:"node"`
-	Version     string    `json:"version"`
-	Concurrency int       `json:"concurrency"`
-	Runs        []RunInfo `json:"runs"`
-}
-
 // serve registers the micro service, which stops when ctx ends. Its "status" endpoint,
-// on <prefix>.worker.<id>.status, answers with StatusInfo; its "cancel"
+// on <prefix>.worker.<id>.status, answers with protocol.WorkerStatus; its "cancel"
 // endpoint, on <prefix>.control.cancel.<runId>, records cancel intents.
 //
 // The service lives on the service connection (WithServiceConn), so
@@ -49,7 +29,7 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 		w.log.Warn().Msg("the micro service answers on the main connection: only the in-process check of reply subjects guards its answers (give the worker its service user's credentials)")
 	}
 	svc, err := micro.AddService(w.svc, micro.Config{
-		Name:        ServiceName,
+		Name:        protocol.WorkerService,
 		Version:     serviceVersion(),
 		Description: "baton worker: durable sandboxed agent runs",
 		Metadata:    map[string]string{"node": w.node, "worker": w.id},
@@ -57,7 +37,7 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 	if err != nil {
 		return nil, err
 	}
-	g := svc.AddGroup(w.names.Prefix() + ".worker." + w.id)
+	g := svc.AddGroup(w.names.WorkerSubject(w.id))
 	if err := g.AddEndpoint("status", w.answerable("status", false, micro.HandlerFunc(func(req micro.Request) {
 		b, _ := json.Marshal(w.statusInfo())
 		_ = req.Respond(b)
@@ -174,15 +154,15 @@ func clip(s string) string {
 	return s
 }
 
-func (w *Worker) statusInfo() StatusInfo {
+func (w *Worker) statusInfo() protocol.WorkerStatus {
 	w.mu.Lock()
-	runs := make([]RunInfo, 0, len(w.active))
+	runs := make([]protocol.WorkerRun, 0, len(w.active))
 	for id, r := range w.active {
-		runs = append(runs, RunInfo{RunID: id, Epoch: r.lease.Epoch(), LastSeq: r.chain.LastSeq()})
+		runs = append(runs, protocol.WorkerRun{RunID: id, Epoch: r.lease.Epoch(), LastSeq: r.chain.LastSeq()})
 	}
 	w.mu.Unlock()
 	sort.Slice(runs, func(i, j int) bool { return runs[i].RunID < runs[j].RunID })
-	return StatusInfo{Worker: w.id, Node: w.node, Version: Version, Concurrency: w.cfg.Concurrency, Runs: runs}
+	return protocol.WorkerStatus{Worker: w.id, Node: w.node, Version: Version, Concurrency: w.cfg.Concurrency, Runs: runs}
 }
 
 // serviceVersion is Version when it is semver, as micro requires.

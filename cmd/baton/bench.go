@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/batonhq/baton/internal/bench"
+	"github.com/batonhq/baton/cmd/baton/internal/bench"
 	"github.com/batonhq/baton/sandbox"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/bench"
+	"github.com/batonhq/baton/cmd/baton/internal/bench"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
