@@ -3,6 +3,8 @@ package protocol
 import (
 	"fmt"
 	"strings"
+
+	"github.com/batonhq/baton/internal/runid"
 )
 
 // DefaultPrefix is the subject prefix used when none is configured.
@@ -158,25 +160,12 @@ const tokenPattern = "[A-Za-z0-9_-]{1,64}"
 func validToken(s string) bool { return validChars(s, 64, "_-") }
 
 // validChars reports whether s is 1 to maxLen ASCII letters, digits and
-// bytes of extra. Hand-written rather than regexps: a regexp with a
-// {1,128} repetition costs a millisecond of start-up in every process of
-// the binary, runner stages included.
-func validChars(s string, maxLen int, extra string) bool {
-	if len(s) == 0 || len(s) > maxLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(extra, c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
+// bytes of extra.
+func validChars(s string, maxLen int, extra string) bool { return runid.Chars(s, maxLen, extra) }
 
 // ValidRunID reports whether id can name a run: one subject token of
 // [A-Za-z0-9_-], at most 128 bytes.
-func ValidRunID(id string) bool { return validChars(id, 128, "_-") }
+func ValidRunID(id string) bool { return runid.Valid(id) }
 
 // ValidNodeID reports whether id can name a node (one subject token).
 func ValidNodeID(id string) bool { return validToken(id) }

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/internal/runid"
 	"github.com/batonhq/baton/journal"
-	"github.com/batonhq/baton/protocol"
 )
 
 // Defaults for a Spec's zero values.
@@ -39,7 +39,7 @@ const maxSpecBytes = 16 << 20
 
 // Validate reports whether the runner chain can run s as given.
 func (s Spec) Validate() error {
-	if !protocol.ValidRunID(s.RunID) {
+	if !runid.Valid(s.RunID) {
 		return fmt.Errorf("%w: run id %q must match [A-Za-z0-9_-]{1,128}", ErrInvalidSpec, s.RunID)
 	}
 	if err := validRunDir(s.RunDir); err != nil {
