@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/client"
-	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
 )
@@ -44,9 +44,9 @@ func TestFenceHeaderKept(t *testing.T) {
 	if err := other.PublishLine(ctx, []byte(`{"noise":1}`), 12); err != nil {
 		t.Fatal(err)
 	}
-	var lines []journal.Line
+	var lines []follow.Line
 	for i := range 4 {
-		lines = append(lines, journal.Line{Data: []byte(fmt.Sprintf(`{"b":%d}`, i)), End: int64(16 + 8*i)})
+		lines = append(lines, follow.Line{Data: []byte(fmt.Sprintf(`{"b":%d}`, i)), End: int64(16 + 8*i)})
 	}
 	if err := ch.PublishLines(ctx, lines); err != nil {
 		t.Fatal(err)
@@ -88,13 +88,13 @@ func TestWatchExactlyOnceHistoryAndLive(t *testing.T) {
 	ch := publisher.NewChain(e.js, names, run, 0, publisher.WithMinBatch(4))
 	noise := publisher.NewChain(e.js, names, "once-noise", 0)
 	end := int64(0)
-	line := func(i int) journal.Line {
+	line := func(i int) follow.Line {
 		d := fmt.Appendf(nil, `{"i":%d}`, i)
 		end += int64(len(d) + 1)
-		return journal.Line{Data: d, End: end}
+		return follow.Line{Data: d, End: end}
 	}
 	publishN := func(from, n int) {
-		var batch []journal.Line
+		var batch []follow.Line
 		for i := from; i < from+n; i++ {
 			batch = append(batch, line(i))
 			if len(batch) == 16 || i == from+n-1 {

@@ -15,6 +15,9 @@ import (
 // writes through it.
 var ErrNotPlain = errors.New("journal: not a plain file of the run directory")
 
+// ErrInvalid is a bad argument.
+var ErrInvalid = errors.New("journal: invalid argument")
+
 // Open opens the run directory's file name (one path component, such as
 // "journal.ndjson") as OpenNoLinks does.
 func (d Dir) Open(name string, flag int, perm fs.FileMode) (*os.File, error) {

@@ -88,6 +88,22 @@ func ParseSentinel(line []byte, nonce string) (Sentinel, bool) {
 	return parseSentinel(line, []byte(nonce))
 }
 
+// SentinelMatcher is ParseSentinel for one nonce, checked once: what a
+// reader of a whole journal calls on each of its lines.
+type SentinelMatcher struct{ nonce []byte }
+
+// NewSentinelMatcher checks nonce as ParseSentinel does; ok is false for a
+// nonce that would match no line.
+func NewSentinelMatcher(nonce string) (m SentinelMatcher, ok bool) {
+	if !validNonce(nonce) {
+		return SentinelMatcher{}, false
+	}
+	return SentinelMatcher{nonce: []byte(nonce)}, true
+}
+
+// Match is ParseSentinel(line, nonce) for the matcher's nonce.
+func (m SentinelMatcher) Match(line []byte) (Sentinel, bool) { return parseSentinel(line, m.nonce) }
+
 // parseSentinel is ParseSentinel for a nonce already known to be valid.
 func parseSentinel(line, nonce []byte) (Sentinel, bool) {
 	// Every journal line comes through here; only the real sentinel holds

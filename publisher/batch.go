@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -95,7 +95,7 @@ var minBatchServer = [3]int{2, 12, 1}
 // same lines (or with those lines and more); what is already stored is
 // recognised by its Msg-Id and epoch and not stored again. A batch of a
 // publisher that lost the chain is refused whole.
-func (c *Chain) PublishLines(ctx context.Context, lines []journal.Line) error {
+func (c *Chain) PublishLines(ctx context.Context, lines []follow.Line) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fenced != nil {
@@ -167,7 +167,7 @@ func versionAtLeast(v string, min [3]int) bool {
 
 // batchLen is how many of lines, from the first, fit one batch: within the
 // limits, and stopping before a line that needs chunks (it goes alone).
-func (c *Chain) batchLen(lines []journal.Line) int {
+func (c *Chain) batchLen(lines []follow.Line) int {
 	size := 0
 	for i, l := range lines {
 		size += len(l.Data)
@@ -182,7 +182,7 @@ func (c *Chain) batchLen(lines []journal.Line) int {
 // within the limits) as one atomic batch, fenced on lastSeq, and advances
 // lastSeq. It returns how many of lines it settled: all of them, or fewer
 // when a busy server made it send a smaller batch. It holds c.mu.
-func (c *Chain) publishBatch(ctx context.Context, all []journal.Line) (int, error) {
+func (c *Chain) publishBatch(ctx context.Context, all []follow.Line) (int, error) {
 	lines := all // what the next attempt sends: a prefix of all
 	expected := c.lastSeq.Load()
 	wait := c.o.retryWait
@@ -301,7 +301,7 @@ func overloaded(code jetstream.ErrorCode, apiErr *jetstream.APIError) bool {
 }
 
 // publishEach publishes lines one message at a time.
-func (c *Chain) publishEach(ctx context.Context, lines []journal.Line) error {
+func (c *Chain) publishEach(ctx context.Context, lines []follow.Line) error {
 	for _, l := range lines {
 		if err := c.publishLineLocked(ctx, memLine(l.Data), l.End, 1, 1); err != nil {
 			return err
@@ -312,7 +312,7 @@ func (c *Chain) publishEach(ctx context.Context, lines []journal.Line) error {
 
 // storedLine returns the index of the line of lines that m, a message of
 // this chain's epoch, is; or -1.
-func (c *Chain) storedLine(m *jetstream.RawStreamMsg, lines []journal.Line) int {
+func (c *Chain) storedLine(m *jetstream.RawStreamMsg, lines []follow.Line) int {
 	if m.Header.Get(protocol.HeaderEpoch) != c.epochHeader() {
 		return -1
 	}
@@ -363,7 +363,7 @@ func (c *Chain) newBatchHeader(batchID string, expected uint64) *batchHeader {
 // the chain's last sequence to be expected, and returns the sequence of its
 // last message. Only the commit asks for a reply: the server checks every
 // message at the commit and answers for the whole batch.
-func (c *Chain) sendBatch(ctx context.Context, lines []journal.Line, expected uint64) (uint64, error) {
+func (c *Chain) sendBatch(ctx context.Context, lines []follow.Line, expected uint64) (uint64, error) {
 	nc := c.js.Conn()
 	id := nextBatchID()
 	bh := c.newBatchHeader(id, expected)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -119,7 +119,7 @@ func TestBatchSeq(t *testing.T) {
 // Msg-Id names one of the lines counts as that line.
 func TestStoredLine(t *testing.T) {
 	c := &Chain{runID: "r", epoch: 3}
-	ls := []journal.Line{{Data: []byte("a"), End: 10}, {Data: []byte("b"), End: 20}, {Data: []byte("c"), End: 30}}
+	ls := []follow.Line{{Data: []byte("a"), End: 10}, {Data: []byte("b"), End: 20}, {Data: []byte("c"), End: 30}}
 	ev := testNames.EventsSubject("r")
 	for _, tc := range []struct {
 		name  string

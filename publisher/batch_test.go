@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
 )
@@ -39,13 +39,13 @@ func init() {
 }
 
 // lines makes n journal lines ending after offset from, each made by mk.
-func lines(from int64, n int, mk func(i int) string) []journal.Line {
-	out := make([]journal.Line, n)
+func lines(from int64, n int, mk func(i int) string) []follow.Line {
+	out := make([]follow.Line, n)
 	end := from
 	for i := range out {
 		data := []byte(mk(i))
 		end += int64(len(data)) + 1
-		out[i] = journal.Line{Data: data, Start: end - int64(len(data)) - 1, End: end}
+		out[i] = follow.Line{Data: data, Start: end - int64(len(data)) - 1, End: end}
 	}
 	return out
 }
@@ -53,7 +53,7 @@ func lines(from int64, n int, mk func(i int) string) []journal.Line {
 func jsonLine(i int) string { return fmt.Sprintf(`{"type":"delta","i":%d}`, i) }
 
 // ids lists the Msg-Ids lines get on runID's chain.
-func ids(runID string, ls ...[]journal.Line) []string {
+func ids(runID string, ls ...[]follow.Line) []string {
 	var out []string
 	for _, l := range ls {
 		for _, ln := range l {
@@ -343,7 +343,7 @@ func testBatchBadLines(t *testing.T, b *backend) {
 	ctx := ctxT(t)
 	const run = "bbad"
 	c := publisher.NewChain(b.js, names, run, 0, publisher.WithMinBatch(2))
-	for name, in := range map[string][]journal.Line{
+	for name, in := range map[string][]follow.Line{
 		"nil data":       {{Data: []byte("a"), End: 2}, {Data: nil, Start: 2, End: 9000000}},
 		"ends go back":   {{Data: []byte("a"), End: 4}, {Data: []byte("b"), End: 2}},
 		"ends duplicate": {{Data: []byte("a"), End: 2}, {Data: []byte("a"), End: 2}},
@@ -430,7 +430,7 @@ func TestBatchServerLimits(t *testing.T) {
 		nc, js := testenv.Connect(t, s)
 		b := provisioned(t, nc, js, 1)
 		ctx := ctxT(t)
-		var in []journal.Line
+		var in []follow.Line
 		var wg sync.WaitGroup
 		errs := make(chan error, 3)
 		for r := range 3 {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
 )
@@ -48,7 +48,7 @@ func BenchmarkPublishLines(b *testing.B) {
 		for _, size := range []int{100, 512, 1000} {
 			b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 				c := publisher.NewChain(be.js, names, fmt.Sprintf("bench-%d", size), 0, publisher.WithEpoch(1))
-				lines := make([]journal.Line, 0, size)
+				lines := make([]follow.Line, 0, size)
 				var end int64
 				flush := func() {
 					if err := c.PublishLines(context.Background(), lines); err != nil {
@@ -58,7 +58,7 @@ func BenchmarkPublishLines(b *testing.B) {
 				}
 				for b.Loop() {
 					end += int64(len(agentLine) + 1)
-					if lines = append(lines, journal.Line{Data: agentLine, End: end}); len(lines) == size {
+					if lines = append(lines, follow.Line{Data: agentLine, End: end}); len(lines) == size {
 						flush()
 					}
 				}

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/internal/provision"
-	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
@@ -89,12 +89,12 @@ func ExampleChain_PublishLines() {
 		return
 	}
 
-	var lines []journal.Line
+	var lines []follow.Line
 	var end int64
 	for i := range 100 {
 		data := []byte(fmt.Sprintf(`{"type":"delta","i":%d}`, i))
 		end += int64(len(data)) + 1
-		lines = append(lines, journal.Line{Data: data, End: end})
+		lines = append(lines, follow.Line{Data: data, End: end})
 	}
 	c := publisher.NewChain(js, names, "run-2", 0, publisher.WithEpoch(1))
 	if err := c.PublishLines(ctx, lines); err != nil {

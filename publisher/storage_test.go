@@ -15,7 +15,7 @@ import (
 
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
 )
@@ -93,7 +93,7 @@ func TestStorageFullStallsWithoutLoss(t *testing.T) {
 			}
 
 			// The run's output: JSON and raw lines, in batches and alone.
-			var lines []journal.Line
+			var lines []follow.Line
 			var jr bytes.Buffer
 			for i := range 300 {
 				l := fmt.Sprintf(`{"i":%d,"text":"%s"}`, i, strings.Repeat("x", i%50))
@@ -102,7 +102,7 @@ func TestStorageFullStallsWithoutLoss(t *testing.T) {
 				}
 				start := int64(jr.Len())
 				jr.WriteString(l + "\n")
-				lines = append(lines, journal.Line{Data: []byte(l), Start: start, End: int64(jr.Len())})
+				lines = append(lines, follow.Line{Data: []byte(l), Start: start, End: int64(jr.Len())})
 			}
 			var mu sync.Mutex
 			var full []bool

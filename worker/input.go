@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
@@ -502,13 +503,13 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}, hi
 }
 
 // isInput reports whether l is the runner's record of an input it wrote.
-func (r *run) isInput(l journal.Line) bool {
+func (r *run) isInput(l follow.Line) bool {
 	_, ok := journal.ParseInputRecord(l.Data, r.nonce)
 	return ok
 }
 
 // publishInput puts the input record l on the chain as an input message.
-func (r *run) publishInput(ctx context.Context, l journal.Line) error {
+func (r *run) publishInput(ctx context.Context, l follow.Line) error {
 	rec, _ := journal.ParseInputRecord(l.Data, r.nonce)
 	return r.chain.PublishInput(ctx, rec, l.End)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
@@ -258,9 +259,9 @@ func hugeLineChild(t *testing.T, role string) {
 		}
 		r.offset = pos.Offset
 	}
-	res, err := journal.Follow(pubCtx, r.dir.Journal(), r.offset, hugeNonce, func(lines []journal.Line) error {
+	res, err := follow.Follow(pubCtx, r.dir.Journal(), r.offset, hugeNonce, func(lines []follow.Line) error {
 		return r.publish(pubCtx, lines)
-	}, journal.WithBatch(publisher.DefaultBatchMessages))
+	}, follow.WithBatch(publisher.DefaultBatchMessages))
 	switch {
 	case role == "first" && !errors.Is(err, context.Canceled):
 		t.Fatalf("first publisher: want it stopped halfway through the line, got %v (%+v)", err, res)

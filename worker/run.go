@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/consumer"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
@@ -772,7 +773,7 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 		context.AfterFunc(pubCtx, func() { t.Stop() })
 	})
 	defer stop()
-	publish := func(lines []journal.Line) error {
+	publish := func(lines []follow.Line) error {
 		// A lost lease stops publishing at once, not at the next idle check.
 		select {
 		case <-r.lease.Lost():
@@ -792,8 +793,8 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 	// the fewest fenced batches, each of which waits for its ack.
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	opts := []journal.FollowOption{journal.WithBatch(publisher.DefaultBatchMessages), w.checkOn(watchCtx, r, check)}
-	res, err := journal.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish, opts...)
+	opts := []follow.Option{follow.WithBatch(publisher.DefaultBatchMessages), w.checkOn(watchCtx, r, check)}
+	res, err := follow.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish, opts...)
 	switch {
 	case res.Sentinel != nil:
 		w.finish(ctx, r, sentinelStatus(*res.Sentinel))
@@ -814,7 +815,7 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 // which then runs check; an idle run costs no periodic work. A runner that
 // cannot be watched (no pid file yet) is probed every checkEvery instead.
 // The watch ends with ctx.
-func (w *Worker) checkOn(ctx context.Context, r *run, check func() error) journal.FollowOption {
+func (w *Worker) checkOn(ctx context.Context, r *run, check func() error) follow.Option {
 	var exited <-chan struct{}
 	var err error
 	if r.runner != nil {
@@ -827,7 +828,7 @@ func (w *Worker) checkOn(ctx context.Context, r *run, check func() error) journa
 	}
 	if err != nil {
 		r.log.Warn().Err(err).Dur("every", checkEvery).Msg("cannot watch the runner; probing it instead")
-		return journal.WithCheck(checkEvery, check)
+		return follow.WithCheck(checkEvery, check)
 	}
 	event := make(chan struct{})
 	go func() {
@@ -839,14 +840,14 @@ func (w *Worker) checkOn(ctx context.Context, r *run, check func() error) journa
 		}
 		close(event)
 	}()
-	return journal.WithCheckOn(event, check)
+	return follow.WithCheckOn(event, check)
 }
 
 // publish puts a batch of journal lines on the run's chain, in order: the
 // lines the follower handed over with their bytes in atomic batches, and a
 // line longer than its max line alone, read from the journal. r.offset
 // moves past a line only once the chain holds it.
-func (r *run) publish(ctx context.Context, lines []journal.Line) error {
+func (r *run) publish(ctx context.Context, lines []follow.Line) error {
 	for len(lines) > 0 {
 		n := 0
 		turnEnd := false

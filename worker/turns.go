@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
@@ -16,7 +16,7 @@ import (
 
 // isTurnEnd reports whether l is a line that ends the agent's turn, by the
 // profile's turnEnd: a JSON object whose field is the string equals.
-func (r *run) isTurnEnd(l journal.Line) bool {
+func (r *run) isTurnEnd(l follow.Line) bool {
 	field, equals := r.rec.TurnEndField, r.rec.TurnEndEquals
 	if field == "" || !bytes.Contains(l.Data, []byte(equals)) {
 		return false

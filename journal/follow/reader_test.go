@@ -1,4 +1,4 @@
-package journal
+package follow
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/batonhq/baton/journal"
 )
 
 // chunkReader hands out src in chunks of the given sizes, cycling; a size
@@ -315,43 +317,6 @@ func TestReadLinesHugeLine(t *testing.T) {
 	}
 }
 
-func TestStderrTail(t *testing.T) {
-	dir := Dir(t.TempDir())
-	if got := StderrTail(dir, 100); got != "" {
-		t.Fatalf("StderrTail of a missing file = %q", got)
-	}
-	write := func(s string) {
-		t.Helper()
-		if err := os.WriteFile(dir.Stderr(), []byte(s), 0o640); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tests := []struct {
-		name string
-		data string
-		max  int
-		want string
-	}{
-		{"whole", "boom\n", 100, "boom\n"},
-		{"tail", "0123456789", 4, "6789"},
-		{"cut two-byte char dropped", "aé", 1 + 0, ""},
-		{"cut three-byte char dropped", "x€yz", 4, "yz"},
-		{"cut four-byte char dropped", "😀ok", 4, "ok"},
-		{"whole char kept", "x€yz", 5, "€yz"},
-		{"invalid bytes replaced", "a\xffb\xc3", 100, "a\uFFFDb\uFFFD"},
-		{"zero max", "abc", 0, ""},
-		{"negative max", "abc", -1, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			write(tt.data)
-			if got := StderrTail(dir, tt.max); got != tt.want {
-				t.Fatalf("StderrTail(%q, %d) = %q, want %q", tt.data, tt.max, got, tt.want)
-			}
-		})
-	}
-}
-
 func FuzzSplit(f *testing.F) {
 	f.Add([]byte("a\nb\r\n\n\xff\xfe\nlong line here\npartial"), []byte{1, 0, 3}, uint8(4), uint8(5), uint8(2))
 	f.Add([]byte("é€😀\n😀\n"), []byte{1}, uint8(1), uint8(3), uint8(1))
@@ -397,13 +362,13 @@ func benchLines(n int) []byte {
 
 func BenchmarkSplit(b *testing.B) {
 	input := benchLines(10000)
-	nonce := []byte(NewNonce())
+	sentinel, _ := journal.NewSentinelMatcher(journal.NewNonce())
 	for _, bc := range []struct {
 		name string
 		stop func(Line) bool
 	}{
 		{"lines", nil},
-		{"lines+sentinel-check", func(ln Line) bool { _, ok := parseSentinel(ln.Data, nonce); return ok }},
+		{"lines+sentinel-check", func(ln Line) bool { _, ok := sentinel.Match(ln.Data); return ok }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(input)))
@@ -421,5 +386,25 @@ func BenchmarkSplit(b *testing.B) {
 			}
 			b.ReportMetric(float64(lines)/b.Elapsed().Seconds(), "lines/s")
 		})
+	}
+}
+
+// TestReadLinesFollowsNoLink: a journal file planted as a link to a secret
+// file is refused, never read.
+func TestReadLinesFollowsNoLink(t *testing.T) {
+	root := t.TempDir()
+	secret := filepath.Join(root, "secret")
+	if err := os.WriteFile(secret, []byte("SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := journal.Dir(filepath.Join(root, "run"))
+	if err := os.Mkdir(string(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, dir.Journal()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadLines(dir.Journal(), 0, func(Line) error { return nil }); !errors.Is(err, journal.ErrNotPlain) {
+		t.Fatalf("ReadLines through a link = %v, want ErrNotPlain", err)
 	}
 }

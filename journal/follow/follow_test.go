@@ -1,11 +1,10 @@
-package journal
+package follow
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/journal"
 )
 
 func TestMain(m *testing.M) {
@@ -61,9 +61,9 @@ func (r *recorder) fn(lines []Line) error {
 	return nil
 }
 
-func openWriter(t testing.TB, path string) *Writer {
+func openWriter(t testing.TB, path string) *journal.Writer {
 	t.Helper()
-	w, err := OpenWriter(path)
+	w, err := journal.OpenWriter(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ type followed struct {
 }
 
 // follow runs Follow in a goroutine and returns a channel for its outcome.
-func follow(ctx context.Context, path string, from int64, nonce string, fn func([]Line) error, opts ...FollowOption) <-chan followed {
+func follow(ctx context.Context, path string, from int64, nonce string, fn func([]Line) error, opts ...Option) <-chan followed {
 	ch := make(chan followed, 1)
 	go func() {
 		res, err := Follow(ctx, path, from, nonce, fn, opts...)
@@ -124,7 +124,7 @@ func agentOutput(rng *rand.Rand, n int) []byte {
 		case 3:
 			b = append(b, "é€😀 multi-byte\n"...)
 		case 4:
-			b = append(b, Sentinel{Exit: 0, Nonce: NewNonce(), Reason: ReasonExit}.Line()...)
+			b = append(b, journal.Sentinel{Exit: 0, Nonce: journal.NewNonce(), Reason: journal.ReasonExit}.Line()...)
 		default:
 			b = append(b, fmt.Sprintf("{\"type\":\"text\",\"i\":%d,\"text\":%q}\n", i, bytes.Repeat([]byte("x"), rng.IntN(300)))...)
 		}
@@ -139,22 +139,22 @@ func agentOutput(rng *rand.Rand, n int) []byte {
 func TestFollowLiveAppends(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts []FollowOption
+		opts []Option
 		max  int
 		bat  int
 	}{
 		{"defaults", nil, DefaultMaxLine, DefaultBatch},
-		{"small buffer and batch", []FollowOption{WithReadBuffer(64), WithBatch(3), WithMaxLine(100)}, 100, 3},
+		{"small buffer and batch", []Option{WithReadBuffer(64), WithBatch(3), WithMaxLine(100)}, 100, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal.ndjson")
-			nonce := NewNonce()
+			nonce := journal.NewNonce()
 			rng := rand.New(rand.NewPCG(1, 2))
 			out := agentOutput(rng, 3000)
 			w := openWriter(t, path)
 			rec := newRecorder(t, 0, tc.bat)
 			ch := follow(context.Background(), path, 0, nonce, rec.fn, tc.opts...)
-			want := Sentinel{Exit: 3, Nonce: nonce, Reason: ReasonExit}
+			want := journal.Sentinel{Exit: 3, Nonce: nonce, Reason: journal.ReasonExit}
 			go func() {
 				for rest := out; len(rest) > 0; {
 					n := min(len(rest), 1+rng.IntN(700))
@@ -196,9 +196,9 @@ func TestFollowLiveAppends(t *testing.T) {
 
 func TestFollowForgedSentinelIsOrdinary(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.ndjson")
-	nonce := NewNonce()
+	nonce := journal.NewNonce()
 	forged := []string{
-		string(bytes.TrimSuffix(Sentinel{Exit: 0, Nonce: NewNonce()}.Line(), []byte("\n"))),
+		string(bytes.TrimSuffix(journal.Sentinel{Exit: 0, Nonce: journal.NewNonce()}.Line(), []byte("\n"))),
 		`{"__exit":0,"__nonce":"` + nonce + `","type":"x"}`, // right nonce, extra key
 		`{"__exit":"0","__nonce":"` + nonce + `"}`,          // right nonce, string exit
 		`{"__exit":0,"__nonce":"` + nonce + `"} trailing`,
@@ -207,7 +207,7 @@ func TestFollowForgedSentinelIsOrdinary(t *testing.T) {
 	for _, l := range forged {
 		data += l + "\n"
 	}
-	real := Sentinel{Exit: 1, Nonce: nonce, Reason: ReasonExit}
+	real := journal.Sentinel{Exit: 1, Nonce: nonce, Reason: journal.ReasonExit}
 	writeFile(t, filepath.Dir(path), append([]byte(data), real.Line()...))
 	rec := newRecorder(t, 0, DefaultBatch)
 	res, err := Follow(context.Background(), path, 0, nonce, rec.fn)
@@ -221,8 +221,8 @@ func TestFollowForgedSentinelIsOrdinary(t *testing.T) {
 
 func TestFollowTrailingBytes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.ndjson")
-	nonce := NewNonce()
-	s := Sentinel{Exit: 0, Nonce: nonce, Reason: ReasonExit}
+	nonce := journal.NewNonce()
+	s := journal.Sentinel{Exit: 0, Nonce: nonce, Reason: journal.ReasonExit}
 	writeFile(t, filepath.Dir(path), append(append([]byte("a\n"), s.Line()...), "after\nmore"...))
 	rec := newRecorder(t, 0, DefaultBatch)
 	res, err := Follow(context.Background(), path, 0, nonce, rec.fn)
@@ -236,8 +236,8 @@ func TestFollowTrailingBytes(t *testing.T) {
 
 func TestFollowResumesFromOffset(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.ndjson")
-	nonce := NewNonce()
-	writeFile(t, filepath.Dir(path), append([]byte("one\ntwo\nthree\n"), Sentinel{Nonce: nonce}.Line()...))
+	nonce := journal.NewNonce()
+	writeFile(t, filepath.Dir(path), append([]byte("one\ntwo\nthree\n"), journal.Sentinel{Nonce: nonce}.Line()...))
 	rec := newRecorder(t, 4, DefaultBatch)
 	res, err := Follow(context.Background(), path, 4, nonce, rec.fn)
 	if err != nil || res.Sentinel == nil || res.Offset != 14 || string(rec.text) != "two\nthree\n" {
@@ -252,7 +252,7 @@ func TestFollowResumesFromOffset(t *testing.T) {
 
 func TestFollowFinishEndsPartialLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.ndjson")
-	nonce := NewNonce()
+	nonce := journal.NewNonce()
 	w := openWriter(t, path)
 	if _, err := w.Write([]byte("done\nno newline")); err != nil {
 		t.Fatal(err)
@@ -272,7 +272,7 @@ func TestFollowFinishEndsPartialLine(t *testing.T) {
 		t.Fatalf("partial line delivered as %q", l)
 	case <-time.After(50 * time.Millisecond):
 	}
-	s := Sentinel{Exit: 0, Nonce: nonce, Reason: ReasonExit}
+	s := journal.Sentinel{Exit: 0, Nonce: nonce, Reason: journal.ReasonExit}
 	if err := w.Finish(s); err != nil {
 		t.Fatal(err)
 	}
@@ -286,8 +286,8 @@ func TestFollowFinishEndsPartialLine(t *testing.T) {
 }
 
 func TestFollowWaitsForJournal(t *testing.T) {
-	dir := Dir(t.TempDir())
-	nonce := NewNonce()
+	dir := journal.Dir(t.TempDir())
+	nonce := journal.NewNonce()
 	rec := newRecorder(t, 0, DefaultBatch)
 	var checks atomic.Int32
 	ch := follow(context.Background(), dir.Journal(), 0, nonce, rec.fn,
@@ -302,7 +302,7 @@ func TestFollowWaitsForJournal(t *testing.T) {
 	if _, err := w.Write([]byte("hello\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Finish(Sentinel{Exit: 0, Nonce: nonce}); err != nil {
+	if err := w.Finish(journal.Sentinel{Exit: 0, Nonce: nonce}); err != nil {
 		t.Fatal(err)
 	}
 	f := wait(t, ch)
@@ -317,7 +317,7 @@ func TestFollowWaitsForJournal(t *testing.T) {
 func TestFollowArguments(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, []byte("abc\n"))
-	nonce := NewNonce()
+	nonce := journal.NewNonce()
 	nop := func([]Line) error { return nil }
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -325,7 +325,7 @@ func TestFollowArguments(t *testing.T) {
 		path  string
 		from  int64
 		nonce string
-		opts  []FollowOption
+		opts  []Option
 		want  error
 	}{
 		{"past the end", path, 5, nonce, nil, ErrOffsetBeyondEnd},
@@ -334,13 +334,13 @@ func TestFollowArguments(t *testing.T) {
 		{"negative offset", path, -1, nonce, nil, ErrInvalid},
 		{"empty nonce", path, 0, "", nil, ErrInvalid},
 		{"nonce with a quote", path, 0, `a"b`, nil, ErrInvalid},
-		{"max line", path, 0, nonce, []FollowOption{WithMaxLine(0)}, ErrInvalid},
-		{"batch", path, 0, nonce, []FollowOption{WithBatch(0)}, ErrInvalid},
-		{"read buffer", path, 0, nonce, []FollowOption{WithReadBuffer(-1)}, ErrInvalid},
-		{"check interval", path, 0, nonce, []FollowOption{WithCheck(0, func() error { return nil })}, ErrInvalid},
-		{"nil check", path, 0, nonce, []FollowOption{WithCheck(time.Second, nil)}, ErrInvalid},
-		{"check on no channel", path, 0, nonce, []FollowOption{WithCheckOn(nil, func() error { return nil })}, ErrInvalid},
-		{"nil check on a channel", path, 0, nonce, []FollowOption{WithCheckOn(make(chan struct{}), nil)}, ErrInvalid},
+		{"max line", path, 0, nonce, []Option{WithMaxLine(0)}, ErrInvalid},
+		{"batch", path, 0, nonce, []Option{WithBatch(0)}, ErrInvalid},
+		{"read buffer", path, 0, nonce, []Option{WithReadBuffer(-1)}, ErrInvalid},
+		{"check interval", path, 0, nonce, []Option{WithCheck(0, func() error { return nil })}, ErrInvalid},
+		{"nil check", path, 0, nonce, []Option{WithCheck(time.Second, nil)}, ErrInvalid},
+		{"check on no channel", path, 0, nonce, []Option{WithCheckOn(nil, func() error { return nil })}, ErrInvalid},
+		{"nil check on a channel", path, 0, nonce, []Option{WithCheckOn(make(chan struct{}), nil)}, ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Follow(ctx, tc.path, tc.from, tc.nonce, nop, tc.opts...)
@@ -362,7 +362,7 @@ func TestFollowCheckDrains(t *testing.T) {
 		path := writeFile(t, t.TempDir(), []byte("first\n"))
 		rec := newRecorder(t, 0, DefaultBatch)
 		var calls int
-		res, err := Follow(context.Background(), path, 0, NewNonce(), rec.fn,
+		res, err := Follow(context.Background(), path, 0, journal.NewNonce(), rec.fn,
 			WithCheck(10*time.Millisecond, func() error {
 				calls++
 				if calls < 3 {
@@ -382,8 +382,8 @@ func TestFollowCheckDrains(t *testing.T) {
 	})
 	t.Run("sentinel in the drain", func(t *testing.T) {
 		path := writeFile(t, t.TempDir(), nil)
-		nonce := NewNonce()
-		s := Sentinel{Exit: 0, Nonce: nonce, Reason: ReasonExit}
+		nonce := journal.NewNonce()
+		s := journal.Sentinel{Exit: 0, Nonce: nonce, Reason: journal.ReasonExit}
 		rec := newRecorder(t, 0, DefaultBatch)
 		res, err := Follow(context.Background(), path, 0, nonce, rec.fn,
 			WithCheck(10*time.Millisecond, func() error {
@@ -396,7 +396,7 @@ func TestFollowCheckDrains(t *testing.T) {
 	})
 	t.Run("missing journal", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "journal.ndjson")
-		res, err := Follow(context.Background(), path, 0, NewNonce(), func([]Line) error { return nil },
+		res, err := Follow(context.Background(), path, 0, journal.NewNonce(), func([]Line) error { return nil },
 			WithCheck(5*time.Millisecond, func() error { return errDead }))
 		if !errors.Is(err, errDead) || res.Offset != 0 {
 			t.Fatalf("Follow = %+v, %v", res, err)
@@ -408,7 +408,7 @@ func TestFollowCheckDrains(t *testing.T) {
 		// arrive all along, every 10 ms, for 300 ms.
 		const interval = 50 * time.Millisecond
 		path := writeFile(t, t.TempDir(), nil)
-		nonce := NewNonce()
+		nonce := journal.NewNonce()
 		var lastData time.Time
 		var checks int
 		ch := follow(context.Background(), path, 0, nonce, func([]Line) error {
@@ -425,7 +425,7 @@ func TestFollowCheckDrains(t *testing.T) {
 			appendFile(t, path, "tick\n")
 			time.Sleep(10 * time.Millisecond)
 		}
-		appendFile(t, path, string(Sentinel{Nonce: nonce}.Line()))
+		appendFile(t, path, string(journal.Sentinel{Nonce: nonce}.Line()))
 		if f := wait(t, ch); f.err != nil || f.res.Sentinel == nil {
 			t.Fatalf("Follow = %+v, %v", f.res, f.err)
 		}
@@ -437,7 +437,7 @@ func TestFollowContextCancel(t *testing.T) {
 	path := writeFile(t, t.TempDir(), []byte("a\nb\n"))
 	ctx, cancel := context.WithCancel(context.Background())
 	delivered := make(chan struct{})
-	ch := follow(ctx, path, 0, NewNonce(), func([]Line) error { close(delivered); return nil })
+	ch := follow(ctx, path, 0, journal.NewNonce(), func([]Line) error { close(delivered); return nil })
 	<-delivered
 	cancel()
 	f := wait(t, ch)
@@ -445,7 +445,7 @@ func TestFollowContextCancel(t *testing.T) {
 		t.Fatalf("Follow = %+v, %v", f.res, f.err)
 	}
 	// A context that is already done delivers nothing.
-	res, err := Follow(ctx, path, 0, NewNonce(), func([]Line) error { t.Error("delivered"); return nil })
+	res, err := Follow(ctx, path, 0, journal.NewNonce(), func([]Line) error { t.Error("delivered"); return nil })
 	if !errors.Is(err, context.Canceled) || res.Offset != 0 {
 		t.Fatalf("Follow with a done context = %+v, %v", res, err)
 	}
@@ -455,7 +455,7 @@ func TestFollowFnError(t *testing.T) {
 	path := writeFile(t, t.TempDir(), []byte("a\nb\nc\nd\n"))
 	boom := errors.New("publish failed")
 	var calls int
-	res, err := Follow(context.Background(), path, 0, NewNonce(), func(lines []Line) error {
+	res, err := Follow(context.Background(), path, 0, journal.NewNonce(), func(lines []Line) error {
 		if calls++; calls == 2 {
 			return boom
 		}
@@ -468,10 +468,10 @@ func TestFollowFnError(t *testing.T) {
 
 func TestFollowLongLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.ndjson")
-	nonce := NewNonce()
+	nonce := journal.NewNonce()
 	long := bytes.Repeat([]byte("z"), 5000)
 	data := append(append([]byte("short\n"), long...), "\nend\n"...)
-	writeFile(t, filepath.Dir(path), append(slices.Clone(data), Sentinel{Nonce: nonce}.Line()...))
+	writeFile(t, filepath.Dir(path), append(slices.Clone(data), journal.Sentinel{Nonce: nonce}.Line()...))
 	rec := newRecorder(t, 0, DefaultBatch)
 	res, err := Follow(context.Background(), path, 0, nonce, rec.fn, WithMaxLine(1024), WithReadBuffer(128))
 	if err != nil || res.Sentinel == nil {
@@ -486,7 +486,7 @@ func TestFollowLongLine(t *testing.T) {
 func TestFollowTruncated(t *testing.T) {
 	path := writeFile(t, t.TempDir(), []byte("a\nb\n"))
 	delivered := make(chan struct{})
-	ch := follow(context.Background(), path, 0, NewNonce(), func([]Line) error { close(delivered); return nil })
+	ch := follow(context.Background(), path, 0, journal.NewNonce(), func([]Line) error { close(delivered); return nil })
 	<-delivered
 	if err := os.Truncate(path, 1); err != nil {
 		t.Fatal(err)
@@ -501,7 +501,7 @@ func TestFollowTruncated(t *testing.T) {
 // loose for noisy machines.
 func TestFollowLatency(t *testing.T) {
 	path := writeFile(t, t.TempDir(), nil)
-	nonce := NewNonce()
+	nonce := journal.NewNonce()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -526,7 +526,7 @@ func TestFollowLatency(t *testing.T) {
 			t.Fatal("appended line never delivered")
 		}
 	}
-	if _, err := f.Write(Sentinel{Nonce: nonce}.Line()); err != nil {
+	if _, err := f.Write(journal.Sentinel{Nonce: nonce}.Line()); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, ch); r.err != nil || r.res.Sentinel == nil {
@@ -549,11 +549,11 @@ func TestFollowManyJournals(t *testing.T) {
 	var live sync.WaitGroup // every follower has delivered its first line
 	live.Add(n)
 	for i := range n {
-		dir := Dir(filepath.Join(root, fmt.Sprint(i)))
+		dir := journal.Dir(filepath.Join(root, fmt.Sprint(i)))
 		if err := os.Mkdir(string(dir), 0o750); err != nil {
 			t.Fatal(err)
 		}
-		nonce := NewNonce()
+		nonce := journal.NewNonce()
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -574,7 +574,7 @@ func TestFollowManyJournals(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			w, err := OpenWriter(dir.Journal())
+			w, err := journal.OpenWriter(dir.Journal())
 			if err != nil {
 				errs <- err
 				return
@@ -586,7 +586,7 @@ func TestFollowManyJournals(t *testing.T) {
 			if _, err := w.Write([]byte("bye\n")); err != nil {
 				errs <- err
 			}
-			errs <- w.Finish(Sentinel{Nonce: nonce})
+			errs <- w.Finish(journal.Sentinel{Nonce: nonce})
 		}()
 	}
 	wg.Wait()
@@ -608,14 +608,14 @@ func BenchmarkFollow(b *testing.B) {
 	for b.Loop() {
 		os.Remove(path)
 		w := openWriter(b, path)
-		nonce := NewNonce()
+		nonce := journal.NewNonce()
 		ch := follow(context.Background(), path, 0, nonce, func([]Line) error { return nil })
 		for rest := lines; len(rest) > 0; {
 			n := min(4096, len(rest))
 			w.Write(rest[:n])
 			rest = rest[n:]
 		}
-		w.Finish(Sentinel{Nonce: nonce})
+		w.Finish(journal.Sentinel{Nonce: nonce})
 		if f := wait(b, ch); f.err != nil || f.res.Offset != int64(len(lines)) {
 			b.Fatalf("Follow = %+v, %v", f.res, f.err)
 		}
@@ -636,7 +636,7 @@ func TestFollowCancelInsideEndlessLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := follow(ctx, path, 0, NewNonce(), func([]Line) error { t.Error("delivered a line"); return nil }, WithMaxLine(1<<20))
+	ch := follow(ctx, path, 0, journal.NewNonce(), func([]Line) error { t.Error("delivered a line"); return nil }, WithMaxLine(1<<20))
 	time.Sleep(20 * time.Millisecond)
 	cancel()
 	if f := wait(t, ch); f.err != context.Canceled || f.res.Offset != 0 {
@@ -648,10 +648,10 @@ func TestFollowCancelInsideEndlessLine(t *testing.T) {
 // stays a line a follower reads.
 func TestFinishClipsDetail(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.ndjson")
-	nonce := NewNonce()
+	nonce := journal.NewNonce()
 	w := openWriter(t, path)
 	detail := strings.Repeat("€", DefaultMaxLine/3+1) // over the max line; 4096 bytes cut the 1366th character
-	if err := w.Finish(Sentinel{Exit: -1, Nonce: nonce, Reason: ReasonError, Detail: detail}); err != nil {
+	if err := w.Finish(journal.Sentinel{Exit: -1, Nonce: nonce, Reason: journal.ReasonError, Detail: detail}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := Follow(context.Background(), path, 0, nonce, func([]Line) error { return nil })
@@ -663,62 +663,6 @@ func TestFinishClipsDetail(t *testing.T) {
 	}
 }
 
-// TestOpenWriterOnPartialLine: a writer opened on a journal that ends in
-// a partial line knows it, and Finish ends that line before the sentinel
-// (the journal was write-only, so the check read nothing and glued the
-// sentinel to the line).
-func TestOpenWriterOnPartialLine(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "journal.ndjson")
-	if err := os.WriteFile(path, []byte("done\nno newline"), 0o640); err != nil {
-		t.Fatal(err)
-	}
-	w := openWriter(t, path)
-	s := Sentinel{Nonce: NewNonce(), Reason: ReasonExit}
-	if err := w.Finish(s); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if want := "done\nno newline\n" + string(s.Line()); err != nil || string(b) != want {
-		t.Fatalf("journal %q (%v), want %q", b, err, want)
-	}
-}
-
-// TestWriterLimit: ReadFrom appends up to the limit exactly, wherever the
-// reads fall, and says when the input went past it; input of exactly the
-// limit is no offence.
-func TestWriterLimit(t *testing.T) {
-	input := strings.Repeat("0123456789\n", 100) // 1100 bytes
-	for _, tc := range []struct {
-		limit   int64
-		wantErr bool
-	}{{0, false}, {1100, false}, {1101, false}, {1099, true}, {500, true}, {1, true}} {
-		path := filepath.Join(t.TempDir(), "journal.ndjson")
-		w := openWriter(t, path)
-		w.SetLimit(tc.limit)
-		// Reads of 7 bytes, so the limit falls inside one.
-		n, err := w.ReadFrom(sevenBytes{strings.NewReader(input)})
-		if gotErr := errors.Is(err, ErrOutputLimit); gotErr != tc.wantErr || (err != nil && !gotErr) {
-			t.Fatalf("limit %d: ReadFrom error %v, want the output limit: %v", tc.limit, err, tc.wantErr)
-		}
-		want := input
-		if tc.wantErr {
-			want = input[:tc.limit]
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		b, _ := os.ReadFile(path)
-		if string(b) != want || n != int64(len(want)) {
-			t.Fatalf("limit %d: journal of %d bytes (ReadFrom said %d), want %d", tc.limit, len(b), n, len(want))
-		}
-	}
-}
-
-// sevenBytes reads at most 7 bytes at a time.
-type sevenBytes struct{ r io.Reader }
-
-func (s sevenBytes) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), 7)]) }
-
 // TestFollowCheckOn: with an event instead of an interval, the check runs
 // only when the event comes (never while Follow idles), what was appended
 // before it is delivered, and a check that passes leaves Follow following.
@@ -729,7 +673,7 @@ func TestFollowCheckOn(t *testing.T) {
 		rec := newRecorder(t, 0, DefaultBatch)
 		on := make(chan struct{})
 		var calls atomic.Int32
-		ch := follow(context.Background(), path, 0, NewNonce(), rec.fn, WithCheckOn(on, func() error {
+		ch := follow(context.Background(), path, 0, journal.NewNonce(), rec.fn, WithCheckOn(on, func() error {
 			calls.Add(1)
 			appendFile(t, path, "last words\n")
 			return errDead
@@ -749,7 +693,7 @@ func TestFollowCheckOn(t *testing.T) {
 	})
 	t.Run("passes", func(t *testing.T) {
 		path := writeFile(t, t.TempDir(), nil)
-		nonce := NewNonce()
+		nonce := journal.NewNonce()
 		rec := newRecorder(t, 0, DefaultBatch)
 		on := make(chan struct{})
 		var calls atomic.Int32
@@ -763,7 +707,7 @@ func TestFollowCheckOn(t *testing.T) {
 				t.Fatal("the check did not run within 5s of its event")
 			}
 		}
-		s := Sentinel{Exit: 0, Nonce: nonce, Reason: ReasonExit}
+		s := journal.Sentinel{Exit: 0, Nonce: nonce, Reason: journal.ReasonExit}
 		appendFile(t, path, "more\n"+string(s.Line()))
 		got := wait(t, ch)
 		if got.err != nil || got.res.Sentinel == nil || string(rec.text) != "more\n" || calls.Load() != 1 {

@@ -1,4 +1,4 @@
-package journal
+package follow
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/batonhq/baton/journal"
 )
 
 // Follow defaults.
@@ -17,15 +19,15 @@ const (
 
 var (
 	// ErrInvalid is a bad argument or option.
-	ErrInvalid = errors.New("journal: invalid argument")
+	ErrInvalid = errors.New("follow: invalid argument")
 	// ErrTruncated means the journal became shorter than what was already
 	// read from it. The runner only appends, so someone else rewrote it.
-	ErrTruncated = errors.New("journal: journal truncated")
+	ErrTruncated = errors.New("follow: journal truncated")
 )
 
 // Result is where Follow stopped.
 type Result struct {
-	Sentinel *Sentinel // nil unless the run's sentinel was read
+	Sentinel *journal.Sentinel // nil unless the run's sentinel was read
 	// Offset is just past the last line fn accepted (== the start of the
 	// sentinel line when Sentinel != nil): where a successor resumes.
 	Offset int64
@@ -36,10 +38,10 @@ type Result struct {
 	Trailing int64
 }
 
-// FollowOption configures Follow.
-type FollowOption func(*followOptions) error
+// Option configures Follow.
+type Option func(*options) error
 
-type followOptions struct {
+type options struct {
 	maxLine    int
 	batch      int
 	readBuffer int
@@ -50,8 +52,8 @@ type followOptions struct {
 
 // WithMaxLine sets the longest line (without its '\n') delivered with its
 // bytes (default DefaultMaxLine); a longer one comes with nil Data.
-func WithMaxLine(n int) FollowOption {
-	return func(o *followOptions) error {
+func WithMaxLine(n int) Option {
+	return func(o *options) error {
 		if n < 1 {
 			return fmt.Errorf("%w: max line %d", ErrInvalid, n)
 		}
@@ -62,8 +64,8 @@ func WithMaxLine(n int) FollowOption {
 
 // WithBatch sets the most lines handed to fn in one call (default
 // DefaultBatch).
-func WithBatch(n int) FollowOption {
-	return func(o *followOptions) error {
+func WithBatch(n int) Option {
+	return func(o *options) error {
 		if n < 1 {
 			return fmt.Errorf("%w: batch %d", ErrInvalid, n)
 		}
@@ -75,8 +77,8 @@ func WithBatch(n int) FollowOption {
 // WithReadBuffer sets the read buffer's starting size (default
 // DefaultReadBuffer). It also bounds how many bytes of lines one call of fn
 // can carry.
-func WithReadBuffer(n int) FollowOption {
-	return func(o *followOptions) error {
+func WithReadBuffer(n int) Option {
+	return func(o *options) error {
 		if n < 1 {
 			return fmt.Errorf("%w: read buffer %d", ErrInvalid, n)
 		}
@@ -91,8 +93,8 @@ func WithReadBuffer(n int) FollowOption {
 // reads once more to deliver everything already appended, then returns an
 // error wrapping check's (or the sentinel and no error, if the drain reached
 // it). check runs on Follow's goroutine.
-func WithCheck(interval time.Duration, check func() error) FollowOption {
-	return func(o *followOptions) error {
+func WithCheck(interval time.Duration, check func() error) Option {
+	return func(o *options) error {
 		if interval <= 0 || check == nil {
 			return fmt.Errorf("%w: check needs a positive interval and a function", ErrInvalid)
 		}
@@ -108,8 +110,8 @@ func WithCheck(interval time.Duration, check func() error) FollowOption {
 // nothing conclusive) stops the watch of on, and Follow goes on with the
 // interval of a WithCheck if one is given. Given with WithCheck, both call
 // the check given last.
-func WithCheckOn(on <-chan struct{}, check func() error) FollowOption {
-	return func(o *followOptions) error {
+func WithCheckOn(on <-chan struct{}, check func() error) Option {
+	return func(o *options) error {
 		if on == nil || check == nil {
 			return fmt.Errorf("%w: check on an event needs a channel and a function", ErrInvalid)
 		}
@@ -143,14 +145,15 @@ func WithCheckOn(on <-chan struct{}, check func() error) FollowOption {
 // a check's error wrapped, ErrOffsetBeyondEnd (from is past the journal's
 // end, or from > 0 and there is no journal), ErrTruncated, ErrInvalid, or an
 // I/O error.
-func Follow(ctx context.Context, path string, from int64, nonce string, fn func(lines []Line) error, opts ...FollowOption) (Result, error) {
-	o := followOptions{maxLine: DefaultMaxLine, batch: DefaultBatch, readBuffer: DefaultReadBuffer}
+func Follow(ctx context.Context, path string, from int64, nonce string, fn func(lines []Line) error, opts ...Option) (Result, error) {
+	o := options{maxLine: DefaultMaxLine, batch: DefaultBatch, readBuffer: DefaultReadBuffer}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return Result{Offset: from}, err
 		}
 	}
-	if !validNonce(nonce) {
+	sentinel, ok := journal.NewSentinelMatcher(nonce)
+	if !ok {
 		return Result{Offset: from}, fmt.Errorf("%w: nonce must be 1 to 256 bytes of letters, digits and -_.~+/=", ErrInvalid)
 	}
 	if from < 0 {
@@ -165,7 +168,7 @@ func Follow(ctx context.Context, path string, from int64, nonce string, fn func(
 		return Result{Offset: from}, err
 	}
 	defer wt.close()
-	fl := &follower{ctx: ctx, path: path, nonce: []byte(nonce), fn: fn, o: o, wake: wt.wake, res: Result{Offset: from}}
+	fl := &follower{ctx: ctx, path: path, sentinel: sentinel, fn: fn, o: o, wake: wt.wake, res: Result{Offset: from}}
 	defer fl.closeFile()
 	return fl.run()
 }
@@ -175,23 +178,23 @@ func Follow(ctx context.Context, path string, from int64, nonce string, fn func(
 func resolve(path string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", fmt.Errorf("journal: follow %s: %w", path, err)
+		return "", fmt.Errorf("follow: %s: %w", path, err)
 	}
 	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
 	if err != nil {
-		return "", fmt.Errorf("journal: follow %s: directory: %w", path, err)
+		return "", fmt.Errorf("follow: %s: directory: %w", path, err)
 	}
 	return filepath.Join(dir, filepath.Base(abs)), nil
 }
 
 // follower is the state of one Follow call.
 type follower struct {
-	ctx   context.Context
-	path  string
-	nonce []byte
-	fn    func([]Line) error
-	o     followOptions
-	wake  <-chan struct{}
+	ctx      context.Context
+	path     string
+	sentinel journal.SentinelMatcher
+	fn       func([]Line) error
+	o        options
+	wake     <-chan struct{}
 
 	f           *os.File // nil until the journal exists
 	s           *splitter
@@ -216,7 +219,7 @@ func (fl *follower) run() (Result, error) {
 		if _, done, err := fl.drain(); err != nil || done {
 			return fl.res, err
 		}
-		return fl.res, fmt.Errorf("journal: follow %s: %w", fl.path, cerr)
+		return fl.res, fmt.Errorf("follow: %s: %w", fl.path, cerr)
 	}
 	for {
 		read, done, err := fl.drain()
@@ -279,7 +282,7 @@ func (fl *follower) drain() (read, done bool, err error) {
 // open opens the journal at the start offset, leaving f nil if it does not
 // exist yet.
 func (fl *follower) open() error {
-	f, err := OpenNoLinks(fl.path, os.O_RDONLY, 0)
+	f, err := journal.OpenNoLinks(fl.path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		if fl.res.Offset > 0 {
 			return fmt.Errorf("%w: offset %d, and %s does not exist", ErrOffsetBeyondEnd, fl.res.Offset, fl.path)
@@ -319,7 +322,7 @@ func (fl *follower) stop(ln Line) bool {
 	if ln.Data == nil {
 		return false // longer than the max line: Writer.Finish keeps the sentinel short
 	}
-	s, ok := parseSentinel(ln.Data, fl.nonce)
+	s, ok := fl.sentinel.Match(ln.Data)
 	if ok {
 		fl.res.Sentinel, fl.sentinelEnd = &s, ln.End
 	}

@@ -1,4 +1,4 @@
-package journal
+package follow
 
 import (
 	"bytes"
@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/batonhq/baton/journal"
 )
 
 // Reader defaults.
@@ -22,7 +22,7 @@ const (
 
 // ErrOffsetBeyondEnd means a read was asked to start past the journal's end:
 // the offset does not come from this journal, or the journal was replaced.
-var ErrOffsetBeyondEnd = errors.New("journal: offset beyond the end of the journal")
+var ErrOffsetBeyondEnd = errors.New("follow: offset beyond the end of the journal")
 
 // Line is one complete journal line.
 type Line struct {
@@ -183,7 +183,7 @@ func ReadLines(path string, from int64, fn func(Line) error) (next int64, err er
 	if from < 0 {
 		return from, fmt.Errorf("%w: negative offset %d", ErrInvalid, from)
 	}
-	f, err := OpenNoLinks(path, os.O_RDONLY, 0)
+	f, err := journal.OpenNoLinks(path, os.O_RDONLY, 0)
 	if err != nil {
 		return from, fmt.Errorf("journal: read lines: %w", err)
 	}
@@ -216,38 +216,4 @@ func seekTo(f *os.File, off int64) error {
 		return fmt.Errorf("journal: seek: %w", err)
 	}
 	return nil
-}
-
-// StderrTail returns the last maxBytes bytes of the run's stderr sidecar as valid
-// UTF-8, for a status a person reads: a multi-byte character cut by the
-// start is dropped, other invalid bytes become U+FFFD (so the result can
-// be longer than maxBytes). It returns "" if the file is missing or
-// unreadable, or is not a plain file of dir (see OpenNoLinks).
-func StderrTail(dir Dir, maxBytes int) string {
-	if maxBytes <= 0 {
-		return ""
-	}
-	f, err := dir.Open(StderrName, os.O_RDONLY, 0)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	start := max(0, st.Size()-int64(maxBytes))
-	b := make([]byte, st.Size()-start)
-	n, err := f.ReadAt(b, start)
-	if err != nil && err != io.EOF {
-		return ""
-	}
-	b = b[:n]
-	if start > 0 {
-		// At most three continuation bytes end a character cut by the start.
-		for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
-			b = b[1:]
-		}
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
 }

@@ -1,4 +1,4 @@
-package journal
+package follow
 
 import (
 	"fmt"
