@@ -70,7 +70,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	if err := p.AllowArgs.Check(job.Args); err != nil {
 		return Invocation{}, reject(protocol.ErrNotAllowed, "profile %q: %v", job.Profile, err)
 	}
-	for _, k := range sortedKeys(job.Env) {
+	for _, k := range slices.Sorted(maps.Keys(job.Env)) {
 		if !slices.Contains(p.AllowEnv, k) {
 			allowed := "no env keys"
 			if len(p.AllowEnv) > 0 {
@@ -148,7 +148,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	maps.Copy(env, p.Env)
 	maps.Copy(env, job.Env)
 	envv := make([]string, 0, len(env))
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		envv = append(envv, k+"="+env[k])
 	}
 

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -125,7 +126,7 @@ func (c *Config) Validate() error {
 				bad(fmt.Sprintf("%s.command[%d]", at, i), "must not contain NUL bytes")
 			}
 		}
-		for _, k := range sortedKeys(p.Env) {
+		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 			if !protocol.ValidEnvKey(k) {
 				bad(at+".env", "key %q must match [A-Za-z_][A-Za-z0-9_]{0,127}", k)
 			} else if strings.IndexByte(p.Env[k], 0) >= 0 {
@@ -222,15 +223,6 @@ func profileNames(m map[string]Profile) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // InputHeaderRoom is what an input message's headers take beside its data

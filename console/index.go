@@ -3,6 +3,7 @@ package console
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -214,19 +215,12 @@ func (x *runIndex) list(f runFilter, offset, limit int) page {
 	for _, r := range matched[offset:end] {
 		p.Runs = append(p.Runs, client.NewRunView(*r))
 	}
-	p.Profiles, p.Nodes = sortedKeys(profiles), sortedKeys(nodes)
+	p.Profiles, p.Nodes = nonEmptyKeys(profiles), nonEmptyKeys(nodes)
 	return p
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		if k != "" {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
+func nonEmptyKeys(m map[string]bool) []string {
+	return slices.DeleteFunc(slices.Sorted(maps.Keys(m)), func(k string) bool { return k == "" })
 }
 
 // get returns one record from the index.

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -205,7 +206,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 					p.put()
 					// Not at once again: the job just given back would come
 					// straight back to this worker's next fetch.
-					sleepCtx(ctx, in.admitWait)
+					clock.Sleep(ctx, in.admitWait)
 					continue
 				}
 			}
@@ -252,7 +253,7 @@ func (in *Intake) create(ctx context.Context, cfg jetstream.ConsumerConfig) (jet
 	var err error
 	for try := range createTries {
 		if try > 0 {
-			sleepCtx(ctx, time.Duration(try)*100*time.Millisecond)
+			clock.Sleep(ctx, time.Duration(try)*100*time.Millisecond)
 		}
 		var c jetstream.Consumer
 		if c, err = in.js.CreateOrUpdateConsumer(ctx, in.names.JobsStream(), cfg); err == nil {
@@ -309,7 +310,7 @@ func (in *Intake) fetch(ctx context.Context, cfg jetstream.ConsumerConfig, fail 
 		}
 		in.log.Warn().Str("consumer", cfg.Durable).Msg("the jobs consumer was deleted; created it again")
 	}
-	sleepCtx(ctx, time.Second)
+	clock.Sleep(ctx, time.Second)
 	return nil
 }
 
@@ -521,13 +522,4 @@ func oneLine(s string) string {
 		s = s[:1024] + "…"
 	}
 	return s
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

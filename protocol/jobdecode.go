@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"mime"
 	"path"
@@ -218,7 +219,7 @@ func (j Job) Validate(lim Limits) error {
 	if len(j.Env) > lim.MaxEnv {
 		return jobErr(ErrOversize, "field \"env\" has %d entries, limit %d", len(j.Env), lim.MaxEnv)
 	}
-	for _, k := range sortedKeys(j.Env) {
+	for _, k := range slices.Sorted(maps.Keys(j.Env)) {
 		v := j.Env[k]
 		if !ValidEnvKey(k) {
 			return jobErr(ErrInvalidJob, "env key %s must match [A-Za-z_][A-Za-z0-9_]{0,127}", q(k))
@@ -239,7 +240,7 @@ func (j Job) Validate(lim Limits) error {
 		return jobErr(ErrOversize, "field \"files\" has %d entries, limit %d", len(j.Files), lim.MaxFiles)
 	}
 	total := 0
-	for _, p := range sortedKeys(j.Files) {
+	for _, p := range slices.Sorted(maps.Keys(j.Files)) {
 		c := j.Files[p]
 		if why := checkFilePath(p); why != "" {
 			return jobErr(ErrInvalidJob, "files[%s]: path %s", q(p), why)
@@ -267,7 +268,7 @@ func (j Job) Validate(lim Limits) error {
 	if len(j.Labels) > lim.MaxLabels {
 		return jobErr(ErrOversize, "field \"labels\" has %d entries, limit %d", len(j.Labels), lim.MaxLabels)
 	}
-	for _, k := range sortedKeys(j.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(j.Labels)) {
 		v := j.Labels[k]
 		switch {
 		case k == "":
@@ -286,7 +287,7 @@ func (j Job) Validate(lim Limits) error {
 			return jobErr(ErrInvalidJob, "labels[%s] %s", q(k), err)
 		}
 	}
-	for _, k := range sortedKeys(j.Limits) {
+	for _, k := range slices.Sorted(maps.Keys(j.Limits)) {
 		if k != JobLimitOutput && k != JobLimitDisk && k != JobLimitOutputs {
 			return jobErr(ErrInvalidJob, "limits key %s is not a limit a job may set (limits: %s, %s, %s)", q(k), JobLimitDisk, JobLimitOutput, JobLimitOutputs)
 		}
@@ -361,15 +362,6 @@ func q(s string) string {
 		cut--
 	}
 	return strconv.Quote(s[:cut]) + "…"
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // fieldReader reads one field's value in either encoding; a null reads as

@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/protocol"
 )
@@ -253,7 +253,7 @@ func (c *Chain) publishBatch(ctx context.Context, all []follow.Line) (int, error
 		case storageFull(apiErr):
 			// Nothing of it is stored: send it again once there is room.
 			c.setFull(true, err)
-			sleepCtx(ctx, wait)
+			clock.Sleep(ctx, wait)
 			wait = min(2*wait, maxRetryWait)
 		case overloaded(code, apiErr):
 			// The server dropped the batch (nothing of it is stored):
@@ -265,30 +265,18 @@ func (c *Chain) publishBatch(ctx context.Context, all []follow.Line) (int, error
 			c.batchCap = max(c.o.minBatch, len(lines)/2)
 			lines = lines[:c.batchCap]
 			c.o.log.Debug().Err(err).Int("batch", len(lines)).Dur("wait", wait).Msg("server busy; sending a smaller batch")
-			if !sleepCtx(ctx, wait) {
+			if !clock.Sleep(ctx, wait) {
 				continue // the loop's ctx check returns
 			}
 			wait = min(2*wait, maxRetryWait)
 		case retryable(err, apiErr) || code == errCodeDuplicateInFlight:
 			c.o.log.Debug().Err(err).Str("msg_id", lastID()).Dur("wait", wait).Msg("batch outcome unknown; retrying")
-			sleepCtx(ctx, wait)
+			clock.Sleep(ctx, wait)
 			wait = min(2*wait, maxRetryWait)
 		default:
 			c.setFull(false, err)
 			return 0, fmt.Errorf("publisher: run %s: publish batch up to %s: %w", c.runID, lastID(), err)
 		}
-	}
-}
-
-// sleepCtx waits d, or less if ctx ends first; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -431,7 +432,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 			// Refused, so not stored: the same message goes again once
 			// there is room, however long that takes.
 			c.setFull(true, err)
-			sleepCtx(ctx, wait)
+			clock.Sleep(ctx, wait)
 			wait = min(2*wait, maxRetryWait)
 		case retryable(err, apiErr):
 			c.o.log.Debug().Err(err).Str("msg_id", id).Dur("wait", wait).Msg("publish outcome unknown; retrying")

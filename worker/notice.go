@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/batonhq/baton/internal/clock"
 )
 
 // A worker that records a cancel intent or stores input tells the run's
@@ -41,7 +43,7 @@ func (w *Worker) notify(ctx context.Context, subject string) {
 			if err == nil || time.Now().Add(pause).After(deadline) {
 				return
 			}
-			sleep(ctx, pause)
+			clock.Sleep(ctx, pause)
 			pause *= 2
 		}
 	}()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
@@ -83,7 +84,7 @@ func (p *chainPool) run(ctx context.Context) {
 			}
 			backoff = min(max(2*backoff, time.Second), prestartBackoff)
 			log.Warn().Err(err).Dur("retry_in", backoff).Msg("prestart a sandbox")
-			sleep(ctx, backoff)
+			clock.Sleep(ctx, backoff)
 			continue
 		}
 		backoff = 0

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
@@ -117,7 +118,7 @@ func Prune(ctx context.Context, stateDir string, olderThan time.Duration, opts .
 func (w *Worker) pruneLoop(ctx context.Context) {
 	every := min(max(w.cfg.RunRetention/10, 5*time.Second), time.Hour)
 	for {
-		sleep(ctx, every)
+		clock.Sleep(ctx, every)
 		if ctx.Err() != nil {
 			return
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
@@ -89,7 +90,7 @@ func (w *Worker) watchLeases(ctx context.Context, ch <-chan kv.Entry[kv.LeaseRec
 			var err error
 			if ch, err = w.openLeaseWatch(ctx); err != nil {
 				w.log.Warn().Err(err).Msg("watch leases")
-				sleep(ctx, time.Second)
+				clock.Sleep(ctx, time.Second)
 				continue
 			}
 		}
@@ -115,7 +116,7 @@ func (w *Worker) watchLeases(ctx context.Context, ch <-chan kv.Entry[kv.LeaseRec
 				w.offer(ctx, e.Key, fmt.Sprintf("attach:%s:lease:%d", e.Key, e.Revision))
 			}
 		}
-		sleep(ctx, 100*time.Millisecond)
+		clock.Sleep(ctx, 100*time.Millisecond)
 	}
 }
 

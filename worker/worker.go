@@ -22,6 +22,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/consumer"
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
@@ -324,7 +325,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// before have settled, and by the prune.
 	bg.Go(func() {
 		for _, wait := range []time.Duration{0, poolEntrySettled + time.Second} {
-			sleep(ctx, wait)
+			clock.Sleep(ctx, wait)
 			if ctx.Err() != nil {
 				return
 			}
@@ -514,13 +515,4 @@ func randomHex(n int) string {
 		panic(err) // crypto/rand does not fail on Linux
 	}
 	return hex.EncodeToString(b)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
