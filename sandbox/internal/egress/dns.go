@@ -24,6 +24,7 @@ const (
 	rcodeNotImp   = 4
 	rcodeRefused  = 5
 	flagQR        = 1 << 15
+	flagTC        = 1 << 9 // truncated: the client asks again over TCP
 	flagRD        = 1 << 8
 	flagRA        = 1 << 7
 	maxUDPReply   = 512
@@ -126,6 +127,11 @@ func (q query) reply(rcode int, answers []netip.Addr, limit int) []byte {
 		n++
 	}
 	binary.BigEndian.PutUint16(b[6:], uint16(n))
+	if n < len(answers) {
+		// Some answers did not fit: say so, or a client takes the part for
+		// the whole (RFC 1035 4.1.1, RFC 7766).
+		binary.BigEndian.PutUint16(b[2:], flags|flagTC)
+	}
 	return b
 }
 
@@ -215,50 +221,27 @@ func (d *DNS) ServeUDP(ctx context.Context, pc net.PacketConn) error {
 // ServeTCP answers length-prefixed queries on connections accepted from l
 // until ctx ends or l fails; it closes l.
 func (d *DNS) ServeTCP(ctx context.Context, l net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { l.Close() })
-	defer stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+	return serveConns(ctx, l, d.jobs, func(net.Conn) {}, func(c net.Conn) {
+		for {
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			var n uint16
+			if err := binary.Read(c, binary.BigEndian, &n); err != nil {
+				return
 			}
-			return err
-		}
-		select {
-		case d.jobs <- struct{}{}:
-		default:
-			c.Close()
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-d.jobs }()
-			defer c.Close()
-			stop := context.AfterFunc(ctx, func() { c.Close() })
-			defer stop()
-			for {
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				var n uint16
-				if err := binary.Read(c, binary.BigEndian, &n); err != nil {
-					return
-				}
-				msg := make([]byte, n)
-				if _, err := io.ReadFull(c, msg); err != nil {
-					return
-				}
-				r := d.answer(ctx, msg, 65535)
-				if r == nil {
-					return
-				}
-				if _, err := c.Write(binary.BigEndian.AppendUint16(nil, uint16(len(r)))); err != nil {
-					return
-				}
-				if _, err := c.Write(r); err != nil {
-					return
-				}
+			msg := make([]byte, n)
+			if _, err := io.ReadFull(c, msg); err != nil {
+				return
 			}
-		})
-	}
+			r := d.answer(ctx, msg, 65535)
+			if r == nil {
+				return
+			}
+			if _, err := c.Write(binary.BigEndian.AppendUint16(nil, uint16(len(r)))); err != nil {
+				return
+			}
+			if _, err := c.Write(r); err != nil {
+				return
+			}
+		}
+	})
 }

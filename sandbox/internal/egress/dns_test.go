@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -32,6 +33,7 @@ type parsedReply struct {
 	id    uint16
 	rcode int
 	qd    int
+	tc    bool // truncated
 	addrs []netip.Addr
 }
 
@@ -44,7 +46,7 @@ func parseReply(t *testing.T, b []byte) parsedReply {
 	if flags&flagQR == 0 {
 		t.Fatalf("reply without QR: %x", b)
 	}
-	r := parsedReply{id: binary.BigEndian.Uint16(b), rcode: int(flags & 0xf), qd: int(binary.BigEndian.Uint16(b[4:]))}
+	r := parsedReply{id: binary.BigEndian.Uint16(b), rcode: int(flags & 0xf), tc: flags&flagTC != 0, qd: int(binary.BigEndian.Uint16(b[4:]))}
 	an := int(binary.BigEndian.Uint16(b[6:]))
 	i := dnsHeaderLen
 	if r.qd == 1 {
@@ -100,7 +102,7 @@ func TestDNSAnswer(t *testing.T) {
 		for _, s := range tc.addrs {
 			want = append(want, netip.MustParseAddr(s))
 		}
-		if r.id != binary.BigEndian.Uint16(tc.msg) || r.rcode != tc.rcode || r.qd != 1 || !slices.Equal(r.addrs, want) {
+		if r.id != binary.BigEndian.Uint16(tc.msg) || r.rcode != tc.rcode || r.qd != 1 || r.tc || !slices.Equal(r.addrs, want) {
 			t.Errorf("%s: reply %+v, want rcode %d addrs %v", tc.name, r, tc.rcode, want)
 		}
 	}
@@ -114,6 +116,28 @@ func TestDNSAnswer(t *testing.T) {
 	msg = append(append(msg[:dnsHeaderLen], 15), append([]byte("api.example.com"), 0, 0, 1, 0, 1)...)
 	if r := parseReply(t, d.answer(ctx, msg, maxUDPReply)); r.rcode != rcodeRefused {
 		t.Errorf("a single label \"api.example.com\" got rcode %d, want REFUSED", r.rcode)
+	}
+}
+
+// TestDNSTruncatedSaysSo: an answer cut to fit a UDP reply sets the TC bit,
+// so the client asks again over TCP, where the whole answer fits and TC is
+// clear. maxAnswers AAAA records for a long name do not fit in 512 bytes.
+func TestDNSTruncatedSaysSo(t *testing.T) {
+	var many []string
+	for i := range maxAnswers {
+		many = append(many, fmt.Sprintf("2606:2800:220:1::%x", i+1))
+	}
+	name := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60) + ".example.org"
+	p, _ := testPolicy(t, map[string][]string{name: many})
+	d := NewDNS(p, nil)
+	msg := buildQuery(1, name, typeAAAA)
+	udp := parseReply(t, d.answer(context.Background(), msg, maxUDPReply))
+	if udp.rcode != rcodeOK || len(udp.addrs) == 0 || len(udp.addrs) >= len(many) || !udp.tc {
+		t.Errorf("over UDP: rcode %d, %d of %d addresses, TC %v; want some of them and TC set", udp.rcode, len(udp.addrs), len(many), udp.tc)
+	}
+	tcp := parseReply(t, d.answer(context.Background(), msg, 65535))
+	if tcp.rcode != rcodeOK || len(tcp.addrs) != len(many) || tcp.tc {
+		t.Errorf("over TCP: rcode %d, %d of %d addresses, TC %v; want all and TC clear", tcp.rcode, len(tcp.addrs), len(many), tcp.tc)
 	}
 }
 

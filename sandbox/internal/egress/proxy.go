@@ -60,42 +60,15 @@ func NewProxy(p *Policy, logf Logf) *Proxy {
 
 // Serve accepts connections on l until ctx ends or l fails; it closes l.
 func (x *Proxy) Serve(ctx context.Context, l net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { l.Close() })
-	defer stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return err
-		}
-		select {
-		case x.slots <- struct{}{}:
-		default:
-			x.logf("proxy: refused a connection: %d connections open", maxProxyConns)
-			reply(c, statusUnavailable, "too many connections")
-			c.Close()
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-x.slots }()
-			x.handle(ctx, c)
-		})
+	refuse := func(c net.Conn) {
+		x.logf("proxy: refused a connection: %d connections open", maxProxyConns)
+		reply(c, statusUnavailable, "too many connections")
 	}
+	return serveConns(ctx, l, x.slots, refuse, func(c net.Conn) { x.handle(ctx, c) })
 }
 
-// handle serves one client connection.
+// handle serves one client connection; serveConns closes it.
 func (x *Proxy) handle(ctx context.Context, c net.Conn) {
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
 	lr := &io.LimitedReader{R: c, N: maxHead}
 	br := bufio.NewReader(lr)
 	_ = c.SetReadDeadline(time.Now().Add(headTimeout))
