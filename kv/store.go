@@ -3,16 +3,16 @@ package kv
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/batonhq/baton/internal/leader"
 )
 
 // Sentinel errors. Every error a Store returns for these conditions matches
@@ -102,69 +102,28 @@ func (s *Store[T]) GetFromLeader(ctx context.Context, js jetstream.JetStream, ke
 	return e.Value, e.Revision, err
 }
 
-// leaderGetTimeout bounds a read from the leader whose context has no
-// deadline, as JetStream's own API calls are bounded by default.
-const leaderGetTimeout = 5 * time.Second
-
 // EntryFromLeader is GetFromLeader with the write's time (Created, the
 // server's clock). A key whose last message is a delete, a purge or the
 // marker a TTL expiry leaves gives ErrNotFound.
 func (s *Store[T]) EntryFromLeader(ctx context.Context, js jetstream.JetStream, key string) (Entry[T], error) {
 	var zero Entry[T]
-	subject := "$KV." + s.kv.Bucket() + "." + key
-	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
-	if err != nil {
-		return zero, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		// A stream without a leader (an election, a lost server) answers
-		// nothing: a core request would wait for ever, and with it the
-		// recovery scan that asked (found by the cluster chaos suite).
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, leaderGetTimeout)
-		defer cancel()
-	}
-	reply, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+s.kv.Bucket(), req)
-	if err != nil {
-		return zero, wrapErr(s.kv.Bucket(), "get", key, err)
-	}
-	var resp struct {
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Message *struct {
-			Seq    uint64    `json:"seq"`
-			Header []byte    `json:"hdrs"`
-			Data   []byte    `json:"data"`
-			Time   time.Time `json:"time"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return zero, fmt.Errorf("kv: get %s/%s from the leader: %w", s.kv.Bucket(), key, err)
-	}
+	bucket := s.kv.Bucket()
+	m, err := leader.Get(ctx, js.Conn(), "KV_"+bucket, 0, "$KV."+bucket+"."+key)
+	var apiErr *jetstream.APIError
 	switch {
-	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
-		return zero, fmt.Errorf("kv: get %s/%s: %w", s.kv.Bucket(), key, ErrNotFound)
-	case resp.Error != nil:
-		return zero, fmt.Errorf("kv: get %s/%s from the leader: %s (%d)", s.kv.Bucket(), key, resp.Error.Description, resp.Error.ErrCode)
-	case resp.Message == nil:
-		return zero, fmt.Errorf("kv: get %s/%s from the leader: an answer without a message", s.kv.Bucket(), key)
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return zero, fmt.Errorf("kv: get %s/%s: %w", bucket, key, ErrNotFound)
+	case errors.As(err, &apiErr):
+		return zero, fmt.Errorf("kv: get %s/%s from the leader: %w", bucket, key, err)
+	case err != nil:
+		return zero, wrapErr(bucket, "get", key, err)
 	}
-	m := resp.Message
-	e := Entry[T]{Key: key, Revision: m.Seq, Op: jetstream.KeyValuePut, Created: m.Time}
-	if len(m.Header) > 0 {
-		h, err := nats.DecodeHeadersMsg(m.Header)
-		if err != nil {
-			return zero, fmt.Errorf("kv: get %s/%s from the leader: %w", s.kv.Bucket(), key, err)
-		}
-		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" || h.Get(jetstream.MarkerReasonHeader) != "" {
-			return Entry[T]{Key: key, Revision: m.Seq}, fmt.Errorf("kv: get %s/%s: %w", s.kv.Bucket(), key, ErrNotFound)
-		}
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
+		return Entry[T]{Key: key, Revision: m.Sequence}, fmt.Errorf("kv: get %s/%s: %w", bucket, key, ErrNotFound)
 	}
-	if e.Value, err = Decode[T](key, m.Seq, m.Data); err != nil {
-		return Entry[T]{Key: key, Revision: m.Seq}, err
+	e := Entry[T]{Key: key, Revision: m.Sequence, Op: jetstream.KeyValuePut, Created: m.Time}
+	if e.Value, err = Decode[T](key, m.Sequence, m.Data); err != nil {
+		return Entry[T]{Key: key, Revision: m.Sequence}, err
 	}
 	return e, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/internal/leader"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -45,7 +46,7 @@ func (p Position) Partial() bool { return p.Chunk < p.Chunks }
 // be read as a position gives ErrBadPosition together with what could be
 // read (at least Seq), so the caller can decide how to go on.
 func Align(ctx context.Context, js jetstream.JetStream, names protocol.Names, runID string) (Position, error) {
-	msg, err := leaderGet(ctx, js, names.EventsStream(), 0, names.RunFilter(runID))
+	msg, err := leader.Get(ctx, js.Conn(), names.EventsStream(), 0, names.RunFilter(runID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return Position{}, nil
 	}

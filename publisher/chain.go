@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/internal/clock"
+	"github.com/batonhq/baton/internal/leader"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -592,7 +593,7 @@ func (c *Chain) read(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, 
 	actx, cancel := context.WithTimeout(ctx, c.o.attemptTimeout)
 	defer cancel()
 	if seq == 0 {
-		return leaderGet(actx, c.js, c.names.EventsStream(), 0, c.filter)
+		return leader.Get(actx, c.js.Conn(), c.names.EventsStream(), 0, c.filter)
 	}
-	return leaderGet(actx, c.js, c.names.EventsStream(), seq, "")
+	return leader.Get(actx, c.js.Conn(), c.names.EventsStream(), seq, "")
 }

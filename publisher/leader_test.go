@@ -54,7 +54,7 @@ func TestAlignReadsTheLeader(t *testing.T) {
 // TestAlignUnansweredIsBounded: a read of a chain's tail whose request no
 // server answers (a stream between leaders: in a fresh-clone CI's cluster
 // chaos run a start sat 3.5 min in Align so, holding the run's lease) ends
-// with a timeout after leaderGetTimeout, even when the caller's context has
+// with a timeout after leader.Timeout, even when the caller's context has
 // no deadline. The server here has no JetStream, and a subscriber takes the
 // API's requests without answering, as a server that forwards a request to
 // a leader that is gone does.

@@ -1,4 +1,4 @@
-package publisher
+package leader
 
 import (
 	"context"
@@ -10,16 +10,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// leaderGetTimeout bounds a read from the leader whose context has no
-// deadline, as JetStream's own API calls are bounded by default.
-const leaderGetTimeout = 5 * time.Second
+// Timeout bounds a read whose context has no deadline, as JetStream's own
+// API calls are bounded by default.
+const Timeout = 5 * time.Second
 
-// leaderGet reads one message of the events stream from its leader
-// ($JS.API.STREAM.MSG.GET): by sequence, or the last of filter lastFor. The
-// stream allows direct gets (the workers' read relay pages through them),
-// and nats.go then reads by direct get, which any replica may answer, a
-// lagging one included; alignment must see the chain's true last message.
-func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, seq uint64, lastFor string) (*jetstream.RawStreamMsg, error) {
+// Get reads one message of stream from its leader
+// ($JS.API.STREAM.MSG.GET), through nc: by sequence, or the last of filter
+// lastFor. A message not found is jetstream.ErrMsgNotFound; any other
+// refusal is the server's *jetstream.APIError.
+func Get(ctx context.Context, nc *nats.Conn, stream string, seq uint64, lastFor string) (*jetstream.RawStreamMsg, error) {
 	req, err := json.Marshal(struct {
 		Seq     uint64 `json:"seq,omitempty"`
 		LastFor string `json:"last_by_subj,omitempty"`
@@ -30,14 +29,14 @@ func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, seq u
 	if _, ok := ctx.Deadline(); !ok {
 		// A stream without a leader (an election after a server was
 		// lost) answers nothing, and a core request would wait for ever:
-		// a worker's start sat 3.5 min in Align so, holding the run's
-		// lease (the cluster chaos suite, in CI), as kv's read from the
-		// leader once did.
+		// a worker's start sat 3.5 min in the publisher's Align so,
+		// holding the run's lease, and kv's read from the leader held up
+		// the recovery scan (both found by the cluster chaos suite).
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, leaderGetTimeout)
+		ctx, cancel = context.WithTimeout(ctx, Timeout)
 		defer cancel()
 	}
-	m, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		return nil, err
 	}
