@@ -30,8 +30,8 @@ type Job struct {
 	Msg        jetstream.Msg
 }
 
-// Dispatch runs one job. It owns the job's message (it must Ack, Nak or
-// Reject it) and holds its slot until it returns.
+// Dispatch runs one job. It owns the job's message, which it settles once
+// with Intake.Settle, and holds its slot until it returns.
 type Dispatch func(ctx context.Context, j Job)
 
 // Intake pulls jobs, one per free slot.
@@ -388,18 +388,18 @@ func (in *Intake) accept(ctx context.Context, msg jetstream.Msg) (Job, bool) {
 			return Job{Job: job, Invocation: inv, Msg: msg}, false
 		}
 	}
-	in.Reject(ctx, msg, err)
+	in.reject(ctx, msg, err)
 	return Job{}, true
 }
 
-// Reject moves msg to the DLQ with err as its reason, then acknowledges it
+// reject moves msg to the DLQ with err as its reason, then acknowledges it
 // on the jobs stream. A job that does not fit the server's max payload
 // beside the DLQ's headers goes there truncated (HeaderTruncated, with the
 // whole job's digest): every rejection is recorded. If the DLQ publish
 // fails the job is left for redelivery, up to rejectDeliveries times;
 // then it is terminated (Term removes it from the stream), logged and
 // counted (WithOnDrop): a job is never redelivered for ever.
-func (in *Intake) Reject(ctx context.Context, msg jetstream.Msg, err error) {
+func (in *Intake) reject(ctx context.Context, msg jetstream.Msg, err error) {
 	reason := protocol.ReasonOf(err)
 	log := in.log.With().Str("reason", string(reason)).Logger()
 	if runID := peekRunID(msg.Data()); runID != "" {

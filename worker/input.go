@@ -416,7 +416,6 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}, hi
 		}
 		return true
 	}
-	subj := w.names.InputStoreSubject(r.id)
 	var conn *sandbox.InputConn
 	defer func() {
 		if conn != nil {
@@ -455,32 +454,11 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}, hi
 		last := conn.State().Last
 		im, ok := hints.next(last)
 		if !ok {
-			gctx, cancel := context.WithTimeout(ctx, inputTimeout)
-			m, err := stream.GetMsg(gctx, last+1, jetstream.WithGetMsgSubject(subj))
-			cancel()
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				// Told of new input by a notice (notice.go); the timer
-				// only makes up for one no retry delivered.
-				wait(w.noticeSweep())
+			var pause time.Duration
+			if im, pause, ok = w.storedInput(ctx, r, stream, last); !ok {
+				wait(pause)
 				continue
 			}
-			if err != nil {
-				r.log.Debug().Err(err).Msg("read the run's next input")
-				wait(inputPoll)
-				continue
-			}
-			prev, err := strconv.ParseUint(m.Header.Get(protocol.HeaderInputPrev), 10, 64)
-			if err != nil {
-				// Only workers store there; a message without the link
-				// cannot be placed.
-				r.log.Error().Uint64("seq", m.Sequence).Msg("stored input has no valid " + protocol.HeaderInputPrev)
-				wait(inputPoll)
-				continue
-			}
-			im = sandbox.InputMessage{Seq: m.Sequence, Prev: prev,
-				EOF:       m.Header.Get(protocol.HeaderInputEOF) == "true",
-				Interrupt: m.Header.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt,
-				Data:      m.Data}
 		}
 		wctx, cancel := context.WithTimeout(ctx, inputWriteTimeout)
 		st, err := conn.Write(wctx, im)
@@ -500,6 +478,35 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}, hi
 			conn = nil
 		}
 	}
+}
+
+// storedInput reads r's input stored next after sequence last from
+// stream. When there is none yet, or it cannot be read, ok is false and
+// pause is how long to wait before looking again.
+func (w *Worker) storedInput(ctx context.Context, r *run, stream jetstream.Stream, last uint64) (im sandbox.InputMessage, pause time.Duration, ok bool) {
+	gctx, cancel := context.WithTimeout(ctx, inputTimeout)
+	m, err := stream.GetMsg(gctx, last+1, jetstream.WithGetMsgSubject(w.names.InputStoreSubject(r.id)))
+	cancel()
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// Told of new input by a notice (notice.go); the timer only makes
+		// up for one no retry delivered.
+		return im, w.noticeSweep(), false
+	}
+	if err != nil {
+		r.log.Debug().Err(err).Msg("read the run's next input")
+		return im, inputPoll, false
+	}
+	prev, err := strconv.ParseUint(m.Header.Get(protocol.HeaderInputPrev), 10, 64)
+	if err != nil {
+		// Only workers store there; a message without the link cannot be
+		// placed.
+		r.log.Error().Uint64("seq", m.Sequence).Msg("stored input has no valid " + protocol.HeaderInputPrev)
+		return im, inputPoll, false
+	}
+	return sandbox.InputMessage{Seq: m.Sequence, Prev: prev,
+		EOF:       m.Header.Get(protocol.HeaderInputEOF) == "true",
+		Interrupt: m.Header.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt,
+		Data:      m.Data}, 0, true
 }
 
 // isInput reports whether l is the runner's record of an input it wrote.

@@ -85,24 +85,7 @@ func (rp *reaper) reap(ctx context.Context) {
 		return // our own heartbeat is not visible: trust nothing
 	}
 	now := time.Now()
-	for node := range rp.prevLive {
-		if !live[node] {
-			if _, ok := rp.absentSince[node]; !ok {
-				rp.absentSince[node] = now
-			}
-		}
-	}
-	for node := range rp.absentSince {
-		if live[node] {
-			delete(rp.absentSince, node)
-		}
-	}
-	rp.prevLive = live
-	due := false
-	for _, since := range rp.absentSince {
-		due = due || now.Sub(since) >= w.nodeGrace()
-	}
-	if rp.started && !due {
+	if !rp.track(live, now) && rp.started {
 		return
 	}
 	// The index holds only unfinished runs: at start every node's, then
@@ -123,37 +106,9 @@ func (rp *reaper) reap(ctx context.Context) {
 	}
 	pending := map[string]bool{}
 	for _, k := range keys {
-		node, id, ok := strings.Cut(k, ".")
-		if !ok || !protocol.ValidRunID(id) {
-			w.log.Warn().Str("key", k).Msg("node index entry skipped: not <node>.<run id>, or an invalid run id")
-			continue
-		}
-		if live[node] {
-			continue
-		}
-		since, seen := rp.absentSince[node]
-		if !seen {
-			rp.absentSince[node] = now // a node gone before we started
+		if node, wait := rp.reapEntry(ctx, k, live, now); wait {
 			pending[node] = true
-			continue
 		}
-		if now.Sub(since) < w.nodeGrace() {
-			pending[node] = true
-			continue
-		}
-		rec, _, err := w.runs.Get(ctx, id)
-		switch {
-		case err == nil && rec.RunID != id:
-			w.log.Warn().Str("key", id).Str("record_run_id", rec.RunID).Msg("run record skipped: not its key's run")
-			continue
-		case errors.Is(err, kv.ErrNotFound), err == nil && (rec.State.Terminal() || rec.Node != node):
-			w.unindexRun(ctx, node, id) // stale: the run ended, or moved
-			continue
-		case err != nil:
-			pending[node] = true
-			continue
-		}
-		w.markLost(ctx, id, rec)
 	}
 	rp.started = true
 	w.metrics.reapPasses.Observe(time.Since(now).Seconds())
@@ -163,6 +118,64 @@ func (rp *reaper) reap(ctx context.Context) {
 			delete(rp.absentSince, node)
 		}
 	}
+}
+
+// track updates since when each node has been absent, from the nodes live
+// now, and reports whether a node has been absent past the grace.
+func (rp *reaper) track(live map[string]bool, now time.Time) (due bool) {
+	for node := range rp.prevLive {
+		if !live[node] {
+			if _, ok := rp.absentSince[node]; !ok {
+				rp.absentSince[node] = now
+			}
+		}
+	}
+	for node := range rp.absentSince {
+		if live[node] {
+			delete(rp.absentSince, node)
+		}
+	}
+	rp.prevLive = live
+	for _, since := range rp.absentSince {
+		due = due || now.Sub(since) >= rp.w.nodeGrace()
+	}
+	return due
+}
+
+// reapEntry handles the node index entry k: a run of an absent node past
+// the grace is marked lost, a stale entry removed. wait is true when the
+// entry's node still has a run that a later pass must look at again.
+func (rp *reaper) reapEntry(ctx context.Context, k string, live map[string]bool, now time.Time) (node string, wait bool) {
+	w := rp.w
+	node, id, ok := strings.Cut(k, ".")
+	if !ok || !protocol.ValidRunID(id) {
+		w.log.Warn().Str("key", k).Msg("node index entry skipped: not <node>.<run id>, or an invalid run id")
+		return node, false
+	}
+	if live[node] {
+		return node, false
+	}
+	since, seen := rp.absentSince[node]
+	if !seen {
+		rp.absentSince[node] = now // a node gone before we started
+		return node, true
+	}
+	if now.Sub(since) < w.nodeGrace() {
+		return node, true
+	}
+	rec, _, err := w.runs.Get(ctx, id)
+	switch {
+	case err == nil && rec.RunID != id:
+		w.log.Warn().Str("key", id).Str("record_run_id", rec.RunID).Msg("run record skipped: not its key's run")
+		return node, false
+	case errors.Is(err, kv.ErrNotFound), err == nil && (rec.State.Terminal() || rec.Node != node):
+		w.unindexRun(ctx, node, id) // stale: the run ended, or moved
+		return node, false
+	case err != nil:
+		return node, true
+	}
+	w.markLost(ctx, id, rec)
+	return node, false
 }
 
 // listKeys lists the keys of the bucket matching filters (all keys when
@@ -222,7 +235,7 @@ func (w *Worker) markLost(ctx context.Context, runID string, rec kv.RunRecord) {
 	}
 	r.chain, r.offset = w.newChain(r, pos.Seq), pos.Offset
 	if pos.Status != nil && pos.Status.Status.Terminal() {
-		w.settle(ctx, r, *pos.Status)
+		w.recordTerminal(ctx, r, *pos.Status)
 		return
 	}
 	reason := fmt.Sprintf("node %s sent no heartbeat for more than %v", rec.Node, 2*w.nodeGrace())

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/consumer"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/journal/follow"
@@ -28,10 +25,6 @@ import (
 
 // errRunnerGone: the runner no longer holds its lock and left no sentinel.
 var errRunnerGone = errors.New("runner exited without writing the exit sentinel")
-
-// maxKeptJob bounds a job kept in its run record for retries, so the record
-// stays well under the server's max payload.
-const maxKeptJob = 256 << 10
 
 // checkEvery is how often an idle follower checks the lease and the
 // runner when its runner cannot be watched through an event (see checkOn).
@@ -109,89 +102,33 @@ func (r *run) cancel(ctx context.Context, m *metrics) {
 	}()
 }
 
-// dispatch starts a new run and publishes it until it ends or is handed off.
-// errSuperseded: the run record changed under a worker about to spawn the
-// run's runner; another worker took the run over.
-var errSuperseded = errors.New("run taken over by another worker")
-
-// spawnMarkTimeout bounds one write or read of the spawning mark.
-const spawnMarkTimeout = 5 * time.Second
-
-// markSpawning sets the spawning mark on the record of a run that rec (at
-// revision rev) says is ours, by compare-and-set, and returns the record
-// and revision written. It fails with errSuperseded if another worker took
-// the run over meanwhile or the mark cannot be written.
-//
-// Its outcome must be known: a mark on the record tells the worker a job
-// is redelivered to that the runner is this node's (see start), and the
-// caller spawns nothing when this fails, removing the run directory, so a
-// mark written without a runner loses the run for good. So the writes
-// ignore the caller's cancellation (a stopping worker), and a write whose
-// reply was lost but which was applied is recognised as ours on re-read.
-func markSpawning(ctx context.Context, js jetstream.JetStream, runs *kv.Store[kv.RunRecord], id string, rec kv.RunRecord, rev uint64) (kv.RunRecord, uint64, error) {
-	cur := rec
-	for attempt := 1; ; attempt++ {
-		cur.Spawning = true
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spawnMarkTimeout)
-		nrev, err := runs.Update(wctx, id, cur, rev)
-		cancel()
-		if err == nil {
-			return cur, nrev, nil
-		}
-		// Changed meanwhile (a cancel request, say, or our own write
-		// whose reply was lost): still ours unless another worker took
-		// the run over or spawned it. Read from the bucket's leader: a
-		// lagging replica's older revision would hide our own write
-		// (the cluster chaos soak saw a mark that landed taken for
-		// another worker's, and the run was lost).
-		got, grev, gerr := readMark(ctx, js, runs, id)
-		if gerr != nil {
-			return kv.RunRecord{}, 0, fmt.Errorf("%w: %w (after %w)", errSuperseded, gerr, err)
-		}
-		if got.Node != rec.Node || got.Worker != rec.Worker || got.State != kv.RunStarting {
-			return kv.RunRecord{}, 0, fmt.Errorf("%w: record now of node %s, worker %s, state %s", errSuperseded, got.Node, got.Worker, got.State)
-		}
-		if got.Spawning {
-			// Only this worker marks a record that names it.
-			return got, grev, nil
-		}
-		if attempt == 3 {
-			return kv.RunRecord{}, 0, fmt.Errorf("%w: %w", errSuperseded, err)
-		}
-		cur, rev = got, grev
-	}
-}
-
-// readMark reads a run's record from its bucket's leader for markSpawning,
-// trying again while NATS does not answer, within three spawnMarkTimeouts.
-func readMark(ctx context.Context, js jetstream.JetStream, runs *kv.Store[kv.RunRecord], id string) (kv.RunRecord, uint64, error) {
-	end := time.Now().Add(3 * spawnMarkTimeout)
-	for {
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spawnMarkTimeout)
-		got, rev, err := runs.GetFromLeader(gctx, js, id)
-		cancel()
-		if err == nil || errors.Is(err, kv.ErrNotFound) || time.Now().After(end) {
-			return got, rev, err
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
+// dispatch starts a new run and follows it until it ends or is handed off.
+// The job's disposition is applied here and nowhere else: at once when the
+// start ends without a run, beside the run's first lines when it starts.
 func (w *Worker) dispatch(ctx context.Context, j consumer.Job) {
 	defer w.unadmit(j.Job.RunID)
-	if r := w.start(ctx, j); r != nil {
-		w.hold(ctx, r)
+	log := w.log.With().Str("run_id", j.Job.RunID).Logger()
+	r, d := w.start(ctx, j, log)
+	settle := func() { w.intake.Settle(ctx, j.Msg, d, log) }
+	if r == nil {
+		settle()
+		return
 	}
+	r.settled = w.markRunning(ctx, r, settle)
+	w.hold(ctx, r)
 }
 
-// dispatchAttach takes over a run of this node and publishes it.
+// dispatchAttach takes over a run of this node and follows it.
 func (w *Worker) dispatchAttach(ctx context.Context, msg jetstream.Msg) {
 	aj, err := protocol.DecodeAttachJob(msg.Data())
 	if err != nil {
-		w.intake.Reject(ctx, msg, err)
+		w.intake.Settle(ctx, msg, consumer.Reject(err), w.log)
 		return
 	}
-	if r := w.takeOver(ctx, aj, msg); r != nil {
+	log := w.log.With().Str("run_id", aj.RunID).Str("attach", aj.Reason).Logger()
+	r, d := w.takeOver(ctx, aj, log)
+	w.intake.Settle(ctx, msg, d, log)
+	if r != nil {
 		w.hold(ctx, r)
 	}
 }
@@ -218,519 +155,6 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 	defer stopInput()
 	defer w.trackTurns(ctx, r)()
 	w.follow(ctx, r)
-}
-
-// start creates the record and lease of a new run, starts its runner,
-// publishes "started" and acknowledges the job. It returns nil when the job
-// was settled without a run to follow.
-func (w *Worker) start(ctx context.Context, j consumer.Job) *run {
-	job, inv, msg := j.Job, j.Invocation, j.Msg
-	log := w.log.With().Str("run_id", job.RunID).Logger()
-	dir, err := w.runDir(job.RunID)
-	if err != nil {
-		// Decoding the job checked it already; never a path unchecked.
-		w.intake.Reject(ctx, msg, err)
-		return nil
-	}
-	if !w.beginStart(job.RunID) {
-		// Redelivered while this worker still starts it (a loaded node
-		// past AckWait): that start settles the job.
-		log.Debug().Msg("redelivered job of a run this worker is starting; later")
-		_ = msg.NakWithDelay(w.cfg.LeaseTTL)
-		return nil
-	}
-	defer w.endStart(job.RunID)
-	// A missing or oversize archive is known before the run exists: the
-	// job goes to the DLQ with the reason. A redelivered job's run may
-	// exist (its worker died while starting it): that run goes on as any
-	// other, and fails when it comes to be seeded.
-	arch, archErr := w.pinWorkspace(ctx, job)
-	if errors.Is(archErr, protocol.ErrInvalidJob) || errors.Is(archErr, protocol.ErrOversize) {
-		if md, _ := msg.Metadata(); md == nil || md.NumDelivered == 1 {
-			w.intake.Reject(ctx, msg, archErr)
-			return nil
-		}
-	} else if archErr != nil {
-		log.Warn().Err(archErr).Msg("job will be redelivered")
-		_ = msg.NakWithDelay(time.Second)
-		return nil
-	}
-	now := time.Now().UTC()
-	restart := false
-	rec := kv.RunRecord{
-		RunID: job.RunID, State: kv.RunStarting, Node: w.node, Worker: w.id,
-		Profile: inv.Profile, Attempt: 1,
-		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
-		Interactive: inv.Stdin == config.StdinStream, IdleTimeout: inv.IdleTimeout,
-	}
-	if inv.TurnEnd != nil {
-		rec.TurnEndField, rec.TurnEndEquals = inv.TurnEnd.Field, inv.TurnEnd.Equals
-	}
-	if n, err := strconv.Atoi(job.Labels[protocol.LabelAttempt]); err == nil && n > 1 {
-		rec.Attempt = n
-	}
-	if job.Retries > 0 {
-		// Kept whole so a retry runs exactly the same job; a job too large
-		// to keep beside its record is run without retries.
-		// Half the server's max payload at most, so the record with its
-		// other fields fits one message on a server with a small one.
-		if b, err := protocol.EncodeWorkerJob(job); err == nil && len(b) <= min(maxKeptJob, int(w.nc.MaxPayload())/2) {
-			rec.Retries, rec.Job = job.Retries, b
-		} else {
-			log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
-		}
-	}
-	// Indexed before the record exists, so no run of this node is ever
-	// unknown to the node-loss reaper (a stale entry costs nothing: the
-	// reaper checks the record).
-	if err := w.indexRun(ctx, w.node, job.RunID); err != nil {
-		log.Warn().Err(err).Msg("index run by node; job will be redelivered")
-		_ = msg.NakWithDelay(time.Second)
-		return nil
-	}
-	recRev, err := w.runs.Create(ctx, job.RunID, rec)
-	if err != nil {
-		if !errors.Is(err, kv.ErrExists) {
-			log.Warn().Err(err).Msg("create run record; job will be redelivered")
-			_ = msg.NakWithDelay(time.Second)
-			return nil
-		}
-		existing, rev, gerr := w.runs.Get(ctx, job.RunID)
-		if gerr != nil {
-			_ = msg.NakWithDelay(time.Second)
-			return nil
-		}
-		if existing.Node != w.node {
-			w.unindexRun(ctx, w.node, job.RunID) // another node's run, unless taken over below
-		}
-		md, _ := msg.Metadata()
-		if md == nil || md.NumDelivered == 1 {
-			// I3: a second job with a taken runId starts nothing; its
-			// sender sees why in the DLQ.
-			w.intake.Reject(ctx, msg, fmt.Errorf("%w: run %q already exists (state %s, node %s)",
-				protocol.ErrDuplicateRun, job.RunID, existing.State, existing.Node))
-			return nil
-		}
-		// A redelivery of our own job: the worker that took it died or
-		// was stopped. A run past starting, or one whose runner was
-		// spawned or is being spawned (the spawning mark), is its node's
-		// recovery's to re-attach, or to respawn if the runner never
-		// took the run (takeOver). One that never got that far is ours to
-		// start afresh, here. The record is taken by compare-and-set
-		// first: only one worker restarts the run, and its first worker,
-		// should it still be preparing, can no longer mark it spawning
-		// (markSpawning), so no runner of its starts in the directory
-		// cleared here.
-		if existing.State != kv.RunStarting || existing.Spawning {
-			log.Info().Str("state", string(existing.State)).Str("run_node", existing.Node).Bool("spawning", existing.Spawning).
-				Msg("redelivered job of an existing run; its node has it")
-			_ = msg.DoubleAck(ctx)
-			return nil
-		}
-		from := existing.Node
-		if from != w.node {
-			if err := w.indexRun(ctx, w.node, job.RunID); err != nil {
-				log.Warn().Err(err).Msg("index run by node; job will be redelivered")
-				_ = msg.NakWithDelay(time.Second)
-				return nil
-			}
-		}
-		existing.Node, existing.Worker = w.node, w.id
-		if rev, err = w.runs.Update(ctx, job.RunID, existing, rev); err != nil {
-			log.Warn().Err(err).Msg("take over a run whose worker died before spawning it; job will be redelivered")
-			_ = msg.NakWithDelay(time.Second)
-			return nil
-		}
-		if from != w.node {
-			w.unindexRun(ctx, from, job.RunID)
-			log.Info().Str("from_node", from).Msg("took over a run whose worker died before spawning it")
-		}
-		rec, recRev, restart = existing, rev, true
-	}
-	l, err := w.live.Acquire(ctx, job.RunID)
-	if err != nil {
-		log.Warn().Err(err).Msg("take lease of new run; job will be redelivered")
-		_ = msg.NakWithDelay(w.cfg.LeaseTTL)
-		return nil
-	}
-	r := &run{id: job.RunID, dir: dir, rec: rec, lease: l, nonce: journal.NewNonce(),
-		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
-	if restart && !w.clearUnstarted(r) {
-		// The runner did start: release the lease so the node's recovery
-		// re-attaches it at once.
-		_ = l.Release(ctx, 0, 0)
-		_ = msg.DoubleAck(ctx)
-		return nil
-	}
-	pos, err := publisher.Align(ctx, w.js, w.names, r.id)
-	if err != nil {
-		r.log.Warn().Err(err).Msg("align run chain; job will be redelivered")
-		l.Stop()
-		_ = msg.NakWithDelay(time.Second)
-		return nil
-	}
-	if pos.Status != nil && pos.Status.Status.Terminal() {
-		// The run ended before (a take-over settled it while its record
-		// still said starting): it never starts again.
-		r.log.Warn().Str("status", string(pos.Status.Status)).Msg("redelivered job of a run whose chain has ended; not started again")
-		w.settle(ctx, r, *pos.Status)
-		_ = msg.DoubleAck(ctx)
-		return nil
-	}
-	r.chain = w.newChain(r, pos.Seq)
-
-	spec := w.sandboxSpec(r.id, r.dir, inv)
-	spec.Nonce, spec.Deadline, spec.Workspace = r.nonce, rec.Deadline, arch
-	// A lease lost while preparing (NATS away longer than its TTL) stops
-	// the start as the worker stopping does: the run may be another
-	// worker's by now.
-	startCtx, cancelStart := context.WithCancel(ctx)
-	defer cancelStart()
-	go func() {
-		select {
-		case <-l.Lost():
-			cancelStart()
-		case <-startCtx.Done():
-		}
-	}()
-	// The last word before the runner: mark the record spawning, by CAS,
-	// or learn that another worker took the run over meanwhile.
-	marked := false // the runner is spawned only once the mark is written
-	spawning := func() error {
-		if w.testBeforeMark != nil {
-			w.testBeforeMark(r.id)
-		}
-		if err := startCtx.Err(); err != nil {
-			// The lease was lost (or the worker is stopping) while
-			// preparing, which can outlast it on a loaded node: the run
-			// may be started by another attempt already, and the mark
-			// cannot tell that one from us when it is of this worker.
-			return fmt.Errorf("not spawned: the lease was lost or the worker is stopping: %w", err)
-		}
-		cur, rev, err := markSpawning(ctx, w.js, w.runs, r.id, rec, recRev)
-		if err == nil {
-			r.rec, recRev, marked = cur, rev, true
-		}
-		return err
-	}
-	startOpts := []sandbox.StartOption{sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)}
-	if job.Workspace != nil {
-		startOpts = append(startOpts, sandbox.WithSeed(w.seedWorkspace(job.Workspace.Object, arch, archErr, msg, r.log)))
-	}
-	runner, pooled, err := w.startRunner(startCtx, inv.Profile, spec, inv.Input, startOpts...)
-	if errors.Is(err, errSuperseded) {
-		r.log.Warn().Err(err).Msg("another worker took this run over before its runner started; leaving it")
-		_ = l.Release(ctx, 0, 0)
-		return nil
-	} else if err != nil && startCtx.Err() != nil && !marked {
-		// Stopping (or the lease lost) while preparing the sandbox,
-		// whatever step it cut short: no runner was spawned and the run
-		// directory is gone. The job's redelivery starts the run afresh
-		// (clearUnstarted), on this node or another.
-		r.log.Warn().Err(err).Msg("stopped while preparing the sandbox; the job will be redelivered")
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = l.Release(rctx, 0, 0)
-		// Delayed past this worker's own pull requests (a fetch waits 2 s),
-		// which would take the redelivery into the void until AckWait.
-		if err := msg.NakWithDelay(3 * time.Second); err != nil {
-			r.log.Warn().Err(err).Msg("nak job")
-		}
-		return nil
-	} else if err != nil && startCtx.Err() != nil {
-		// Stopping (or the lease lost) while the runner was spawned but
-		// not yet ready: it may well start, and is the node's recovery's
-		// from here (takeOver respawns it if it never takes the run).
-		r.log.Warn().Err(err).Msg("stopped while the runner started; the node's recovery takes the run over")
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = l.Release(rctx, 0, 0)
-		_ = msg.DoubleAck(rctx)
-		return nil
-	} else if err != nil {
-		// The run exists and cannot start: it ends failed, once.
-		r.log.Error().Err(err).Msg("start runner")
-		reason := "sandbox did not start: " + err.Error()
-		if ae := (*archiveError)(nil); errors.As(err, &ae) {
-			reason = "the workspace was not seeded: " + ae.Error()
-		}
-		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: reason})
-		_ = msg.DoubleAck(ctx)
-		return nil
-	}
-	if err := r.chain.PublishStatus(ctx, w.status(r, protocol.StatusStarted)); err != nil {
-		// The runner is up and journaling; recovery re-attaches it.
-		r.log.Error().Err(err).Msg("publish started")
-		l.Stop()
-		_ = msg.DoubleAck(ctx)
-		return nil
-	}
-	// The record's "running" and the job's ack go beside the run's first
-	// lines, not before them: a prestarted run's agent prints within
-	// milliseconds of its take, and the follower starts at once.
-	settled := make(chan struct{})
-	r.settled = settled
-	go func() {
-		defer close(settled)
-		if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
-			if rec.State.Terminal() {
-				return kv.ErrUnchanged // a write would drop the record's retention TTL
-			}
-			rec.State, rec.StartedAt, rec.Worker = kv.RunRunning, time.Now().UTC(), w.id
-			return nil
-		}); err != nil {
-			r.log.Warn().Err(err).Msg("mark run running")
-		}
-		if err := msg.DoubleAck(ctx); err != nil {
-			r.log.Warn().Err(err).Msg("ack job")
-		}
-	}()
-	w.metrics.runsStarted.Inc()
-	if pooled {
-		w.metrics.runsPrestarted.Inc()
-	}
-	r.runner = runner
-	r.log.Info().Strs("argv", inv.Argv).Bool("prestarted", pooled).Msg("run started")
-	return r
-}
-
-// sandboxSpec is the spec of run id in dir for inv, without what is the
-// start's own (nonce, deadline, workspace archive).
-func (w *Worker) sandboxSpec(id string, dir journal.Dir, inv config.Invocation) sandbox.Spec {
-	return sandbox.Spec{
-		RunID: id, RunDir: string(dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files,
-		KillGrace: 5 * time.Second,
-		Network:   inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
-		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,
-		Nice: inv.Nice, CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs,
-	}
-}
-
-// clearUnstarted removes what a worker that died while starting r left
-// behind, and reports whether r can be started afresh: only when no runner
-// ever journaled it. The caller holds r's lease.
-func (w *Worker) clearUnstarted(r *run) bool {
-	if alive, err := sandbox.Alive(r.dir); err != nil || alive || exists(r.dir.Journal()) {
-		return false
-	}
-	if err := sandbox.ReleaseWorkspace(r.dir); err != nil {
-		r.log.Warn().Err(err).Msg("remove unstarted run directory")
-		return false
-	}
-	if err := os.RemoveAll(string(r.dir)); err != nil {
-		r.log.Warn().Err(err).Msg("remove unstarted run directory")
-		return false
-	}
-	r.log.Info().Msg("starting a run whose first worker died before its runner started")
-	return true
-}
-
-// runnerTookRun reports whether a runner holds dir's run or ever
-// journaled it; an error probing the lock counts as yes, so the run is
-// judged as any other.
-func runnerTookRun(dir journal.Dir) bool {
-	alive, err := sandbox.Alive(dir)
-	return err != nil || alive || exists(dir.Journal())
-}
-
-// preparedLately reports whether dir changed less than a job's redelivery
-// ago, or is gone: its starter may still be about to spawn its runner.
-func (w *Worker) preparedLately(dir journal.Dir) bool {
-	st, err := os.Lstat(string(dir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return true
-	}
-	return err == nil && time.Since(st.ModTime()) < w.ackWait+w.cfg.LeaseTTL
-}
-
-// takeOver takes the lease of a run whose runner lives on this node, aligns
-// to the last message of its chain, and writes "attached", which fences any
-// previous holder. It settles the attach job and returns the run to follow,
-// or nil.
-func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, msg jetstream.Msg) *run {
-	log := w.log.With().Str("run_id", aj.RunID).Str("attach", aj.Reason).Logger()
-	done := func() { _ = msg.DoubleAck(ctx) }
-	dir, err := w.runDir(aj.RunID)
-	if err != nil {
-		log.Warn().Err(err).Msg("attach job refused")
-		done()
-		return nil
-	}
-	rec, _, err := w.runs.Get(ctx, aj.RunID)
-	switch {
-	case errors.Is(err, kv.ErrNotFound):
-		log.Warn().Msg("attach job for a run with no record; dropped")
-		done()
-		return nil
-	case err != nil:
-		log.Warn().Err(err).Msg("read run record; attach job will be redelivered")
-		_ = msg.NakWithDelay(time.Second)
-		return nil
-	case rec.Node != w.node:
-		log.Warn().Str("run_node", rec.Node).Msg("attach job for another node's run; dropped")
-		done()
-		return nil
-	case rec.State.Terminal():
-		w.markFinished(aj.RunID)
-		done()
-		return nil
-	}
-	if w.isActive(aj.RunID) {
-		done()
-		return nil
-	}
-	// A starting run whose runner never took it. Before the spawning
-	// mark it is its job's: a job is acknowledged only once the run's
-	// runner was spawned or the run settled, and its redelivery starts
-	// the run afresh (start). After the mark, its starter died or was
-	// stopped before the runner took the run, and the job may be gone:
-	// the runner is respawned here, once its starter has had the time to
-	// spawn it itself (a worker that lost its lease while preparing).
-	respawn := false
-	if rec.State == kv.RunStarting && !runnerTookRun(dir) {
-		if !rec.Spawning || w.preparedLately(dir) {
-			log.Debug().Bool("spawning", rec.Spawning).Msg("run being prepared, its runner not started yet; attach job dropped")
-			done()
-			return nil
-		}
-		respawn = true
-	}
-	l, err := w.live.Acquire(ctx, aj.RunID)
-	if errors.Is(err, lease.ErrHeld) {
-		// A live holder publishes it; if it dies, the expiry of its
-		// liveness key brings the run back here.
-		log.Debug().Err(err).Msg("run is held; attach job dropped")
-		done()
-		return nil
-	}
-	if err != nil {
-		log.Warn().Err(err).Msg("take lease; attach job will be redelivered")
-		_ = msg.NakWithDelay(time.Second)
-		return nil
-	}
-	r := &run{id: aj.RunID, dir: dir, rec: rec, lease: l,
-		log: log.With().Uint64("epoch", l.Epoch()).Logger()}
-	finished, err := w.align(ctx, r)
-	switch {
-	case errors.Is(err, errSuperseded):
-		r.log.Warn().Err(err).Msg("another worker holds the run; attach job dropped")
-		l.Stop()
-		done()
-		return nil
-	case err != nil:
-		r.log.Warn().Err(err).Msg("align to the run's chain; attach job will be redelivered")
-		l.Stop()
-		_ = msg.NakWithDelay(time.Second)
-		return nil
-	case finished:
-		done()
-		return nil
-	}
-	// The nonce comes from the spec root wrote in the run directory: a
-	// record can be written by others, the spec cannot.
-	if r.nonce, err = sandbox.ReadNonce(r.dir); err != nil {
-		r.log.Error().Err(err).Msg("read the run's nonce")
-		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "cannot read the run's spec on node " + w.node + ": " + err.Error()})
-		done()
-		return nil
-	}
-	if respawn {
-		if _, err := sandbox.Respawn(ctx, r.dir, sandbox.WithBinary(w.runner)); errors.Is(err, sandbox.ErrStartFailed) && runnerTookRun(r.dir) {
-			// The first runner took the run after all, only late (a
-			// loaded node): it is the run's, and followed as any other.
-			r.log.Warn().Err(err).Msg("the run's first runner took it while it was respawned; following that one")
-		} else if errors.Is(err, sandbox.ErrStartFailed) {
-			r.log.Error().Err(err).Msg("respawn the runner")
-			w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: "sandbox did not start: " + err.Error()})
-			done()
-			return nil
-		} else if err != nil {
-			// Stopping: the runner may start yet; the lease's release
-			// brings the run back to the node's recovery.
-			r.log.Warn().Err(err).Msg("stopped while respawning the runner")
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			_ = l.Release(rctx, r.offset, r.chain.LastSeq())
-			done()
-			return nil
-		} else {
-			r.log.Warn().Msg("respawned the runner of a run whose starter never saw it take the run")
-		}
-	}
-	// Indexed again on every take-over: a run started by a worker from
-	// before the node index gets its entry when an upgraded worker attaches
-	// it (a rolling restart hands every run off).
-	if err := w.indexRun(ctx, w.node, r.id); err != nil {
-		r.log.Warn().Err(err).Msg("index run by node")
-	}
-	if rec.State == kv.RunStarting {
-		// Its first worker died before recording the start; the runner
-		// is up, so a redelivered job must not try to start it again.
-		if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
-			if rec.State != kv.RunStarting {
-				return kv.ErrUnchanged
-			}
-			rec.State = kv.RunRunning
-			return nil
-		}); err != nil {
-			r.log.Warn().Err(err).Msg("mark run running")
-		}
-	}
-	done()
-	w.metrics.runsAttached.WithLabelValues(aj.Reason).Inc()
-	r.log.Info().Int64("offset", r.offset).Msg("run attached")
-	return r
-}
-
-// align makes r's chain continue the run's published chain: it reads the
-// last message, finishes a line whose chunks were cut short, and publishes
-// "attached". finished is true when the chain already ends with a terminal
-// status (the run is then settled here).
-func (w *Worker) align(ctx context.Context, r *run) (finished bool, err error) {
-	for attempt := 0; ; attempt++ {
-		// Re-reading the tip and writing on top of it is only ours to do
-		// while we hold the run: a holder that lost its lease, or whose
-		// chain already carries a later epoch, was superseded (I1).
-		select {
-		case <-r.lease.Lost():
-			return false, fmt.Errorf("%w: %w", errSuperseded, r.lease.Err())
-		default:
-		}
-		pos, err := publisher.Align(ctx, w.js, w.names, r.id)
-		if err != nil {
-			return false, err
-		}
-		if pos.Epoch > r.lease.Epoch() {
-			return false, fmt.Errorf("%w: the chain's last message is of epoch %d, ours is %d", errSuperseded, pos.Epoch, r.lease.Epoch())
-		}
-		if pos.Status != nil && pos.Status.Status.Terminal() {
-			w.settle(ctx, r, *pos.Status)
-			return true, nil
-		}
-		r.chain, r.offset = w.newChain(r, pos.Seq), pos.Offset
-		if pos.Partial() {
-			err := r.resumeLine(ctx, pos)
-			if errors.Is(err, publisher.ErrFenced) && attempt < 5 {
-				continue
-			}
-			if err != nil {
-				return false, fmt.Errorf("finish chunked line ending at %d: %w", pos.Offset, err)
-			}
-		}
-		if !exists(string(r.dir)) {
-			// The node lost the run's directory: nothing can be published.
-			w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed,
-				Reason: "run directory " + string(r.dir) + " is missing on node " + w.node})
-			return true, nil
-		}
-		err = r.chain.PublishStatus(ctx, w.status(r, protocol.StatusAttached))
-		// The previous holder may have published between our read and our
-		// write: read again and retry on top of it.
-		if errors.Is(err, publisher.ErrFenced) && attempt < 5 {
-			continue
-		}
-		return false, err
-	}
 }
 
 func (w *Worker) newChain(r *run, lastSeq uint64) *publisher.Chain {
@@ -961,7 +385,7 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 		r.lease.Stop()
 		return
 	}
-	w.settle(fctx, r, full)
+	w.recordTerminal(fctx, r, full)
 	w.metrics.runsFinished.WithLabelValues(string(full.Status)).Inc()
 	ev := r.log.Info()
 	if full.Status != protocol.StatusSucceeded {
@@ -970,12 +394,12 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 	ev.Str("status", string(full.Status)).Int64("offset", r.offset).Str("reason", full.Reason).Msg("run finished")
 }
 
-// settle records a run whose terminal status is on its chain, marks its
+// recordTerminal records a run whose terminal status is on its chain, marks its
 // directory finished and deletes its lease and its node index entry. Any
 // holder may repeat it. The terminal record expires after the record
 // retention; nothing writes a record once it is terminal, since a write
 // without the TTL would keep it forever.
-func (w *Worker) settle(ctx context.Context, r *run, st protocol.Status) {
+func (w *Worker) recordTerminal(ctx context.Context, r *run, st protocol.Status) {
 	node := r.rec.Node
 	if rec, _, err := w.runs.ModifyTTL(ctx, w.js, r.id, w.cfg.RecordTTL(), func(rec *kv.RunRecord) error {
 		if rec.State.Terminal() {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/internal/unpack"
@@ -72,7 +71,7 @@ func (w *Worker) pinWorkspace(ctx context.Context, job protocol.Job) (*sandbox.W
 // extracts the archive into the new workspace, giving it to the sandbox
 // ids, and keeps the job from being redelivered meanwhile (a large
 // archive may take longer than AckWait).
-func (w *Worker) seedWorkspace(object string, arch *sandbox.WorkspaceArchive, pinErr error, msg jetstream.Msg, log zerolog.Logger) sandbox.SeedFunc {
+func (w *Worker) seedWorkspace(object string, arch *sandbox.WorkspaceArchive, pinErr error, inProgress func() error, log zerolog.Logger) sandbox.SeedFunc {
 	return func(ctx context.Context, ws *os.Root, uid, gid int) error {
 		if arch == nil {
 			return &archiveError{object, pinErr}
@@ -85,7 +84,7 @@ func (w *Worker) seedWorkspace(object string, arch *sandbox.WorkspaceArchive, pi
 			for {
 				select {
 				case <-tick.C:
-					_ = msg.InProgress()
+					_ = inProgress()
 				case <-done:
 					return
 				}

@@ -243,6 +243,63 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.prepareStateDir(); err != nil {
 		return err
 	}
+	if err := w.openStores(ctx); err != nil {
+		return err
+	}
+	// Renewed until every run is handed off and every background loop
+	// has returned (the deferred calls below run first), whatever ctx.
+	live, err := lease.Live(ctx, w.js, w.leases, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL, lease.WithLogger(w.log))
+	if err != nil {
+		return fmt.Errorf("worker: liveness: %w", err)
+	}
+	w.live = live
+	// Removed once the liveness has ended (the deferred Close below runs
+	// first): until then, a worker of the node that sees this process
+	// gone ends its session.
+	defer w.removeWorkerFile()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), w.grace)
+		defer cancel()
+		if err := w.live.Close(cctx); err != nil {
+			w.log.Warn().Err(err).Msg("remove liveness key; it expires instead")
+		}
+	}()
+	if err := w.writeWorkerFile(); err != nil {
+		w.log.Warn().Err(err).Msg("write this worker's record; if it dies, its runs wait for its lease TTL")
+	}
+
+	parent := ctx
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	// A worker that cannot consume stops everything, heartbeat included,
+	// and returns why: a node that heartbeats but takes no job hides the
+	// fault (issue 13 item 7).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w.startBackground(ctx, &bg)
+	// Up before Ready, so a ready worker answers requests.
+	if stop, err := w.serve(ctx); err != nil {
+		w.log.Warn().Err(err).Msg("micro service: this worker answers no status nor cancel requests")
+	} else {
+		defer func() { _ = stop() }()
+	}
+
+	w.log.Info().Str("state_dir", w.stateDir).Str("runner", w.runner).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
+	w.warnHeartbeatGap()
+	close(w.ready)
+	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach, Admit: w.admit})
+	if parent.Err() != nil {
+		return nil // stopping is not an error
+	}
+	if err != nil {
+		w.log.Error().Err(err).Msg("worker stops: it cannot consume jobs")
+	}
+	return err
+}
+
+// openStores provisions the streams and buckets and opens the worker's
+// stores and intake on them.
+func (w *Worker) openStores(ctx context.Context) error {
 	for _, l := range w.fitMaxPayload() {
 		w.log.Warn().Int64("max_payload", w.nc.MaxPayload()).Msg(l)
 	}
@@ -275,35 +332,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		consumer.WithAckWait(w.ackWait),
 		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }),
 		consumer.WithOnDrop(func(r protocol.Reason) { w.metrics.dropped.WithLabelValues(string(r)).Inc() }))
-	// Renewed until every run is handed off and every background loop
-	// has returned (the deferred calls below run first), whatever ctx.
-	if w.live, err = lease.Live(ctx, w.js, w.leases, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
-		lease.WithLogger(w.log)); err != nil {
-		return fmt.Errorf("worker: liveness: %w", err)
-	}
-	// Removed once the liveness has ended (the deferred Close below runs
-	// first): until then, a worker of the node that sees this process
-	// gone ends its session.
-	defer w.removeWorkerFile()
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), w.grace)
-		defer cancel()
-		if err := w.live.Close(cctx); err != nil {
-			w.log.Warn().Err(err).Msg("remove liveness key; it expires instead")
-		}
-	}()
-	if err := w.writeWorkerFile(); err != nil {
-		w.log.Warn().Err(err).Msg("write this worker's record; if it dies, its runs wait for its lease TTL")
-	}
+	return nil
+}
 
-	parent := ctx
-	var bg sync.WaitGroup
-	defer bg.Wait()
-	// A worker that cannot consume stops everything, heartbeat included,
-	// and returns why: a node that heartbeats but takes no job hides the
-	// fault (issue 13 item 7).
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// startBackground starts the worker's background loops in bg, before it
+// is ready.
+func (w *Worker) startBackground(ctx context.Context, bg *sync.WaitGroup) {
 	bg.Go(func() { w.heartbeat(ctx) })
 	bg.Go(func() { w.watchCancels(ctx) })
 	bg.Go(func() { w.watchInputs(ctx) })
@@ -339,24 +373,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	for _, p := range w.pools {
 		bg.Go(func() { p.run(ctx) })
 	}
-	// Up before Ready, so a ready worker answers requests.
-	if stop, err := w.serve(ctx); err != nil {
-		w.log.Warn().Err(err).Msg("micro service: this worker answers no status nor cancel requests")
-	} else {
-		defer func() { _ = stop() }()
-	}
-
-	w.log.Info().Str("state_dir", w.stateDir).Str("runner", w.runner).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
-	w.warnHeartbeatGap()
-	close(w.ready)
-	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach, Admit: w.admit})
-	if parent.Err() != nil {
-		return nil // stopping is not an error
-	}
-	if err != nil {
-		w.log.Error().Err(err).Msg("worker stops: it cannot consume jobs")
-	}
-	return err
 }
 
 // fitMaxPayload lowers, on a copy of the worker's configuration, the
