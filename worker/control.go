@@ -5,13 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/batonhq/baton/kv"
@@ -67,64 +63,23 @@ func (w *Worker) handleCancel(ctx context.Context, req micro.Request) {
 	_ = req.Respond(b)
 }
 
-// watchCancels stops the runs this worker holds whose record carries a
+// cancelNotices stops the runs this worker holds whose record carries a
 // cancel intent. It is told of new intents by the workers that record them
 // (CancelledNotices), and re-reads the records of the runs it holds
-// whenever the connection comes back (notices sent meanwhile are lost) and
-// every noticeSweep. So its cost follows the cancels, never the runs held
-// or the records; a run taken on later checks its record in hold.
-//
-// A notice only marks its run for a check: the subscription's handler
-// never waits, so a burst of cancels (a whole pool's runs at once) is
-// never dropped as a slow consumer while the checks read the records.
-func (w *Worker) watchCancels(ctx context.Context) {
-	var (
-		mu      sync.Mutex
-		marked  = map[string]bool{}
-		checkIt = make(chan struct{}, 1)
-	)
-	sub, err := w.nc.Subscribe(w.names.CancelledNotices(), func(m *nats.Msg) {
-		runID := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-		if w.activeRun(runID) == nil {
-			return
-		}
-		mu.Lock()
-		marked[runID] = true
-		mu.Unlock()
-		ackNotice(m)
-		select {
-		case checkIt <- struct{}{}:
-		default:
-		}
-	})
-	if err != nil {
-		w.log.Error().Err(err).Msg("subscribe to cancel notices; cancels are applied only by the periodic check")
-	} else {
-		defer sub.Unsubscribe()
-	}
-	reconnects := w.nc.StatusChanged(nats.CONNECTED)
-	defer w.nc.RemoveStatusListener(reconnects)
-	t := time.NewTicker(w.noticeSweep())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-checkIt:
-			mu.Lock()
-			ids := slices.Collect(maps.Keys(marked))
-			clear(marked)
-			mu.Unlock()
-			for _, id := range ids {
-				if r := w.activeRun(id); r != nil {
-					w.checkCancel(ctx, r)
-				}
+// whenever the connection comes back and every noticeSweep. So its cost
+// follows the cancels, never the runs held or the records; a run taken on
+// later checks its record in hold.
+func (w *Worker) cancelNotices() noticeWatcher {
+	return noticeWatcher{
+		nc: w.nc, subject: w.names.CancelledNotices(), what: "cancel", log: w.log,
+		held: func(runID string) bool { return w.activeRun(runID) != nil },
+		onNotice: func(ctx context.Context, runID string) {
+			if r := w.activeRun(runID); r != nil {
+				w.checkCancel(ctx, r)
 			}
-		case <-reconnects:
-			w.checkCancels(ctx)
-		case <-t.C:
-			w.checkCancels(ctx)
-		}
+		},
+		onSweep: w.checkCancels,
+		every:   w.noticeSweep(),
 	}
 }
 

@@ -287,54 +287,44 @@ func (w *Worker) tellInput(life context.Context, runID string, fresh bool, m san
 	}
 	w.mu.Unlock()
 	if ch != nil {
-		select {
-		case ch <- struct{}{}:
-		default: // woken already: it reads every message after its last
-		}
+		poke(ch)
 		return
 	}
 	w.notify(life, w.names.InputNoticeSubject(runID))
 }
 
-// watchInputs wakes the feeder of a run held here when another worker
-// stored input for it (and answers that worker, see notice.go), and every
-// feeder when the connection comes back (notices sent meanwhile are
-// lost). The handler never waits, so no notice is dropped in a burst.
-func (w *Worker) watchInputs(ctx context.Context) {
-	poke := func(ch chan struct{}) {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	sub, err := w.nc.Subscribe(w.names.InputNotices(), func(m *nats.Msg) {
-		runID := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+// inputNotices wakes the feeder of a run held here when another worker
+// stored input for it, and every feeder when the connection comes back.
+// Feeders look for input on their own every noticeSweep.
+func (w *Worker) inputNotices() noticeWatcher {
+	feeder := func(runID string) chan struct{} {
 		w.mu.Lock()
-		ch := w.inputPokes[runID]
-		w.mu.Unlock()
-		if ch != nil {
-			poke(ch)
-			ackNotice(m)
-		}
-	})
-	if err != nil {
-		w.log.Error().Err(err).Msg("subscribe to input notices; input reaches agents only by the periodic check")
-		return
+		defer w.mu.Unlock()
+		return w.inputPokes[runID]
 	}
-	defer sub.Unsubscribe()
-	reconnects := w.nc.StatusChanged(nats.CONNECTED)
-	defer w.nc.RemoveStatusListener(reconnects)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-reconnects:
+	return noticeWatcher{
+		nc: w.nc, subject: w.names.InputNotices(), what: "input", log: w.log,
+		held:     func(runID string) bool { return feeder(runID) != nil },
+		onNotice: func(_ context.Context, runID string) { poke(feeder(runID)) },
+		onSweep: func(context.Context) {
 			w.mu.Lock()
+			defer w.mu.Unlock()
 			for _, ch := range w.inputPokes {
 				poke(ch)
 			}
-			w.mu.Unlock()
-		}
+		},
+	}
+}
+
+// poke wakes a feeder, if there is one and it is not woken already (it
+// reads every message after its last).
+func poke(ch chan struct{}) {
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 

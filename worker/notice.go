@@ -2,9 +2,14 @@ package worker
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/internal/clock"
 )
@@ -60,3 +65,74 @@ func ackNotice(m *nats.Msg) {
 // noticeSweep is how often a worker looks at every run it holds for a
 // cancel or an input it was not told of.
 func (w *Worker) noticeSweep() time.Duration { return max(20*w.cfg.LeaseTTL, time.Minute) }
+
+// noticeWatcher serves one kind of notice (cancels, inputs). A notice for a
+// run this worker holds (held) is answered and the run marked; the marked
+// runs go to onNotice from the watcher's own loop, since the subscription's
+// handler must never wait: a burst (a whole pool's runs cancelled at once)
+// is then never dropped as a slow consumer. onSweep looks at every run held
+// when the connection comes back (notices sent meanwhile are lost) and, if
+// every is set, that often.
+type noticeWatcher struct {
+	nc       *nats.Conn
+	subject  string // a wildcard ending in the run id
+	what     string // in logs: "cancel", "input"
+	held     func(runID string) bool
+	onNotice func(ctx context.Context, runID string)
+	onSweep  func(ctx context.Context)
+	every    time.Duration // 0: no periodic sweep
+	log      zerolog.Logger
+}
+
+func (nw noticeWatcher) run(ctx context.Context) {
+	var (
+		mu     sync.Mutex
+		marked = map[string]bool{}
+		wake   = make(chan struct{}, 1)
+	)
+	sub, err := nw.nc.Subscribe(nw.subject, func(m *nats.Msg) {
+		runID := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+		if !nw.held(runID) {
+			return // another worker's: it answers
+		}
+		mu.Lock()
+		marked[runID] = true
+		mu.Unlock()
+		ackNotice(m)
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		nw.log.Error().Err(err).Msgf("subscribe to %s notices; they are applied only by the sweeps", nw.what)
+	} else {
+		defer sub.Unsubscribe()
+	}
+	reconnects := nw.nc.StatusChanged(nats.CONNECTED)
+	defer nw.nc.RemoveStatusListener(reconnects)
+	var tick <-chan time.Time
+	if nw.every > 0 {
+		t := time.NewTicker(nw.every)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+			mu.Lock()
+			ids := slices.Collect(maps.Keys(marked))
+			clear(marked)
+			mu.Unlock()
+			for _, id := range ids {
+				nw.onNotice(ctx, id)
+			}
+		case <-reconnects:
+			nw.onSweep(ctx)
+		case <-tick:
+			nw.onSweep(ctx)
+		}
+	}
+}

@@ -339,8 +339,8 @@ func (w *Worker) openStores(ctx context.Context) error {
 // is ready.
 func (w *Worker) startBackground(ctx context.Context, bg *sync.WaitGroup) {
 	bg.Go(func() { w.heartbeat(ctx) })
-	bg.Go(func() { w.watchCancels(ctx) })
-	bg.Go(func() { w.watchInputs(ctx) })
+	bg.Go(func() { w.cancelNotices().run(ctx) })
+	bg.Go(func() { w.inputNotices().run(ctx) })
 	// Watching before Ready: a lease written once the worker is ready is
 	// seen (with no bucket TTL, nothing would bring it back later).
 	leaseWatch, err := w.openLeaseWatch(ctx)
