@@ -76,19 +76,6 @@ func WithOnDrop(f func(protocol.Reason)) Option { return func(in *Intake) { in.o
 // WithAckWait sets the consumer's AckWait (default 60s).
 func WithAckWait(d time.Duration) Option { return func(in *Intake) { in.ackWait = d } }
 
-// WithProfileWait sets how long a job whose profile is at its
-// maxConcurrent waits in the stream before it is delivered again (default
-// 2s).
-func WithProfileWait(d time.Duration) Option { return func(in *Intake) { in.profileWait = d } }
-
-// WithRejectWait sets how long a job whose rejection could not be
-// published to the DLQ waits before it is delivered again (default 5s).
-func WithRejectWait(d time.Duration) Option { return func(in *Intake) { in.rejectWait = d } }
-
-// WithAdmitWait sets how long a job Handlers.Admit refused waits in the
-// stream before it is delivered again (default 2s).
-func WithAdmitWait(d time.Duration) Option { return func(in *Intake) { in.admitWait = d } }
-
 // WithFetchWait bounds one idle fetch (default 5s); shorter makes shutdown
 // of an idle worker quicker.
 func WithFetchWait(d time.Duration) Option { return func(in *Intake) { in.maxWait = d } }

@@ -68,9 +68,6 @@ type options struct {
 // WithLogger sets the logger for renewals and losses.
 func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithRenewEvery overrides the renewal period (default TTL/3).
-func WithRenewEvery(d time.Duration) Option { return func(o *options) { o.renewEvery = d } }
-
 // Liveness is a worker's liveness key, standing for every lease it holds.
 type Liveness struct {
 	js     jetstream.JetStream

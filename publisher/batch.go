@@ -49,13 +49,6 @@ const (
 	DefaultMinBatch      = 32
 )
 
-// WithBatchLimits bounds the atomic batches of PublishLines: at most
-// messages lines and bytes bytes of line data per batch. messages 1 turns
-// batching off.
-func WithBatchLimits(messages, bytes int) Option {
-	return func(o *options) { o.batchMessages, o.batchBytes = messages, bytes }
-}
-
 // WithMinBatch sets the fewest consecutive lines PublishLines sends as an
 // atomic batch (default DefaultMinBatch); fewer go one message each, which
 // costs less than a batch's fixed cost.

@@ -59,22 +59,8 @@ type options struct {
 // (Baton-Epoch) and fills it into statuses that have none.
 func WithEpoch(epoch uint64) Option { return func(o *options) { o.epoch = epoch } }
 
-// WithMaxPayload sets the largest message body; longer lines are chunked.
-// The default is the server's max payload (from the connection) less room
-// for headers.
-func WithMaxPayload(n int) Option { return func(o *options) { o.maxPayload = n } }
-
 // WithLogger sets the logger for retries and fencing.
 func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
-
-// WithRetryWait sets the first pause before retrying a publish whose
-// outcome is unknown; it doubles up to one second.
-func WithRetryWait(d time.Duration) Option { return func(o *options) { o.retryWait = d } }
-
-// WithAttemptTimeout bounds one publish attempt (default 2 s); a publish
-// whose attempt times out is retried until its context ends, with twice
-// the timeout each time (up to 16 s) until the server answers again.
-func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.attemptTimeout = d } }
 
 // WithOnStorageFull calls f(true) when the chain starts waiting because
 // JetStream has no room for its messages, and f(false) when it stops

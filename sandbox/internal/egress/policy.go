@@ -36,17 +36,6 @@ type Policy struct {
 // Option configures a Policy.
 type Option func(*Policy)
 
-// WithResolver sets how names resolve (default: the host's resolver).
-func WithResolver(f func(ctx context.Context, host string) ([]netip.Addr, error)) Option {
-	return func(p *Policy) { p.resolve = f }
-}
-
-// WithLocalAddrs sets how the host's own addresses are found (default: its
-// interfaces' addresses).
-func WithLocalAddrs(f func() ([]netip.Addr, error)) Option {
-	return func(p *Policy) { p.local = f }
-}
-
 // NewPolicy is the policy of n, which must validate.
 func NewPolicy(n runspec.Network, opts ...Option) (*Policy, error) {
 	if err := n.Validate(); err != nil {

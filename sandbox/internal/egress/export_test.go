@@ -1,0 +1,19 @@
+package egress
+
+import (
+	"context"
+	"net/netip"
+)
+
+// Knobs only tests turn.
+
+// WithLocalAddrs sets how the host's own addresses are found (default: its
+// interfaces' addresses).
+func WithLocalAddrs(f func() ([]netip.Addr, error)) Option {
+	return func(p *Policy) { p.local = f }
+}
+
+// WithResolver sets how names resolve (default: the host's resolver).
+func WithResolver(f func(ctx context.Context, host string) ([]netip.Addr, error)) Option {
+	return func(p *Policy) { p.resolve = f }
+}
