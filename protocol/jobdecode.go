@@ -85,8 +85,49 @@ func ValidEnvKey(k string) bool {
 // [A-Za-z0-9_.-]{1,64}.
 func ValidProfileName(name string) bool { return validChars(name, 64, "_.-") }
 
-// jobFields are the job's field names, in the order errors list them.
-var jobFields = []string{"runId", "profile", "input", "args", "env", "timeout", "files", "labels", "retries", "limits", "outputs", "workspace"}
+// jobFields are the job's fields, in the order errors list them, each with
+// how its value is read into a Job; TestJobFieldsAreTheJobs keeps them the
+// fields of Job's encoding.
+var jobFields = []jobField{
+	{"runId", func(r fieldReader, k string, j *Job) (err error) { j.RunID, err = r.str(k); return err }},
+	{"profile", func(r fieldReader, k string, j *Job) (err error) { j.Profile, err = r.str(k); return err }},
+	{"input", func(r fieldReader, k string, j *Job) (err error) { j.Input, err = r.str(k); return err }},
+	{"args", func(r fieldReader, k string, j *Job) (err error) { j.Args, err = r.strList(k); return err }},
+	{"env", func(r fieldReader, k string, j *Job) (err error) { j.Env, err = r.strMap(k); return err }},
+	{"timeout", func(r fieldReader, k string, j *Job) (err error) { j.Timeout, err = r.duration(k); return err }},
+	{"files", func(r fieldReader, k string, j *Job) (err error) { j.Files, err = r.strMap(k); return err }},
+	{"labels", func(r fieldReader, k string, j *Job) (err error) { j.Labels, err = r.strMap(k); return err }},
+	{"retries", readRetries},
+	{"limits", func(r fieldReader, k string, j *Job) (err error) { j.Limits, err = r.strMap(k); return err }},
+	{"outputs", func(r fieldReader, k string, j *Job) (err error) { j.Outputs, err = r.outputs(k); return err }},
+	{"workspace", func(r fieldReader, k string, j *Job) (err error) {
+		j.Workspace, err = decodeWorkspace(r, k)
+		return err
+	}},
+}
+
+type jobField struct {
+	name string
+	read func(r fieldReader, key string, j *Job) error
+}
+
+// jobFieldNames lists jobFields' names, for errors.
+var jobFieldNames = func() string {
+	names := make([]string, len(jobFields))
+	for i, f := range jobFields {
+		names[i] = f.name
+	}
+	return strings.Join(names, ", ")
+}()
+
+func readRetries(r fieldReader, key string, j *Job) error {
+	n, err := r.integer(key)
+	if err == nil && (n < 0 || n > MaxRetries) {
+		err = jobErr(ErrInvalidJob, "field \"retries\" is %d; it must be between 0 and %d", n, MaxRetries)
+	}
+	j.Retries = int(n)
+	return err
+}
 
 // DecodeJob decodes and validates a job. It is msgpack when contentType (a
 // Content-Type header value; parameters are ignored) is application/msgpack
@@ -378,46 +419,15 @@ type fieldReader interface {
 
 // decodeField reads the value of key into j; seen catches duplicate keys.
 func decodeField(r fieldReader, key string, seen map[string]bool, j *Job) error {
-	if !slices.Contains(jobFields, key) {
-		return jobErr(ErrUnknownField, "field %s is not part of a job (fields: %s)", q(key), strings.Join(jobFields, ", "))
+	at := slices.IndexFunc(jobFields, func(f jobField) bool { return f.name == key })
+	if at < 0 {
+		return jobErr(ErrUnknownField, "field %s is not part of a job (fields: %s)", q(key), jobFieldNames)
 	}
 	if seen[key] {
 		return jobErr(ErrMalformedJob, "field %s appears twice", q(key))
 	}
 	seen[key] = true
-	var err error
-	switch key {
-	case "runId":
-		j.RunID, err = r.str(key)
-	case "profile":
-		j.Profile, err = r.str(key)
-	case "input":
-		j.Input, err = r.str(key)
-	case "args":
-		j.Args, err = r.strList(key)
-	case "env":
-		j.Env, err = r.strMap(key)
-	case "timeout":
-		j.Timeout, err = r.duration(key)
-	case "files":
-		j.Files, err = r.strMap(key)
-	case "labels":
-		j.Labels, err = r.strMap(key)
-	case "limits":
-		j.Limits, err = r.strMap(key)
-	case "outputs":
-		j.Outputs, err = r.outputs(key)
-	case "workspace":
-		j.Workspace, err = decodeWorkspace(r, key)
-	case "retries":
-		var n int64
-		n, err = r.integer(key)
-		if err == nil && (n < 0 || n > MaxRetries) {
-			err = jobErr(ErrInvalidJob, "field \"retries\" is %d; it must be between 0 and %d", n, MaxRetries)
-		}
-		j.Retries = int(n)
-	}
-	return err
+	return jobFields[at].read(r, key, j)
 }
 
 // normalize makes empty lists and maps nil, so a job compares equal to its
