@@ -34,18 +34,9 @@ prints one table: each row's target, what was measured, and pass or miss.
 Every figure is a ratio against an anchor measured in the same run (JetStream
 async publish, bwrap, pasta) or a median over repeated runs.
 
-Rows: pipeline (throughput of one run), latency (1,000 lines/s), start (job
-to first event, network none and with an allowlist), handoff (SIGTERM and
-SIGKILL of the holder; gives the hand-off and crash rows), scale (200 runs
-on one worker), input-scale and input-batch (the input row on the scale
-row's worker, beside its 200 runs, their profile at nice 0 and at nice 19),
-history (worker start and a reaper pass with 100,000
-finished run records against none), console (a run's live view in the web
-console against a plain NATS subscription, and the runs list with 10,000
-records), density (200 idle runs on one worker: the CPU and memory an idle
-run costs; --density-runs 1000 for the issue's figure), outputs (capture of
-a 100 MiB workspace's diff and its store against an object put of the same
-bytes). The whole suite takes about three minutes on 2 cores. It
+Rows:
+` + bench.RowHelp() + `
+The whole suite takes about three minutes on 2 cores. It
 needs what the worker needs (user namespaces; run 'baton doctor') and
 bwrap for the start row's anchor. docs/benchmarks.md explains each row.`,
 		Example: `  baton bench

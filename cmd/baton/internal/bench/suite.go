@@ -16,18 +16,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Rows, in the order they run and print.
+// Row names, as --rows takes them.
 const (
-	RowPipeline = "pipeline"
-	RowLatency  = "latency"
-	RowInput    = "input"
-	RowStart    = "start"
-	RowHandoff  = "handoff" // also gives the crash row
-	RowScale    = "scale"
-	// RowInputScale is the input row under the scale row's load.
+	RowPipeline   = "pipeline"
+	RowLatency    = "latency"
+	RowInput      = "input"
+	RowStart      = "start"
+	RowHandoff    = "handoff"
+	RowScale      = "scale"
 	RowInputScale = "input-scale"
-	// RowInputBatch is the input row under the same load run by a batch
-	// profile (nice 19).
 	RowInputBatch = "input-batch"
 	RowHistory    = "history"
 	RowConsole    = "console"
@@ -35,8 +32,52 @@ const (
 	RowOutputs    = "outputs"
 )
 
-// AllRows lists every row.
-var AllRows = []string{RowPipeline, RowLatency, RowInput, RowStart, RowHandoff, RowScale, RowInputScale, RowInputBatch, RowHistory, RowConsole, RowDensity, RowOutputs}
+// row is one row of the suite: its name, what it measures (for the
+// command's help) and how it runs.
+type row struct {
+	name, about string
+	run         func(e *env, ctx context.Context, sz sizes) []Result
+}
+
+// rows lists every row, in the order they run and print.
+var rows = []row{
+	{RowPipeline, "throughput of one run", (*env).pipeline},
+	{RowLatency, "1,000 lines/s, write to subscriber", (*env).latency},
+	{RowInput, "send to the agent's stdin at 100 messages/s, and the first input of a run", (*env).input},
+	{RowStart, "job to first event, network none and with an allowlist", (*env).start},
+	{RowHandoff, "SIGTERM and SIGKILL of the holder; gives the hand-off and crash rows", (*env).handoff},
+	{RowScale, "200 runs on one worker", (*env).scale},
+	{RowInputScale, "the input row on the scale row's worker, beside its 200 runs at nice 0",
+		func(e *env, ctx context.Context, sz sizes) []Result {
+			return e.inputScale(ctx, sz, RowInputScale, "stamp")
+		}},
+	{RowInputBatch, "the same, the 200 runs' profile at nice 19",
+		func(e *env, ctx context.Context, sz sizes) []Result {
+			return e.inputScale(ctx, sz, RowInputBatch, "stamp-batch")
+		}},
+	{RowHistory, "worker start and a reaper pass with 100,000 finished run records against none", (*env).history},
+	{RowConsole, "a run's live view in the web console against a plain NATS subscription, and the runs list with 10,000 records", (*env).console},
+	{RowDensity, "200 idle runs on one worker: the CPU and memory an idle run costs", (*env).density},
+	{RowOutputs, "capture of a 100 MiB workspace's diff and its store against an object put of the same bytes", (*env).outputs},
+}
+
+// AllRows lists every row's name, in the order they run.
+var AllRows = func() []string {
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.name
+	}
+	return names
+}()
+
+// RowHelp says what each row measures, one row a line.
+func RowHelp() string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "  %-12s %s\n", r.name, r.about)
+	}
+	return b.String()
+}
 
 // ErrConfig: a Config the suite cannot run.
 var ErrConfig = errors.New("bench: invalid configuration")
@@ -149,11 +190,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 		cfg.Binary = exe
 	}
-	rows := cfg.Rows
-	if len(rows) == 0 {
-		rows = AllRows
+	names := cfg.Rows
+	if len(names) == 0 {
+		names = AllRows
 	}
-	for _, r := range rows {
+	for _, r := range names {
 		if !slices.Contains(AllRows, r) {
 			return Report{}, fmt.Errorf("%w: unknown row %q (rows: %s)", ErrConfig, r, strings.Join(AllRows, ", "))
 		}
@@ -185,41 +226,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	case e.prioritized:
 		rep.Machine += fmt.Sprintf("; autogroups on: the suite (NATS, subscribers) in the default group, each worker in a group of nice %d, each run in its own of nice 0", autogroupNice)
 	}
-	for _, row := range AllRows {
-		if !slices.Contains(rows, row) {
+	for _, r := range rows {
+		if !slices.Contains(names, r.name) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		e.logf("row %s", row)
-		var res []Result
-		switch row {
-		case RowPipeline:
-			res = e.pipeline(ctx, sz)
-		case RowLatency:
-			res = e.latency(ctx, sz)
-		case RowInput:
-			res = e.input(ctx, sz)
-		case RowStart:
-			res = e.start(ctx, sz)
-		case RowHandoff:
-			res = e.handoff(ctx, sz)
-		case RowScale:
-			res = e.scale(ctx, sz)
-		case RowInputScale:
-			res = e.inputScale(ctx, sz, RowInputScale, "stamp")
-		case RowInputBatch:
-			res = e.inputScale(ctx, sz, RowInputBatch, "stamp-batch")
-		case RowHistory:
-			res = e.history(ctx, sz)
-		case RowConsole:
-			res = e.console(ctx, sz)
-		case RowDensity:
-			res = e.density(ctx, sz)
-		case RowOutputs:
-			res = e.outputs(ctx, sz)
-		}
+		e.logf("row %s", r.name)
+		res := r.run(e, ctx, sz)
 		rep.Results = append(rep.Results, res...)
 		e.stopWorkers()
 	}
