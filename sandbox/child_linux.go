@@ -49,7 +49,7 @@ const (
 // writes the agent's status on fd 3 and exits, which kills whatever is
 // left in the namespace. Cancelling ctx acts as a stop request.
 func RunInnerChild(ctx context.Context, specPath string) error {
-	return asInit(ctx, "runner-inner-child", true, func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
+	return asInit(ctx, StageInnerChild, true, func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
 		return runChild(ctx, specPath, st, sigs, stops)
 	})
 }
@@ -342,7 +342,7 @@ func execWaitStage(w waitSpec) error {
 		return err
 	}
 	err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(w.Exe),
-		[]string{"baton", "runner-init-wait", "--spec", "/proc/self/fd/" + strconv.Itoa(int(specFile.Fd()))}, stageEnv)
+		[]string{"baton", StageInitWait, "--spec", "/proc/self/fd/" + strconv.Itoa(int(specFile.Fd()))}, stageEnv)
 	return fmt.Errorf("exec the wait stage: %w", err)
 }
 
@@ -373,7 +373,7 @@ func passOnExec(fds ...int) error {
 // another spare, for the run's whole life (about 60 KiB per run,
 // docs/benchmarks.md). On an older kernel it reaps on SIGCHLD.
 func RunInitWait(ctx context.Context, specPath string) error {
-	return asInit(ctx, "runner-init-wait", initReap == "sigchld" || !exitInfo(), func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
+	return asInit(ctx, StageInitWait, initReap == "sigchld" || !exitInfo(), func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
 		b, err := readBounded(specPath)
 		if err != nil {
 			return setupFailed(st, "wait-spec", err)
@@ -612,7 +612,7 @@ func spawnExecStage(w waitSpec) (*execStage, error) {
 	}
 	pidfd := -1
 	pid, err := syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(w.Exe),
-		[]string{"baton", "runner-exec", "--spec", "/proc/self/fd/" + strconv.Itoa(fdExecSpec)},
+		[]string{"baton", StageExec, "--spec", "/proc/self/fd/" + strconv.Itoa(fdExecSpec)},
 		&syscall.ProcAttr{
 			Dir:   w.Dir,
 			Env:   stageEnv,

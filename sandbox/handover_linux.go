@@ -255,7 +255,7 @@ func passDescriptors(f *os.File, h outerHandover) ([]string, error) {
 		unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 		return nil, err
 	}
-	return []string{os.Args[0], "runner-outer-wait", "--spec", "/proc/self/fd/" + strconv.Itoa(spec)}, nil
+	return []string{os.Args[0], StageOuterWait, "--spec", "/proc/self/fd/" + strconv.Itoa(spec)}, nil
 }
 
 // RunOuterWait is `baton runner-outer-wait --spec PATH`: runner-outer

@@ -249,7 +249,7 @@ func cloneChild(spec childSpec, st *state, report *os.File) error {
 		// Through /proc/self/exe, exec needs no search permission on the
 		// binary's directories.
 		Path:   "/proc/self/exe",
-		Args:   []string{os.Args[0], "runner-inner-child", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
+		Args:   []string{os.Args[0], StageInnerChild, "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
 		Env:    stageEnv,
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,

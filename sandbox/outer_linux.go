@@ -343,7 +343,7 @@ func (o *outerRun) startInner() (*innerProc, error) {
 	cmd := &exec.Cmd{
 		// The running binary, even if a deploy replaced the file.
 		Path:   "/proc/self/exe",
-		Args:   []string{os.Args[0], "runner-inner", "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
+		Args:   []string{os.Args[0], StageInner, "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
 		Env:    stageEnv,
 		Stdin:  stdinR,
 		Stdout: stdoutW,

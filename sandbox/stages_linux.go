@@ -13,12 +13,12 @@ var Stages = []struct {
 	Short string
 	Run   func(ctx context.Context, specPath string) error
 }{
-	{"runner-outer", "Supervise one run: journal the agent, enforce its deadline (spawned by the worker)", RunOuter},
-	{"runner-outer-wait", "Supervise one run once runner-outer has set it up and exec'd itself (exec'd by runner-outer)", RunOuterWait},
-	{"runner-inner", "Set up the sandbox's network namespace, start its init and exit (spawned by runner-outer)", RunInner},
-	{"runner-inner-child", "Set up the sandbox and run the agent as its init (cloned by runner-inner, then runner-outer's child)", RunInnerChild},
-	{"runner-init-wait", "Start the agent and wait for it as the sandbox's init, its setup done (exec'd by runner-inner-child)", RunInitWait},
-	{"runner-exec", "Drop capabilities, apply rlimits and seccomp, and exec the agent (started by runner-inner-child)", RunExec},
+	{StageOuter, "Supervise one run: journal the agent, enforce its deadline (spawned by the worker)", RunOuter},
+	{StageOuterWait, "Supervise one run once runner-outer has set it up and exec'd itself (exec'd by runner-outer)", RunOuterWait},
+	{StageInner, "Set up the sandbox's network namespace, start its init and exit (spawned by runner-outer)", RunInner},
+	{StageInnerChild, "Set up the sandbox and run the agent as its init (cloned by runner-inner, then runner-outer's child)", RunInnerChild},
+	{StageInitWait, "Start the agent and wait for it as the sandbox's init, its setup done (exec'd by runner-inner-child)", RunInitWait},
+	{StageExec, "Drop capabilities, apply rlimits and seccomp, and exec the agent (started by runner-inner-child)", RunExec},
 }
 
 // RunStage runs the stage named name, as its subcommand does.

@@ -39,7 +39,7 @@ func spawnRunner(ctx context.Context, binary string, dir journal.Dir, pool *os.F
 	}
 	cmd := &exec.Cmd{
 		Path:       binary,
-		Args:       []string{binary, "runner-outer", "--spec", dir.Spec()},
+		Args:       []string{binary, StageOuter, "--spec", dir.Spec()},
 		Env:        env,
 		ExtraFiles: files,
 		// Its own session: no signal for the worker's process group or

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/batonhq/baton/sandbox"
 )
 
 // ErrProc: a /proc file did not read as expected.
@@ -83,7 +85,7 @@ func classify(cmdline []byte) string {
 		return classOther
 	}
 	switch sub := string(args[1]); {
-	case sub == "runner-outer" || sub == "runner-outer-wait" || sub == "runner-inner" || sub == "runner-inner-child" || sub == "runner-init-wait":
+	case sub == sandbox.StageOuter || sub == sandbox.StageOuterWait || sub == sandbox.StageInner || sub == sandbox.StageInnerChild || sub == sandbox.StageInitWait:
 		return classRunner
 	case sub == "fake-agent":
 		return classAgent
