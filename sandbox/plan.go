@@ -209,7 +209,7 @@ var hostEtc = []string{
 
 // systemDirs are bound read-only (or recreated, when symlinks) at their
 // own paths.
-var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+var systemDirs = runspec.SystemDirs()
 
 // proxyEnv is what points the agent's HTTP clients at the egress proxy.
 func proxyEnv() []string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/internal/runid"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // Defaults for a Spec's zero values.
@@ -108,7 +109,7 @@ func validRunDir(dir string) error {
 		return fmt.Errorf("%w: run directory %q must not sit directly under /", ErrInvalidSpec, dir)
 	}
 	// The workspace keeps its path inside, where these are the sandbox's.
-	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys"} {
+	for _, d := range runspec.OwnDirs() {
 		if strings.HasPrefix(dir, d+"/") {
 			return fmt.Errorf("%w: run directory %q must not be under %s, which the sandbox provides", ErrInvalidSpec, dir, d)
 		}

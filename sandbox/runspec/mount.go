@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -26,9 +27,22 @@ func (m Mount) Dest() string {
 	return m.Target
 }
 
-// reservedTargets are the sandbox's own directories: a mount may not land
-// on or under them.
-var reservedTargets = []string{"/proc", "/dev", "/sys", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+// The sandbox's own directories, the one list of them: the host's system
+// directories it binds read-only at their own paths, and the kernel
+// filesystems it mounts. A mount may not land on or under either, nor may
+// a run directory (which keeps its path inside) lie under them or /etc.
+var (
+	systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+	kernelDirs = []string{"/proc", "/dev", "/sys"}
+)
+
+// SystemDirs are the host directories the sandbox binds read-only (or
+// recreates, when symlinks) at their own paths.
+func SystemDirs() []string { return slices.Clone(systemDirs) }
+
+// OwnDirs are every directory the sandbox provides: SystemDirs, its kernel
+// filesystems and /etc.
+func OwnDirs() []string { return slices.Concat(systemDirs, kernelDirs, []string{"/etc"}) }
 
 // Validate says what is wrong with the mount, if anything.
 func (m Mount) Validate() error {
@@ -44,7 +58,7 @@ func (m Mount) Validate() error {
 	if dest == "/" || dest == "/etc" || dest == "/tmp" {
 		return fmt.Errorf("target %s is the sandbox's own; mount below it", dest)
 	}
-	for _, r := range reservedTargets {
+	for _, r := range slices.Concat(kernelDirs, systemDirs) {
 		if dest == r || strings.HasPrefix(dest, r+"/") {
 			return fmt.Errorf("target %s is under %s, which the sandbox provides", dest, r)
 		}
