@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,49 +45,88 @@ type Console struct {
 	handler     http.Handler
 }
 
-// Option configures a Console.
-type Option func(*Console)
+// Option configures a Console. An option given a value it cannot take
+// makes New fail with an error wrapping ErrInvalidOption.
+type Option func(*Console) error
+
+// ErrInvalidOption: an option was given a value it cannot take.
+var ErrInvalidOption = errors.New("console: invalid option")
 
 // WithToken sets the token every request must carry (Authorization:
 // Bearer, the session cookie set by ?token= or the login page).
-func WithToken(token string) Option { return func(c *Console) { c.auth.token = token } }
+func WithToken(token string) Option {
+	return func(c *Console) error {
+		if token == "" {
+			return fmt.Errorf("%w: empty token (WithoutAuth serves without one)", ErrInvalidOption)
+		}
+		c.auth.token = token
+		return nil
+	}
+}
 
 // WithoutAuth serves without a token, for an application that puts its own
 // auth in front of the handler.
-func WithoutAuth() Option { return func(c *Console) { c.noAuth = true } }
+func WithoutAuth() Option { return func(c *Console) error { c.noAuth = true; return nil } }
 
 // WithReadOnly hides cancel and input, and refuses them.
-func WithReadOnly() Option { return func(c *Console) { c.readOnly = true } }
+func WithReadOnly() Option { return func(c *Console) error { c.readOnly = true; return nil } }
 
 // WithSecureCookie marks the session cookie Secure: set it when the console
 // is served over TLS.
-func WithSecureCookie() Option { return func(c *Console) { c.auth.secure = true } }
+func WithSecureCookie() Option { return func(c *Console) error { c.auth.secure = true; return nil } }
 
 // WithSessionTTL sets how long a browser stays logged in after it gave the
 // token (default DefaultSessionTTL); POST logout ends a session sooner.
-func WithSessionTTL(d time.Duration) Option { return func(c *Console) { c.auth.ttl = d } }
+func WithSessionTTL(d time.Duration) Option {
+	return func(c *Console) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: session TTL %v must be positive", ErrInvalidOption, d)
+		}
+		c.auth.ttl = d
+		return nil
+	}
+}
 
 // WithBasePath tells the console the path it is mounted at (default "/"),
 // for its redirects and cookie; strip it before the handler
 // (http.StripPrefix).
 func WithBasePath(p string) Option {
-	return func(c *Console) {
+	return func(c *Console) error {
+		p := strings.Trim(p, "/")
+		if strings.ContainsAny(p, "?#\\") || slices.Contains(strings.Split(p, "/"), "..") {
+			return fmt.Errorf("%w: base path %q must be a plain URL path", ErrInvalidOption, p)
+		}
 		c.auth.base = "/"
-		if p := strings.Trim(p, "/"); p != "" {
+		if p != "" {
 			c.auth.base = "/" + p + "/"
 		}
+		return nil
 	}
 }
 
 // WithTokenIssuer lets the console hand out run-scoped NATS credentials
 // (GET api/runs/{id}/token) to whoever passes its auth.
-func WithTokenIssuer(fn TokenIssuer) Option { return func(c *Console) { c.issuer = fn } }
+func WithTokenIssuer(fn TokenIssuer) Option {
+	return func(c *Console) error {
+		if fn == nil {
+			return fmt.Errorf("%w: nil token issuer", ErrInvalidOption)
+		}
+		c.issuer = fn
+		return nil
+	}
+}
 
 // WithInteractive says which runs take input from the console's input box,
 // from their record. Without it, a run takes input once its chain shows it
 // waiting for input (a "waiting" status).
 func WithInteractive(fn func(kv.RunRecord) bool) Option {
-	return func(c *Console) { c.interactive = fn }
+	return func(c *Console) error {
+		if fn == nil {
+			return fmt.Errorf("%w: nil interactive test", ErrInvalidOption)
+		}
+		c.interactive = fn
+		return nil
+	}
 }
 
 // New returns the console of the deployment js and names reach. It reads
@@ -95,7 +135,9 @@ func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts
 	c := &Console{js: js, names: names, client: client.New(js, names), index: newRunIndex()}
 	c.auth.base = "/"
 	for _, o := range opts {
-		o(c)
+		if err := o(c); err != nil {
+			return nil, err
+		}
 	}
 	if c.auth.token == "" && !c.noAuth {
 		return nil, ErrNoToken

@@ -6,5 +6,5 @@ const RaceEnabled = raceEnabled
 
 // WithBeforeMark runs f before a start marks its run spawning.
 func WithBeforeMark(f func(runID string)) Option {
-	return func(w *Worker) { w.testBeforeMark = f }
+	return func(w *Worker) error { w.testBeforeMark = f; return nil }
 }

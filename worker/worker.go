@@ -122,21 +122,56 @@ type Worker struct {
 	boundedDisk bool
 }
 
-// Option configures a Worker.
-type Option func(*Worker)
+// Option configures a Worker. An option given a value it cannot take
+// makes New fail with an error wrapping ErrInvalidOption.
+type Option func(*Worker) error
+
+// ErrInvalidOption: an option was given a value it cannot take.
+var ErrInvalidOption = errors.New("worker: invalid option")
+
+func invalidOption(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+}
 
 // WithNode sets the node id (default: the host name as a token).
-func WithNode(id string) Option { return func(w *Worker) { w.node = id } }
+// An empty id keeps the default.
+func WithNode(id string) Option {
+	return func(w *Worker) error {
+		if id != "" && !protocol.ValidNodeID(id) {
+			return invalidOption("node id %q must match [A-Za-z0-9_-]{1,64}", id)
+		}
+		w.node = id
+		return nil
+	}
+}
 
 // WithID sets the worker id (default: node-pid-random).
-func WithID(id string) Option { return func(w *Worker) { w.id = id } }
+// An empty id keeps the default.
+func WithID(id string) Option {
+	return func(w *Worker) error {
+		if id != "" && !protocol.ValidNodeID(id) {
+			return invalidOption("worker id %q must match [A-Za-z0-9_-]{1,64}", id)
+		}
+		w.id = id
+		return nil
+	}
+}
 
 // WithStateDir sets the directory holding run directories.
-func WithStateDir(dir string) Option { return func(w *Worker) { w.stateDir = dir } }
+func WithStateDir(dir string) Option {
+	return func(w *Worker) error {
+		if dir == "" {
+			return invalidOption("the state directory is empty")
+		}
+		w.stateDir = dir
+		return nil
+	}
+}
 
 // WithBinary sets the baton binary profiles' "{baton}" stands for
 // (default: this executable).
-func WithBinary(path string) Option { return func(w *Worker) { w.binary = path } }
+// An empty path keeps the default.
+func WithBinary(path string) Option { return func(w *Worker) error { w.binary = path; return nil } }
 
 // RunnerName is the runner binary a worker looks for beside the baton
 // binary (see WithRunner).
@@ -156,22 +191,48 @@ func FindRunner(baton string) string {
 // WithRunner sets the binary whose runner-outer subcommand starts each run
 // (default: RunnerName beside the baton binary if it is there, else the
 // baton binary itself, which has the same stages but starts slower).
-func WithRunner(path string) Option { return func(w *Worker) { w.runner = path } }
+// An empty path keeps the default.
+func WithRunner(path string) Option { return func(w *Worker) error { w.runner = path; return nil } }
 
 // WithLogger sets the logger.
-func WithLogger(l zerolog.Logger) Option { return func(w *Worker) { w.log = l } }
+func WithLogger(l zerolog.Logger) Option { return func(w *Worker) error { w.log = l; return nil } }
 
 // WithMetrics registers the worker's Prometheus series with reg.
-func WithMetrics(reg prometheus.Registerer) Option { return func(w *Worker) { w.reg = reg } }
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(w *Worker) error {
+		if reg == nil {
+			return invalidOption("nil metrics registerer")
+		}
+		w.reg = reg
+		return nil
+	}
+}
 
 // WithAckWait sets the jobs consumers' AckWait (default 60s): how long a job
 // taken by a worker that died waits before another worker gets it.
-func WithAckWait(d time.Duration) Option { return func(w *Worker) { w.ackWait = d } }
+func WithAckWait(d time.Duration) Option {
+	return func(w *Worker) error {
+		if d <= 0 {
+			return invalidOption("ack wait %v must be positive", d)
+		}
+		w.ackWait = d
+		return nil
+	}
+}
 
 // WithGrace bounds the hand-off of every run when the worker stops
 // (default 10s): past it, a run is left to recovery instead (its lease ends
 // with the worker's liveness key).
-func WithGrace(d time.Duration) Option { return func(w *Worker) { w.grace = d } }
+// A grace of 0 hands nothing off.
+func WithGrace(d time.Duration) Option {
+	return func(w *Worker) error {
+		if d < 0 {
+			return invalidOption("grace %v is negative", d)
+		}
+		w.grace = d
+		return nil
+	}
+}
 
 // WithServiceConn sets the connection the worker's micro service (status,
 // cancel, input, interrupt, and micro's $SRV.PING/INFO/STATS) is served
@@ -181,7 +242,15 @@ func WithGrace(d time.Duration) Option { return func(w *Worker) { w.grace = d } 
 // reflected anywhere else. Default: nc, where the worker's own check of
 // each reply subject is all that guards its answers, which it says at
 // start; pass nc itself to serve there knowingly (a server without users).
-func WithServiceConn(svc *nats.Conn) Option { return func(w *Worker) { w.svc = svc } }
+func WithServiceConn(svc *nats.Conn) Option {
+	return func(w *Worker) error {
+		if svc == nil {
+			return invalidOption("nil service connection")
+		}
+		w.svc = svc
+		return nil
+	}
+}
 
 // New returns a worker publishing through nc.
 func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
@@ -204,7 +273,9 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		notice:      defaultNoticeTiming,
 	}
 	for _, o := range opts {
-		o(w)
+		if err := o(w); err != nil {
+			return nil, err
+		}
 	}
 	if w.node == "" {
 		h, _ := os.Hostname()
