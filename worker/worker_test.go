@@ -528,7 +528,7 @@ func TestHandoffOnShutdown(t *testing.T) {
 	h.submit(map[string]any{"runId": id, "profile": "fake",
 		"args": []string{"--lines", "600", "--rate", "300", "--raw-every", "11", "--seed", "5"}})
 	holder := h.waitStatus(id, protocol.StatusStarted).Worker
-	time.Sleep(700 * time.Millisecond) // mid-run
+	h.waitLines(id, 150)
 	h.stopWorker(holder)
 	msgs := h.chain(id, 60*time.Second)
 	h.assertChainMatchesJournal(id, msgs)
@@ -562,7 +562,7 @@ func TestLeaseExpiryRecovery(t *testing.T) {
 		t.Fatalf("run started by %s", holder)
 	}
 	h.addWorker("w2")
-	time.Sleep(500 * time.Millisecond)
+	h.waitLines(id, 40)
 	h.stopWorker("crashy")
 	msgs := h.chain(id, 60*time.Second)
 	h.assertChainMatchesJournal(id, msgs)
@@ -616,6 +616,30 @@ func (h *harness) waitStatus(runID string, s protocol.StatusType) protocol.Statu
 			return st
 		}
 	}
+}
+
+// waitLines waits, bounded, until at least n messages besides statuses
+// are on the run's chain: the run is under way, mid-stream.
+func (h *harness) waitLines(runID string, n int) {
+	h.t.Helper()
+	ctx := h.t.Context()
+	testenv.WaitFor(h.t, 30*time.Second, fmt.Sprintf("run %s to have %d lines on its chain", runID, n), func() bool {
+		stream, err := h.js.Stream(ctx, h.names.EventsStream())
+		if err != nil {
+			return false
+		}
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(h.names.RunFilter(runID)))
+		if err != nil {
+			return false
+		}
+		lines := 0
+		for subj, c := range info.State.Subjects {
+			if !strings.HasSuffix(subj, ".status") {
+				lines += int(c)
+			}
+		}
+		return lines >= n
+	})
 }
 
 func (h *harness) terminal(runID string) protocol.Status {
@@ -782,7 +806,7 @@ func TestRestartedWorkerReattaches(t *testing.T) {
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "300", "--rate", "150"}})
 	h.waitStatus(id, protocol.StatusStarted)
-	time.Sleep(300 * time.Millisecond)
+	h.waitLines(id, 40)
 	h.stopWorker("w1") // hands off; nobody is there to attach
 	time.Sleep(time.Second)
 	h.addWorker("w9")
@@ -867,7 +891,7 @@ func TestNATSOutageLongerThanLease(t *testing.T) {
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", strconv.Itoa(lines), "--rate", "100", "--seed", "8"}})
 	h.waitStatus(id, protocol.StatusStarted)
-	time.Sleep(time.Second)
+	h.waitLines(id, 90)
 	h.s.Shutdown()
 	h.s.WaitForShutdown()
 	time.Sleep(outage)
