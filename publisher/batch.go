@@ -42,7 +42,7 @@ const (
 // fewest lines worth a batch. A batch has a fixed cost on the server: on a
 // single server with file storage it stages the batch in a store of its
 // own, about 2.5 ms on 2 cores and an ext4 disk, the time of some 30 single
-// publishes (docs/benchmarks.md); a replicated stream stages it in memory.
+// publishes (docs/benchmarks-log.md); a replicated stream stages it in memory.
 const (
 	DefaultBatchMessages = 1000
 	DefaultBatchBytes    = 4 << 20

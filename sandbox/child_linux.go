@@ -253,7 +253,7 @@ func loopbackUp() error {
 // process: it execs the wait stage (`runner-init-wait`, RunInitWait),
 // which keeps pid 1, its children, namespaces, credentials and the
 // descriptors it passes, but not the heap and threads the setup left behind
-// (docs/benchmarks.md, "Where the floor is"). The exec comes before the
+// (docs/benchmarks-log.md, "Where the floor is"). The exec comes before the
 // agent starts: until the wait stage has ignored every signal again, the
 // runtime's handlers would let the agent stop its init. If the exec
 // fails, the init does the same in-process.
@@ -371,7 +371,7 @@ func passOnExec(fds ...int) error {
 // status comes from its pidfd, which the runtime's poller waits on. No
 // os/signal, whose receiving goroutine keeps a thread blocked, and
 // another spare, for the run's whole life (about 60 KiB per run,
-// docs/benchmarks.md). On an older kernel it reaps on SIGCHLD.
+// docs/benchmarks-log.md). On an older kernel it reaps on SIGCHLD.
 func RunInitWait(ctx context.Context, specPath string) error {
 	return asInit(ctx, StageInitWait, initReap == "sigchld" || !exitInfo(), func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
 		b, err := readBounded(specPath)

@@ -60,7 +60,7 @@ type outerHandover struct {
 
 // handOver execs this binary as runner-outer-wait, which supervises the
 // chain from there: the exec sheds the heap and threads runner-outer's
-// setup left behind for as long as the run lasts (docs/benchmarks.md,
+// setup left behind for as long as the run lasts (docs/benchmarks-log.md,
 // "Density"). It is called once runner-inner has handed the init over and
 // before any of the services (journal copy, stdin, input, egress) has
 // started, so nothing is in flight. It returns only if this runner stays,

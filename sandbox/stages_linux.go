@@ -33,5 +33,5 @@ func RunStage(ctx context.Context, name, specPath string) error {
 
 // stageEnv is every stage's environment. One P: a stage mostly waits, and
 // each P costs an idle run memory (its caches, another thread) for as
-// long as the run lives (docs/benchmarks.md, "Density").
+// long as the run lives (docs/benchmarks-log.md, "Density").
 var stageEnv = []string{"GOMAXPROCS=1"}

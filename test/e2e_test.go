@@ -154,7 +154,7 @@ func isSentinelOnly(rest []byte) bool {
 	return bytes.Count(rest, []byte("\n")) == 1 && json.Unmarshal(rest, &s) == nil && s["__nonce"] != nil
 }
 
-// TestNatsCLIProtocol submits a job exactly as the README shows for any
+// TestNatsCLIProtocol submits a job exactly as docs/protocol.md shows for any
 // NATS client (plain publish with a Msg-Id header) and watches it with a
 // plain subscription, as `nats sub` would.
 func TestNatsCLIProtocol(t *testing.T) {

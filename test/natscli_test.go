@@ -48,7 +48,7 @@ func natsCLI(t *testing.T) string {
 }
 
 // TestReadmeProtocolWithNatsCLI submits a run with `nats pub` exactly in the
-// README's form and watches it with `nats sub`: every line of the journal
+// form of docs/protocol.md (and the README) and watches it with `nats sub`: every line of the journal
 // arrives, then one terminal status.
 func TestReadmeProtocolWithNatsCLI(t *testing.T) {
 	nats := natsCLI(t)
@@ -114,7 +114,7 @@ func TestReadmeProtocolWithNatsCLI(t *testing.T) {
 		t.Fatalf("nats sub saw %d bytes of events; the journal has %d bytes before its sentinel:\n%s", events.Len(), len(journal), events.String())
 	}
 
-	// A page of the history through the read relay, in the README's form:
+	// A page of the history through the read relay, in the form of docs/protocol.md:
 	// the stored messages with their sequences, then the EOB.
 	page := exec.CommandContext(ctx, nats, "--server", s.ClientURL(), "req", "baton.read.events.run-42", `{"from":1,"max":1024}`,
 		"--replies", "0", "--timeout", "2s")
@@ -123,7 +123,7 @@ func TestReadmeProtocolWithNatsCLI(t *testing.T) {
 		t.Fatalf("nats req baton.read.events.run-42: %v\n%s", err, b)
 	}
 
-	// Cancelling, in the README's form: a worker answers, here that the
+	// Cancelling, in the form of docs/protocol.md: a worker answers, here that the
 	// run already ended.
 	req := exec.CommandContext(ctx, nats, "--server", s.ClientURL(), "req", "baton.control.cancel.run-42", "")
 	b, err = req.CombinedOutput()

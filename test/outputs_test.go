@@ -151,7 +151,7 @@ head -c 30000000 /dev/urandom | base64 > out/big.txt; printf 'one\nTWO\n' > READ
 	if held != len(listed) {
 		t.Fatalf("the bucket holds %d objects of the run, the status lists %d", held, len(listed))
 	}
-	// As the README documents it, with the NATS CLI.
+	// As docs/outputs-and-workspaces.md documents it, with the NATS CLI.
 	patch := filepath.Join(t.TempDir(), "diff.patch")
 	get := exec.CommandContext(ctx, natsCLI(t), "--server", s.ClientURL(), "object", "get", names.OutputsBucket(), runID+"/diff.patch", "-O", patch, "--no-progress")
 	if b, err := get.CombinedOutput(); err != nil {

@@ -15,22 +15,22 @@ import (
 	"github.com/batonhq/baton/protocol"
 )
 
-// TestReadmeWorkspaceWithNatsCLI runs the README's "From any language"
-// commands as they are (tar, sha256sum, nats object put, nats pub) and
+// TestReadmeWorkspaceWithNatsCLI runs the "From any language" commands of
+// docs/outputs-and-workspaces.md ("Seeding a workspace") as they are (tar, sha256sum, nats object put, nats pub) and
 // checks that the run's agent sees the archive's files.
 func TestReadmeWorkspaceWithNatsCLI(t *testing.T) {
 	nats := natsCLI(t)
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/outputs-and-workspaces.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("(?s)From any language:\n\n```sh\n(.*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal(`README has no sh block after "From any language:" under "Seeding a workspace"`)
+		t.Fatal(`docs/outputs-and-workspaces.md has no sh block after "From any language:" under "Seeding a workspace"`)
 	}
 	script := strings.Replace(string(m[1]), `\"profile\":\"claude\"`, `\"profile\":\"ws\"`, 1)
 	if script == string(m[1]) {
-		t.Fatal("the README's job no longer names the claude profile this test replaces")
+		t.Fatal("the job of docs/outputs-and-workspaces.md no longer names the claude profile this test replaces")
 	}
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
@@ -59,7 +59,7 @@ func TestReadmeWorkspaceWithNatsCLI(t *testing.T) {
 	sh.Dir = work
 	sh.Env = append(os.Environ(), "NATS_URL="+s.ClientURL(), "PATH="+filepath.Dir(nats)+":"+os.Getenv("PATH"))
 	if b, err := sh.CombinedOutput(); err != nil {
-		t.Fatalf("the README's commands: %v\n%s", err, b)
+		t.Fatalf("the commands of docs/outputs-and-workspaces.md: %v\n%s", err, b)
 	}
 	var seeded bool
 	st, err := client.New(js, names).Watch(ctx, "run-43", func(ev client.Event) error {

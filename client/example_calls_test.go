@@ -1,0 +1,286 @@
+package client_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// The examples below use the helpers of example_test.go: exampleServer
+// (an embedded server with baton's streams and buckets and the workers'
+// read relay), fakeWorker (what a worker publishes for a short run) and
+// fakeCapture (what a worker stores at a run's end).
+
+// The names of one deployment: every subject, stream and bucket a client
+// uses comes from its prefix.
+func ExampleClient_Names() {
+	js, stop := exampleServer()
+	defer stop()
+	c := client.New(js, protocol.MustNames("baton"))
+	n := c.Names()
+	fmt.Println(n.RunJobSubject())
+	fmt.Println(n.RunFilter("run-42"))
+	fmt.Println(n.CancelSubject("run-42"))
+	fmt.Println(n.EventsStream(), n.RunsBucket(), n.OutputsBucket())
+	// Output:
+	// baton.jobs.run
+	// baton.runs.run-42.>
+	// baton.control.cancel.run-42
+	// BATON_EVENTS BATON_RUNS BATON_OUTPUTS
+}
+
+// Read one run's record; a runId with no record is ErrNotFound.
+func ExampleClient_Run() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c := client.New(js, names)
+	fakeRecord(ctx, js, names, kv.RunRecord{RunID: "example-4", State: kv.RunState(protocol.StatusSucceeded),
+		Node: "host1", Profile: "demo", Attempt: 1, Labels: map[string]string{"user": "ada"}})
+
+	rec, err := c.Run(ctx, "example-4")
+	if err != nil {
+		fmt.Println("run:", err)
+		return
+	}
+	fmt.Println(rec.RunID, rec.State, rec.Profile, rec.Node, rec.Labels["user"])
+	_, err = c.Run(ctx, "no-such-run")
+	fmt.Println("not found:", errors.Is(err, client.ErrNotFound))
+	// Output:
+	// example-4 succeeded demo host1 ada
+	// not found: true
+}
+
+// List every run record, newest first.
+func ExampleClient_Runs() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c := client.New(js, names)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	fakeRecord(ctx, js, names, kv.RunRecord{RunID: "older", State: kv.RunState(protocol.StatusFailed), Profile: "demo", CreatedAt: t0})
+	fakeRecord(ctx, js, names, kv.RunRecord{RunID: "newer", State: kv.RunRunning, Profile: "demo", CreatedAt: t0.Add(time.Minute)})
+
+	runs, err := c.Runs(ctx)
+	if err != nil {
+		fmt.Println("runs:", err)
+		return
+	}
+	for _, r := range runs {
+		fmt.Println(r.RunID, r.State, r.CreatedAt.UTC().Format(time.Kitchen))
+	}
+	// Output:
+	// newer running 12:01PM
+	// older failed 12:00PM
+}
+
+// Ask for a run to be cancelled. A worker answers with the run's record;
+// with no worker running the request finds nobody to answer it, and says
+// so. A runId that cannot exist is refused before anything is sent.
+func ExampleClient_Cancel() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	c := client.New(js, protocol.MustNames("baton"))
+	_, err := c.Cancel(ctx, "example-1")
+	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
+	_, err = c.Cancel(ctx, "not a run id")
+	fmt.Println("bad runId:", errors.Is(err, protocol.ErrBadRunID))
+	// Output:
+	// no worker: true
+	// bad runId: true
+}
+
+// Read the newest entries of the dead-letter stream: jobs a worker
+// rejected, with the reason and the job as it was received.
+func ExampleClient_DLQ() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c := client.New(js, names)
+	fakeRejection(ctx, js, names, "r1", `{"runId":"r1","profile":"nope"}`, protocol.ReasonUnknownProfile, `no profile "nope"`)
+	fakeRejection(ctx, js, names, "r2", `{"runId":"r2","profile":"demo","colour":"red"}`, protocol.ReasonUnknownField, `unknown field "colour"`)
+
+	entries, err := c.DLQ(ctx, 10)
+	if err != nil {
+		fmt.Println("dlq:", err)
+		return
+	}
+	for _, e := range entries {
+		fmt.Printf("%s %s: %s (%s)\n", e.MsgID, e.Reason, e.Error, e.Payload)
+	}
+	newest, _ := c.DLQ(ctx, 1)
+	fmt.Println("newest:", newest[0].MsgID)
+	// Output:
+	// r2 unknown_field: unknown field "colour" ({"runId":"r2","profile":"demo","colour":"red"})
+	// r1 unknown_profile: no profile "nope" ({"runId":"r1","profile":"nope"})
+	// newest: r2
+}
+
+// Look an output up by its object name, as a link to it gives it, then
+// fetch it with GetOutput.
+func ExampleClient_StoredOutput() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c := client.New(js, names)
+	fakeCapture(ctx, js, names, "example-5")
+
+	o, err := c.StoredOutput(ctx, "example-5/diff.patch")
+	if err != nil {
+		fmt.Println("stored:", err)
+		return
+	}
+	fmt.Println(o.Name, o.Size, strings.HasPrefix(o.Digest, "SHA-256="))
+	_, err = c.StoredOutput(ctx, "example-5/nothing")
+	fmt.Println("not found:", errors.Is(err, jetstream.ErrObjectNotFound))
+	// Output:
+	// example-5/diff.patch 118 true
+	// not found: true
+}
+
+// Write every output of a run under a directory: the diff as
+// diff.patch, each file under files/ at its workspace path, each checked
+// against its digest before it is renamed into place.
+func ExampleClient_SaveOutput() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c := client.New(js, names)
+	fakeCapture(ctx, js, names, "example-6")
+	dir, err := os.MkdirTemp("", "baton-example-save-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+
+	ro, err := c.Outputs(ctx, "example-6")
+	if err != nil {
+		fmt.Println("outputs:", err)
+		return
+	}
+	for _, o := range ro.Outputs {
+		rel, err := c.SaveOutput(ctx, "example-6", o, dir)
+		if err != nil {
+			fmt.Println("save:", err)
+			return
+		}
+		fmt.Println(rel)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "files", "out", "report.md"))
+	fmt.Print(string(b))
+	// Output:
+	// diff.patch
+	// files/out/report.md
+	// done
+}
+
+// Tell whether a run's chain is still in the events stream: a run that
+// ended long ago has aged out of it (and Watch would wait for events).
+func ExampleClient_ChainStored() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c := client.New(js, names)
+	before, _ := c.ChainStored(ctx, "example-7")
+	fakeWorker(ctx, js, names, "example-7")
+	after, err := c.ChainStored(ctx, "example-7")
+	if err != nil {
+		fmt.Println("chain:", err)
+		return
+	}
+	fmt.Println(before, after)
+	// Output:
+	// false true
+}
+
+// Upload an archive (a tar, gzipped or not) for a job's workspace. It is
+// named by its SHA-256, so the same bytes are stored once.
+func ExampleClient_PutWorkspace() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	c := client.New(js, protocol.MustNames("baton"))
+	archive := tarGz(map[string]string{"main.go": "package main\n"})
+
+	name, err := c.PutWorkspace(ctx, bytes.NewReader(archive))
+	if err != nil {
+		fmt.Println("put:", err)
+		return
+	}
+	again, _ := c.PutWorkspace(ctx, bytes.NewReader(archive))
+	fmt.Println(strings.HasPrefix(name, "sha256-"), strings.HasSuffix(name, ".tar.gz"), again == name)
+	err = c.Submit(ctx, protocol.Job{RunID: "example-8", Profile: "demo", Input: "fix it",
+		Workspace: &protocol.WorkspaceRef{Object: name}})
+	fmt.Println("submitted:", err == nil)
+	// Output:
+	// true true true
+	// submitted: true
+}
+
+// fakeRecord writes a run record as a worker does when it creates a run.
+func fakeRecord(ctx context.Context, js jetstream.JetStream, names protocol.Names, rec kv.RunRecord) {
+	runs, err := kv.Open[kv.RunRecord](ctx, js, names.RunsBucket())
+	if err != nil {
+		panic(err)
+	}
+	if _, err := runs.Create(ctx, rec.RunID, rec); err != nil {
+		panic(err)
+	}
+}
+
+// fakeRejection publishes what a worker's intake does with a job it
+// cannot run: the job, with its reason, on the dead-letter stream.
+func fakeRejection(ctx context.Context, js jetstream.JetStream, names protocol.Names, runID, job string, reason protocol.Reason, why string) {
+	msg := nats.NewMsg(names.DLQSubject(reason))
+	msg.Data = []byte(job)
+	msg.Header.Set(protocol.HeaderReason, string(reason))
+	msg.Header.Set(protocol.HeaderError, why)
+	msg.Header.Set(protocol.HeaderOrigSubject, names.RunJobSubject())
+	msg.Header.Set(protocol.HeaderOrigMsgID, runID)
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		panic(err)
+	}
+}
+
+// tarGz is a gzipped tar of files.
+func tarGz(files map[string]string) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body))}); err != nil {
+			panic(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			panic(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		panic(err)
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
