@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README): installs what the tests need on a
 # fresh Debian machine, then runs every test, fuzz seed corpus included.
-# Longer suites run when asked: BATON_SOAK=1 (see README "Tests").
+# Longer suites run when asked: BATON_SOAK=1 (see docs/development.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
