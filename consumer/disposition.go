@@ -46,9 +46,6 @@ func Reject(err error) Disposition { return Disposition{kind: dispReject, err: e
 // settles; why is logged as a warning.
 func Leave(why string) Disposition { return Disposition{kind: dispLeave, why: why} }
 
-// Acked reports whether d acknowledges the job.
-func (d Disposition) Acked() bool { return d.kind == dispAck }
-
 // String is d for logs and tests: "ack", "nak 1s", "reject", "leave".
 func (d Disposition) String() string {
 	switch d.kind {
