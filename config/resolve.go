@@ -156,7 +156,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Profile:     job.Profile,
 		Argv:        argv,
 		Env:         envv,
-		Input:       []byte(job.Input),
+		Input:       jobInput(job.Input, p.Stdin.OrDefault()),
 		Files:       maps.Clone(job.Files),
 		Timeout:     timeout,
 		Network:     runspec.Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
@@ -186,3 +186,14 @@ func reject(kind error, format string, args ...any) error {
 
 func (r *rejection) Error() string { return r.msg }
 func (r *rejection) Unwrap() error { return r.kind }
+
+// jobInput is what the agent reads first. On a stream stdin the job's input is
+// the first turn, a line as every later send is (the sandbox adds a missing
+// newline to those): without one a line-reading agent never starts its turn,
+// and the first send is glued onto it.
+func jobInput(input string, stdin StdinMode) []byte {
+	if stdin == StdinStream && input != "" && !strings.HasSuffix(input, "\n") {
+		input += "\n"
+	}
+	return []byte(input)
+}

@@ -231,3 +231,34 @@ func diskLimit(n int64) map[string]string {
 	}
 	return map[string]string{protocol.JobLimitDisk: fmt.Sprint(n)}
 }
+
+// TestResolveStreamInputIsALine: on a stream stdin the job's input is the
+// first turn, written as one line as every send is; on a once stdin it is
+// the agent's whole input, byte for byte.
+func TestResolveStreamInputIsALine(t *testing.T) {
+	c, err := config.Parse([]byte(`
+profiles:
+  chat: {command: [cat], stdin: stream}
+  once: {command: [cat]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		profile, input, want string
+	}{
+		{"chat", `{"type":"user"}`, "{\"type\":\"user\"}\n"},
+		{"chat", "already a line\n", "already a line\n"},
+		{"chat", "", ""},
+		{"once", "no newline", "no newline"},
+		{"once", "", ""},
+	} {
+		inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: tc.profile, Input: tc.input}, "/b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(inv.Input) != tc.want {
+			t.Errorf("profile %s, input %q: agent reads %q, want %q", tc.profile, tc.input, inv.Input, tc.want)
+		}
+	}
+}
