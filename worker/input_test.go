@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -345,5 +346,30 @@ func TestIdleClockSurvivesHandoff(t *testing.T) {
 	// end the run idle/2 later.
 	if took := end.Sub(waitingAt); took > idle+idle/3 {
 		t.Fatalf("run ended %s after it began to wait, want about %s: the successor restarted the idle clock", took, idle)
+	}
+}
+
+// TestStreamJobInputIsTheFirstTurn: on a stream stdin the job's input is a
+// line the agent answers before any send, and the first send is a line of
+// its own, not glued onto it.
+func TestStreamJobInputIsTheFirstTurn(t *testing.T) {
+	h := newHarness(t, withChatProfile())
+	c := client.New(h.js, h.names)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "chat", "input": "first"})
+	h.waitLines(id, 1) // the agent answered the job's input with no send yet
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Send(ctx, id, []byte("second"), client.WithEOF()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range h.chain(id, time.Minute) {
+		if strings.HasSuffix(m.Subject(), ".raw") {
+			got = append(got, strings.TrimSuffix(string(m.Data()), "\n"))
+		}
+	}
+	if want := []string{"echo:first", "echo:second", "eof"}; !slices.Equal(got, want) {
+		t.Fatalf("agent printed %q, want %q", got, want)
 	}
 }
