@@ -215,6 +215,7 @@ func hintNoStream(err error, name string) error {
 // DLQEntry is one job rejected to the dead-letter stream.
 type DLQEntry struct {
 	Seq     uint64          // sequence in the DLQ stream
+	RunID   string          // the job's runId, "" when it has none that is valid
 	Time    time.Time       // when it was rejected
 	Reason  protocol.Reason // machine-readable reason code
 	Error   string          // explanation for a person
@@ -310,6 +311,10 @@ func dlqEntry(s stored) DLQEntry {
 		MsgID:   h.Get(protocol.HeaderOrigMsgID),
 		Payload: s.data,
 		Digest:  h.Get(protocol.HeaderOrigDigest),
+		RunID:   h.Get(protocol.HeaderRunID),
+	}
+	if e.RunID == "" { // an entry of a worker from before the header
+		e.RunID = protocol.PeekRunID(s.data, h.Get(protocol.HeaderContentType))
 	}
 	if n, err := strconv.ParseInt(h.Get(protocol.HeaderTruncated), 10, 64); err == nil && n > 0 {
 		e.Truncated = n

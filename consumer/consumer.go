@@ -389,10 +389,11 @@ func (in *Intake) accept(ctx context.Context, msg jetstream.Msg) (Job, bool) {
 func (in *Intake) reject(ctx context.Context, msg jetstream.Msg, err error) {
 	reason := protocol.ReasonOf(err)
 	log := in.log.With().Str("reason", string(reason)).Logger()
-	if runID := peekRunID(msg.Data()); runID != "" {
+	runID := protocol.PeekRunID(msg.Data(), msg.Headers().Get(protocol.HeaderContentType))
+	if runID != "" {
 		log = log.With().Str("run_id", runID).Logger()
 	}
-	dlq := in.dlqMsg(msg, reason, err)
+	dlq := in.dlqMsg(msg, runID, reason, err)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if _, perr := in.js.PublishMsg(pctx, dlq); perr != nil {
@@ -431,11 +432,15 @@ func (in *Intake) reject(ctx context.Context, msg jetstream.Msg, err error) {
 // refuses it for good (a deleted stream, a permission, a full store).
 const rejectDeliveries = 5
 
-// dlqMsg is the DLQ entry of msg: the job and its provenance, the job cut
-// so that the entry fits the server's max payload.
-func (in *Intake) dlqMsg(msg jetstream.Msg, reason protocol.Reason, err error) *nats.Msg {
+// dlqMsg is the DLQ entry of msg: the job, its run (runID, when known) and
+// its provenance, the job cut so that the entry fits the server's max
+// payload.
+func (in *Intake) dlqMsg(msg jetstream.Msg, runID string, reason protocol.Reason, err error) *nats.Msg {
 	dlq := nats.NewMsg(in.names.DLQSubject(reason))
 	dlq.Data = msg.Data()
+	if runID != "" {
+		dlq.Header.Set(protocol.HeaderRunID, runID)
+	}
 	dlq.Header.Set(protocol.HeaderReason, string(reason))
 	dlq.Header.Set(protocol.HeaderError, oneLine(err.Error()))
 	dlq.Header.Set(protocol.HeaderOrigSubject, msg.Subject())
@@ -481,25 +486,6 @@ func headerBytes(h nats.Header) int {
 func digest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// peekRunID finds a plausible runId in a payload that may not decode, for
-// logging only.
-func peekRunID(b []byte) string {
-	i := strings.Index(string(b[:min(len(b), 4096)]), `"runId"`)
-	if i < 0 {
-		return ""
-	}
-	rest := string(b[i+7 : min(len(b), i+7+200)])
-	rest = strings.TrimLeft(rest, " \t\r\n:")
-	if !strings.HasPrefix(rest, `"`) {
-		return ""
-	}
-	id, _, ok := strings.Cut(rest[1:], `"`)
-	if !ok || !protocol.ValidRunID(id) {
-		return ""
-	}
-	return id
 }
 
 func oneLine(s string) string {

@@ -153,6 +153,9 @@ func TestReservedLabels(t *testing.T) {
 	if e := m.Header.Get(protocol.HeaderError); !strings.Contains(e, `"baton." is reserved`) || m.Header.Get(protocol.HeaderOrigSubject) != names.RunJobSubject() {
 		t.Fatalf("DLQ entry: error %q, subject %q", e, m.Header.Get(protocol.HeaderOrigSubject))
 	}
+	if id := m.Header.Get(protocol.HeaderRunID); id != "r-a2" {
+		t.Fatalf("DLQ entry names run %q, want r-a2", id)
+	}
 	testenv.WaitFor(t, 10*time.Second, "the retry to run", func() bool {
 		mu.Lock()
 		defer mu.Unlock()

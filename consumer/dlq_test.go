@@ -98,7 +98,7 @@ func TestOversizeRejectionDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 1 || entries[0].Truncated != int64(len(job)) || entries[0].Digest != "sha256:"+hex.EncodeToString(sum[:]) {
+	if len(entries) != 1 || entries[0].Truncated != int64(len(job)) || entries[0].Digest != "sha256:"+hex.EncodeToString(sum[:]) || entries[0].RunID != "big-1" {
 		t.Fatalf("client DLQ entries: %+v", entries)
 	}
 }

@@ -25,6 +25,9 @@ const (
 	// HeaderOrigSubject and HeaderOrigMsgID describe where a DLQ entry came from.
 	HeaderOrigSubject = "Baton-Original-Subject"
 	HeaderOrigMsgID   = "Baton-Original-Msg-Id"
+	// HeaderRunID, on a DLQ entry, is the rejected job's runId when it
+	// has one (PeekRunID): a watcher of that run finds its rejection.
+	HeaderRunID = "Baton-Run-Id"
 	// HeaderTruncated, on a DLQ entry whose job did not fit the server's
 	// max payload beside its headers, is the job's size in bytes: the
 	// entry holds its first bytes only. HeaderOrigDigest is then the

@@ -170,8 +170,8 @@ func TestCLIWatchExitCodes(t *testing.T) {
 	if err != nil || out != want {
 		t.Errorf("watch ok: err %v\nstdout %q\nwant   %q\nstderr %q", err, out, want, errOut)
 	}
-	if !strings.Contains(errOut, "no record yet") {
-		t.Errorf("watch of a run with no record should say it is waiting; stderr %q", errOut)
+	if strings.Contains(errOut, "no record yet") {
+		t.Errorf("watch of a run under way says it has no record; stderr %q", errOut)
 	}
 
 	out, _, err = e.run("", "watch", "ok", "--json")

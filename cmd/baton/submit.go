@@ -91,6 +91,9 @@ stdin closes the agent's stdin.`,
 				}
 				job.Workspace = &protocol.WorkspaceRef{Object: name}
 			}
+			// A rejection stored before now, less clock skew, is an older
+			// job's: the duplicates window refuses the same runId sooner.
+			submitted := time.Now().Add(-time.Minute)
 			err = s.c.Submit(cmd.Context(), job)
 			dup := errors.Is(err, client.ErrDuplicate)
 			if err != nil && !dup {
@@ -110,6 +113,7 @@ stdin closes the agent's stdin.`,
 			}
 			if dup {
 				fmt.Fprintf(errOut, "run %s was already submitted; it was not submitted again\n", job.RunID)
+				submitted = time.Time{} // the run is the earlier job's, rejected or not
 			}
 			if f.interactive {
 				return s.attach(cmd.Context(), job.RunID, cmd.InOrStdin(), f.streamJSON, f.json, out, errOut)
@@ -117,7 +121,7 @@ stdin closes the agent's stdin.`,
 			if !f.watch {
 				return nil
 			}
-			return s.watch(cmd.Context(), job.RunID, f.json, out, errOut)
+			return s.watchSince(cmd.Context(), job.RunID, submitted, f.json, out, errOut)
 		},
 	}
 	fl := cmd.Flags()

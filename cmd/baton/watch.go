@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -54,40 +56,75 @@ timed out or was lost, and 2 if watching itself failed.`,
 
 // watch streams runID to out and turns its outcome into the command's
 // exit status: nil when it succeeded, exitCodeError(1) when it ended
-// otherwise, exitCodeError(2) when the watch failed (said on errOut).
+// otherwise or its job was rejected, exitCodeError(2) when the watch failed
+// (said on errOut).
 func (s *session) watch(ctx context.Context, runID string, asJSON bool, out, errOut io.Writer) error {
-	if done, err := s.explainBeforeWatch(ctx, runID, errOut); done {
+	return s.watchSince(ctx, runID, time.Time{}, asJSON, out, errOut)
+}
+
+// noRecordNotice is how long a watch waits for a run's first record or
+// message before it says that no worker has taken the job: a worker takes
+// one in milliseconds, and saying so at once would be noise in every run.
+const noRecordNotice = 3 * time.Second
+
+// watchSince is watch for a job submitted at submitted (zero: unknown): a
+// rejection of its runId stored before then is an older job's.
+func (s *session) watchSince(ctx context.Context, runID string, submitted time.Time, asJSON bool, out, errOut io.Writer) error {
+	if done, err := s.explainEnded(ctx, runID, errOut); done {
 		return err
 	}
 	p := &eventPrinter{w: out, json: asJSON, color: useColor(out)}
-	st, err := s.c.Watch(ctx, runID, p.print)
-	p.finish()
-	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintf(errOut, "baton: watch %s: interrupted\n", runID)
-		} else {
-			fmt.Fprintf(errOut, "baton: %v\n", err)
+	var seen atomic.Bool // a message arrived: the run is under way
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	// While the run has no record its job may be in the dead-letter stream,
+	// where the watch alone would wait for ever.
+	var rejected *client.RejectedError
+	awaited := make(chan struct{})
+	go func() {
+		defer close(awaited)
+		_, err := s.c.AwaitRecord(wctx, runID, client.RejectedSince(submitted),
+			client.OnWaiting(noRecordNotice, func() {
+				if !seen.Load() {
+					fmt.Fprintf(errOut, "run %s has no record yet: waiting for a worker to start it (Ctrl-C to stop)\n", runID)
+				}
+			}))
+		if errors.As(err, &rejected) {
+			stop()
 		}
+	}()
+	st, err := s.c.Watch(wctx, runID, func(ev client.Event) error {
+		seen.Store(true)
+		return p.print(ev)
+	})
+	stop()
+	<-awaited
+	p.finish()
+	switch {
+	case rejected != nil:
+		e := rejected.Entry
+		fmt.Fprintf(errOut, "run %s was rejected (%s) at %s: %s\n", runID, e.Reason, e.Time.Local().Format(time.DateTime), sanitize([]byte(e.Error), false))
+		fmt.Fprintf(errOut, "  'baton dlq' lists it; submit it again fixed, or under a new runId\n")
+		return exitCodeError(1)
+	case err != nil && ctx.Err() != nil:
+		fmt.Fprintf(errOut, "baton: watch %s: interrupted\n", runID)
 		return exitCodeError(2)
-	}
-	if st.Status != protocol.StatusSucceeded {
+	case err != nil:
+		fmt.Fprintf(errOut, "baton: %v\n", err)
+		return exitCodeError(2)
+	case st.Status != protocol.StatusSucceeded:
 		return exitCodeError(1)
 	}
 	return nil
 }
 
-// explainBeforeWatch tells a person, on errOut, why the watch may sit
-// silent: the run has no record yet (no worker took the job), or it ended
-// so long ago that its events have aged out of the stream, in which case it
-// reports the record's outcome instead of waiting forever (done is true).
-func (s *session) explainBeforeWatch(ctx context.Context, runID string, errOut io.Writer) (done bool, err error) {
+// explainEnded reports, on errOut, the outcome of a run that ended so long
+// ago that its events have aged out of the stream, where the watch would
+// wait for ever (done is true then).
+func (s *session) explainEnded(ctx context.Context, runID string, errOut io.Writer) (done bool, err error) {
 	rec, err := s.c.Run(ctx, runID)
-	switch {
-	case errors.Is(err, client.ErrNotFound):
-		fmt.Fprintf(errOut, "run %s has no record yet: waiting for a worker to start it (Ctrl-C to stop)\n", runID)
-		return false, nil
-	case err != nil || !rec.State.Terminal():
-		return false, nil // the watch itself will say what is wrong
+	if err != nil || !rec.State.Terminal() {
+		return false, nil // the watch says what is wrong, or follows the run
 	}
 	// Ended: the chain ends with its terminal status unless it aged out.
 	if stored, err := s.c.ChainStored(ctx, runID); err != nil || stored {

@@ -1,0 +1,102 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+)
+
+// ErrRejected is wrapped by AwaitRecord's error when a worker rejected the
+// run's job to the dead-letter stream: errors.As it to a *RejectedError for
+// the entry.
+var ErrRejected = errors.New("client: job rejected")
+
+// RejectedError says that a run has no record because its job was rejected.
+type RejectedError struct {
+	RunID string
+	Entry DLQEntry
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("run %s: job rejected (%s): %s", e.RunID, e.Entry.Reason, e.Entry.Error)
+}
+
+func (e *RejectedError) Unwrap() error { return ErrRejected }
+
+// AwaitOption configures AwaitRecord.
+type AwaitOption func(*awaitOptions)
+
+type awaitOptions struct {
+	since   time.Time
+	after   time.Duration
+	waiting func()
+}
+
+// RejectedSince makes AwaitRecord count only rejections stored at or after
+// t: a submitter passes the time it submitted (less any clock skew it
+// allows), so that an older rejection of the same runId is not taken for
+// this job's.
+func RejectedSince(t time.Time) AwaitOption {
+	return func(o *awaitOptions) { o.since = t }
+}
+
+// OnWaiting has AwaitRecord call fn once, on the caller's goroutine, when the
+// run still has no record after d: the moment to tell a person that no
+// worker has taken the job yet. A record soon after a submit is the normal
+// case, and saying so for it would be noise.
+func OnWaiting(d time.Duration, fn func()) AwaitOption {
+	return func(o *awaitOptions) { o.after, o.waiting = d, fn }
+}
+
+// awaitEvery is how often AwaitRecord looks again.
+const awaitEvery = 250 * time.Millisecond
+
+// AwaitRecord returns runID's record as soon as it has one. While it has
+// none it also reads the dead-letter stream, each entry once, and returns
+// a *RejectedError (wrapping ErrRejected) when that holds the run's job.
+// It waits until ctx is done; any other error reading is returned.
+func (c *Client) AwaitRecord(ctx context.Context, runID string, opts ...AwaitOption) (kv.RunRecord, error) {
+	var o awaitOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	start := time.Now()
+	from := uint64(1) // the dead-letter stream is read from here on
+	for {
+		rec, err := c.Run(ctx, runID)
+		if !errors.Is(err, ErrNotFound) {
+			return rec, err
+		}
+		var found *DLQEntry
+		err = c.pages(ctx, c.names.ReadDLQSubject(), from, "", func(s stored) error {
+			from = s.seq + 1
+			if e := dlqEntry(s); e.RunID == runID && !e.Time.Before(o.since) {
+				found = &e
+			}
+			return nil
+		})
+		if err != nil {
+			return kv.RunRecord{}, fmt.Errorf("read dead-letter stream %s: %w", c.names.DLQStream(), err)
+		}
+		if found != nil {
+			// A worker may have taken a later job of the run between the
+			// two reads: the record wins.
+			if rec, err := c.Run(ctx, runID); !errors.Is(err, ErrNotFound) {
+				return rec, err
+			}
+			return kv.RunRecord{}, &RejectedError{RunID: runID, Entry: *found}
+		}
+		if o.waiting != nil && time.Since(start) >= o.after {
+			o.waiting()
+			o.waiting = nil
+		}
+		select {
+		case <-ctx.Done():
+			return kv.RunRecord{}, fmt.Errorf("run %s: no record: %w", runID, ctx.Err())
+		case <-time.After(awaitEvery):
+		}
+	}
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/worker"
+)
+
+// TestWatchRejectedJob: a job the worker rejects to the DLQ has no record
+// and never will. submit --watch and watch say why, with the DLQ's reason,
+// and exit 1, where they waited for ever; a healthy run does not say that
+// it has no record, and a run nobody took says so only once the wait is
+// long enough to mean it.
+func TestWatchRejectedJob(t *testing.T) {
+	e := newCLIEnv(t)
+	startWorkerWith(t, e.js, config.Default(), worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+
+	start := time.Now()
+	_, errOut, err := e.run("", "submit", "--profile", "nosuch", "--run-id", "rej-1", "--watch")
+	if exitCode(err) != 1 || !strings.Contains(errOut, "run rej-1 was rejected (unknown_profile)") || !strings.Contains(errOut, `"nosuch"`) {
+		t.Fatalf("submit --watch of a rejected job: exit %d (%v), stderr %q", exitCode(err), err, errOut)
+	}
+	if took := time.Since(start); took > noRecordNotice {
+		t.Errorf("the rejection took %v to tell", took)
+	}
+	if strings.Contains(errOut, "no record yet") {
+		t.Errorf("a rejection told within %v also said there is no record yet: %q", noRecordNotice, errOut)
+	}
+	_, errOut, err = e.run("", "watch", "rej-1")
+	if exitCode(err) != 1 || !strings.Contains(errOut, "run rej-1 was rejected (unknown_profile)") {
+		t.Fatalf("watch of a rejected job: exit %d (%v), stderr %q", exitCode(err), err, errOut)
+	}
+
+	out, errOut, err := e.run("", "submit", "--profile", "demo", "--run-id", "ok-1", "--input", "hi", "--watch")
+	if err != nil || !strings.Contains(out, "● succeeded") {
+		t.Fatalf("submit --watch of a good job: %v\nstdout %q\nstderr %q", err, out, errOut)
+	}
+	if strings.Contains(errOut, "no record yet") {
+		t.Errorf("a healthy run said it has no record: %q", errOut)
+	}
+}
