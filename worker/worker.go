@@ -387,7 +387,7 @@ func (w *Worker) openStores(ctx context.Context) error {
 		DLQMaxBytes: int64(w.cfg.DLQMaxBytes), DLQMaxMsgs: w.cfg.DLQMaxMsgs,
 	})
 	if err != nil {
-		return err
+		return explainNATS(w.nc, err)
 	}
 	w.runs = kv.NewStore[kv.RunRecord](res.Runs)
 	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)

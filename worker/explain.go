@@ -1,0 +1,62 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var (
+	// ErrNoJetStream: the NATS server a worker connected to does not run
+	// JetStream, which holds every job, event and record.
+	ErrNoJetStream = errors.New("worker: JetStream is not enabled")
+	// ErrNATSUnreachable: a worker could not reach its NATS server to set up
+	// its streams.
+	ErrNATSUnreachable = errors.New("worker: cannot reach NATS")
+)
+
+// explainNATS names the cause of err, which setting up the streams on nc
+// returned, when it is one a person can fix from the message alone: the
+// client library's own words ("no responders available for request",
+// "context deadline exceeded") name neither the server nor the fix.
+func explainNATS(nc *nats.Conn, err error) error {
+	switch {
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
+		errors.Is(err, nats.ErrNoResponders) && nc.IsConnected():
+		return fmt.Errorf("%w on the NATS server at %s: start nats-server with -js (or enable JetStream for this account): %w",
+			ErrNoJetStream, nc.ConnectedUrlRedacted(), err)
+	case !nc.IsConnected():
+		cause := err
+		if last := nc.LastError(); last != nil {
+			cause = last
+		}
+		return fmt.Errorf("%w at %s: %w", ErrNATSUnreachable, serverList(nc), cause)
+	}
+	return err
+}
+
+// serverList is the servers nc tries, as a person gave them but for any
+// password.
+func serverList(nc *nats.Conn) string {
+	var urls []string
+	for _, s := range append([]string{nc.Opts.Url}, nc.Opts.Servers...) {
+		if s == "" {
+			continue
+		}
+		if u, err := url.Parse(s); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			}
+			s = u.String()
+		}
+		urls = append(urls, s)
+	}
+	if len(urls) == 0 {
+		return nats.DefaultURL
+	}
+	return strings.Join(urls, ", ")
+}
