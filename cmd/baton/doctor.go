@@ -2,11 +2,15 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
 )
@@ -25,8 +29,11 @@ of this binary finds baton-runner beside it, and, as root, that the sandbox
 user can search every directory above --state-dir (a root worker's runs of
 profiles that run {baton} need it), and that leaseTTL is at least twice the
 longest gap between heartbeats the node's workers recorded in the last week
-(a loaded node's late heartbeats cost leases, then the node). It exits
-non-zero on FAIL.`,
+(a loaded node's late heartbeats cost leases, then the node). For each
+profile of the configuration it checks that the sandbox finds its command
+(on the profile's PATH, in the system directories and the profile's
+mounts): warn for a profile whose runs cannot start, FAIL when no profile
+can. It exits non-zero on FAIL.`,
 		Example: "  baton doctor\n  baton doctor --config /etc/baton/baton.yaml --state-dir /var/lib/baton",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -37,6 +44,7 @@ non-zero on FAIL.`,
 			checks := sandbox.Doctor(sandbox.DoctorOptions{SandboxUID: cfg.SandboxUID, CgroupParent: cfg.CgroupParent, StateDir: g.stateDir})
 			if self, err := os.Executable(); err == nil {
 				checks = append(checks, runnerCheck(self))
+				checks = append(checks, profileChecks(cfg, self)...)
 			}
 			checks = append(checks, worker.HeartbeatCheck(g.stateDir, cfg.LeaseTTL))
 			fmt.Fprint(cmd.OutOrStdout(), sandbox.Report(checks))
@@ -60,4 +68,28 @@ func runnerCheck(baton string) sandbox.Check {
 	c.Detail = "not beside baton (" + filepath.Dir(baton) + "): runs start from baton itself, some 15 ms slower each"
 	c.Fix = "install baton-runner from the same build beside baton (CGO_ENABLED=0 go install github.com/batonhq/baton/cmd/...), or give workers --runner PATH"
 	return c
+}
+
+// profileChecks says, for each profile of cfg, whether its runs find their
+// command: a missing CLI otherwise shows only as each run's failure.
+func profileChecks(cfg *config.Config, self string) []sandbox.Check {
+	var checks []sandbox.Check
+	missing := 0
+	for _, name := range slices.Sorted(maps.Keys(cfg.Profiles)) {
+		c := sandbox.Check{Name: "profile " + name}
+		if path, err := cfg.Profiles[name].FindCommand(self); err != nil {
+			missing++
+			c.Severity, c.Detail = sandbox.SevWarn, strings.TrimPrefix(err.Error(), "config: ")
+			c.Fix = "install the command in a system directory (/usr/local/bin, /usr/bin), or mount its directory (mounts:) and put it on the profile's PATH (env: {PATH: ...})"
+		} else {
+			c.Severity, c.Detail = sandbox.SevOK, "runs "+path
+		}
+		checks = append(checks, c)
+	}
+	if missing > 0 && missing == len(checks) {
+		for i := range checks {
+			checks[i].Severity = sandbox.SevFail
+		}
+	}
+	return checks
 }
