@@ -408,7 +408,7 @@ func (w *Worker) recordTerminal(ctx context.Context, r *run, st protocol.Status)
 		rec.State = kv.RunState(st.Status)
 		rec.FinishedAt = time.Now().UTC()
 		rec.ExitCode, rec.Reason = st.ExitCode, st.Reason
-		rec.Offset = st.Offset
+		rec.Offset, rec.Spawning = st.Offset, false
 		if r.chain != nil {
 			rec.LastSeq = r.chain.LastSeq()
 		}

@@ -340,6 +340,7 @@ func (w *Worker) markRunning(ctx context.Context, r *run, settle func()) <-chan 
 				return kv.ErrUnchanged // a write would drop the record's retention TTL
 			}
 			rec.State, rec.StartedAt, rec.Worker = kv.RunRunning, time.Now().UTC(), w.id
+			rec.Spawning = false // it spawned: the mark only guards the start
 			return nil
 		}); err != nil {
 			r.log.Warn().Err(err).Msg("mark run running")

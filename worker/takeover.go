@@ -141,8 +141,10 @@ func (w *Worker) respawn(ctx context.Context, r *run) bool {
 	return true
 }
 
-// markAttached indexes a run taken over by node and records it running if
-// its first worker died before doing so.
+// markAttached indexes a run taken over by this worker and records it as
+// the run's holder (running, if its first worker died before saying so), so
+// that the record, `baton runs get`, the console and cancel replies name
+// the worker that holds it, not one that is gone.
 func (w *Worker) markAttached(ctx context.Context, r *run) {
 	// Indexed again on every take-over: a run started by a worker from
 	// before the node index gets its entry when an upgraded worker attaches
@@ -150,19 +152,22 @@ func (w *Worker) markAttached(ctx context.Context, r *run) {
 	if err := w.indexRun(ctx, w.node, r.id); err != nil {
 		r.log.Warn().Err(err).Msg("index run by node")
 	}
-	if r.rec.State != kv.RunStarting {
-		return
-	}
-	// Its first worker died before recording the start; the runner is up,
-	// so a redelivered job must not try to start it again.
 	if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
-		if rec.State != kv.RunStarting {
+		switch {
+		case rec.State.Terminal():
+			return kv.ErrUnchanged // a write would drop the record's retention TTL
+		case rec.Worker == w.id && rec.Node == w.node && rec.State != kv.RunStarting && !rec.Spawning:
 			return kv.ErrUnchanged
 		}
-		rec.State = kv.RunRunning
+		// A run still starting has a runner now: a redelivered job must
+		// not try to start it again.
+		if rec.State == kv.RunStarting {
+			rec.State = kv.RunRunning
+		}
+		rec.Worker, rec.Node, rec.Spawning = w.id, w.node, false
 		return nil
 	}); err != nil {
-		r.log.Warn().Err(err).Msg("mark run running")
+		r.log.Warn().Err(err).Msg("record this worker as the run's holder")
 	}
 }
 

@@ -1042,7 +1042,9 @@ func TestRunOfWorkerDeadBeforeSpawn(t *testing.T) {
 				if st := h.terminal(id); st.Status != protocol.StatusSucceeded || st.Node != "n1" {
 					t.Fatalf("terminal %+v, want succeeded on n1", st)
 				}
-				if rec := h.record(id); rec.Node != "n1" || !rec.Spawning {
+				// Respawned on n1 by w2, and the mark that guarded the
+				// start is gone with it.
+				if rec := h.record(id); rec.Node != "n1" || rec.Worker != "w2" || rec.Spawning {
 					t.Fatalf("record %+v", rec)
 				}
 				return
@@ -1539,5 +1541,34 @@ func TestRedeliveredJobWhileStartingStartsOnce(t *testing.T) {
 	}
 	if n := h.assertChainMatchesJournal(id, msgs); n < 30 {
 		t.Fatalf("the chain holds %d lines, want the agent's 30", n)
+	}
+}
+
+// TestRecordNamesItsHolder: the run record names the worker that holds the
+// run, after a hand-off too, and its spawning mark, which only guards the
+// start, is gone once the run runs and when it ends.
+func TestRecordNamesItsHolder(t *testing.T) {
+	h := newHarness(t)
+	_, stopSecond := h.addWorker("w2")
+	defer stopSecond()
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "400", "--rate", "100", "--seed", "7"}})
+	holder := h.waitStatus(id, protocol.StatusStarted).Worker
+	holds := func(worker string) func() bool {
+		return func() bool {
+			rec := h.record(id)
+			return rec.State == kv.RunRunning && rec.Worker == worker && !rec.Spawning
+		}
+	}
+	testenv.WaitFor(t, 10*time.Second, "the record to say running, held by "+holder+", not spawning", holds(holder))
+	h.waitLines(id, 40)
+	h.stopWorker(holder)
+	next := h.waitStatus(id, protocol.StatusAttached).Worker
+	testenv.WaitFor(t, 10*time.Second, "the record to name "+next+", which took the run over", holds(next))
+	if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("run ended %+v", st)
+	}
+	if rec := h.record(id); rec.State != kv.RunState(protocol.StatusSucceeded) || rec.Spawning || rec.Worker != next {
+		t.Fatalf("record of the finished run: %+v", rec)
 	}
 }
