@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -77,6 +78,9 @@ func (s *session) watchSince(ctx context.Context, runID string, submitted time.T
 	var seen atomic.Bool // a message arrived: the run is under way
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
+	errOut = &lockedWriter{w: errOut} // notices come from timers too
+	unheld := &unheldNotice{runID: runID, w: errOut}
+	defer unheld.stop()
 	// While the run has no record its job may be in the dead-letter stream,
 	// where the watch alone would wait for ever.
 	var rejected *client.RejectedError
@@ -95,8 +99,10 @@ func (s *session) watchSince(ctx context.Context, runID string, submitted time.T
 	}()
 	st, err := s.c.Watch(wctx, runID, func(ev client.Event) error {
 		seen.Store(true)
+		unheld.saw(ev)
 		return p.print(ev)
 	})
+	unheld.stop()
 	stop()
 	<-awaited
 	p.finish()
@@ -116,6 +122,67 @@ func (s *session) watchSince(ctx context.Context, runID string, submitted time.T
 		return exitCodeError(1)
 	}
 	return nil
+}
+
+// unheldAfter is how long after a hand-off a watch waits for the run's next
+// holder before it says that nobody holds it: a hand-off takes a worker of
+// the node milliseconds, unless none is left.
+const unheldAfter = 3 * time.Second
+
+// unheldNotice tells a person, when a hand-off is followed by silence, that
+// no worker holds the run, so that a watch does not just go quiet.
+type unheldNotice struct {
+	runID string
+	w     io.Writer
+	mu    sync.Mutex
+	timer *time.Timer
+	gen   int // a timer prints only if nothing disarmed it since it was armed
+}
+
+// saw arms the notice on a hand-off and disarms it on anything else.
+func (u *unheldNotice) saw(ev client.Event) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.disarm()
+	if ev.Kind != protocol.KindStatus || ev.Status.Status != protocol.StatusHandoff {
+		return
+	}
+	by, at, gen := ev.Status.Worker, ev.Status.Time.Local().Format(time.TimeOnly), u.gen
+	u.timer = time.AfterFunc(unheldAfter, func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if u.gen == gen {
+			fmt.Fprintf(u.w, "run %s: no worker holds it since %s handed it off at %s; its agent runs on, and it resumes when a worker of its node takes it\n", u.runID, by, at)
+		}
+	})
+}
+
+// stop disarms the notice; once it returns, the notice prints nothing.
+func (u *unheldNotice) stop() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.disarm()
+}
+
+func (u *unheldNotice) disarm() {
+	u.gen++
+	if u.timer != nil {
+		u.timer.Stop()
+		u.timer = nil
+	}
+}
+
+// lockedWriter serializes the writes of a watch's notices, which come from
+// timers and its record wait, with its own.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // explainEnded reports, on errOut, the outcome of a run that ended so long

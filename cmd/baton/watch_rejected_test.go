@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
 )
 
@@ -41,5 +43,42 @@ func TestWatchRejectedJob(t *testing.T) {
 	}
 	if strings.Contains(errOut, "no record yet") {
 		t.Errorf("a healthy run said it has no record: %q", errOut)
+	}
+}
+
+// TestWatchSaysWhenNobodyHoldsTheRun: after a hand-off that no worker takes
+// up within a few seconds, watch says that nobody holds the run, where it
+// went silent; a hand-off taken up at once says nothing more.
+func TestWatchSaysWhenNobodyHoldsTheRun(t *testing.T) {
+	e := newCLIEnv(t)
+	names := protocol.MustNames("")
+	status := func(run string, st protocol.StatusType, offset int) {
+		e.publish(names.IngestSubject(run, protocol.KindStatus), statusJSON(st, 0), map[string]string{protocol.HeaderOffset: fmt.Sprint(offset)})
+	}
+	for _, tc := range []struct {
+		run    string
+		gap    time.Duration // between the hand-off and the next holder
+		notice bool
+	}{
+		{"unheld", unheldAfter + 2*time.Second, true},
+		{"taken", 0, false},
+	} {
+		t.Run(tc.run, func(t *testing.T) {
+			status(tc.run, protocol.StatusStarted, 10)
+			status(tc.run, protocol.StatusHandoff, 20)
+			later := time.AfterFunc(tc.gap, func() {
+				status(tc.run, protocol.StatusAttached, 20)
+				status(tc.run, protocol.StatusSucceeded, 30)
+			})
+			defer later.Stop()
+			out, errOut, err := e.run("", "watch", tc.run)
+			if err != nil || !strings.Contains(out, "● succeeded") {
+				t.Fatalf("watch: %v\nstdout %q\nstderr %q", err, out, errOut)
+			}
+			said := strings.Contains(errOut, "run "+tc.run+": no worker holds it since w1 handed it off")
+			if said != tc.notice {
+				t.Errorf("%v between hand-off and attach: said nobody holds the run %v, want %v; stderr %q", tc.gap, said, tc.notice, errOut)
+			}
+		})
 	}
 }
