@@ -131,11 +131,11 @@ func newDLQDeleteCmd(g *globals) *cobra.Command {
 		Use:   "delete SEQ...",
 		Short: "Remove entries from the dead-letter stream",
 		Long: `delete removes DLQ entries by their sequence (the SEQ column of 'baton dlq').
-It administers the DLQ stream through the JetStream API, so it needs a
-NATS user that may (the worker's user in deploy/nats-auth.conf); the
-least-privilege client user may not, and its request goes unanswered.`,
+It administers the DLQ stream through the JetStream API, so it needs an
+administrator's NATS user: none of deploy/nats-auth.conf's users may (the
+client's request is refused and goes unanswered, which it says).`,
 		Example: `  baton dlq delete 42
-  baton --nats nats://worker:$BATON_WORKER_PASSWORD@nats:4222 dlq delete 42 43`,
+  baton --nats nats://admin:$NATS_ADMIN_PASSWORD@nats:4222 dlq delete 42 43`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seqs := make([]uint64, len(args))
