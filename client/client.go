@@ -79,12 +79,17 @@ func (c *Client) Names() protocol.Names { return c.names }
 // with that runId, it returns an error wrapping ErrDuplicate: the run was
 // submitted before, and no second run will start.
 func (c *Client) Submit(ctx context.Context, job protocol.Job) error {
+	return c.submit(ctx, job, job.RunID)
+}
+
+// submit is Submit with msgID as the job's Nats-Msg-Id.
+func (c *Client) submit(ctx context.Context, job protocol.Job, msgID string) error {
 	body, err := protocol.EncodeJob(job) // validates, so a bad job never leaves
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
 	ack, err := c.js.Publish(ctx, c.names.RunJobSubject(), body,
-		jetstream.WithMsgID(job.RunID),
+		jetstream.WithMsgID(msgID),
 		jetstream.WithExpectStream(c.names.JobsStream()))
 	if err != nil {
 		return fmt.Errorf("submit %s: %w", job.RunID, hintNoStream(err, c.names.JobsStream()))
@@ -214,14 +219,15 @@ func hintNoStream(err error, name string) error {
 
 // DLQEntry is one job rejected to the dead-letter stream.
 type DLQEntry struct {
-	Seq     uint64          // sequence in the DLQ stream
-	RunID   string          // the job's runId, "" when it has none that is valid
-	Time    time.Time       // when it was rejected
-	Reason  protocol.Reason // machine-readable reason code
-	Error   string          // explanation for a person
-	Subject string          // subject the job was published on
-	MsgID   string          // its Nats-Msg-Id, if it had one
-	Payload []byte          // the job as received, or its first bytes when Truncated
+	Seq         uint64          // sequence in the DLQ stream
+	RunID       string          // the job's runId, "" when it has none that is valid
+	Time        time.Time       // when it was rejected
+	Reason      protocol.Reason // machine-readable reason code
+	Error       string          // explanation for a person
+	Subject     string          // subject the job was published on
+	MsgID       string          // its Nats-Msg-Id, if it had one
+	ContentType string          // its Content-Type header ("" for JSON)
+	Payload     []byte          // the job as received, or its first bytes when Truncated
 	// Truncated is the job's size when it did not fit the server's max
 	// payload beside the DLQ's headers, and Payload holds its first bytes
 	// only; Digest is then the whole job's "sha256:<hex>". 0: whole.
@@ -311,10 +317,12 @@ func dlqEntry(s stored) DLQEntry {
 		MsgID:   h.Get(protocol.HeaderOrigMsgID),
 		Payload: s.data,
 		Digest:  h.Get(protocol.HeaderOrigDigest),
-		RunID:   h.Get(protocol.HeaderRunID),
+		// Set from the job's own header by the rejection (consumer.dlqMsg).
+		ContentType: h.Get(protocol.HeaderContentType),
+		RunID:       h.Get(protocol.HeaderRunID),
 	}
 	if e.RunID == "" { // an entry of a worker from before the header
-		e.RunID = protocol.PeekRunID(s.data, h.Get(protocol.HeaderContentType))
+		e.RunID = protocol.PeekRunID(s.data, e.ContentType)
 	}
 	if n, err := strconv.ParseInt(h.Get(protocol.HeaderTruncated), 10, 64); err == nil && n > 0 {
 		e.Truncated = n

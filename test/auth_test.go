@@ -143,6 +143,29 @@ func TestNATSPermissions(t *testing.T) {
 		b, _ := bounded.Command(ctx, bin, "dlq", "--nats", url("client")).CombinedOutput()
 		return strings.Contains(string(b), "auth-bad")
 	})
+	// dlq retry is a submission, which the client may make; dlq delete
+	// administers the DLQ stream, which it may not: refused, said, and
+	// the entry is still there.
+	var dead []struct {
+		Seq   uint64 `json:"seq"`
+		MsgID string `json:"msgId"`
+	}
+	if o := asClient(0, "dlq", "--json"); json.Unmarshal([]byte(o), &dead) != nil || len(dead) != 1 || dead[0].MsgID != "auth-bad" {
+		t.Fatalf("dlq --json as client:\n%s", o)
+	}
+	seq := fmt.Sprint(dead[0].Seq)
+	if o := asClient(0, "dlq", "retry", seq); !strings.Contains(o, "again as run auth-bad") {
+		t.Fatalf("dlq retry as client:\n%s", o)
+	}
+	del := bounded.Command(ctx, bin, "dlq", "delete", seq, "--nats", url("client"))
+	if b, _ := del.CombinedOutput(); del.ProcessState.ExitCode() != 1 ||
+		!strings.Contains(string(b), `Permissions Violation for Publish to "$JS.API.STREAM.INFO.`+names.DLQStream()+`"`) ||
+		!strings.Contains(string(b), "needs a NATS user that may administer stream "+names.DLQStream()) {
+		t.Fatalf("dlq delete as client: exit %d, want 1 with the refusal said\n%s", del.ProcessState.ExitCode(), b)
+	}
+	if o := asClient(0, "dlq", "--json"); !strings.Contains(o, `"seq": `+seq+",") {
+		t.Fatalf("dlq entry %s gone after a refused delete:\n%s", seq, o)
+	}
 	asClient(0, "submit", "--profile", "demo", "--run-id", "auth-long", "--arg=--lines", "--arg=100000", "--arg=--rate", "--arg=5")
 	testenv.WaitFor(t, 20*time.Second, "auth-long running", func() bool {
 		b, _ := bounded.Command(ctx, bin, "runs", "get", "auth-long", "--nats", url("client")).CombinedOutput()

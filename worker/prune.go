@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/batonhq/baton/internal/clock"
@@ -21,7 +22,9 @@ type Pruned struct {
 	RunID string
 	// Age is how long ago the run finished (its finished marker's time).
 	Age time.Duration
-	// Bytes is the size of the files the directory held.
+	// Bytes is the disk space the directory's files took: their allocated
+	// blocks, so a sparse workspace image counts what it used, not its
+	// apparent size.
 	Bytes int64
 }
 
@@ -141,13 +144,13 @@ func (w *Worker) pruneLoop(ctx context.Context) {
 	}
 }
 
-// treeSize adds up the sizes of the regular files under root.
+// treeSize adds up the blocks allocated to the regular files under root.
 func treeSize(root string) int64 {
 	var n int64
 	_ = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
+				n += fi.Sys().(*syscall.Stat_t).Blocks * 512
 			}
 		}
 		return nil

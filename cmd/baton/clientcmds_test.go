@@ -327,18 +327,19 @@ func TestClientCommandsHaveExamples(t *testing.T) {
 }
 
 // startWorker runs a real worker, which answers cancel requests, until the
-// test ends.
-func startWorker(t *testing.T, js jetstream.JetStream) {
+// test ends or stop.
+func startWorker(t *testing.T, js jetstream.JetStream) (stop func()) {
 	t.Helper()
-	startWorkerWith(t, js, config.Default(), worker.WithStateDir(t.TempDir()))
+	return startWorkerWith(t, js, config.Default(), worker.WithStateDir(t.TempDir()))
 }
 
-// startWorkerWith is startWorker with cfg and opts.
-func startWorkerWith(t *testing.T, js jetstream.JetStream, cfg *config.Config, opts ...worker.Option) {
+// startWorkerWith is startWorker with cfg and opts; stop ends the worker
+// before the test does.
+func startWorkerWith(t *testing.T, js jetstream.JetStream, cfg *config.Config, opts ...worker.Option) (stop func()) {
 	t.Helper()
 	w, err := worker.New(js.Conn(), cfg, append([]worker.Option{worker.WithNode("cw")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
+	return testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
 }

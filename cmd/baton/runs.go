@@ -9,14 +9,17 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
 )
 
 // session is a client command's connection: the baton client, and the raw
@@ -41,7 +44,11 @@ func openSession(ctx context.Context, g *globals) (*session, error) {
 
 func newRunsCmd(g *globals) *cobra.Command {
 	var asJSON bool
+	var filter runFilter
 	list := func(cmd *cobra.Command, _ []string) error {
+		if _, err := filter.apply(nil); err != nil { // a bad flag, said before connecting
+			return err
+		}
 		s, err := openSession(cmd.Context(), g)
 		if err != nil {
 			return err
@@ -53,6 +60,7 @@ func newRunsCmd(g *globals) *cobra.Command {
 		if err != nil && !errors.Is(err, kv.ErrDecode) {
 			return err
 		}
+		runs, _ = filter.apply(runs) // its flags were checked above
 		var werr error
 		if asJSON {
 			views := make([]client.RunView, len(runs))
@@ -70,22 +78,31 @@ func newRunsCmd(g *globals) *cobra.Command {
 		Short: "List runs and show their records",
 		Long: `runs reads the run records that workers keep in the runs bucket: state,
 node, worker, attempt, times, exit code and journal offset. With no
-subcommand it lists them, newest first.`,
+subcommand it lists them, newest first: --state, --profile and --label
+keep the runs that match every one given (--state takes several states,
+comma-separated or repeated), and --limit keeps the newest N of those.`,
 		Example: `  baton runs
-  baton runs list --json | jq -r '.[] | select(.state=="failed") | .runId'
+  baton runs list --state failed,timeout --profile claude --limit 10
+  baton runs list --label pr=1234 --json | jq -r '.[].runId'
   baton runs get run-5kq2m8x3c1v7b0n4d6fa`,
 		Args: cobra.NoArgs,
 		RunE: list,
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
-	cmd.AddCommand(&cobra.Command{
+	listCmd := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first",
 		Example: `  baton runs list
+  baton runs list --state running
   baton runs list --json`,
 		Args: cobra.NoArgs,
 		RunE: list,
-	}, &cobra.Command{
+	}
+	// The same filters on "runs" and "runs list", which list alike; not
+	// persistent, as "runs get" takes none.
+	filter.addFlags(cmd.Flags())
+	filter.addFlags(listCmd.Flags())
+	cmd.AddCommand(listCmd, &cobra.Command{
 		Use:   "get RUNID",
 		Short: "Show every field of one run's record",
 		Example: `  baton runs get run-5kq2m8x3c1v7b0n4d6fa
@@ -108,6 +125,68 @@ subcommand it lists them, newest first.`,
 		},
 	})
 	return cmd
+}
+
+// runFilter is the runs list flags that choose runs.
+type runFilter struct {
+	states  []string
+	profile string
+	labels  []string
+	limit   int
+}
+
+func (f *runFilter) addFlags(fl *pflag.FlagSet) {
+	fl.StringSliceVar(&f.states, "state", nil, "only runs in these states: "+strings.Join(runStates, ", ")+" (comma-separated or repeated)")
+	fl.StringVar(&f.profile, "profile", "", "only runs of this profile")
+	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE: only runs with this label (repeatable: all of them)")
+	fl.IntVar(&f.limit, "limit", 0, "show at most the newest N of the runs chosen (0: all)")
+}
+
+// runStates are the states a run record holds.
+var runStates = []string{
+	string(kv.RunStarting), string(kv.RunRunning), string(protocol.StatusSucceeded), string(protocol.StatusFailed),
+	string(protocol.StatusCancelled), string(protocol.StatusTimeout), string(protocol.StatusLost),
+}
+
+// apply returns the runs (newest first) that f keeps, in their order, or
+// what is wrong with f's flags.
+func (f runFilter) apply(runs []kv.RunRecord) ([]kv.RunRecord, error) {
+	for _, st := range f.states {
+		if !slices.Contains(runStates, st) {
+			return nil, fmt.Errorf("--state %q: not a run state (%s)", st, strings.Join(runStates, ", "))
+		}
+	}
+	labels, err := parseAssignments("--label", f.labels)
+	if err != nil {
+		return nil, err
+	}
+	if f.limit < 0 {
+		return nil, fmt.Errorf("--limit %d: want 0 (all) or more", f.limit)
+	}
+	var out []kv.RunRecord
+	for _, r := range runs {
+		if f.limit > 0 && len(out) == f.limit {
+			break
+		}
+		if len(f.states) > 0 && !slices.Contains(f.states, string(r.State)) || f.profile != "" && r.Profile != f.profile {
+			continue
+		}
+		if !hasLabels(r.Labels, labels) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// hasLabels reports whether have holds every label of want.
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 func printRunsTable(w io.Writer, runs []kv.RunRecord) error {

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/protocol"
@@ -29,6 +31,12 @@ type submitFlags struct {
 	labels  []string
 	timeout time.Duration
 	output  string
+	limits  []string
+	retries int
+	// outputs narrows the capture's files; diff, when set, keeps or drops
+	// the profile's diff.
+	outputs []string
+	diff    optBool
 	watch   bool
 	// interactive attaches instead of watching; streamJSON wraps its lines.
 	interactive, streamJSON bool
@@ -67,6 +75,10 @@ stdin closes the agent's stdin.`,
 
   # Seed the workspace with a repository (tarred and gzipped, uploaded once)
   baton submit --profile claude --workspace ./repo --input 'fix the failing test' --watch
+
+  # Lower limits, two retries if its node is lost, capture out/ only and no diff
+  baton submit --profile claude --input 'write the report' --limit disk=2GiB \
+      --limit outputs=10MiB --retries 2 --outputs 'out/**' --diff=false
 
   # A conversation: type follow-ups, Ctrl-D ends it
   baton submit --profile claude-chat --interactive --stream-json --input 'fix the flaky test'
@@ -124,14 +136,25 @@ stdin closes the agent's stdin.`,
 			return s.watchSince(cmd.Context(), job.RunID, submitted, f.json, out, errOut)
 		},
 	}
-	fl := cmd.Flags()
+	f.addFlags(cmd.Flags())
+	_ = cmd.MarkFlagRequired("profile") // cannot fail: the flag is defined above
+	return cmd
+}
+
+// addFlags defines submit's flags on fl.
+func (f *submitFlags) addFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.profile, "profile", "", "profile of the worker's configuration to run (required)")
 	fl.StringVar(&f.input, "input", "", "text written to the agent's stdin; - reads it from this command's stdin")
 	fl.StringVar(&f.runID, "run-id", "", "run id, [A-Za-z0-9_-]{1,128} (default: a random run-…)")
 	fl.StringArrayVar(&f.args, "arg", nil, "argument appended to the profile's command, if it allows (repeatable)")
 	fl.StringArrayVar(&f.env, "env", nil, "KEY=VALUE environment variable the profile allows (repeatable)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "limit on the run's duration, e.g. 10m (only shortens the profile's)")
-	fl.StringVar(&f.output, "output-limit", "", "cap on what the agent prints on stdout, e.g. 1MiB (only lowers the profile's)")
+	fl.StringVar(&f.output, "output-limit", "", "cap on what the agent prints on stdout, e.g. 1MiB (only lowers the profile's); the same as --limit output=SIZE")
+	fl.StringArrayVar(&f.limits, "limit", nil, "KIND=SIZE: lower a limit of the profile for this run: output (stdout), disk (workspace), outputs (what the capture stores), e.g. disk=2GiB (repeatable)")
+	fl.IntVar(&f.retries, "retries", 0, fmt.Sprintf("start the run again, as <run-id>-a2, -a3…, up to this many times if it is lost with its node (0 to %d)", protocol.MaxRetries))
+	fl.StringArrayVar(&f.outputs, "outputs", nil, "PATTERN: capture only the profile's output files that also match it, e.g. 'out/**' (repeatable)")
+	fl.Var(&f.diff, "diff", "keep (--diff) or drop (--diff=false) the profile's captured diff; refused when the profile captures none")
+	fl.Lookup("diff").NoOptDefVal = "true"
 	fl.StringArrayVar(&f.files, "file", nil, "PATH=LOCALFILE: seed the workspace's PATH with a local text file (repeatable)")
 	fl.StringVar(&f.workspace, "workspace", "", "DIR or FILE.tar[.gz]: upload it to the workspaces stream (named by its SHA-256, so once) and seed the workspace with it")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label copied to the run record (repeatable)")
@@ -139,8 +162,6 @@ stdin closes the agent's stdin.`,
 	fl.BoolVar(&f.interactive, "interactive", false, "then attach: follow the run and send each line of stdin as input, like 'baton attach' (profile stdin: stream)")
 	fl.BoolVar(&f.streamJSON, "stream-json", false, "wrap --input (and, with --interactive, each line) as a Claude Code stream-json user message")
 	fl.BoolVar(&f.json, "json", false, `print {"runId":…,"duplicate":…}; with --watch, payloads as 'watch --json'`)
-	_ = cmd.MarkFlagRequired("profile") // cannot fail: the flag is defined above
-	return cmd
 }
 
 // job builds the Job the flags describe; stdin serves --input -, readFile
@@ -161,10 +182,27 @@ func (f *submitFlags) job(stdin io.Reader, readFile func(string) ([]byte, error)
 		job.Input = string(client.StreamJSONUserMessage(strings.TrimSuffix(job.Input, "\n"))) + "\n"
 	}
 	job.Timeout = protocol.Duration(f.timeout)
-	if f.output != "" {
-		job.Limits = map[string]string{protocol.JobLimitOutput: f.output}
-	}
+	job.Retries = f.retries
 	var err error
+	if job.Limits, err = parseAssignments("--limit", f.limits); err != nil {
+		return protocol.Job{}, err
+	}
+	if f.output != "" {
+		if _, dup := job.Limits[protocol.JobLimitOutput]; dup {
+			return protocol.Job{}, fmt.Errorf("--output-limit and --limit %s= both given: give one", protocol.JobLimitOutput)
+		}
+		if job.Limits == nil {
+			job.Limits = map[string]string{}
+		}
+		job.Limits[protocol.JobLimitOutput] = f.output
+	}
+	if f.outputs != nil || f.diff.set {
+		job.Outputs = &protocol.JobOutputs{Files: f.outputs}
+		if f.diff.set {
+			diff := f.diff.v
+			job.Outputs.Diff = &diff
+		}
+	}
 	if job.Env, err = parseAssignments("--env", f.env); err != nil {
 		return protocol.Job{}, err
 	}
@@ -181,6 +219,27 @@ func (f *submitFlags) job(stdin io.Reader, readFile func(string) ([]byte, error)
 	}
 	return job, nil
 }
+
+// optBool is a bool flag that tells "not given" from false.
+type optBool struct{ set, v bool }
+
+func (b *optBool) String() string {
+	if !b.set {
+		return ""
+	}
+	return strconv.FormatBool(b.v)
+}
+
+func (b *optBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	b.set, b.v = true, v
+	return nil
+}
+
+func (*optBool) Type() string { return "bool" }
 
 // newRunID returns "run-" and 20 random base32 characters (100 bits).
 func newRunID() string {

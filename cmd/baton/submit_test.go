@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -109,6 +111,58 @@ func TestSubmitFlagsJob(t *testing.T) {
 	} {
 		if _, err := tc.f.job(strings.NewReader(""), readFile); !errors.Is(err, tc.want) {
 			t.Errorf("job(%+v): got %v, want %v", tc.f, err, tc.want)
+		}
+	}
+}
+
+// TestSubmitFlagsJobJSON checks the job, as it goes on the wire, that each
+// set of flags makes.
+func TestSubmitFlagsJobJSON(t *testing.T) {
+	readFile := func(name string) ([]byte, error) { return []byte("text of " + name), nil }
+	for _, tc := range []struct {
+		args    []string
+		want    string // the job's JSON after {"runId":"r","profile":"p"
+		wantErr string
+	}{
+		{nil, `}`, ""},
+		{[]string{"--input", "hi", "--arg", "-v", "--arg", "a b", "--env", "K=v", "--label", "pr=1", "--file", "s.txt=/l"},
+			`,"input":"hi","args":["-v","a b"],"env":{"K":"v"},"files":{"s.txt":"text of /l"},"labels":{"pr":"1"}}`, ""},
+		{[]string{"--timeout", "90s", "--retries", "3"}, `,"timeout":"1m30s","retries":3}`, ""},
+		{[]string{"--limit", "disk=2GiB", "--limit", "outputs=10MiB", "--output-limit", "1MiB"},
+			`,"limits":{"disk":"2GiB","output":"1MiB","outputs":"10MiB"}}`, ""},
+		{[]string{"--limit", "output=1KiB"}, `,"limits":{"output":"1KiB"}}`, ""},
+		{[]string{"--outputs", "out/**", "--outputs", "*.md"}, `,"outputs":{"files":["out/**","*.md"]}}`, ""},
+		{[]string{"--diff=false"}, `,"outputs":{"diff":false}}`, ""},
+		{[]string{"--diff", "--outputs", "a"}, `,"outputs":{"diff":true,"files":["a"]}}`, ""},
+		{[]string{"--retries", "11"}, "", "between 0 and 10"},
+		{[]string{"--retries", "-1"}, "", "between 0 and 10"},
+		{[]string{"--limit", "cpu=2"}, "", "not a limit a job may set"},
+		{[]string{"--limit", "disk=lots"}, "", "is not a size"},
+		{[]string{"--limit", "disk"}, "", "want KEY=VALUE"},
+		{[]string{"--limit", "output=1KiB", "--output-limit", "1MiB"}, "", "give one"},
+		{[]string{"--outputs", ""}, "", "outputs.files[0]"},
+		{[]string{"--diff=maybe"}, "", "want true or false"},
+	} {
+		var f submitFlags
+		fs := pflag.NewFlagSet("submit", pflag.ContinueOnError)
+		f.addFlags(fs)
+		err := fs.Parse(append([]string{"--run-id", "r", "--profile", "p"}, tc.args...))
+		var job protocol.Job
+		if err == nil {
+			job, err = f.job(strings.NewReader(""), readFile)
+		}
+		var got []byte
+		if err == nil {
+			got, err = protocol.EncodeJob(job)
+		}
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q: got %v, want an error with %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if want := `{"runId":"r","profile":"p"` + tc.want; err != nil || string(got) != want {
+			t.Errorf("%q:\n got %s, %v\nwant %s", tc.args, got, err, want)
 		}
 	}
 }
