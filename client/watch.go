@@ -30,6 +30,12 @@ type Event struct {
 	Seq uint64
 	// Status is the decoded status when Kind is status.
 	Status *protocol.Status
+	// On an input (Kind input): EOF is set on the input after which the
+	// agent's stdin was closed (its Data may be empty), Interrupt on an
+	// interrupt, and InputSeq is the input's sequence in the run's input
+	// stream (0 if the message has none).
+	EOF, Interrupt bool
+	InputSeq       uint64
 }
 
 // WatchOption configures Watch.
@@ -328,6 +334,11 @@ func newEvent(p part, data []byte) (Event, bool, error) {
 			return Event{}, false, fmt.Errorf("status message at seq %d is not a status: %w", p.seq, err)
 		}
 		ev.Status = &st
+	}
+	if ev.Kind == protocol.KindInput {
+		ev.EOF = p.header.Get(protocol.HeaderInputEOF) == "true"
+		ev.Interrupt = p.header.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt
+		ev.InputSeq, _ = strconv.ParseUint(p.header.Get(protocol.HeaderInputSeq), 10, 64)
 	}
 	return ev, true, nil
 }

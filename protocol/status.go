@@ -45,7 +45,10 @@ type Status struct {
 	Signal     string     `json:"signal,omitempty"`
 	StderrTail string     `json:"stderrTail,omitempty"`
 	Reason     string     `json:"reason,omitempty"`
-	Time       time.Time  `json:"time"`
+	// RetriedAs, on a "lost" status, is the runId of the run's next
+	// attempt, submitted before the status (see Job.Retries).
+	RetriedAs string    `json:"retriedAs,omitempty"`
+	Time      time.Time `json:"time"`
 	// Outputs, on a terminal status, list what the run's capture stored,
 	// all of it stored before the status is published.
 	Outputs []Output `json:"outputs,omitempty"`

@@ -242,14 +242,16 @@ func (w *Worker) markLost(ctx context.Context, runID string, rec kv.RunRecord) {
 	// The retry is submitted before the terminal status: if this worker
 	// dies in between, the next reaper submits it again under the same
 	// Msg-Id, so a retry is never lost nor doubled.
-	if retryID, err := w.retry(ctx, rec); err != nil {
+	retryID, err := w.retry(ctx, rec)
+	if err != nil {
 		log.Error().Err(err).Msg("submit retry of lost run")
 		l.Stop()
 		return
-	} else if retryID != "" {
+	}
+	if retryID != "" {
 		reason += "; retried as run " + retryID
 	}
-	w.finish(ctx, r, protocol.Status{Status: protocol.StatusLost, Reason: reason})
+	w.finish(ctx, r, protocol.Status{Status: protocol.StatusLost, Reason: reason, RetriedAs: retryID})
 }
 
 // retry submits the next attempt of a lost run when its job allows one,

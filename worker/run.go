@@ -370,7 +370,7 @@ func (w *Worker) requestAttach(ctx context.Context, runID, reason, msgID string)
 // finish publishes the terminal status, records it and deletes the lease.
 func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 	full := w.status(r, st.Status)
-	full.ExitCode, full.Signal, full.Reason = st.ExitCode, st.Signal, st.Reason
+	full.ExitCode, full.Signal, full.Reason, full.RetriedAs = st.ExitCode, st.Signal, st.Reason, st.RetriedAs
 	full.StderrTail = journal.StderrTail(r.dir, 2048)
 	// I9: the outputs are stored before the status that lists them.
 	if full.Status != protocol.StatusLost && !w.captureOutputs(ctx, r, &full) {

@@ -860,8 +860,8 @@ func TestLostNode(t *testing.T) {
 	}
 	// The job allowed one retry: it runs again as a new run on a live node.
 	retry := id + "-a2"
-	if !strings.Contains(last.Reason, "retried as run "+retry) {
-		t.Fatalf("lost status does not name the retry: %q", last.Reason)
+	if !strings.Contains(last.Reason, "retried as run "+retry) || last.RetriedAs != retry {
+		t.Fatalf("lost status does not name the retry: reason %q, retriedAs %q", last.Reason, last.RetriedAs)
 	}
 	h.waitStatus(retry, protocol.StatusStarted)
 	_ = sandbox.Cancel(journal.Dir(filepath.Join(h.stateDir, "runs", retry)))

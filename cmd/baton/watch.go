@@ -69,16 +69,43 @@ func (s *session) watch(ctx context.Context, runID string, asJSON bool, out, err
 const noRecordNotice = 3 * time.Second
 
 // watchSince is watch for a job submitted at submitted (zero: unknown): a
-// rejection of its runId stored before then is an older job's.
+// rejection of its runId stored before then is an older job's. A run lost
+// with its node and retried is followed on to its retry, whose outcome is
+// the watch's.
 func (s *session) watchSince(ctx context.Context, runID string, submitted time.Time, asJSON bool, out, errOut io.Writer) error {
-	if done, err := s.explainEnded(ctx, runID, errOut); done {
-		return err
-	}
+	errOut = &lockedWriter{w: errOut} // notices come from timers too
 	p := &eventPrinter{w: out, json: asJSON, color: useColor(out)}
+	for {
+		st, err := s.watchRun(ctx, runID, submitted, p, errOut)
+		switch {
+		case err != nil:
+			return err
+		case st.Status == protocol.StatusLost && protocol.ValidRunID(st.RetriedAs):
+			if !asJSON {
+				p.line(p.paint(styleCyan, "↻ following its retry, run "+st.RetriedAs))
+			}
+			runID, submitted = st.RetriedAs, time.Time{}
+		case st.Status != protocol.StatusSucceeded:
+			return exitCodeError(1)
+		default:
+			return nil
+		}
+	}
+}
+
+// watchRun prints runID's chain with p until its terminal status, which it
+// returns. Its error is the exit status of a watch that ends otherwise,
+// having said why on errOut.
+func (s *session) watchRun(ctx context.Context, runID string, submitted time.Time, p *eventPrinter, errOut io.Writer) (protocol.Status, error) {
+	if done, err := s.explainEnded(ctx, runID, errOut); done {
+		if err == nil {
+			return protocol.Status{Status: protocol.StatusSucceeded}, nil
+		}
+		return protocol.Status{}, err
+	}
 	var seen atomic.Bool // a message arrived: the run is under way
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	errOut = &lockedWriter{w: errOut} // notices come from timers too
 	unheld := &unheldNotice{runID: runID, w: errOut}
 	defer unheld.stop()
 	// While the run has no record its job may be in the dead-letter stream,
@@ -111,17 +138,15 @@ func (s *session) watchSince(ctx context.Context, runID string, submitted time.T
 		e := rejected.Entry
 		fmt.Fprintf(errOut, "run %s was rejected (%s) at %s: %s\n", runID, e.Reason, e.Time.Local().Format(time.DateTime), sanitize([]byte(e.Error), false))
 		fmt.Fprintf(errOut, "  'baton dlq' lists it; submit it again fixed, or under a new runId\n")
-		return exitCodeError(1)
+		return protocol.Status{}, exitCodeError(1)
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintf(errOut, "baton: watch %s: interrupted\n", runID)
-		return exitCodeError(2)
+		return protocol.Status{}, exitCodeError(2)
 	case err != nil:
 		fmt.Fprintf(errOut, "baton: %v\n", err)
-		return exitCodeError(2)
-	case st.Status != protocol.StatusSucceeded:
-		return exitCodeError(1)
+		return protocol.Status{}, exitCodeError(2)
 	}
-	return nil
+	return st, nil
 }
 
 // unheldAfter is how long after a hand-off a watch waits for the run's next

@@ -82,3 +82,29 @@ func TestWatchSaysWhenNobodyHoldsTheRun(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchFollowsTheRetry: a run lost with its node and retried is
+// followed on to its retry, and the watch's exit status is the retry's.
+func TestWatchFollowsTheRetry(t *testing.T) {
+	e := newCLIEnv(t)
+	lost := protocol.Status{Status: protocol.StatusLost, RunID: "first", Worker: "w1", Node: "n1", Epoch: 4,
+		Reason: "node n1 sent no heartbeat for more than 30s; retried as run first-a2", RetriedAs: "first-a2"}
+	e.chain("first",
+		[3]string{"status", statusJSON(protocol.StatusStarted, 0), ""},
+		[3]string{"status", string(lost.Marshal()), ""})
+	e.chain("first-a2",
+		[3]string{"status", statusJSON(protocol.StatusStarted, 0), ""},
+		[3]string{"events", `{"type":"assistant","message":{"content":[{"type":"text","text":"second try"}]}}`, ""},
+		[3]string{"status", statusJSON(protocol.StatusSucceeded, 0), ""})
+	out, errOut, err := e.run("", "watch", "first")
+	if err != nil || !strings.Contains(out, "● lost") || !strings.Contains(out, "↻ following its retry, run first-a2\n● started") ||
+		!strings.Contains(out, "second try\n● succeeded") {
+		t.Fatalf("watch of a retried run: %v\nstdout %q\nstderr %q", err, out, errOut)
+	}
+	// Without a retry, a lost run is the watch's end.
+	lost.RetriedAs, lost.RunID = "", "alone"
+	e.chain("alone", [3]string{"status", string(lost.Marshal()), ""})
+	if _, _, err := e.run("", "watch", "alone"); exitCode(err) != 1 {
+		t.Fatalf("watch of a lost run: exit %d (%v), want 1", exitCode(err), err)
+	}
+}
