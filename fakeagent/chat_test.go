@@ -5,31 +5,12 @@ import (
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton/fakeagent"
 	"github.com/batonhq/baton/internal/testenv"
 )
-
-// lockedBuffer is a bytes.Buffer read while Chat writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestChat(t *testing.T) {
 	for _, tc := range []struct {
@@ -73,7 +54,7 @@ func TestChatInterruptedBySignal(t *testing.T) {
 	defer cancel()
 	pr, pw := io.Pipe()
 	interrupts := make(chan struct{}, 1)
-	var out lockedBuffer
+	var out testenv.Buffer
 	done := make(chan error, 1)
 	go func() { done <- fakeagent.Chat(ctx, pr, &out, interrupts) }()
 	io.WriteString(pw, "slow\n")

@@ -48,8 +48,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startProc := func(name string) (*testenv.Proc, *syncBuffer) {
-		logs := &syncBuffer{}
+	startProc := func(name string) (*testenv.Proc, *testenv.Buffer) {
+		logs := &testenv.Buffer{}
 		cmd := exec.Command(bin, "worker", "--nats", s.ClientURL(), "--state-dir", dir, "--node", "console", "--config", cfg, "--log-format", "json", "--grace", "20s")
 		cmd.Stdout, cmd.Stderr = logs, logs
 		p := testenv.Start(t, cmd)

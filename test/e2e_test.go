@@ -24,7 +24,7 @@ import (
 
 // startWorker runs `baton worker` as its own process, stops it with
 // SIGINT when the test ends, and returns its log.
-func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) *syncBuffer {
+func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) *testenv.Buffer {
 	t.Helper()
 	logs, _ := startWorkerProc(t, bin, url, stateDir, node, args...)
 	return logs
@@ -32,9 +32,9 @@ func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) 
 
 // startWorkerProc is startWorker, also giving the process (to stop or
 // signal it).
-func startWorkerProc(t *testing.T, bin, url, stateDir, node string, args ...string) (*syncBuffer, *testenv.Proc) {
+func startWorkerProc(t *testing.T, bin, url, stateDir, node string, args ...string) (*testenv.Buffer, *testenv.Proc) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	cmd := exec.Command(bin, append([]string{"worker", "--nats", url, "--state-dir", stateDir, "--node", node, "--log-format", "json"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	p := testenv.Start(t, cmd)

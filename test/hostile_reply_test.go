@@ -184,7 +184,7 @@ type hostile struct {
 	names    protocol.Names
 	node     string
 	workerID string
-	logs     *syncBuffer
+	logs     *testenv.Buffer
 	metrics  string
 	admin    jetstream.JetStream // with the worker's rights, to look
 	observer *nats.Conn          // subscribed to everything

@@ -61,7 +61,7 @@ func TestReadmeProtocolWithNatsCLI(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var out syncBuffer
+	var out testenv.Buffer
 	sub := bounded.Command(ctx, nats, "--server", s.ClientURL(), "sub", "--raw", "baton.runs.run-42.>")
 	sub.Stdout, sub.Stderr = &out, os.Stderr
 	if err := sub.Start(); err != nil {
@@ -138,20 +138,3 @@ func asStatus(line, runID string) (protocol.Status, bool) {
 	return st, err == nil && st.RunID == runID && st.Status != ""
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer process and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}

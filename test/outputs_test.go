@@ -43,7 +43,7 @@ profiles:
 		t.Fatal(err)
 	}
 	start := func(id string) *testenv.Proc {
-		logs := &syncBuffer{}
+		logs := &testenv.Buffer{}
 		cmd := exec.Command(bin, "worker", "--nats", s.ClientURL(), "--state-dir", dir, "--node", "k1",
 			"--config", cfg, "--log-format", "json")
 		cmd.Stdout, cmd.Stderr = logs, logs

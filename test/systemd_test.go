@@ -41,7 +41,7 @@ const systemctlWait = time.Minute
 type systemd struct {
 	t    *testing.T
 	pid  int // systemd, as the host sees it
-	logs *syncBuffer
+	logs *testenv.Buffer
 }
 
 // bootSystemd starts systemd with the given units installed in its
@@ -73,7 +73,7 @@ for f in /lib/systemd/system/* /etc/systemd/system/* /usr/lib/systemd/system/*; 
 	[ -e "/run/systemd/system/$n" ] || ln -sf /dev/null "/run/systemd/system/$n"
 done
 exec env container=baton-test ` + systemdBin + ` --system --unit=baton-test.target --log-target=console --show-status=no`
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts", "--ipc", "--mount-proc", "--propagation", "private",
 		"sh", "-c", script, "sh", unitDir)
 	cmd.Stdout, cmd.Stderr = logs, logs

@@ -42,7 +42,7 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 	// A nats-server process, reloaded by SIGHUP: an embedded server's
 	// reload races with its own accept loop under the race detector.
 	srv := exec.Command(natsServerBinary(t), "-c", conf)
-	srvLog := &syncBuffer{}
+	srvLog := &testenv.Buffer{}
 	srv.Stdout, srv.Stderr = srvLog, srvLog
 	sp := testenv.Start(t, srv)
 	t.Cleanup(func() {
@@ -67,7 +67,7 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 		return fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", user, password, port)
 	}
 
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	cmd := exec.Command(bin, "worker", "--nats", url("worker", "first"), "--state-dir", stateDir, "--node", "n1",
 		"--log-format", "json", "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logs, logs

@@ -2,13 +2,11 @@ package worker_test
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -183,7 +181,7 @@ func smallStateDir(t *testing.T, size int64) string {
 
 // onSmallDisk moves h's worker onto a small state filesystem, with the
 // test's logger and metrics.
-func (h *harness) onSmallDisk(size int64, log *syncBuffer, reg *prometheus.Registry) {
+func (h *harness) onSmallDisk(size int64, log *testenv.Buffer, reg *prometheus.Registry) {
 	h.t.Helper()
 	h.stops[h.w.ID()]()
 	h.stateDir = smallStateDir(h.t, size)
@@ -193,23 +191,6 @@ func (h *harness) onSmallDisk(size int64, log *syncBuffer, reg *prometheus.Regis
 			h.t.Logf("worker log:\n%s", log.String())
 		}
 	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
@@ -256,7 +237,7 @@ func TestRunsWithinLimitsDoNotFillTheNode(t *testing.T) {
 		c.Profiles["tenant"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: config.AnyArgs, Timeout: time.Minute,
 			Limits: config.Limits{Disk: 16 << 20, Output: 1 << 20}}
 	}))
-	var log syncBuffer
+	var log testenv.Buffer
 	h.onSmallDisk(256<<20, &log, prometheus.NewRegistry())
 	var hogs []string
 	for range 5 {
@@ -298,7 +279,7 @@ func TestDiskBudgetHoldsRunBack(t *testing.T) {
 		c.Profiles["big"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs, Timeout: time.Minute,
 			Limits: config.Limits{Disk: 1 << 30, Output: 1 << 20}}
 	}))
-	var log syncBuffer
+	var log testenv.Buffer
 	reg := prometheus.NewRegistry()
 	h.onSmallDisk(256<<20, &log, reg)
 	// A disk limit that fits once beside the reserve, never twice.

@@ -54,12 +54,15 @@ const attachWaitRecord = 30 * time.Second
 func (s *session) attach(ctx context.Context, runID string, in io.Reader, streamJSON, asJSON bool, out, errOut io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	pending := &prompts{}
 	go func() {
 		sc := bufio.NewScanner(in)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			data := sc.Bytes()
-			if streamJSON {
+			if reply := pending.reply(sc.Text()); reply != nil {
+				data = reply // y or n to the permission prompt shown
+			} else if streamJSON {
 				data = client.StreamJSONUserMessage(sc.Text())
 			}
 			if err := s.sendWhenKnown(ctx, runID, data); err != nil {
@@ -72,7 +75,8 @@ func (s *session) attach(ctx context.Context, runID string, in io.Reader, stream
 			}
 		}
 	}()
-	return s.watch(ctx, runID, asJSON, out, errOut)
+	p := &eventPrinter{w: out, json: asJSON, color: useColor(out), prompts: pending}
+	return s.follow(ctx, runID, time.Time{}, p, errOut)
 }
 
 // sendWhenKnown sends data, waiting up to attachWaitRecord for a run just

@@ -73,15 +73,19 @@ const noRecordNotice = 3 * time.Second
 // with its node and retried is followed on to its retry, whose outcome is
 // the watch's.
 func (s *session) watchSince(ctx context.Context, runID string, submitted time.Time, asJSON bool, out, errOut io.Writer) error {
+	return s.follow(ctx, runID, submitted, &eventPrinter{w: out, json: asJSON, color: useColor(out)}, errOut)
+}
+
+// follow is watchSince printing with p.
+func (s *session) follow(ctx context.Context, runID string, submitted time.Time, p *eventPrinter, errOut io.Writer) error {
 	errOut = &lockedWriter{w: errOut} // notices come from timers too
-	p := &eventPrinter{w: out, json: asJSON, color: useColor(out)}
 	for {
 		st, err := s.watchRun(ctx, runID, submitted, p, errOut)
 		switch {
 		case err != nil:
 			return err
 		case st.Status == protocol.StatusLost && protocol.ValidRunID(st.RetriedAs):
-			if !asJSON {
+			if !p.json {
 				p.line(p.paint(styleCyan, "↻ following its retry, run "+st.RetriedAs))
 			}
 			runID, submitted = st.RetriedAs, time.Time{}
@@ -268,7 +272,10 @@ type eventPrinter struct {
 	color    bool
 	midLine  bool // streamed text left the cursor mid-line
 	streamed bool // text deltas of the current message were printed
-	err      error
+	// prompts, when attach answers them, holds the permission prompts
+	// waiting for an answer.
+	prompts *prompts
+	err     error
 }
 
 // print renders one event; it fails only when the output cannot be written.
@@ -288,7 +295,7 @@ func (p *eventPrinter) print(ev client.Event) error {
 	case protocol.KindRaw:
 		p.line(p.paint(styleDim, "raw│ ") + sanitize(trimEOL(ev.Data), false))
 	case protocol.KindInput:
-		p.input(ev.Data)
+		p.input(ev)
 	default:
 		p.line(p.paint(styleDim, string(ev.Kind)+"│ ") + sanitize(trimEOL(ev.Data), false))
 	}
@@ -374,8 +381,40 @@ func (p *eventPrinter) status(st protocol.Status) {
 // input shows a user message sent to the agent (stream-json, or a plain
 // text line) as the user's turn; other input, such as a control_response,
 // as it was written.
-func (p *eventPrinter) input(data []byte) {
-	line := trimEOL(data)
+func (p *eventPrinter) input(ev client.Event) {
+	line := trimEOL(ev.Data)
+	switch {
+	case ev.Interrupt:
+		p.line(p.paint(styleBold+styleYellow, "you › interrupt"))
+		return
+	case len(line) == 0 && ev.EOF:
+		p.line(p.paint(styleDim, "you › end of input (the agent's stdin is closed)"))
+		return
+	}
+	if id, allow, why, ok := answered(line); ok {
+		if p.prompts != nil {
+			p.prompts.resolve(id)
+		}
+		word := "deny"
+		if allow {
+			word = "allow"
+		}
+		s := "you › " + word + " " + idText(id)
+		if !allow && why != "" {
+			s += ": " + sanitize([]byte(why), false)
+		}
+		p.line(p.paint(styleBold, s))
+	} else {
+		p.userLine(line)
+	}
+	if ev.EOF {
+		p.line(p.paint(styleDim, "you › end of input (the agent's stdin is closed)"))
+	}
+}
+
+// userLine shows an input line: a user message as the user's turn, other
+// lines as written.
+func (p *eventPrinter) userLine(line []byte) {
 	var m struct {
 		Type    string `json:"type"`
 		Message *struct {
@@ -443,6 +482,10 @@ func (p *eventPrinter) agentLine(data []byte) {
 		p.line(p.paint(styleDim, "raw│ ") + sanitize(line, false))
 		return
 	}
+	if a, ok := parseApproval(line); ok {
+		p.approval(a)
+		return
+	}
 	var m agentMsg
 	_ = json.Unmarshal(line, &m) // a line of another shape leaves m empty: shown as JSON below
 	switch {
@@ -476,6 +519,21 @@ func (p *eventPrinter) agentLine(data []byte) {
 		}
 	}
 	p.line(compactJSON(line))
+}
+
+// approval shows a permission prompt as one line: the tool, what it asks
+// to do, and how to answer.
+func (p *eventPrinter) approval(a approval) {
+	what := toolSummary(a.input)
+	if a.codex {
+		what = cut(sanitize([]byte(a.what), false), 200)
+	}
+	how := "  [request " + idText(a.id) + "]"
+	if p.prompts != nil {
+		p.prompts.add(a)
+		how = "  (y: allow, n [why]: deny)"
+	}
+	p.line(p.paint(styleBold+styleYellow, "? "+sanitize([]byte(a.tool), false)+" asks: ") + what + p.paint(styleDim, how))
 }
 
 func parseBlocks(raw json.RawMessage) ([]contentBlock, bool) {
