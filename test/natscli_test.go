@@ -137,4 +137,3 @@ func asStatus(line, runID string) (protocol.Status, bool) {
 	st, err := protocol.ParseStatus([]byte(line))
 	return st, err == nil && st.RunID == runID && st.Status != ""
 }
-
