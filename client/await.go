@@ -54,9 +54,16 @@ func OnWaiting(d time.Duration, fn func()) AwaitOption {
 // awaitEvery is how often AwaitRecord looks again.
 const awaitEvery = 250 * time.Millisecond
 
+// rejectionGrace is how long a rejection waits for a record before it is
+// told: a later job of the run (a retry of the dead-letter entry, or the
+// job fixed and submitted again) gets one within milliseconds of a worker
+// taking it, and then that run is the one to follow.
+const rejectionGrace = 1500 * time.Millisecond
+
 // AwaitRecord returns runID's record as soon as it has one. While it has
 // none it also reads the dead-letter stream, each entry once, and returns
-// a *RejectedError (wrapping ErrRejected) when that holds the run's job.
+// a *RejectedError (wrapping ErrRejected) when that holds the run's job and
+// no record follows within a second and a half (a retry's).
 // It waits until ctx is done; any other error reading is returned.
 func (c *Client) AwaitRecord(ctx context.Context, runID string, opts ...AwaitOption) (kv.RunRecord, error) {
 	var o awaitOptions
@@ -82,16 +89,30 @@ func (c *Client) AwaitRecord(ctx context.Context, runID string, opts ...AwaitOpt
 			return kv.RunRecord{}, fmt.Errorf("read dead-letter stream %s: %w", c.names.DLQStream(), err)
 		}
 		if found != nil {
-			// A worker may have taken a later job of the run between the
-			// two reads: the record wins.
-			if rec, err := c.Run(ctx, runID); !errors.Is(err, ErrNotFound) {
-				return rec, err
-			}
-			return kv.RunRecord{}, &RejectedError{RunID: runID, Entry: *found}
+			return c.rejectedUnlessRecord(ctx, runID, *found)
 		}
 		if o.waiting != nil && time.Since(start) >= o.after {
 			o.waiting()
 			o.waiting = nil
+		}
+		select {
+		case <-ctx.Done():
+			return kv.RunRecord{}, fmt.Errorf("run %s: no record: %w", runID, ctx.Err())
+		case <-time.After(awaitEvery):
+		}
+	}
+}
+
+// rejectedUnlessRecord returns runID's record if it gets one within
+// rejectionGrace, else the rejection e.
+func (c *Client) rejectedUnlessRecord(ctx context.Context, runID string, e DLQEntry) (kv.RunRecord, error) {
+	until := time.Now().Add(rejectionGrace)
+	for {
+		if rec, err := c.Run(ctx, runID); !errors.Is(err, ErrNotFound) {
+			return rec, err
+		}
+		if time.Now().After(until) {
+			return kv.RunRecord{}, &RejectedError{RunID: runID, Entry: e}
 		}
 		select {
 		case <-ctx.Done():

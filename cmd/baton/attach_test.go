@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -33,5 +35,61 @@ func TestSubmitInteractive(t *testing.T) {
 			t.Fatalf("output lacks %q (in order):\n%s", want, out)
 		}
 		rest = rest[i+len(want):]
+	}
+}
+
+// TestAttachAnswersPermissionPrompts: attach shows a permission prompt as
+// one line and answers it with a typed y or n, which the agent acts on.
+func TestAttachAnswersPermissionPrompts(t *testing.T) {
+	e := newCLIEnv(t)
+	cfg := config.Default()
+	cfg.Profiles["chat"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: time.Minute,
+		Stdin: config.StdinStream}
+	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+	in, typed := io.Pipe()
+	var out, errOut testenv.Buffer
+	root := newRootCmd()
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetIn(in)
+	root.SetArgs([]string{"--nats", e.url, "submit", "--profile", "chat", "--interactive", "--stream-json", "--input", "approve: make test"})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	shows := func(s string) {
+		t.Helper()
+		testenv.WaitFor(t, 30*time.Second, "attach to show "+s, func() bool { return strings.Contains(out.String(), s) })
+	}
+	typeLine := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(typed, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shows("? Bash asks: make test  (y: allow, n [why]: deny)\n")
+	typeLine("y")
+	shows("you › allow req-1\n")
+	shows("■ done")
+	typeLine("approve: rm -rf /")
+	shows("? Bash asks: rm -rf /  (y: allow, n [why]: deny)\n")
+	typeLine("n too risky")
+	shows("you › deny req-2: too risky\n")
+	typeLine("y") // no prompt waits: a message like any other
+	shows("echo: y")
+	typed.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("attach: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("attach did not end 30 s after the end of its input:\n%s", out.String())
+	}
+	o := out.String()
+	for _, want := range []string{"← result", "← error", "● succeeded"} {
+		if !strings.Contains(o, want) {
+			t.Errorf("output lacks %q:\n%s", want, o)
+		}
 	}
 }

@@ -370,11 +370,42 @@ func (p *eventPrinter) status(st protocol.Status) {
 	field("signal", st.Signal)
 	field("reason", st.Reason)
 	p.line(strings.TrimRight(b.String(), " "))
+	if st.Status.Terminal() {
+		p.outputs(st)
+	}
 	if st.Status.Terminal() && st.StderrTail != "" {
 		p.line(p.paint(styleDim, "  stderr:"))
 		for _, l := range strings.Split(strings.TrimRight(st.StderrTail, "\n"), "\n") {
 			p.line(p.paint(styleDim, "    "+sanitize([]byte(l), false)))
 		}
+	}
+}
+
+// listedOutputs bounds the outputs a terminal status line lists by name.
+const listedOutputs = 8
+
+// outputs lists, under a terminal status, what the run's capture stored
+// and how to get it.
+func (p *eventPrinter) outputs(st protocol.Status) {
+	if len(st.Outputs) > 0 {
+		p.line(p.paint(styleDim, fmt.Sprintf("  outputs (%d; baton outputs %s --get NAME):", len(st.Outputs), sanitize([]byte(st.RunID), false))))
+		for i, o := range st.Outputs {
+			if i == listedOutputs {
+				p.line(p.paint(styleDim, fmt.Sprintf("    … and %d more", len(st.Outputs)-i)))
+				break
+			}
+			name := strings.TrimPrefix(o.Name, st.RunID+"/")
+			if o.Path != "" {
+				name = "files/" + o.Path
+			}
+			p.line(p.paint(styleDim, fmt.Sprintf("    %s  %s", sanitize([]byte(name), false), byteSize(int64(o.Size)))))
+		}
+	}
+	if st.OutputsError != "" {
+		p.line(p.paint(styleYellow, "  outputs cut short: "+sanitize([]byte(st.OutputsError), false)))
+	}
+	for _, n := range st.OutputsNotes {
+		p.line(p.paint(styleDim, "  outputs: "+sanitize([]byte(n), false)))
 	}
 }
 

@@ -53,6 +53,11 @@ func TestHumanFormat(t *testing.T) {
 			"● started  worker=w1 node=n1 epoch=12\n"},
 		{"terminal status with stderr tail", []client.Event{evStatus(t, `{"status":"failed","runId":"r","worker":"w1","offset":9,"exitCode":2,"reason":"exit","stderrTail":"boom\nbang\u001b[2J\n","time":"2026-01-01T00:00:00Z"}`)},
 			"● failed  worker=w1 exit=2 reason=exit\n  stderr:\n    boom\n    bang\\x1b[2J\n"},
+		{"terminal status lists its outputs", []client.Event{evStatus(t, `{"status":"succeeded","runId":"r","offset":9,"exitCode":0,"time":"2026-01-01T00:00:00Z",`+
+			`"outputs":[{"name":"r/diff.patch","size":2048,"digest":"SHA-256=x"},{"name":"r/files/ab12","path":"src/a.go","size":12,"digest":"SHA-256=y"}],`+
+			`"outputsError":"outputs limit of 1 MiB reached","outputsNotes":["skipped fifo p"]}`)},
+			"● succeeded  exit=0\n  outputs (2; baton outputs r --get NAME):\n    diff.patch  2.0 KiB\n    files/src/a.go  12 B\n" +
+				"  outputs cut short: outputs limit of 1 MiB reached\n  outputs: skipped fifo p\n"},
 		{"text deltas inline, then the full message is not repeated", []client.Event{
 			delta("Hel"), delta("lo\\nwor"), delta("ld"),
 			evLine(ev, `{"type":"stream_event","event":{"type":"content_block_stop","index":0}}`),
@@ -105,6 +110,22 @@ func TestHumanFormat(t *testing.T) {
 		}, `input│ {"type":"control_response","response":{"subtype":"success"}}` + "\n" +
 			`input│ {"type":"user","message":{"content":[{"type":"image"}]}}` + "\n" +
 			`input│ {"type":"user","message":{"content":7}}` + "\ninput│ \n"},
+		{"input: end of input, and an interrupt", []client.Event{
+			{Kind: protocol.KindInput, EOF: true},
+			{Kind: protocol.KindInput, Data: []byte("last words\n"), EOF: true},
+			{Kind: protocol.KindInput, Interrupt: true},
+			{Kind: protocol.KindInput, Data: []byte(`{"type":"control_request","request_id":"baton-interrupt","request":{"subtype":"interrupt"}}` + "\n"), Interrupt: true},
+		}, "you › end of input (the agent's stdin is closed)\nyou › last words\nyou › end of input (the agent's stdin is closed)\n" +
+			"you › interrupt\nyou › interrupt\n"},
+		{"permission prompts and their answers, one line each", []client.Event{
+			evLine(ev, `{"type":"control_request","request_id":"req-1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"make test\u001b[2J","description":"run"},"tool_use_id":"t"}}`),
+			evLine(protocol.KindInput, `{"type":"control_response","response":{"subtype":"success","request_id":"req-1","response":{"behavior":"allow","updatedInput":{"command":"make test"}}}}`),
+			evLine(protocol.KindInput, `{"type":"control_response","response":{"subtype":"success","request_id":"req-2","response":{"behavior":"deny","message":"not now"}}}`),
+			evLine(ev, `{"method":"item/commandExecution/requestApproval","id":0,"params":{"kind":"command","command":"/usr/bin/bash -lc 'echo hi'"}}`),
+			evLine(protocol.KindInput, `{"id":0,"result":{"decision":"accept"}}`),
+			evLine(protocol.KindInput, `{"id":1,"result":{"decision":"decline"}}`),
+		}, "? Bash asks: make test\\x1b[2J  [request req-1]\nyou › allow req-1\nyou › deny req-2: not now\n" +
+			"? commandExecution asks: /usr/bin/bash -lc 'echo hi'  [request 0]\nyou › allow 0\nyou › deny 1: decline\n"},
 		{"message on an unknown subject kind", []client.Event{evLine("ctl", "x\x00y")}, "ctl│ x\\x00y\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
