@@ -2,6 +2,7 @@ package kv
 
 import (
 	"time"
+	"unicode/utf8"
 
 	"github.com/batonhq/baton/protocol"
 )
@@ -14,6 +15,23 @@ const (
 	RunStarting RunState = "starting" // record created, runner not yet known to be up
 	RunRunning  RunState = "running"  // runner spawned
 )
+
+// inputPreviewBytes bounds RunRecord.Input: a record is one message, and
+// a job's input can be megabytes.
+const inputPreviewBytes = 1024
+
+// InputPreview is the start of input that a record keeps: at most 1 KiB,
+// cut at a character, with "…" when cut.
+func InputPreview(input string) string {
+	if len(input) <= inputPreviewBytes {
+		return input
+	}
+	cut := inputPreviewBytes
+	for cut > 0 && !utf8.RuneStart(input[cut]) {
+		cut--
+	}
+	return input[:cut] + "…"
+}
 
 // Terminal reports whether the run has ended.
 func (s RunState) Terminal() bool { return protocol.StatusType(s).Terminal() }
@@ -57,6 +75,9 @@ type RunRecord struct {
 	// job as submitted (JSON), kept only when Retries > 0.
 	Retries int    `msgpack:"retries,omitempty"`
 	Job     []byte `msgpack:"job,omitempty"`
+	// Input is the start of the job's input (InputPreview): what a viewer
+	// shows as the run's first turn.
+	Input string `msgpack:"input,omitempty"`
 	// Spawning is set, by compare-and-set, by the worker about to spawn the
 	// run's runner, once its directory exists on Node. A run still starting
 	// without it never had a runner, and the worker its job is redelivered

@@ -372,4 +372,7 @@ func TestStreamJobInputIsTheFirstTurn(t *testing.T) {
 	if want := []string{"echo:first", "echo:second", "eof"}; !slices.Equal(got, want) {
 		t.Fatalf("agent printed %q, want %q", got, want)
 	}
+	if in := h.record(id).Input; in != "first" {
+		t.Fatalf("the record shows the job's input as %q", in)
+	}
 }

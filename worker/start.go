@@ -138,6 +138,7 @@ func (s *starter) record(ctx context.Context) (consumer.Disposition, bool) {
 		Profile: inv.Profile, Attempt: 1,
 		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
 		Interactive: inv.Stdin == config.StdinStream, IdleTimeout: inv.IdleTimeout,
+		Input: kv.InputPreview(job.Input),
 	}
 	if inv.TurnEnd != nil {
 		s.rec.TurnEndField, s.rec.TurnEndEquals = inv.TurnEnd.Field, inv.TurnEnd.Equals

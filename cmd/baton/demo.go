@@ -173,7 +173,7 @@ beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
 			fctx, stopFollowUp := context.WithCancel(ctx)
 			ferr := make(chan error, 1)
 			go func() { ferr <- followUp(fctx, sess.c, runID, demoFollowUp) }()
-			watchErr := sess.watch(ctx, runID, false, out, errOut)
+			watchErr := sess.watchSince(ctx, runID, time.Now().Add(-time.Minute), job.Input, false, out, errOut)
 			stopFollowUp()
 			if err := <-ferr; err != nil && !errors.Is(err, context.Canceled) {
 				fmt.Fprintf(errOut, "baton demo: send the follow-up: %v\n", err)

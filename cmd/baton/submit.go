@@ -133,7 +133,7 @@ stdin closes the agent's stdin.`,
 			if !f.watch {
 				return nil
 			}
-			return s.watchSince(cmd.Context(), job.RunID, submitted, f.json, out, errOut)
+			return s.watchSince(cmd.Context(), job.RunID, submitted, job.Input, f.json, out, errOut)
 		},
 	}
 	f.addFlags(cmd.Flags())

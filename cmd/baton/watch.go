@@ -60,7 +60,7 @@ timed out or was lost, and 2 if watching itself failed.`,
 // otherwise or its job was rejected, exitCodeError(2) when the watch failed
 // (said on errOut).
 func (s *session) watch(ctx context.Context, runID string, asJSON bool, out, errOut io.Writer) error {
-	return s.watchSince(ctx, runID, time.Time{}, asJSON, out, errOut)
+	return s.watchSince(ctx, runID, time.Time{}, "", asJSON, out, errOut)
 }
 
 // noRecordNotice is how long a watch waits for a run's first record or
@@ -68,12 +68,16 @@ func (s *session) watch(ctx context.Context, runID string, asJSON bool, out, err
 // one in milliseconds, and saying so at once would be noise in every run.
 const noRecordNotice = 3 * time.Second
 
-// watchSince is watch for a job submitted at submitted (zero: unknown): a
-// rejection of its runId stored before then is an older job's. A run lost
-// with its node and retried is followed on to its retry, whose outcome is
-// the watch's.
-func (s *session) watchSince(ctx context.Context, runID string, submitted time.Time, asJSON bool, out, errOut io.Writer) error {
-	return s.follow(ctx, runID, submitted, &eventPrinter{w: out, json: asJSON, color: useColor(out)}, errOut)
+// watchSince is watch for a job with input submitted at submitted (zero:
+// unknown): a rejection of its runId stored before then is an older job's.
+// A run lost with its node and retried is followed on to its retry, whose
+// outcome is the watch's.
+func (s *session) watchSince(ctx context.Context, runID string, submitted time.Time, input string, asJSON bool, out, errOut io.Writer) error {
+	p := &eventPrinter{w: out, json: asJSON, color: useColor(out)}
+	if input != "" {
+		p.jobInput(input)
+	}
+	return s.follow(ctx, runID, submitted, p, errOut)
 }
 
 // follow is watchSince printing with p.
@@ -101,11 +105,17 @@ func (s *session) follow(ctx context.Context, runID string, submitted time.Time,
 // returns. Its error is the exit status of a watch that ends otherwise,
 // having said why on errOut.
 func (s *session) watchRun(ctx context.Context, runID string, submitted time.Time, p *eventPrinter, errOut io.Writer) (protocol.Status, error) {
-	if done, err := s.explainEnded(ctx, runID, errOut); done {
-		if err == nil {
-			return protocol.Status{Status: protocol.StatusSucceeded}, nil
+	rec, err := s.c.Run(ctx, runID)
+	if err == nil {
+		if done, err := s.explainEnded(ctx, rec, errOut); done {
+			if err == nil {
+				return protocol.Status{Status: protocol.StatusSucceeded}, nil
+			}
+			return protocol.Status{}, err
 		}
-		return protocol.Status{}, err
+		if submitted.IsZero() && rec.Input != "" {
+			p.jobInput(rec.Input) // a submitter shows its own
+		}
 	}
 	var seen atomic.Bool // a message arrived: the run is under way
 	wctx, stop := context.WithCancel(ctx)
@@ -217,16 +227,15 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 // explainEnded reports, on errOut, the outcome of a run that ended so long
 // ago that its events have aged out of the stream, where the watch would
 // wait for ever (done is true then).
-func (s *session) explainEnded(ctx context.Context, runID string, errOut io.Writer) (done bool, err error) {
-	rec, err := s.c.Run(ctx, runID)
-	if err != nil || !rec.State.Terminal() {
-		return false, nil // the watch says what is wrong, or follows the run
+func (s *session) explainEnded(ctx context.Context, rec kv.RunRecord, errOut io.Writer) (done bool, err error) {
+	if !rec.State.Terminal() {
+		return false, nil // the watch follows the run
 	}
 	// Ended: the chain ends with its terminal status unless it aged out.
-	if stored, err := s.c.ChainStored(ctx, runID); err != nil || stored {
+	if stored, err := s.c.ChainStored(ctx, rec.RunID); err != nil || stored {
 		return false, nil
 	}
-	fmt.Fprintf(errOut, "run %s ended (%s) and its events are no longer in the stream\n", runID, runOutcome(rec))
+	fmt.Fprintf(errOut, "run %s ended (%s) and its events are no longer in the stream\n", rec.RunID, runOutcome(rec))
 	if rec.State == kv.RunState(protocol.StatusSucceeded) {
 		return true, nil
 	}
@@ -440,6 +449,19 @@ func (p *eventPrinter) input(ev client.Event) {
 	}
 	if ev.EOF {
 		p.line(p.paint(styleDim, "you › end of input (the agent's stdin is closed)"))
+	}
+}
+
+// jobInput shows the job's input as the run's first turn: its first line,
+// and how many more it has.
+func (p *eventPrinter) jobInput(input string) {
+	if p.json {
+		return // the payloads are the chain's, and the job's input is not on it
+	}
+	first, rest, _ := strings.Cut(strings.TrimSuffix(input, "\n"), "\n")
+	p.userLine([]byte(first))
+	if rest != "" {
+		p.line(p.paint(styleDim, fmt.Sprintf("  … and %d more lines of input", strings.Count(rest, "\n")+1)))
 	}
 }
 

@@ -38,8 +38,12 @@ func TestWatchRejectedJob(t *testing.T) {
 	}
 
 	out, errOut, err := e.run("", "submit", "--profile", "demo", "--run-id", "ok-1", "--input", "hi", "--watch")
-	if err != nil || !strings.Contains(out, "● succeeded") {
+	if err != nil || !strings.Contains(out, "● succeeded") || !strings.HasPrefix(out, "ok-1\nyou › hi\n● started") {
 		t.Fatalf("submit --watch of a good job: %v\nstdout %q\nstderr %q", err, out, errOut)
+	}
+	// A watch shows the job's input, from the record, as the first turn.
+	if out, _, err := e.run("", "watch", "ok-1"); err != nil || !strings.HasPrefix(out, "you › hi\n● started") {
+		t.Fatalf("watch of a finished run: %v\nstdout %q", err, out)
 	}
 	if strings.Contains(errOut, "no record yet") {
 		t.Errorf("a healthy run said it has no record: %q", errOut)
