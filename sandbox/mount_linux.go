@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -88,23 +87,15 @@ func (b *rootBuilder) close() {
 // at is p inside the root being built.
 func at(p string) string { return filepath.Join(newRootBase, p) }
 
-// target creates an empty directory or file at p in the new root, with
-// its parents, to mount on.
-func target(p string, dir bool) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	if dir {
-		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		return nil
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+// mountFS mounts a filesystem of fstype on an empty directory it makes at
+// p in the new root.
+func mountFS(fstype, p string, flags uintptr, data string) error {
+	mp, err := newRoot.target(p, true)
 	if err != nil {
-		return err
+		return fmt.Errorf("mount point %s: %w", p, err)
 	}
-	return f.Close()
+	defer mp.close()
+	return unix.Mount(fstype, mp.path(), fstype, flags, data)
 }
 
 // bind mounts src at dst (inside the new root) and makes every mount of
@@ -112,10 +103,12 @@ func target(p string, dir bool) error {
 // device), recursively and for real: mount_setattr changes the mounts
 // themselves, not just the first.
 func bind(src source, dst string, writable, device bool) error {
-	if err := target(dst, src.dir); err != nil {
+	mp, err := newRoot.target(dst, src.dir)
+	if err != nil {
 		return fmt.Errorf("mount point %s: %w", dst, err)
 	}
-	if err := unix.Mount(src.path(), dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+	defer mp.close()
+	if err := unix.Mount(src.path(), mp.path(), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", dst, err)
 	}
 	attr := uint64(unix.MOUNT_ATTR_NOSUID)
@@ -127,15 +120,21 @@ func bind(src source, dst string, writable, device bool) error {
 	} else {
 		attr |= unix.MOUNT_ATTR_NODEV
 	}
-	return setattr(dst, attr, true)
+	return newRoot.setattr(dst, attr, true)
 }
 
-func setattr(p string, set uint64, recursive bool) error {
-	flags := unix.AT_SYMLINK_NOFOLLOW
+// setattr sets attributes of the mount at p, a path under r resolved in it.
+func (r rootDir) setattr(p string, set uint64, recursive bool) error {
+	fd, err := r.open(p, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		return fmt.Errorf("mount_setattr %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	flags := unix.AT_EMPTY_PATH
 	if recursive {
 		flags |= unix.AT_RECURSIVE
 	}
-	if err := unix.MountSetattr(unix.AT_FDCWD, p, uint(flags), &unix.MountAttr{Attr_set: set}); err != nil {
+	if err := unix.MountSetattr(fd, "", uint(flags), &unix.MountAttr{Attr_set: set}); err != nil {
 		return fmt.Errorf("mount_setattr %s: %w", p, err)
 	}
 	return nil
@@ -245,7 +244,7 @@ func (b *rootBuilder) build(workspace string, step func(phase string, do func() 
 				case !ok:
 					continue
 				case src.link != "":
-					if err := os.Symlink(src.link, at(d)); err != nil {
+					if err := newRoot.symlink(src.link, at(d)); err != nil {
 						return "", err
 					}
 					done = append(done, d+" -> "+src.link)
@@ -262,17 +261,14 @@ func (b *rootBuilder) build(workspace string, step func(phase string, do func() 
 		{"dev", func() (string, error) { return "", b.dev(srcs) }},
 		{"proc", func() (string, error) { return b.proc() }},
 		{"tmp", func() (string, error) {
-			if err := target(at("/tmp"), true); err != nil {
-				return "", err
-			}
-			return fmt.Sprintf("tmpfs, %d bytes", s.TmpBytes), unix.Mount("tmpfs", at("/tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+			return fmt.Sprintf("tmpfs, %d bytes", s.TmpBytes), mountFS("tmpfs", at("/tmp"), unix.MS_NOSUID|unix.MS_NODEV,
 				fmt.Sprintf("mode=1777,size=%d", s.TmpBytes))
 		}},
 		{"workspace", func() (string, error) { return b.workspace(srcs["workspace"], workspace) }},
 		{"mounts", func() (string, error) { return b.profileMounts(srcs) }},
 		{"seal", func() (string, error) {
 			for _, p := range b.seal {
-				if err := setattr(at(p), unix.MOUNT_ATTR_RDONLY, false); err != nil {
+				if err := newRoot.setattr(at(p), unix.MOUNT_ATTR_RDONLY, false); err != nil {
 					return "", err
 				}
 			}
@@ -297,10 +293,7 @@ func (b *rootBuilder) workspace(src source, ws string) (string, error) {
 	if rest, ok := strings.CutPrefix(ws, "/tmp/"); ok {
 		first, _, _ := strings.Cut(rest, "/")
 		top := "/tmp/" + first
-		if err := target(at(top), true); err != nil {
-			return "", err
-		}
-		if err := unix.Mount("tmpfs", at(top), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		if err := mountFS("tmpfs", at(top), unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 			return "", fmt.Errorf("tmpfs on %s: %w", top, err)
 		}
 		b.seal = append(b.seal, top)
@@ -326,10 +319,7 @@ func (b *rootBuilder) etc(srcs map[string]source) (string, error) {
 		}
 		dst := at("/etc/" + e)
 		if src.link != "" {
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return "", err
-			}
-			if err := os.Symlink(src.link, dst); err != nil {
+			if err := newRoot.symlink(src.link, dst); err != nil {
 				return "", err
 			}
 		} else if err := bind(src, dst, false, false); err != nil {
@@ -342,10 +332,7 @@ func (b *rootBuilder) etc(srcs map[string]source) (string, error) {
 
 func (b *rootBuilder) dev(srcs map[string]source) error {
 	dev := at("/dev")
-	if err := target(dev, true); err != nil {
-		return err
-	}
-	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+	if err := mountFS("tmpfs", dev, unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return err
 	}
 	for _, d := range devNodes {
@@ -355,7 +342,7 @@ func (b *rootBuilder) dev(srcs map[string]source) error {
 	}
 	for name, to := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
 		"stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"} {
-		if err := os.Symlink(to, filepath.Join(dev, name)); err != nil {
+		if err := newRoot.symlink(to, filepath.Join(dev, name)); err != nil {
 			return err
 		}
 	}
@@ -372,7 +359,7 @@ func (b *rootBuilder) dev(srcs map[string]source) error {
 		fmt.Sprintf("mode=1777,size=%d", b.spec.ShmBytes)); err != nil {
 		return fmt.Errorf("/dev/shm: %w", err)
 	}
-	return setattr(dev, unix.MOUNT_ATTR_RDONLY, false)
+	return newRoot.setattr(dev, unix.MOUNT_ATTR_RDONLY, false)
 }
 
 // proc mounts a /proc of the sandbox's pid namespace, with the entries
@@ -380,10 +367,7 @@ func (b *rootBuilder) dev(srcs map[string]source) error {
 // hidden.
 func (b *rootBuilder) proc() (string, error) {
 	p := at("/proc")
-	if err := target(p, true); err != nil {
-		return "", err
-	}
-	if err := unix.Mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := mountFS("proc", p, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return "", err
 	}
 	for _, e := range procReadOnly {
@@ -394,7 +378,7 @@ func (b *rootBuilder) proc() (string, error) {
 		if err := unix.Mount(q, q, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return "", fmt.Errorf("bind /proc/%s: %w", e, err)
 		}
-		if err := setattr(q, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, true); err != nil {
+		if err := newRoot.setattr(q, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, true); err != nil {
 			return "", err
 		}
 	}
@@ -464,7 +448,7 @@ func pivot(workspace string) error {
 	if err := os.Chdir("/"); err != nil {
 		return err
 	}
-	if err := setattr("/", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false); err != nil {
+	if err := rootDir("/").setattr("/", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false); err != nil {
 		return err
 	}
 	return os.Chdir(workspace)
