@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
@@ -159,7 +160,7 @@ func sessionCookie(t *testing.T, base string) *http.Cookie {
 	}
 	resp.Body.Close()
 	for _, c := range resp.Cookies() {
-		if c.Name == "baton_console" {
+		if strings.HasPrefix(c.Name, "baton_console_") {
 			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
 				t.Fatalf("session cookie %+v must be HttpOnly and SameSite=Strict", c)
 			}
@@ -171,6 +172,40 @@ func sessionCookie(t *testing.T, base string) *http.Cookie {
 	}
 	t.Fatalf("no session cookie after ?token= (status %d)", resp.StatusCode)
 	return nil
+}
+
+// TestTwoConsolesOneHost: a browser keeps cookies per host, not per port.
+// Two consoles of one host (their own tokens) name their cookies apart, so
+// logging in to the second leaves the first's session in the jar.
+func TestTwoConsolesOneHost(t *testing.T) {
+	a, b := setup(t), setup(t, console.WithToken("another-token"))
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	for _, login := range []struct{ srv, tok string }{{a.srv.URL, token}, {b.srv.URL, "another-token"}} {
+		resp, err := browser.Get(login.srv + "/?token=" + url.QueryEscape(login.tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	u, _ := url.Parse(a.srv.URL)
+	cookies := jar.Cookies(u) // the host's, whichever port set them
+	if len(cookies) != 2 || cookies[0].Name == cookies[1].Name {
+		t.Fatalf("the jar holds %v: want one cookie per console, named apart", cookies)
+	}
+	for _, srv := range []string{a.srv.URL, b.srv.URL} {
+		resp, err := browser.Get(srv + "/api/runs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s/api/runs after both logins: %d, want 200", srv, resp.StatusCode)
+		}
+	}
 }
 
 func TestLoginForm(t *testing.T) {
