@@ -29,7 +29,7 @@ async function api(path, opts = {}) {
   const r = await fetch(path, Object.assign({ credentials: 'same-origin' }, opts, { headers }));
   if (r.status === 401) { location.href = 'login'; throw new Error('unauthorized'); }
   const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw new Error(body.error || r.statusText);
+  if (!r.ok) throw Object.assign(new Error(body.error || r.statusText), { status: r.status });
   return body;
 }
 
@@ -153,6 +153,7 @@ function runPage(runId) {
   const tokenBox = h('div', { class: 'token' });
   const errLine = h('p', { class: 'error' });
   const cancelBtn = h('button', { class: 'danger', id: 'cancel', text: 'Cancel run', hidden: true });
+  const actions = h('div', { class: 'card', id: 'actions', hidden: true }, cancelBtn, tokenBox);
   const follow = h('input', { type: 'checkbox', checked: true, id: 'follow' });
   main.replaceChildren(
     h('p', {}, h('a', { href: '#/', text: '‹ runs' })),
@@ -162,7 +163,7 @@ function runPage(runId) {
         h('div', { class: 'pager' }, h('label', {}, follow, ' follow'), h('span', { class: 'muted', id: 'count' })),
         transcript, inputBox),
       h('aside', {},
-        h('div', { class: 'card' }, cancelBtn, tokenBox),
+        actions,
         h('h2', { text: 'Timeline' }), h('div', { class: 'card' }, timeline),
         outputs, stderr)));
   transcript.append(hiddenNote);
@@ -183,6 +184,7 @@ function runPage(runId) {
         .flatMap(([k, v]) => [h('dt', { text: k }), h('dd', { text: v === undefined || v === '' ? '-' : String(v) })])));
     const ended = !!state.terminal || terminal.has(run.state);
     cancelBtn.hidden = cfg.readOnly || state.info.readOnly || ended;
+    showActions();
     const wantInput = !cfg.readOnly && !state.info.readOnly && !ended && (state.info.interactive || state.waiting);
     if (wantInput && inputBox.hidden) showInput();
     inputBox.hidden = !wantInput;
@@ -219,6 +221,10 @@ function runPage(runId) {
     }
   };
 
+  // The card of the cancel button and the token buttons shows only when
+  // it holds one of them: a finished run without tokens has neither.
+  function showActions() { actions.hidden = cancelBtn.hidden && !tokenBox.childElementCount; }
+
   function showToken() {
     if (!cfg.tokens) return;
     const out = h('div');
@@ -232,6 +238,7 @@ function runPage(runId) {
     tokenBox.replaceChildren(h('h2', { text: 'Browser credential' }),
       h('button', { text: 'Read token', onclick: () => get(false) }), ' ',
       cfg.readOnly ? null : h('button', { text: 'Read + input token', onclick: () => get(true) }), out);
+    showActions();
   }
 
   function onStatus(st) {
@@ -243,7 +250,7 @@ function runPage(runId) {
       h('div', { class: 'when', text: fmtTime(st.time) })));
     const run = state.info && state.info.run;
     if (run) { // the header follows the chain, which is ahead of the record
-      if (st.status === 'started' || st.status === 'attached') {
+      if (st.status === 'started' || st.status === 'attached' || st.status === 'running') {
         run.state = 'running';
         run.worker = st.worker || run.worker;
         run.startedAt = run.startedAt || st.time;
@@ -255,7 +262,7 @@ function runPage(runId) {
       }
     }
     if (st.status === 'waiting') state.waiting = true;
-    if (st.status === 'started' || st.status === 'attached') state.waiting = false;
+    if (st.status === 'started' || st.status === 'attached' || st.status === 'running') state.waiting = false;
     if (terminal.has(st.status)) {
       state.terminal = st;
       if (st.stderrTail) stderr.replaceChildren(h('h2', { text: 'stderr (tail)' }), h('pre', { text: st.stderrTail }));
@@ -314,12 +321,25 @@ function runPage(runId) {
     };
   }
 
-  api('api/runs/' + encodeURIComponent(runId)).then(info => {
-    state.info = info;
-    renderHead();
-    showToken();
-    connect();
-  }).catch(e => { errLine.textContent = String(e.message || e); });
+  // A job just submitted has no record until a worker takes it: wait for
+  // it rather than end on "not found".
+  function open() {
+    api('api/runs/' + encodeURIComponent(runId)).then(info => {
+      errLine.textContent = '';
+      state.info = info;
+      renderHead();
+      showToken();
+      connect();
+    }).catch(e => {
+      if (e.status === 404 && !state.closed) {
+        errLine.textContent = 'no record yet: waiting for a worker to take the run';
+        retry = setTimeout(open, 1000);
+        return;
+      }
+      errLine.textContent = String(e.message || e);
+    });
+  }
+  open();
 
   return () => {
     state.closed = true;
