@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -782,4 +783,55 @@ func TestOutputDownload(t *testing.T) {
 			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
 		}
 	}
+}
+
+// TestNATSDown: while the console's connection to NATS is down, the runs
+// list and the calls that need NATS say "NATS cannot be reached" (not
+// "reading run records" or a timeout), the list's live stream tells the
+// page at once, and the list's error clears once NATS is back.
+func TestNATSDown(t *testing.T) {
+	dir := t.TempDir()
+	s := testenv.RunServerIn(t, dir, -1)
+	port := s.Addr().(*net.TCPAddr).Port
+	_, js := testenv.Connect(t, s)
+	if _, err := provision.Ensure(ctxT(t), js, names, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := console.New(t.Context(), js, names, console.WithToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	type list struct {
+		Ready bool
+		Error string
+	}
+	runs := func() (p list) { get(t, srv.URL+"/api/runs", &p); return p }
+	testenv.WaitFor(t, 10*time.Second, "the run index ready", func() bool { p := runs(); return p.Ready && p.Error == "" })
+	live := openStream(t, srv.URL+"/api/runs/live", "")
+	defer live.Body.Close()
+
+	s.Shutdown()
+	s.WaitForShutdown()
+	if _, end := readEvents(t, live.Body, 1); end != "changed" {
+		t.Fatal("the runs' live stream told nothing within 30 s of NATS going down")
+	}
+	if p := runs(); !strings.HasPrefix(p.Error, "NATS cannot be reached") {
+		t.Fatalf("runs list error %q, want NATS cannot be reached", p.Error)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/api/dlq", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "NATS cannot be reached") {
+		t.Fatalf("dead letters while NATS is down: %d %s", resp.StatusCode, b)
+	}
+
+	testenv.RunServerIn(t, dir, port)
+	testenv.WaitFor(t, 20*time.Second, "the runs list's error to clear once NATS is back", func() bool { return runs().Error == "" })
 }

@@ -65,6 +65,9 @@ func (c *Console) serveWorkers(w http.ResponseWriter, r *http.Request) {
 			Heartbeat: v.Heartbeat, Age: time.Since(v.Heartbeat).Round(time.Second).String()})
 	}
 	slices.SortFunc(out.Nodes, func(a, b nodeView) int { return strings.Compare(a.ID, b.ID) })
+	if err := c.natsDown(); err != nil { // the cause of every error above
+		out.Errors = []string{err.Error()}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -46,12 +47,14 @@ func chromium(t *testing.T) string {
 // is marked on the timeline, and a second run is cancelled with the
 // button. The run header follows the chain as a run waits for input and
 // gets it; the workers page shows the nodes; a finished run's page has no
-// empty card and does not scroll sideways for a long digest.
+// empty card and does not scroll sideways for a long digest; the runs
+// list says when NATS cannot be reached.
 // BATON_SCREENSHOTS=dir saves the list and run pages there.
 func TestConsoleInBrowser(t *testing.T) {
 	browser := chromium(t)
 	bin := testenv.BatonBinary(t)
-	s := testenv.RunServer(t)
+	natsDir := t.TempDir() // the server restarts on it at the end
+	s := testenv.RunServerIn(t, natsDir, -1)
 	dir := testenv.StateDir(t)
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
 	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"+
@@ -383,6 +386,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
 		screenshot(t, bctx, filepath.Join(dir, "console-run-done.png"))
 	}
+
+	// NATS goes away under the list page, which says so, and comes back.
+	step("the runs list", 30*time.Second, chromedp.Navigate(srv.URL+"/#/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-done"]`)))
+	port := s.Addr().(*net.TCPAddr).Port
+	s.Shutdown()
+	s.WaitForShutdown()
+	listError := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`(t => `+cond+`)(document.querySelector('p.error').textContent)`,
+			chromedp.WithPollingInterval(50*time.Millisecond))
+	}
+	step("the list says NATS cannot be reached", 30*time.Second, listError(`t.startsWith('NATS cannot be reached')`))
+	testenv.RunServerIn(t, natsDir, port)
+	step("the list's error gone once NATS is back", 30*time.Second, listError(`t === ''`))
 }
 
 func screenshot(t *testing.T, ctx context.Context, path string) {
