@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -320,6 +321,7 @@ type page struct {
 	Total, All, Offset int
 	Ready              bool
 	Profiles, Nodes    []string
+	States             map[string]int
 }
 
 // TestRunsList fills the runs bucket with 10,000 records and pages,
@@ -404,6 +406,20 @@ func TestRunsList(t *testing.T) {
 	}
 	if strings.Join(p.Profiles, ",") != "claude,codex" || len(p.Nodes) != 3 {
 		t.Errorf("filter choices: profiles %v nodes %v", p.Profiles, p.Nodes)
+	}
+	// Counts per state: of the runs the other filters match, whatever
+	// the state chosen.
+	for query, want := range map[string]map[string]int{
+		"":                           {"running": n / 4, "succeeded": n / 4, "failed": n / 4, "starting": n / 4},
+		"profile=codex":              {"succeeded": n / 4, "starting": n / 4},
+		"profile=codex&state=failed": {"succeeded": n / 4, "starting": n / 4},
+		"q=run-00042":                {"failed": 1},
+	} {
+		var p page
+		get(t, e.srv.URL+"/api/runs?"+query, &p)
+		if !maps.Equal(p.States, want) {
+			t.Errorf("%q: counts per state %v, want %v", query, p.States, want)
+		}
 	}
 
 	// Live: the list's event stream says when the index changed.

@@ -48,7 +48,8 @@ func chromium(t *testing.T) string {
 // button. The run header follows the chain as a run waits for input and
 // gets it; the workers page shows the nodes; a finished run's page has no
 // empty card and does not scroll sideways for a long digest; the runs
-// list says when NATS cannot be reached.
+// list counts the runs per state, cancels several at once, and says when
+// NATS cannot be reached.
 // BATON_SCREENSHOTS=dir saves the list and run pages there.
 func TestConsoleInBrowser(t *testing.T) {
 	browser := chromium(t)
@@ -198,6 +199,39 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Back in the list, live updates show the end state.
 	step("the list shows it cancelled", 30*time.Second, chromedp.Navigate(srv.URL+"/#/?q=console-live"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-live"] .st-cancelled`)))
+	countsText := func() string {
+		t.Helper()
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#counts a')].map(a => a.textContent).join(' | ')`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := countsText(); got != "all 1 | cancelled 1" {
+		t.Errorf("counts per state %q, want all 1 | cancelled 1", got)
+	}
+
+	// Several runs cancelled at once: ticked in the list, one button.
+	submit("console-many-1", "--rate", "5", "--duration", "60s")
+	submit("console-many-2", "--rate", "5", "--duration", "60s")
+	step("both runs running in the list", 60*time.Second, chromedp.Navigate(srv.URL+"/#/?q=console-many"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-many-1"] .st-running`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-many-2"] .st-running`)))
+	if got := countsText(); got != "all 2 | running 2" {
+		t.Errorf("counts per state %q, want all 2 | running 2", got)
+	}
+	step("tick both and cancel them", 30*time.Second,
+		clickInPage(`tr[data-run="console-many-1"] input[type=checkbox]`), clickInPage(`tr[data-run="console-many-2"] input[type=checkbox]`),
+		chromedp.WaitVisible(chromedp.CSS(`#cancel-selected`)), clickInPage(`#cancel-selected`),
+		chromedp.Poll[chromedp.Void](`document.getElementById('cancel-note').textContent === 'cancel requested for 2 of 2 runs'`,
+			chromedp.WithPollingInterval(50*time.Millisecond)))
+	step("both end cancelled", 60*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-many-1"] .st-cancelled`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-many-2"] .st-cancelled`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#cancel-selected`)))
+	if got := countsText(); got != "all 2 | cancelled 2" {
+		t.Errorf("counts per state %q, want all 2 | cancelled 2", got)
+	}
 
 	// 1,000 lines/s, every other one a raw line (an entry each): the
 	// page keeps up, and its DOM stays bounded.

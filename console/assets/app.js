@@ -66,15 +66,57 @@ function listPage(params) {
   const next = h('button', { text: 'older ›' });
   const tbody = h('tbody');
   const errLine = h('p', { class: 'error' });
+  const counts = h('div', { class: 'counts', id: 'counts' });
+  // Runs ticked for cancel, kept across the reloads of the page.
+  const selected = new Set();
+  const cancelSel = h('button', { class: 'danger', id: 'cancel-selected', type: 'button', hidden: true });
+  const cancelNote = h('span', { class: 'muted', id: 'cancel-note' });
   main.replaceChildren(
     h('h1', { text: 'Runs' }),
     h('form', { class: 'filters', onsubmit: e => { e.preventDefault(); apply(); } },
-      stateSel, profileSel, nodeSel, label, search, h('button', { type: 'submit', text: 'Filter' })),
-    errLine,
+      stateSel, profileSel, nodeSel, label, search, h('button', { type: 'submit', text: 'Filter' }), cancelSel, cancelNote),
+    counts, errLine,
     h('table', { id: 'runs' }, h('thead', {}, h('tr', {},
-      ...['run', 'state', 'profile', 'node', 'worker', 'attempt', 'created', 'finished', 'exit'].map(t => h('th', { text: t })))),
+      ...['', 'run', 'state', 'profile', 'node', 'worker', 'attempt', 'created', 'finished', 'exit'].map(t => h('th', { text: t })))),
       tbody),
     h('div', { class: 'pager' }, prev, next, summary));
+
+  function showCancelSel() {
+    cancelSel.hidden = !selected.size;
+    cancelSel.textContent = `Cancel ${selected.size} selected`;
+  }
+  // Each run's cancel is its own request: one refused (ended meanwhile)
+  // leaves the others requested.
+  cancelSel.onclick = async () => {
+    const ids = [...selected];
+    if (!confirm(`Cancel ${ids.length} runs?\n` + ids.join('\n'))) return;
+    cancelSel.disabled = true;
+    const failed = [];
+    await Promise.all(ids.map(id => api('api/runs/' + encodeURIComponent(id) + '/cancel', { method: 'POST' })
+      .then(() => selected.delete(id), e => failed.push(id + ': ' + (e.message || e)))));
+    cancelNote.textContent = `cancel requested for ${ids.length - failed.length} of ${ids.length} runs`;
+    errLine.textContent = failed.length ? 'cancel ' + failed.join('; ') : '';
+    cancelSel.disabled = false;
+    showCancelSel();
+    load();
+  };
+
+  // listHref is this list with another state chosen.
+  function listHref(state) {
+    const p = new URLSearchParams();
+    for (const k of ['profile', 'node', 'label', 'q']) if (f[k]) p.set(k, f[k]);
+    if (state) p.set('state', state);
+    return '#/?' + p.toString();
+  }
+  const stateOrder = ['starting', 'running', 'succeeded', 'failed', 'cancelled', 'timeout', 'lost'];
+  function showCounts(states) {
+    const all = Object.values(states).reduce((a, b) => a + b, 0);
+    const seen = [...stateOrder, ...Object.keys(states).filter(s => !stateOrder.includes(s)).sort()].filter(s => states[s]);
+    counts.replaceChildren(
+      h('a', { href: listHref(''), class: f.state ? '' : 'active', 'data-state': '' }, `all ${all.toLocaleString()}`),
+      ...seen.map(s => h('a', { href: listHref(s), class: f.state === s ? 'active' : '', 'data-state': s },
+        badge(s), ' ' + states[s].toLocaleString())));
+  }
 
   function apply(offset = 0) {
     const p = new URLSearchParams();
@@ -100,13 +142,22 @@ function listPage(params) {
       fillSelect(profileSel, pg.profiles, f.profile, 'any profile');
       fillSelect(nodeSel, pg.nodes, f.node, 'any node');
       errLine.textContent = pg.error || '';
+      showCounts(pg.states || {});
+      const tick = r => {
+        if (cfg.readOnly || terminal.has(r.state)) { selected.delete(r.runId); return null; }
+        const box = h('input', { type: 'checkbox', 'aria-label': 'select ' + r.runId, checked: selected.has(r.runId) });
+        box.onchange = () => { if (box.checked) selected.add(r.runId); else selected.delete(r.runId); showCancelSel(); };
+        return box;
+      };
       const rows = pg.runs.map(r => h('tr', { 'data-run': r.runId },
+        h('td', {}, tick(r)),
         h('td', {}, h('a', { href: '#/runs/' + encodeURIComponent(r.runId), class: 'mono', text: r.runId })),
         h('td', {}, badge(r.state), r.cancelRequested && !terminal.has(r.state) ? h('span', { class: 'muted', text: ' cancelling' }) : null),
         h('td', { text: r.profile || '-' }), h('td', { text: r.node || '-' }), h('td', { text: r.worker || '-' }),
         h('td', { text: String(r.attempt) }), h('td', { text: fmtTime(r.createdAt) }),
         h('td', { text: fmtTime(r.finishedAt) }), h('td', { text: r.exitCode === undefined ? '-' : String(r.exitCode) })));
       tbody.replaceChildren(...rows);
+      showCancelSel();
       const first = pg.total ? pg.offset + 1 : 0;
       summary.textContent = `${first}–${pg.offset + pg.runs.length} of ${pg.total.toLocaleString()}` +
         (pg.total !== pg.all ? ` matching (${pg.all.toLocaleString()} runs)` : ' runs');
