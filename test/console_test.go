@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -49,7 +50,8 @@ func chromium(t *testing.T) string {
 // gets it; the workers page shows the nodes; a finished run's page has no
 // empty card and does not scroll sideways for a long digest; the runs
 // list counts the runs per state, cancels several at once, and says when
-// NATS cannot be reached.
+// NATS cannot be reached. Times show in the browser's time zone, named,
+// and as durations or how long ago.
 // BATON_SCREENSHOTS=dir saves the list and run pages there.
 func TestConsoleInBrowser(t *testing.T) {
 	browser := chromium(t)
@@ -100,6 +102,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	// starts with the first action, so open a blank page first.
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start chromium (%s): %v", browser, err)
+	}
+	// Times show in the browser's zone, named: one that is not the host's.
+	if _, err := chromedp.Call(bctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Kolkata"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(bctx, emulation.SetLocaleOverride, emulation.SetLocaleOverrideParams{Locale: "en_US"}); err != nil {
+		t.Fatal(err)
 	}
 	dialogs := chromedp.Events(bctx, page.JavascriptDialogOpening)
 	go func() {
@@ -385,6 +394,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		`#transcript [data-result]`:        "3 turns · $0.0123",
 		`#transcript .entry.raw`:           "plain <b>not html</b>",
 		`#timeline li[data-status=failed]`: "exit 3",
+		// 05:00:05 UTC in Kolkata, and 5 s after the started status.
+		`.run-head dd[data-field=finished]`: "10:30:05 GMT+5:30",
+		`.run-head dd[data-field=duration]`: "5 s",
 	} {
 		got, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
 		if err != nil || !strings.Contains(got, want) {
@@ -423,6 +435,10 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// NATS goes away under the list page, which says so, and comes back.
 	step("the runs list", 30*time.Second, chromedp.Navigate(srv.URL+"/#/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-done"]`)))
+	created, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(el => [el.textContent, el.title])(document.querySelector('tr[data-run="console-done"] [data-ago]'))`))
+	if err != nil || len(created) != 2 || !strings.HasSuffix(created[0], " ago") || !strings.HasSuffix(created[1], "GMT+5:30") {
+		t.Errorf("the list's created time %q (%v), want how long ago, and the time in its zone", created, err)
+	}
 	port := s.Addr().(*net.TCPAddr).Port
 	s.Shutdown()
 	s.WaitForShutdown()

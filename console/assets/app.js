@@ -33,11 +33,43 @@ async function api(path, opts = {}) {
   return body;
 }
 
+// fmtTime shows a time in the browser's time zone, and names the zone.
 function fmtTime(s) {
   if (!s) return '-';
   const d = new Date(s);
-  return d.toLocaleString(undefined, { hour12: false });
+  return d.toLocaleString(undefined, { hour12: false, timeZoneName: 'short' });
 }
+// fmtDur shows a duration: "850 ms", "42 s", "3 min 5 s", "2 h 4 min", "3 d 2 h".
+function fmtDur(ms) {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
+  const s = Math.floor(ms / 1000), m = Math.floor(s / 60), hr = Math.floor(m / 60), d = Math.floor(hr / 24);
+  if (s < 60) return `${s} s`;
+  if (m < 60) return `${m} min ${s % 60} s`;
+  if (hr < 24) return `${hr} h ${m % 60} min`;
+  return `${d} d ${hr % 24} h`;
+}
+// fmtAgo shows how long ago a time was, in its largest unit: "5 min ago".
+function fmtAgo(s) {
+  const sec = Math.max(0, Math.floor((Date.now() - new Date(s).getTime()) / 1000));
+  if (sec < 60) return `${sec} s ago`;
+  if (sec < 3600) return `${Math.floor(sec / 60)} min ago`;
+  if (sec < 86400) return `${Math.floor(sec / 3600)} h ago`;
+  return `${Math.floor(sec / 86400)} d ago`;
+}
+// ago is a time as how long ago, its date and zone on hover; since is a
+// run's duration, from its start to its end or, while it runs, to now.
+// Both age on the page (tickTimes) between the page's reloads.
+function ago(s) { return s ? h('span', { 'data-ago': s, title: fmtTime(s), text: fmtAgo(s) }) : '-'; }
+function since(start, end) {
+  if (!start) return '-';
+  if (end) return fmtDur(new Date(end) - new Date(start));
+  return h('span', { 'data-since': start, text: fmtDur(Date.now() - new Date(start)) });
+}
+function tickTimes() {
+  for (const el of main.querySelectorAll('[data-ago]')) el.textContent = fmtAgo(el.dataset.ago);
+  for (const el of main.querySelectorAll('[data-since]')) el.textContent = fmtDur(Date.now() - new Date(el.dataset.since));
+}
+setInterval(tickTimes, 1000);
 function badge(state) { return h('span', { class: 'badge st-' + state, text: state }); }
 const terminal = new Set(['succeeded', 'failed', 'cancelled', 'timeout', 'lost']);
 
@@ -77,7 +109,7 @@ function listPage(params) {
       stateSel, profileSel, nodeSel, label, search, h('button', { type: 'submit', text: 'Filter' }), cancelSel, cancelNote),
     counts, errLine,
     h('table', { id: 'runs' }, h('thead', {}, h('tr', {},
-      ...['', 'run', 'state', 'profile', 'node', 'worker', 'attempt', 'created', 'finished', 'exit'].map(t => h('th', { text: t })))),
+      ...['', 'run', 'state', 'profile', 'node', 'worker', 'attempt', 'created', 'finished', 'duration', 'exit'].map(t => h('th', { text: t })))),
       tbody),
     h('div', { class: 'pager' }, prev, next, summary));
 
@@ -154,8 +186,9 @@ function listPage(params) {
         h('td', {}, h('a', { href: '#/runs/' + encodeURIComponent(r.runId), class: 'mono', text: r.runId })),
         h('td', {}, badge(r.state), r.cancelRequested && !terminal.has(r.state) ? h('span', { class: 'muted', text: ' cancelling' }) : null),
         h('td', { text: r.profile || '-' }), h('td', { text: r.node || '-' }), h('td', { text: r.worker || '-' }),
-        h('td', { text: String(r.attempt) }), h('td', { text: fmtTime(r.createdAt) }),
-        h('td', { text: fmtTime(r.finishedAt) }), h('td', { text: r.exitCode === undefined ? '-' : String(r.exitCode) })));
+        h('td', { text: String(r.attempt) }), h('td', {}, ago(r.createdAt)), h('td', {}, ago(r.finishedAt)),
+        h('td', {}, terminal.has(r.state) && !r.finishedAt ? '-' : since(r.startedAt, r.finishedAt)),
+        h('td', { text: r.exitCode === undefined ? '-' : String(r.exitCode) })));
       tbody.replaceChildren(...rows);
       showCancelSel();
       const first = pg.total ? pg.offset + 1 : 0;
@@ -231,8 +264,10 @@ function runPage(runId) {
     head.replaceChildren(
       h('h1', { class: 'mono', text: run.runId }), badge(st),
       h('dl', {}, ...[['profile', run.profile], ['node', run.node], ['worker', run.worker], ['attempt', run.attempt],
-        ['created', fmtTime(run.createdAt)], ['started', fmtTime(run.startedAt)], ['finished', fmtTime(run.finishedAt)]]
-        .flatMap(([k, v]) => [h('dt', { text: k }), h('dd', { text: v === undefined || v === '' ? '-' : String(v) })])));
+        ['created', fmtTime(run.createdAt)], ['started', fmtTime(run.startedAt)], ['finished', fmtTime(run.finishedAt)],
+        ['duration', terminal.has(st) && !run.finishedAt ? '-' : since(run.startedAt, run.finishedAt)]]
+        .flatMap(([k, v]) => [h('dt', { text: k }),
+          v instanceof Node ? h('dd', { 'data-field': k }, v) : h('dd', { 'data-field': k, text: v === undefined || v === '' ? '-' : String(v) })])));
     const ended = !!state.terminal || terminal.has(run.state);
     cancelBtn.hidden = cfg.readOnly || state.info.readOnly || ended;
     showActions();
