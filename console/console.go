@@ -269,7 +269,7 @@ func (c *Console) serveRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	f := runFilter{State: q.Get("state"), Profile: q.Get("profile"), Node: q.Get("node"), Label: q.Get("label"), Query: q.Get("q")}
 	p := c.index.list(f, offset, limit)
-	if err := c.natsDown(); err != nil { // the page is the last one read, and no change comes
+	if err := c.natsDown(); err != nil { // the runs shown are those read before the outage
 		p.Error = err.Error()
 	}
 	writeJSON(w, http.StatusOK, p)
