@@ -14,12 +14,15 @@ import (
 	"time"
 )
 
-// cookieName holds the session: "v1.<expiry>.<id>.<mac>", a random id and
+// The session cookie, named cookiePrefix and 12 hex digits of a digest of
+// the token (auth.cookie), holds "v1.<expiry>.<id>.<mac>", a random id and
 // its expiry (Unix seconds) signed with a key derived from the token. Not
 // the token, so a leaked cookie jar hands out no token usable for
 // `Authorization`; each login gets a session of its own, which ends at its
-// expiry, at a logout, or when the token changes.
-const cookieName = "baton_console"
+// expiry, at a logout, or when the token changes. A browser keeps cookies
+// per host, not per port: a name of its own keeps a second console on the
+// host (another token) from overwriting this one's session.
+const cookiePrefix = "baton_console_"
 
 // DefaultSessionTTL is how long a browser stays logged in.
 const DefaultSessionTTL = 12 * time.Hour
@@ -33,6 +36,7 @@ const csrfHeader = "X-Baton-Console"
 type auth struct {
 	token   string        // empty: no auth (WithoutAuth)
 	key     []byte        // signs sessions; derived from token
+	cookie  string        // the session cookie's name; derived from token
 	ttl     time.Duration // a session's life
 	secure  bool          // mark the cookie Secure (served over TLS)
 	base    string        // the path the console is mounted at, ending in "/"
@@ -75,7 +79,8 @@ func newAuth(token string, secure bool, base string, ttl time.Duration) auth {
 		return a
 	}
 	sum := sha256.Sum256([]byte("baton-console-session\x00" + token))
-	a.token, a.key = token, sum[:]
+	name := sha256.Sum256([]byte("baton-console-cookie\x00" + token))
+	a.token, a.key, a.cookie = token, sum[:], cookiePrefix+hex.EncodeToString(name[:6])
 	return a
 }
 
@@ -146,7 +151,7 @@ func (a auth) check(r *http.Request) proof {
 			return proofNone
 		}
 	}
-	if c, err := r.Cookie(cookieName); err == nil {
+	if c, err := r.Cookie(a.cookie); err == nil {
 		if _, _, ok := a.session(c.Value); ok {
 			return proofCookie
 		}
@@ -158,7 +163,7 @@ func (a auth) check(r *http.Request) proof {
 func (a auth) setCookie(w http.ResponseWriter) {
 	v, exp := a.newSession()
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: v, Path: a.base, Expires: exp, MaxAge: int(a.ttl / time.Second),
+		Name: a.cookie, Value: v, Path: a.base, Expires: exp, MaxAge: int(a.ttl / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secure,
 	})
 }
@@ -167,12 +172,12 @@ func (a auth) setCookie(w http.ResponseWriter) {
 // cookie: the session's id is refused until its expiry, whoever kept a
 // copy of the cookie.
 func (a auth) logout(w http.ResponseWriter, r *http.Request) {
-	if c, err := r.Cookie(cookieName); err == nil {
+	if c, err := r.Cookie(a.cookie); err == nil {
 		if id, exp, ok := a.session(c.Value); ok {
 			a.revoked.add(id, exp, a.now())
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: a.base, MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: a.cookie, Value: "", Path: a.base, MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: a.secure})
 	http.Redirect(w, r, a.base+"login", http.StatusSeeOther)
 }

@@ -29,7 +29,7 @@ func FuzzAuthCheck(f *testing.F) {
 			r.URL.RawQuery = url.Values{"token": {query}}.Encode()
 		}
 		if cookie != "" {
-			r.AddCookie(&http.Cookie{Name: cookieName, Value: cookie})
+			r.AddCookie(&http.Cookie{Name: a.cookie, Value: cookie})
 		}
 		got := a.check(r)
 		var ok bool
@@ -41,7 +41,7 @@ func FuzzAuthCheck(f *testing.F) {
 		case proofCookie:
 			// The only session the fuzzer can know is the one issued: a
 			// cookie it made up must never pass.
-			ok = header == "" && query == "" && cookieValue(r) == session
+			ok = header == "" && query == "" && cookieValue(r, a.cookie) == session
 		case proofNone:
 			ok = true
 		}
@@ -51,8 +51,8 @@ func FuzzAuthCheck(f *testing.F) {
 	})
 }
 
-func cookieValue(r *http.Request) string {
-	c, err := r.Cookie(cookieName)
+func cookieValue(r *http.Request, name string) string {
+	c, err := r.Cookie(name)
 	if err != nil {
 		return ""
 	}

@@ -158,12 +158,12 @@ func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts
 	mux.HandleFunc("GET /api/runs/live", c.serveRunsLive)
 	mux.HandleFunc("GET /api/runs/{id}", c.serveRun)
 	mux.HandleFunc("GET /api/runs/{id}/events", c.serveEvents)
-	mux.HandleFunc("POST /api/runs/{id}/cancel", c.serveCancel)
-	mux.HandleFunc("POST /api/runs/{id}/input", c.serveInput)
-	mux.HandleFunc("GET /api/runs/{id}/token", c.serveToken)
-	mux.HandleFunc("GET /api/runs/{id}/outputs/{name...}", c.serveOutput)
-	mux.HandleFunc("GET /api/workers", c.serveWorkers)
-	mux.HandleFunc("GET /api/dlq", c.serveDLQ)
+	mux.HandleFunc("POST /api/runs/{id}/cancel", c.needsNATS(c.serveCancel))
+	mux.HandleFunc("POST /api/runs/{id}/input", c.needsNATS(c.serveInput))
+	mux.HandleFunc("GET /api/runs/{id}/token", c.needsNATS(c.serveToken))
+	mux.HandleFunc("GET /api/runs/{id}/outputs/{name...}", c.needsNATS(c.serveOutput))
+	mux.HandleFunc("GET /api/workers", c.needsNATS(c.serveWorkers))
+	mux.HandleFunc("GET /api/dlq", c.needsNATS(c.serveDLQ))
 	c.handler = c.auth.wrap(securityHeaders(mux))
 	return c, nil
 }
@@ -212,6 +212,48 @@ func writeError(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error()})
 }
 
+// errNATSDown is what the pages show while the console's connection to
+// NATS is down, in place of the error of whichever call the outage failed
+// ("reading run records", "nats: timeout").
+var errNATSDown = errors.New("NATS cannot be reached")
+
+// natsDown returns errNATSDown, with the connection's last error, while
+// the console's connection to NATS is not up (it keeps reconnecting); nil
+// while it is.
+func (c *Console) natsDown() error {
+	nc := c.js.Conn()
+	if nc.IsConnected() {
+		return nil
+	}
+	if err := nc.LastError(); err != nil {
+		return fmt.Errorf("%w (the console keeps trying): %v", errNATSDown, err)
+	}
+	return fmt.Errorf("%w (the console keeps trying)", errNATSDown)
+}
+
+// needsNATS answers 503 at once while NATS cannot be reached, rather than
+// let h's calls wait out their timeouts. Not for the runs list, served
+// from memory, nor for the event streams: an EventSource answered 503
+// never tries again.
+func (c *Console) needsNATS(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := c.natsDown(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, err)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// unavailable answers 503 with err, or with why NATS cannot be reached
+// when it cannot: what err then comes from.
+func (c *Console) unavailable(w http.ResponseWriter, err error) {
+	if down := c.natsDown(); down != nil {
+		err = down
+	}
+	writeError(w, http.StatusServiceUnavailable, err)
+}
+
 func (c *Console) serveConfig(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"readOnly": c.readOnly, "tokens": c.issuer != nil, "prefix": c.names.Prefix(), "auth": c.auth.token != "",
@@ -226,12 +268,17 @@ func (c *Console) serveRuns(w http.ResponseWriter, r *http.Request) {
 		limit = 50
 	}
 	f := runFilter{State: q.Get("state"), Profile: q.Get("profile"), Node: q.Get("node"), Label: q.Get("label"), Query: q.Get("q")}
-	writeJSON(w, http.StatusOK, c.index.list(f, offset, limit))
+	p := c.index.list(f, offset, limit)
+	if err := c.natsDown(); err != nil { // the runs shown are those read before the outage
+		p.Error = err.Error()
+	}
+	writeJSON(w, http.StatusOK, p)
 }
 
 // serveRunsLive tells the list page, over server-sent events, the version
 // of the index after each change (at most ten times a second), so it
-// reloads the page it shows.
+// reloads the page it shows; and when the connection to NATS goes down or
+// comes back, so the page says so.
 func (c *Console) serveRunsLive(w http.ResponseWriter, r *http.Request) {
 	// Subscribed before the response starts, so no change made after the
 	// client sees the stream open is missed.
@@ -246,6 +293,7 @@ func (c *Console) serveRunsLive(w http.ResponseWriter, r *http.Request) {
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
 	var sent uint64
+	up := c.natsDown() == nil
 	for {
 		select {
 		case <-r.Context().Done():
@@ -255,15 +303,18 @@ func (c *Console) serveRunsLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-tick.C:
+			changed := false
 			select {
 			case <-ch:
+				changed = true
 			default:
-				continue
 			}
 			c.index.mu.Lock()
 			v := c.index.version
 			c.index.mu.Unlock()
-			if v == sent {
+			wasUp := up
+			up = c.natsDown() == nil
+			if (!changed || v == sent) && up == wasUp {
 				continue
 			}
 			sent = v
@@ -299,6 +350,10 @@ func (c *Console) serveRun(w http.ResponseWriter, r *http.Request) {
 	}
 	rec, found := c.index.get(id)
 	if !found { // the index may lag a just-created record
+		if err := c.natsDown(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, err)
+			return
+		}
 		var err error
 		rec, err = c.client.Run(r.Context(), id)
 		if errors.Is(err, client.ErrNotFound) {
@@ -306,7 +361,7 @@ func (c *Console) serveRun(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, err)
+			c.unavailable(w, err)
 			return
 		}
 	}
@@ -326,12 +381,12 @@ func (c *Console) serveCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := c.client.Cancel(r.Context(), id)
-	writeReply(w, rep, err)
+	c.writeReply(w, rep, err)
 }
 
 // writeReply answers with a client call's reply, or with the HTTP status
 // that its error means.
-func writeReply(w http.ResponseWriter, rep any, err error) {
+func (c *Console) writeReply(w http.ResponseWriter, rep any, err error) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, rep)
@@ -342,7 +397,7 @@ func writeReply(w http.ResponseWriter, rep any, err error) {
 	case errors.Is(err, client.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, err)
 	default:
-		writeError(w, http.StatusServiceUnavailable, err)
+		c.unavailable(w, err)
 	}
 }
 
@@ -371,7 +426,7 @@ func (c *Console) serveInput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := c.client.Send(r.Context(), id, body)
-	writeReply(w, rep, err)
+	c.writeReply(w, rep, err)
 }
 
 func (c *Console) serveToken(w http.ResponseWriter, r *http.Request) {
@@ -404,7 +459,7 @@ func (c *Console) serveToken(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, err)
 			return
 		} else if err != nil {
-			writeError(w, http.StatusServiceUnavailable, err)
+			c.unavailable(w, err)
 			return
 		}
 	}
@@ -437,7 +492,7 @@ func (c *Console) serveOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err)
+		c.unavailable(w, err)
 		return
 	}
 	base := name[strings.LastIndexByte(name, '/')+1:]
@@ -463,7 +518,7 @@ func (c *Console) serveDLQ(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	entries, err := c.client.DLQ(ctx, limit)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err)
+		c.unavailable(w, err)
 		return
 	}
 	type entry struct {

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
@@ -159,7 +162,7 @@ func sessionCookie(t *testing.T, base string) *http.Cookie {
 	}
 	resp.Body.Close()
 	for _, c := range resp.Cookies() {
-		if c.Name == "baton_console" {
+		if strings.HasPrefix(c.Name, "baton_console_") {
 			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
 				t.Fatalf("session cookie %+v must be HttpOnly and SameSite=Strict", c)
 			}
@@ -171,6 +174,40 @@ func sessionCookie(t *testing.T, base string) *http.Cookie {
 	}
 	t.Fatalf("no session cookie after ?token= (status %d)", resp.StatusCode)
 	return nil
+}
+
+// TestTwoConsolesOneHost: a browser keeps cookies per host, not per port.
+// Two consoles of one host (their own tokens) name their cookies apart, so
+// logging in to the second leaves the first's session in the jar.
+func TestTwoConsolesOneHost(t *testing.T) {
+	a, b := setup(t), setup(t, console.WithToken("another-token"))
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	for _, login := range []struct{ srv, tok string }{{a.srv.URL, token}, {b.srv.URL, "another-token"}} {
+		resp, err := browser.Get(login.srv + "/?token=" + url.QueryEscape(login.tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	u, _ := url.Parse(a.srv.URL)
+	cookies := jar.Cookies(u) // the host's, whichever port set them
+	if len(cookies) != 2 || cookies[0].Name == cookies[1].Name {
+		t.Fatalf("the jar holds %v: want one cookie per console, named apart", cookies)
+	}
+	for _, srv := range []string{a.srv.URL, b.srv.URL} {
+		resp, err := browser.Get(srv + "/api/runs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s/api/runs after both logins: %d, want 200", srv, resp.StatusCode)
+		}
+	}
 }
 
 func TestLoginForm(t *testing.T) {
@@ -284,6 +321,7 @@ type page struct {
 	Total, All, Offset int
 	Ready              bool
 	Profiles, Nodes    []string
+	States             map[string]int
 }
 
 // TestRunsList fills the runs bucket with 10,000 records and pages,
@@ -368,6 +406,20 @@ func TestRunsList(t *testing.T) {
 	}
 	if strings.Join(p.Profiles, ",") != "claude,codex" || len(p.Nodes) != 3 {
 		t.Errorf("filter choices: profiles %v nodes %v", p.Profiles, p.Nodes)
+	}
+	// Counts per state: of the runs the other filters match, whatever
+	// the state chosen.
+	for query, want := range map[string]map[string]int{
+		"":                           {"running": n / 4, "succeeded": n / 4, "failed": n / 4, "starting": n / 4},
+		"profile=codex":              {"succeeded": n / 4, "starting": n / 4},
+		"profile=codex&state=failed": {"succeeded": n / 4, "starting": n / 4},
+		"q=run-00042":                {"failed": 1},
+	} {
+		var p page
+		get(t, e.srv.URL+"/api/runs?"+query, &p)
+		if !maps.Equal(p.States, want) {
+			t.Errorf("%q: counts per state %v, want %v", query, p.States, want)
+		}
 	}
 
 	// Live: the list's event stream says when the index changed.
@@ -747,4 +799,55 @@ func TestOutputDownload(t *testing.T) {
 			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
 		}
 	}
+}
+
+// TestNATSDown: while the console's connection to NATS is down, the runs
+// list and the calls that need NATS say "NATS cannot be reached" (not
+// "reading run records" or a timeout), the list's live stream tells the
+// page at once, and the list's error clears once NATS is back.
+func TestNATSDown(t *testing.T) {
+	dir := t.TempDir()
+	s := testenv.RunServerIn(t, dir, -1)
+	port := s.Addr().(*net.TCPAddr).Port
+	_, js := testenv.Connect(t, s)
+	if _, err := provision.Ensure(ctxT(t), js, names, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := console.New(t.Context(), js, names, console.WithToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	type list struct {
+		Ready bool
+		Error string
+	}
+	runs := func() (p list) { get(t, srv.URL+"/api/runs", &p); return p }
+	testenv.WaitFor(t, 10*time.Second, "the run index ready", func() bool { p := runs(); return p.Ready && p.Error == "" })
+	live := openStream(t, srv.URL+"/api/runs/live", "")
+	defer live.Body.Close()
+
+	s.Shutdown()
+	s.WaitForShutdown()
+	if _, end := readEvents(t, live.Body, 1); end != "changed" {
+		t.Fatal("the runs' live stream told nothing within 30 s of NATS going down")
+	}
+	if p := runs(); !strings.HasPrefix(p.Error, "NATS cannot be reached") {
+		t.Fatalf("runs list error %q, want NATS cannot be reached", p.Error)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/api/dlq", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "NATS cannot be reached") {
+		t.Fatalf("dead letters while NATS is down: %d %s", resp.StatusCode, b)
+	}
+
+	testenv.RunServerIn(t, dir, port)
+	testenv.WaitFor(t, 20*time.Second, "the runs list's error to clear once NATS is back", func() bool { return runs().Error == "" })
 }

@@ -129,6 +129,9 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 			if !open {
 				if err := <-done; err != nil {
 					if ctx.Err() == nil {
+						if down := c.natsDown(); down != nil {
+							err = down
+						}
 						b, _ := json.Marshal(map[string]string{"error": err.Error()})
 						_ = s.event("", "failure", b)
 						s.flush()

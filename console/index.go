@@ -187,20 +187,29 @@ type page struct {
 	Error    string           `json:"error,omitempty"`
 	Profiles []string         `json:"profiles"` // every profile and node seen, for the filters
 	Nodes    []string         `json:"nodes"`
+	// States counts the records of each state that match the filter but
+	// for its state: what each state's choice would list.
+	States map[string]int `json:"states"`
 }
 
 // list filters, sorts (newest first, then runId) and cuts a page.
 func (x *runIndex) list(f runFilter, offset, limit int) page {
 	x.mu.Lock()
 	matched := make([]*kv.RunRecord, 0, min(len(x.runs), 1024))
-	profiles, nodes := map[string]bool{}, map[string]bool{}
+	profiles, nodes, states := map[string]bool{}, map[string]bool{}, map[string]int{}
+	anyState := f
+	anyState.State = ""
 	for _, r := range x.runs {
 		profiles[r.Profile], nodes[r.Node] = true, true
+		if !anyState.match(&r) {
+			continue
+		}
+		states[string(r.State)]++
 		if f.match(&r) {
 			matched = append(matched, &r)
 		}
 	}
-	p := page{Total: len(matched), All: len(x.runs), Version: x.version, Ready: x.ready, Error: x.err}
+	p := page{Total: len(matched), All: len(x.runs), Version: x.version, Ready: x.ready, Error: x.err, States: states}
 	x.mu.Unlock()
 	slices.SortFunc(matched, func(a, b *kv.RunRecord) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {

@@ -26,9 +26,15 @@ type workerView struct {
 	Error   string                 `json:"error,omitempty"`
 }
 
+// nodeView is one node record as the workers page reads it: the record
+// itself has msgpack names only, which JSON would send as Go's field names.
 type nodeView struct {
-	kv.NodeRecord
-	Age string `json:"age"`
+	ID        string    `json:"id"`
+	Workers   int       `json:"workers"`
+	Capacity  int       `json:"capacity"`
+	Version   string    `json:"version"`
+	Heartbeat time.Time `json:"heartbeat"`
+	Age       string    `json:"age"` // since the heartbeat, rounded to the second
 }
 
 // workersWait is how long the console collects service info replies: every
@@ -54,9 +60,14 @@ func (c *Console) serveWorkers(w http.ResponseWriter, r *http.Request) {
 		out.Errors = append(out.Errors, "nodes: "+err.Error())
 	}
 	for _, n := range nodes {
-		out.Nodes = append(out.Nodes, nodeView{n.Value, time.Since(n.Value.Heartbeat).Round(time.Second).String()})
+		v := n.Value
+		out.Nodes = append(out.Nodes, nodeView{ID: v.ID, Workers: v.Workers, Capacity: v.Capacity, Version: v.Version,
+			Heartbeat: v.Heartbeat, Age: time.Since(v.Heartbeat).Round(time.Second).String()})
 	}
 	slices.SortFunc(out.Nodes, func(a, b nodeView) int { return strings.Compare(a.ID, b.ID) })
+	if err := c.natsDown(); err != nil { // the cause of every error above
+		out.Errors = []string{err.Error()}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -2,15 +2,22 @@ package test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -18,6 +25,7 @@ import (
 	"github.com/batonhq/baton/console"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -38,14 +46,23 @@ func chromium(t *testing.T) string {
 // real worker: a run appears in the list, its transcript streams live, a
 // hand-off (SIGTERM of its worker, a second worker of the node takes it)
 // is marked on the timeline, and a second run is cancelled with the
-// button. BATON_SCREENSHOTS=dir saves the list and run pages there.
+// button. The run header follows the chain as a run waits for input and
+// gets it; the workers page shows the nodes; a finished run's page has no
+// empty card and does not scroll sideways for a long digest; the runs
+// list counts the runs per state, cancels several at once, and says when
+// NATS cannot be reached. Times show in the browser's time zone, named,
+// and as durations or how long ago.
+// BATON_SCREENSHOTS=dir saves the list and run pages there.
 func TestConsoleInBrowser(t *testing.T) {
 	browser := chromium(t)
 	bin := testenv.BatonBinary(t)
-	s := testenv.RunServer(t)
+	natsDir := t.TempDir() // the server restarts on it at the end
+	s := testenv.RunServerIn(t, natsDir, -1)
 	dir := testenv.StateDir(t)
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
-	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"+
+		// A run that ends a turn and waits for input, twice.
+		"  turns:\n    command: [\"{baton}\", fake-agent, --story, --follow-up, --rate, \"100\"]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	startProc := func(name string) (*testenv.Proc, *testenv.Buffer) {
@@ -85,6 +102,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	// starts with the first action, so open a blank page first.
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start chromium (%s): %v", browser, err)
+	}
+	// Times show in the browser's zone, named: one that is not the host's.
+	if _, err := chromedp.Call(bctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Kolkata"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(bctx, emulation.SetLocaleOverride, emulation.SetLocaleOverrideParams{Locale: "en_US"}); err != nil {
+		t.Fatal(err)
 	}
 	dialogs := chromedp.Events(bctx, page.JavascriptDialogOpening)
 	go func() {
@@ -184,6 +208,39 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Back in the list, live updates show the end state.
 	step("the list shows it cancelled", 30*time.Second, chromedp.Navigate(srv.URL+"/#/?q=console-live"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-live"] .st-cancelled`)))
+	countsText := func() string {
+		t.Helper()
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#counts a')].map(a => a.textContent).join(' | ')`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := countsText(); got != "all 1 | cancelled 1" {
+		t.Errorf("counts per state %q, want all 1 | cancelled 1", got)
+	}
+
+	// Several runs cancelled at once: ticked in the list, one button.
+	submit("console-many-1", "--rate", "5", "--duration", "60s")
+	submit("console-many-2", "--rate", "5", "--duration", "60s")
+	step("both runs running in the list", 60*time.Second, chromedp.Navigate(srv.URL+"/#/?q=console-many"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-many-1"] .st-running`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-many-2"] .st-running`)))
+	if got := countsText(); got != "all 2 | running 2" {
+		t.Errorf("counts per state %q, want all 2 | running 2", got)
+	}
+	step("tick both and cancel them", 30*time.Second,
+		clickInPage(`tr[data-run="console-many-1"] input[type=checkbox]`), clickInPage(`tr[data-run="console-many-2"] input[type=checkbox]`),
+		chromedp.WaitVisible(chromedp.CSS(`#cancel-selected`)), clickInPage(`#cancel-selected`),
+		chromedp.Poll[chromedp.Void](`document.getElementById('cancel-note').textContent === 'cancel requested for 2 of 2 runs'`,
+			chromedp.WithPollingInterval(50*time.Millisecond)))
+	step("both end cancelled", 60*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-many-1"] .st-cancelled`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-many-2"] .st-cancelled`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#cancel-selected`)))
+	if got := countsText(); got != "all 2 | cancelled 2" {
+		t.Errorf("counts per state %q, want all 2 | cancelled 2", got)
+	}
 
 	// 1,000 lines/s, every other one a raw line (an entry each): the
 	// page keeps up, and its DOM stays bounded.
@@ -218,6 +275,65 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil || !strings.Contains(workers, "console") {
 		t.Fatalf("workers page: %q %v", workers, err)
 	}
+	// The node's row: its id, and its workers and capacity as numbers.
+	node, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#nodes tbody tr:first-child td')].map(td => td.textContent)`))
+	if err != nil || len(node) != 5 || node[0] != "console" || strings.Contains(strings.Join(node, "|"), "undefined") {
+		t.Fatalf("nodes table row %q %v, want the node console with its numbers", node, err)
+	}
+	for _, n := range node[1:3] {
+		if _, err := strconv.Atoi(n); err != nil {
+			t.Fatalf("nodes table row %q: workers and capacity must be numbers", node)
+		}
+	}
+
+	// The header follows the chain: running, waiting at the end of a
+	// turn, running again once input comes (typed in the input box), and
+	// the end state. An observer in the page records each header drawn.
+	// The page is open before the job is submitted: it waits for the
+	// run's record.
+	step("open the page of a run not submitted yet", 30*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-turns"),
+		chromedp.Poll[chromedp.Void](`document.querySelector('p.error').textContent.includes('no record yet')`, chromedp.WithPollingInterval(50*time.Millisecond)))
+	if err := c.Submit(ctx, protocol.Job{RunID: "console-turns", Profile: "turns"}); err != nil {
+		t.Fatal(err)
+	}
+	step("the run's page once its record is there", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`.run-head .badge`)),
+		chromedp.Evaluate[chromedp.Void](`window.heads = [document.querySelector('.run-head .badge').textContent];
+			new MutationObserver(ms => { for (const m of ms) for (const n of m.addedNodes)
+				if (n.classList && n.classList.contains('badge')) window.heads.push(n.textContent); })
+				.observe(document.querySelector('.run-head'), { childList: true })`),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="started"]`)))
+	typeInput := func(text string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](fmt.Sprintf(`(() => { const ta = document.getElementById('input'); if (!ta) return false;
+			ta.value = %q; document.querySelector('.inputbox button').click(); return true; })()`, text),
+			chromedp.WithPollingInterval(100*time.Millisecond))
+	}
+	waitHead := func(state string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('.run-head .badge').textContent === %q`, state),
+			chromedp.WithPollingInterval(50*time.Millisecond))
+	}
+	step("the first turn, then the header says waiting", 60*time.Second, typeInput("fix the upload handler"), waitHead("waiting"))
+	step("the second turn ends waiting", 60*time.Second, typeInput("add a regression test"),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('#timeline li[data-status="waiting"]').length === 2`,
+			chromedp.WithPollingInterval(50*time.Millisecond)))
+	if _, err := c.Send(ctx, "console-turns", nil, client.WithEOF()); err != nil {
+		t.Fatal(err)
+	}
+	step("the header says succeeded", 60*time.Second, waitHead("succeeded"))
+	drawn, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`window.heads`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#timeline li')].map(li => li.dataset.status)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The header names a started run running; before the first status it
+	// may show the record's "starting".
+	want := slices.Compact(slices.Replace(chain, 0, 1, "running"))
+	drawn = slices.Compact(drawn)
+	if i := slices.Index(drawn, "running"); i < 0 || !slices.Equal(drawn[i:], want) || !slices.Contains(want, "waiting") {
+		t.Fatalf("the header showed %q, want it to follow the chain %q", drawn, chain)
+	}
 	// Dead letters: a job for a profile no worker has.
 	if err := c.Submit(ctx, protocol.Job{RunID: "console-bad", Profile: "no-such-profile"}); err != nil {
 		t.Fatal(err)
@@ -249,6 +365,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	if _, err := obs.PutString(ctx, "console-done/diff.patch", "--- a\n+++ b\n"); err != nil {
 		t.Fatal(err)
 	}
+	// Long words: the digest as the object store writes it, and a file
+	// named by a digest (a cache entry), as the outputs list shows them.
+	sum := sha256.Sum256([]byte("--- a\n+++ b\n"))
+	digest := "SHA-256=" + base64.URLEncoding.EncodeToString(sum[:])
+	cached := ".cache/sha256/" + hex.EncodeToString(sum[:])
 	for _, m := range []struct {
 		kind protocol.RunKind
 		data string
@@ -258,7 +379,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		{protocol.KindEvents, `{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"file-one.txt"}]}}`},
 		{protocol.KindRaw, `plain <b>not html</b>`},
 		{protocol.KindEvents, `{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":3,"total_cost_usd":0.0123,"duration_ms":4200}`},
-		{protocol.KindStatus, `{"status":"failed","runId":"console-done","worker":"w","epoch":1,"offset":9,"exitCode":3,"stderrTail":"boom: exit 3\n","time":"2026-12-01T05:00:05Z","outputs":[{"name":"diff.patch","size":12,"digest":"SHA-256=x"}]}`},
+		{protocol.KindStatus, `{"status":"failed","runId":"console-done","worker":"w","epoch":1,"offset":9,"exitCode":3,"stderrTail":"boom: exit 3\n","time":"2026-12-01T05:00:05Z","outputs":[{"name":"diff.patch","size":12,"digest":"` + digest + `"},{"name":"` + outputs.FileName("console-done", cached) + `","path":"` + cached + `","size":12,"digest":"` + digest + `"}]}`},
 	} {
 		if _, err := js.Publish(ctx, names.IngestSubject("console-done", m.kind), []byte(m.data)); err != nil {
 			t.Fatal(err)
@@ -273,6 +394,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		`#transcript [data-result]`:        "3 turns · $0.0123",
 		`#transcript .entry.raw`:           "plain <b>not html</b>",
 		`#timeline li[data-status=failed]`: "exit 3",
+		// 05:00:05 UTC in Kolkata, and 5 s after the started status.
+		`.run-head dd[data-field=finished]`: "10:30:05 GMT+5:30",
+		`.run-head dd[data-field=duration]`: "5 s",
 	} {
 		got, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
 		if err != nil || !strings.Contains(got, want) {
@@ -293,9 +417,38 @@ func TestConsoleInBrowser(t *testing.T) {
 	if hidden, _ := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById('cancel').hidden`)); !hidden {
 		t.Error("the cancel button shows on a finished run")
 	}
+	// Nothing to cancel and no tokens to hand out: no card shows empty.
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`[...document.querySelectorAll('.card')]
+		.filter(c => c.offsetParent !== null && c.innerText.trim() === '').length`)); err != nil || n != 0 {
+		t.Errorf("%d empty cards on the finished run's page (%v)", n, err)
+	}
+	// The digest wraps in its column: the page does not scroll sideways.
+	if got, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#outputs ul`))); err != nil || !strings.Contains(got, digest) || !strings.Contains(got, cached) {
+		t.Errorf("outputs %q (%v), want the digest %s and the file %s", got, err, digest, cached)
+	}
+	if w, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, document.documentElement.clientWidth]`)); err != nil || w[0] > w[1] {
+		t.Errorf("the finished run's page is %v wide (scroll, viewport) (%v): something does not wrap", w, err)
+	}
 	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
 		screenshot(t, bctx, filepath.Join(dir, "console-run-done.png"))
 	}
+
+	// NATS goes away under the list page, which says so, and comes back.
+	step("the runs list", 30*time.Second, chromedp.Navigate(srv.URL+"/#/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-done"]`)))
+	created, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(el => [el.textContent, el.title])(document.querySelector('tr[data-run="console-done"] [data-ago]'))`))
+	if err != nil || len(created) != 2 || !strings.HasSuffix(created[0], " ago") || !strings.HasSuffix(created[1], "GMT+5:30") {
+		t.Errorf("the list's created time %q (%v), want how long ago, and the time in its zone", created, err)
+	}
+	port := s.Addr().(*net.TCPAddr).Port
+	s.Shutdown()
+	s.WaitForShutdown()
+	listError := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`(t => `+cond+`)(document.querySelector('p.error').textContent)`,
+			chromedp.WithPollingInterval(50*time.Millisecond))
+	}
+	step("the list says NATS cannot be reached", 30*time.Second, listError(`t.startsWith('NATS cannot be reached')`))
+	testenv.RunServerIn(t, natsDir, port)
+	step("the list's error gone once NATS is back", 30*time.Second, listError(`t === ''`))
 }
 
 func screenshot(t *testing.T, ctx context.Context, path string) {

@@ -39,6 +39,9 @@ open. Opened once with ?token=, the browser keeps an HttpOnly cookie;
 scripts send Authorization: Bearer. It listens beyond loopback only with
 TLS (--tls-cert, --tls-key) or --insecure.
 
+It fails at start if NATS cannot be reached; later it reconnects for as
+long as it runs, and its pages say when NATS cannot be reached.
+
 With --signing-key it also hands out run tokens (see 'baton token') on
 each run's page, and answers the NATS server's auth callout for them.`,
 		Example: `  baton console
@@ -62,11 +65,26 @@ each run's page, and answers the NATS server's auth callout for them.`,
 			if err != nil {
 				return err
 			}
+			// The first connect must succeed: a console that starts without
+			// NATS would print its URL as if healthy. Later it reconnects
+			// for as long as it runs, and its pages say NATS cannot be
+			// reached meanwhile.
 			nc, err := nats.Connect(g.natsURL, nats.Name("baton-console"), nats.MaxReconnects(-1),
-				nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true),
+				nats.ReconnectWait(250*time.Millisecond),
 				nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "baton console: NATS: %v\n", err)
+				}),
+				nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+					if !nc.IsClosed() { // not the console's own close at its end
+						fmt.Fprintf(cmd.ErrOrStderr(), "baton console: NATS cannot be reached: %v (reconnecting)\n", err)
+					}
+				}),
+				nats.ReconnectHandler(func(nc *nats.Conn) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "baton console: NATS reconnected at %s\n", nc.ConnectedUrlRedacted())
 				}))
+			if errors.Is(err, nats.ErrNoServers) {
+				return fmt.Errorf("cannot reach NATS at %s: %w (is nats-server running there?)", g.natsURL, err)
+			}
 			if err != nil {
 				return fmt.Errorf("connect to NATS at %s: %w", g.natsURL, err)
 			}

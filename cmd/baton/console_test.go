@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/batonhq/baton/console"
+	"github.com/batonhq/baton/internal/testenv"
 )
 
 func TestConsoleCommandRefusesInsecureListen(t *testing.T) {
@@ -38,29 +41,7 @@ func TestConsoleCommandServes(t *testing.T) {
 	t.Setenv("BATON_CONSOLE_TOKEN", "")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	root := newRootCmd()
-	pr, pw := io.Pipe()
-	root.SetOut(pw)
-	root.SetErr(io.Discard)
-	root.SetArgs([]string{"--nats", e.url, "console", "--listen", "127.0.0.1:0"})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx); pw.Close() }()
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	var line string
-	select {
-	case line = <-lines:
-	case err := <-done:
-		t.Fatalf("console ended: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("console printed no URL within 20s")
-	}
+	line, _, done := startConsole(t, ctx, e.url)
 	u, ok := strings.CutPrefix(line, "baton console: ")
 	if !ok || !strings.Contains(u, "/?token=") {
 		t.Fatalf("printed %q, want the URL with its token", line)
@@ -102,6 +83,130 @@ func TestConsoleCommandServes(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("console did not stop within 10s of its context")
 	}
+}
+
+// startConsole runs `baton --nats natsURL console` on a free port until
+// ctx ends. It returns the first line the console printed (its URL), its
+// stderr's lines, and its end.
+func startConsole(t *testing.T, ctx context.Context, natsURL string) (string, <-chan string, <-chan error) {
+	t.Helper()
+	root := newRootCmd()
+	pr, pw := io.Pipe()
+	er, ew := io.Pipe()
+	root.SetOut(pw)
+	root.SetErr(ew)
+	root.SetArgs([]string{"--nats", natsURL, "console", "--listen", "127.0.0.1:0"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx); pw.Close(); ew.Close() }()
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	errLines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(er)
+		for sc.Scan() {
+			select {
+			case errLines <- sc.Text():
+			default: // nobody reads them: drop
+			}
+		}
+		_, _ = io.Copy(io.Discard, er)
+	}()
+	select {
+	case line := <-lines:
+		return line, errLines, done
+	case err := <-done:
+		t.Fatalf("console ended: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("console printed no URL within 20s")
+	}
+	return "", nil, nil
+}
+
+// TestConsoleCommandWithoutNATS: against a port nothing listens on, the
+// console fails at once, naming the URL, instead of printing its own URL
+// and serving pages that cannot read anything.
+func TestConsoleCommandWithoutNATS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "nats://" + ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"--nats", closed, "console", "--listen", "127.0.0.1:0"})
+	start := time.Now()
+	err = root.ExecuteContext(ctx)
+	if err == nil || !strings.HasPrefix(err.Error(), "cannot reach NATS at "+closed+": ") {
+		t.Fatalf("console against %s: %v, want \"cannot reach NATS at %s: ...\"", closed, err, closed)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the console took %v to fail", d)
+	}
+	if out.Len() > 0 {
+		t.Errorf("the console printed %q before failing", out.String())
+	}
+}
+
+// TestConsoleCommandNATSGoesAway: when NATS goes away under a running
+// console, it says so on stderr, its API says NATS cannot be reached, and
+// it says when NATS is back.
+func TestConsoleCommandNATSGoesAway(t *testing.T) {
+	dir := t.TempDir()
+	s := testenv.RunServerIn(t, dir, -1)
+	port := s.Addr().(*net.TCPAddr).Port
+	t.Setenv("BATON_CONSOLE_TOKEN", "the-token")
+	ctx, cancel := context.WithCancel(t.Context())
+	line, stderr, done := startConsole(t, ctx, s.ClientURL())
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("the console did not stop within 10s of its context")
+		}
+	}()
+	base := strings.TrimSuffix(strings.TrimPrefix(line, "baton console: "), "/")
+	waitLine := func(what string) {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case l := <-stderr:
+				if strings.Contains(l, what) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("the console's stderr said no %q within 20s", what)
+			}
+		}
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+	waitLine("baton console: NATS cannot be reached")
+	req, _ := http.NewRequest("GET", base+"/api/dlq", nil)
+	req.Header.Set("Authorization", "Bearer the-token")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "NATS cannot be reached") {
+		t.Fatalf("the API while NATS is down: %d %s", resp.StatusCode, b)
+	}
+	testenv.RunServerIn(t, dir, port)
+	waitLine("baton console: NATS reconnected")
 }
 
 func TestTokenCommand(t *testing.T) {

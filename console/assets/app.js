@@ -29,15 +29,47 @@ async function api(path, opts = {}) {
   const r = await fetch(path, Object.assign({ credentials: 'same-origin' }, opts, { headers }));
   if (r.status === 401) { location.href = 'login'; throw new Error('unauthorized'); }
   const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw new Error(body.error || r.statusText);
+  if (!r.ok) throw Object.assign(new Error(body.error || r.statusText), { status: r.status });
   return body;
 }
 
+// fmtTime shows a time in the browser's time zone, and names the zone.
 function fmtTime(s) {
   if (!s) return '-';
   const d = new Date(s);
-  return d.toLocaleString(undefined, { hour12: false });
+  return d.toLocaleString(undefined, { hour12: false, timeZoneName: 'short' });
 }
+// fmtDur shows a duration: "850 ms", "42 s", "3 min 5 s", "2 h 4 min", "3 d 2 h".
+function fmtDur(ms) {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
+  const s = Math.floor(ms / 1000), m = Math.floor(s / 60), hr = Math.floor(m / 60), d = Math.floor(hr / 24);
+  if (s < 60) return `${s} s`;
+  if (m < 60) return `${m} min ${s % 60} s`;
+  if (hr < 24) return `${hr} h ${m % 60} min`;
+  return `${d} d ${hr % 24} h`;
+}
+// fmtAgo shows how long ago a time was, in its largest unit: "5 min ago".
+function fmtAgo(s) {
+  const sec = Math.max(0, Math.floor((Date.now() - new Date(s).getTime()) / 1000));
+  if (sec < 60) return `${sec} s ago`;
+  if (sec < 3600) return `${Math.floor(sec / 60)} min ago`;
+  if (sec < 86400) return `${Math.floor(sec / 3600)} h ago`;
+  return `${Math.floor(sec / 86400)} d ago`;
+}
+// ago is a time as how long ago, its date and zone on hover; since is a
+// run's duration, from its start to its end or, while it runs, to now.
+// Both age on the page (tickTimes) between the page's reloads.
+function ago(s) { return s ? h('span', { 'data-ago': s, title: fmtTime(s), text: fmtAgo(s) }) : '-'; }
+function since(start, end) {
+  if (!start) return '-';
+  if (end) return fmtDur(new Date(end) - new Date(start));
+  return h('span', { 'data-since': start, text: fmtDur(Date.now() - new Date(start)) });
+}
+function tickTimes() {
+  for (const el of main.querySelectorAll('[data-ago]')) el.textContent = fmtAgo(el.dataset.ago);
+  for (const el of main.querySelectorAll('[data-since]')) el.textContent = fmtDur(Date.now() - new Date(el.dataset.since));
+}
+setInterval(tickTimes, 1000);
 function badge(state) { return h('span', { class: 'badge st-' + state, text: state }); }
 const terminal = new Set(['succeeded', 'failed', 'cancelled', 'timeout', 'lost']);
 
@@ -66,15 +98,57 @@ function listPage(params) {
   const next = h('button', { text: 'older ›' });
   const tbody = h('tbody');
   const errLine = h('p', { class: 'error' });
+  const counts = h('div', { class: 'counts', id: 'counts' });
+  // Runs ticked for cancel, kept across the reloads of the page.
+  const selected = new Set();
+  const cancelSel = h('button', { class: 'danger', id: 'cancel-selected', type: 'button', hidden: true });
+  const cancelNote = h('span', { class: 'muted', id: 'cancel-note' });
   main.replaceChildren(
     h('h1', { text: 'Runs' }),
     h('form', { class: 'filters', onsubmit: e => { e.preventDefault(); apply(); } },
-      stateSel, profileSel, nodeSel, label, search, h('button', { type: 'submit', text: 'Filter' })),
-    errLine,
+      stateSel, profileSel, nodeSel, label, search, h('button', { type: 'submit', text: 'Filter' }), cancelSel, cancelNote),
+    counts, errLine,
     h('table', { id: 'runs' }, h('thead', {}, h('tr', {},
-      ...['run', 'state', 'profile', 'node', 'worker', 'attempt', 'created', 'finished', 'exit'].map(t => h('th', { text: t })))),
+      ...['', 'run', 'state', 'profile', 'node', 'worker', 'attempt', 'created', 'finished', 'duration', 'exit'].map(t => h('th', { text: t })))),
       tbody),
     h('div', { class: 'pager' }, prev, next, summary));
+
+  function showCancelSel() {
+    cancelSel.hidden = !selected.size;
+    cancelSel.textContent = `Cancel ${selected.size} selected`;
+  }
+  // Each run's cancel is its own request: one refused (ended meanwhile)
+  // leaves the others requested.
+  cancelSel.onclick = async () => {
+    const ids = [...selected];
+    if (!confirm(`Cancel ${ids.length} runs?\n` + ids.join('\n'))) return;
+    cancelSel.disabled = true;
+    const failed = [];
+    await Promise.all(ids.map(id => api('api/runs/' + encodeURIComponent(id) + '/cancel', { method: 'POST' })
+      .then(() => selected.delete(id), e => failed.push(id + ': ' + (e.message || e)))));
+    cancelNote.textContent = `cancel requested for ${ids.length - failed.length} of ${ids.length} runs`;
+    errLine.textContent = failed.length ? 'cancel ' + failed.join('; ') : '';
+    cancelSel.disabled = false;
+    showCancelSel();
+    load();
+  };
+
+  // listHref is this list with another state chosen.
+  function listHref(state) {
+    const p = new URLSearchParams();
+    for (const k of ['profile', 'node', 'label', 'q']) if (f[k]) p.set(k, f[k]);
+    if (state) p.set('state', state);
+    return '#/?' + p.toString();
+  }
+  const stateOrder = ['starting', 'running', 'succeeded', 'failed', 'cancelled', 'timeout', 'lost'];
+  function showCounts(states) {
+    const all = Object.values(states).reduce((a, b) => a + b, 0);
+    const seen = [...stateOrder, ...Object.keys(states).filter(s => !stateOrder.includes(s)).sort()].filter(s => states[s]);
+    counts.replaceChildren(
+      h('a', { href: listHref(''), class: f.state ? '' : 'active', 'data-state': '' }, `all ${all.toLocaleString()}`),
+      ...seen.map(s => h('a', { href: listHref(s), class: f.state === s ? 'active' : '', 'data-state': s },
+        badge(s), ' ' + states[s].toLocaleString())));
+  }
 
   function apply(offset = 0) {
     const p = new URLSearchParams();
@@ -100,13 +174,23 @@ function listPage(params) {
       fillSelect(profileSel, pg.profiles, f.profile, 'any profile');
       fillSelect(nodeSel, pg.nodes, f.node, 'any node');
       errLine.textContent = pg.error || '';
+      showCounts(pg.states || {});
+      const tick = r => {
+        if (cfg.readOnly || terminal.has(r.state)) { selected.delete(r.runId); return null; }
+        const box = h('input', { type: 'checkbox', 'aria-label': 'select ' + r.runId, checked: selected.has(r.runId) });
+        box.onchange = () => { if (box.checked) selected.add(r.runId); else selected.delete(r.runId); showCancelSel(); };
+        return box;
+      };
       const rows = pg.runs.map(r => h('tr', { 'data-run': r.runId },
+        h('td', {}, tick(r)),
         h('td', {}, h('a', { href: '#/runs/' + encodeURIComponent(r.runId), class: 'mono', text: r.runId })),
         h('td', {}, badge(r.state), r.cancelRequested && !terminal.has(r.state) ? h('span', { class: 'muted', text: ' cancelling' }) : null),
         h('td', { text: r.profile || '-' }), h('td', { text: r.node || '-' }), h('td', { text: r.worker || '-' }),
-        h('td', { text: String(r.attempt) }), h('td', { text: fmtTime(r.createdAt) }),
-        h('td', { text: fmtTime(r.finishedAt) }), h('td', { text: r.exitCode === undefined ? '-' : String(r.exitCode) })));
+        h('td', { text: String(r.attempt) }), h('td', {}, ago(r.createdAt)), h('td', {}, ago(r.finishedAt)),
+        h('td', {}, terminal.has(r.state) && !r.finishedAt ? '-' : since(r.startedAt, r.finishedAt)),
+        h('td', { text: r.exitCode === undefined ? '-' : String(r.exitCode) })));
       tbody.replaceChildren(...rows);
+      showCancelSel();
       const first = pg.total ? pg.offset + 1 : 0;
       summary.textContent = `${first}–${pg.offset + pg.runs.length} of ${pg.total.toLocaleString()}` +
         (pg.total !== pg.all ? ` matching (${pg.all.toLocaleString()} runs)` : ' runs');
@@ -153,6 +237,7 @@ function runPage(runId) {
   const tokenBox = h('div', { class: 'token' });
   const errLine = h('p', { class: 'error' });
   const cancelBtn = h('button', { class: 'danger', id: 'cancel', text: 'Cancel run', hidden: true });
+  const actions = h('div', { class: 'card', id: 'actions', hidden: true }, cancelBtn, tokenBox);
   const follow = h('input', { type: 'checkbox', checked: true, id: 'follow' });
   main.replaceChildren(
     h('p', {}, h('a', { href: '#/', text: '‹ runs' })),
@@ -162,7 +247,7 @@ function runPage(runId) {
         h('div', { class: 'pager' }, h('label', {}, follow, ' follow'), h('span', { class: 'muted', id: 'count' })),
         transcript, inputBox),
       h('aside', {},
-        h('div', { class: 'card' }, cancelBtn, tokenBox),
+        actions,
         h('h2', { text: 'Timeline' }), h('div', { class: 'card' }, timeline),
         outputs, stderr)));
   transcript.append(hiddenNote);
@@ -179,10 +264,13 @@ function runPage(runId) {
     head.replaceChildren(
       h('h1', { class: 'mono', text: run.runId }), badge(st),
       h('dl', {}, ...[['profile', run.profile], ['node', run.node], ['worker', run.worker], ['attempt', run.attempt],
-        ['created', fmtTime(run.createdAt)], ['started', fmtTime(run.startedAt)], ['finished', fmtTime(run.finishedAt)]]
-        .flatMap(([k, v]) => [h('dt', { text: k }), h('dd', { text: v === undefined || v === '' ? '-' : String(v) })])));
+        ['created', fmtTime(run.createdAt)], ['started', fmtTime(run.startedAt)], ['finished', fmtTime(run.finishedAt)],
+        ['duration', terminal.has(st) && !run.finishedAt ? '-' : since(run.startedAt, run.finishedAt)]]
+        .flatMap(([k, v]) => [h('dt', { text: k }),
+          v instanceof Node ? h('dd', { 'data-field': k }, v) : h('dd', { 'data-field': k, text: v === undefined || v === '' ? '-' : String(v) })])));
     const ended = !!state.terminal || terminal.has(run.state);
     cancelBtn.hidden = cfg.readOnly || state.info.readOnly || ended;
+    showActions();
     const wantInput = !cfg.readOnly && !state.info.readOnly && !ended && (state.info.interactive || state.waiting);
     if (wantInput && inputBox.hidden) showInput();
     inputBox.hidden = !wantInput;
@@ -219,6 +307,10 @@ function runPage(runId) {
     }
   };
 
+  // The card of the cancel button and the token buttons shows only when
+  // it holds one of them: a finished run without tokens has neither.
+  function showActions() { actions.hidden = cancelBtn.hidden && !tokenBox.childElementCount; }
+
   function showToken() {
     if (!cfg.tokens) return;
     const out = h('div');
@@ -232,6 +324,7 @@ function runPage(runId) {
     tokenBox.replaceChildren(h('h2', { text: 'Browser credential' }),
       h('button', { text: 'Read token', onclick: () => get(false) }), ' ',
       cfg.readOnly ? null : h('button', { text: 'Read + input token', onclick: () => get(true) }), out);
+    showActions();
   }
 
   function onStatus(st) {
@@ -243,7 +336,7 @@ function runPage(runId) {
       h('div', { class: 'when', text: fmtTime(st.time) })));
     const run = state.info && state.info.run;
     if (run) { // the header follows the chain, which is ahead of the record
-      if (st.status === 'started' || st.status === 'attached') {
+      if (st.status === 'started' || st.status === 'attached' || st.status === 'running') {
         run.state = 'running';
         run.worker = st.worker || run.worker;
         run.startedAt = run.startedAt || st.time;
@@ -255,7 +348,7 @@ function runPage(runId) {
       }
     }
     if (st.status === 'waiting') state.waiting = true;
-    if (st.status === 'started' || st.status === 'attached') state.waiting = false;
+    if (st.status === 'started' || st.status === 'attached' || st.status === 'running') state.waiting = false;
     if (terminal.has(st.status)) {
       state.terminal = st;
       if (st.stderrTail) stderr.replaceChildren(h('h2', { text: 'stderr (tail)' }), h('pre', { text: st.stderrTail }));
@@ -314,12 +407,25 @@ function runPage(runId) {
     };
   }
 
-  api('api/runs/' + encodeURIComponent(runId)).then(info => {
-    state.info = info;
-    renderHead();
-    showToken();
-    connect();
-  }).catch(e => { errLine.textContent = String(e.message || e); });
+  // A job just submitted has no record until a worker takes it: wait for
+  // it rather than end on "not found".
+  function open() {
+    api('api/runs/' + encodeURIComponent(runId)).then(info => {
+      errLine.textContent = '';
+      state.info = info;
+      renderHead();
+      showToken();
+      connect();
+    }).catch(e => {
+      if (e.status === 404 && !state.closed) {
+        errLine.textContent = 'no record yet: waiting for a worker to take the run';
+        retry = setTimeout(open, 1000);
+        return;
+      }
+      errLine.textContent = String(e.message || e);
+    });
+  }
+  open();
 
   return () => {
     state.closed = true;
