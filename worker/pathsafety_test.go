@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,24 +21,6 @@ import (
 	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
 )
-
-// logBuffer collects a worker's log, for tests that wait for a line.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // withShell adds the profile "sh", whose job args are one shell script.
 func withShell(c *config.Config) {
@@ -116,7 +97,7 @@ func TestPlantedLinksInRecordKey(t *testing.T) {
 		}
 	}
 	h.stopWorker("w1")
-	var log logBuffer
+	var log testenv.Buffer
 	h.addWorker("w2", worker.WithLogger(zerolog.New(&log)))
 	if st := statuses(t, h.chain(witness, time.Minute)); st[len(st)-1].Status != protocol.StatusLost {
 		t.Fatalf("witness run ended %+v, want lost", st[len(st)-1])
@@ -185,7 +166,7 @@ func TestPlantedPIDFileSignalsNothing(t *testing.T) {
 		alive, err := sandbox.Alive(planted)
 		return err == nil && alive
 	})
-	var log logBuffer
+	var log testenv.Buffer
 	h.addWorker("w2", worker.WithLogger(zerolog.New(&log)))
 	runs, leases := runsStore(t, h)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
