@@ -34,8 +34,17 @@ and results on one line each, statuses with worker, node and epoch, and the
 exit code, reason and stderr tail at the end. --json prints each message's
 payload unchanged, one per line.
 
-The exit status is 0 if the run succeeded, 1 if it failed, was cancelled,
-timed out or was lost, and 2 if watching itself failed.`,
+It starts with the job's input, as the run's first turn, and ends with the
+outputs the run's capture stored. A permission prompt shows as one line
+(answer it with 'baton send', or type y or n in 'baton attach'). A run lost
+with its node and retried is followed on to its retry. When the job was
+rejected to the dead-letter stream it says why; when no worker has taken
+the job after a few seconds, or none holds the run after a hand-off, it
+says that too.
+
+The exit status is 0 if the run (or its last retry) succeeded, 1 if it
+failed, was cancelled, timed out, was lost or its job was rejected, and 2 if
+watching itself failed.`,
 		Example: `  # Follow a run as it happens
   baton watch run-5kq2m8x3c1v7b0n4d6fa
 
