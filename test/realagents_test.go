@@ -34,7 +34,9 @@ const (
 // model API on a test host (a network namespace of its own: the worker's
 // own host is unreachable from the sandbox by design). Each CLI must run
 // its tool inside the sandbox (proof.txt written in the workspace and its
-// output sent back to the API) and the run must succeed.
+// output sent back to the API) and the run must succeed. Then the
+// claude-chat recipe of docs/interactive.md runs as written
+// (claudeChatRecipe).
 //
 // It installs about 650 MB from the npm registry (a minute or so; npm is
 // installed by test/run.sh); BATON_REAL_AGENTS_DIR=DIR keeps the install
@@ -46,54 +48,12 @@ func TestRealAgents(t *testing.T) {
 	host := testenv.NewTestHost(t, api)
 	base := fmt.Sprintf("http://%s:%d", mockName, host.Port)
 
-	// The example's profiles, changed only where this machine differs
-	// from a user's: the CLIs sit under the npm prefix mounted at
-	// /opt/npm instead of /usr, and the API is the mock.
-	raw, err := os.ReadFile(filepath.Join("..", "deploy", "baton.example.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var example struct {
-		Profiles map[string]map[string]any `yaml:"profiles"`
-	}
-	if err := yaml.Unmarshal(raw, &example); err != nil {
-		t.Fatal(err)
-	}
-	profiles := map[string]any{}
-	for name, extra := range map[string]map[string]string{
+	cfg := realProfiles(t, prefix, host, map[string]map[string]string{
 		"claude": {"ANTHROPIC_API_KEY": "sk-mock", "ANTHROPIC_BASE_URL": base},
 		"codex":  {"CODEX_API_KEY": "sk-mock"},
-	} {
-		p := example.Profiles[name]
-		if p == nil {
-			t.Fatalf("deploy/baton.example.yaml has no %s profile", name)
-		}
-		env := map[string]any{"PATH": realMount + "/bin:/usr/local/bin:/usr/bin:/bin"}
-		for k, v := range p["env"].(map[string]any) {
-			env[k] = v
-		}
-		for k, v := range extra {
-			env[k] = v
-		}
-		p["env"] = env
-		p["mounts"] = []any{map[string]any{"source": prefix, "target": realMount}}
-		p["network"] = map[string]any{"allow": []any{mockName, host.Prefix.String()}, "hosts": map[string]any{mockName: host.Addr.String()}}
-		// The test host's CIDR entry is set up per run: no pool.
-		delete(p, "pool")
-		p["timeout"] = "2m"
-		// What the tool wrote is read from the capture: a root worker gives
-		// a finished run's workspace back.
-		p["outputs"] = map[string]any{"files": []any{"proof.txt"}}
-		profiles[name] = p
-	}
-	cfgBytes, err := yaml.Marshal(map[string]any{"profiles": profiles})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "baton.yaml")
-	if err := os.WriteFile(cfg, cfgBytes, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		// docs/interactive.md's recipe runs it.
+		"claude-chat": {"ANTHROPIC_API_KEY": "sk-mock", "ANTHROPIC_BASE_URL": base},
+	})
 	// Codex reads its provider from $CODEX_HOME/config.toml, and HOME is
 	// the workspace: the job seeds it, as a user pointing Codex at a
 	// gateway would. A provider of its own also spares Codex's WebSocket
@@ -168,6 +128,60 @@ func TestRealAgents(t *testing.T) {
 			}
 		})
 	}
+	t.Run("claude-chat-recipe", func(t *testing.T) { claudeChatRecipe(t, api, bin, s.ClientURL()) })
+}
+
+// realProfiles writes a worker config holding the named profiles of
+// deploy/baton.example.yaml, changed only where this machine differs from
+// a user's: the CLIs sit under the npm prefix mounted at /opt/npm instead
+// of /usr, the API is the mock on host (the variables in env, per
+// profile), a run lasts at most 2 minutes, and proof.txt is captured. It
+// returns the config's path.
+func realProfiles(t *testing.T, prefix string, host *testenv.TestHost, env map[string]map[string]string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "deploy", "baton.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example struct {
+		Profiles map[string]map[string]any `yaml:"profiles"`
+	}
+	if err := yaml.Unmarshal(raw, &example); err != nil {
+		t.Fatal(err)
+	}
+	profiles := map[string]any{}
+	for name, extra := range env {
+		p := example.Profiles[name]
+		if p == nil {
+			t.Fatalf("deploy/baton.example.yaml has no %s profile", name)
+		}
+		env := map[string]any{"PATH": realMount + "/bin:/usr/local/bin:/usr/bin:/bin"}
+		for k, v := range p["env"].(map[string]any) {
+			env[k] = v
+		}
+		for k, v := range extra {
+			env[k] = v
+		}
+		p["env"] = env
+		p["mounts"] = []any{map[string]any{"source": prefix, "target": realMount}}
+		p["network"] = map[string]any{"allow": []any{mockName, host.Prefix.String()}, "hosts": map[string]any{mockName: host.Addr.String()}}
+		// The test host's CIDR entry is set up per run: no pool.
+		delete(p, "pool")
+		p["timeout"] = "2m"
+		// What the tool wrote is read from the capture: a root worker gives
+		// a finished run's workspace back.
+		p["outputs"] = map[string]any{"files": []any{"proof.txt"}}
+		profiles[name] = p
+	}
+	cfgBytes, err := yaml.Marshal(map[string]any{"profiles": profiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, cfgBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // realInstall installs the CLIs with `npm install -g` under a prefix the
@@ -199,4 +213,38 @@ func realInstall(t *testing.T) string {
 	}
 	t.Logf("npm install -g %s %s: %v", realClaude, realCodex, time.Since(start).Round(time.Second))
 	return prefix
+}
+
+// claudeChatRecipe runs the claude-chat recipe of docs/interactive.md as
+// written (submit, a follow-up, an interrupt, --eof, watch) against the
+// real Claude Code CLI through the example's claude-chat profile, on the
+// worker at url, and checks what the page says happens: the interrupt
+// stops the first turn (a result of error_during_execution, the run
+// waiting), the follow-up is answered with the whole conversation, a tool
+// use after the end of input fails for want of a permission prompt, and
+// the run succeeds, `baton watch` exiting 0.
+func claudeChatRecipe(t *testing.T, api *mockAPI, bin, url string) {
+	blocks := docBlocks(t, "../docs/interactive.md", "claude-chat")
+	if len(blocks) != 1 {
+		t.Fatalf("docs/interactive.md marks %d claude-chat blocks, want 1", len(blocks))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sh := bounded.Command(ctx, "/bin/sh", "-ec", blocks[0])
+	sh.Env = append(os.Environ(), "NATS_URL="+url, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	b, err := sh.CombinedOutput()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("the claude-chat recipe of docs/interactive.md: %v (the page says it succeeds)\n%s\nmock saw %q", err, out, api.requests())
+	}
+	if want := []string{`"request_id":"baton-interrupt"`, "■ error error_during_execution", "● waiting", "■ done success", "● succeeded"}; !inOrder(out, want...) {
+		t.Errorf("the recipe printed no %q, in that order:\n%s", want, out)
+	}
+	prompts := api.userPrompts()
+	if len(prompts) == 0 || !inOrder(prompts[len(prompts)-1], "Fix the failing test", "[Request interrupted by user]", "Now add a test for it") {
+		t.Errorf("the API's last request holds no first message, interruption and follow-up, in that order: %q", prompts)
+	}
+	if !hasResult(api.toolResults(), "Tool permission request failed: Error: Stream closed") {
+		t.Errorf("a tool use after --eof did not fail for want of a permission prompt, as the page says: tool results %q", api.toolResults())
+	}
 }
