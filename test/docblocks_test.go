@@ -7,20 +7,29 @@ import (
 	"testing"
 )
 
+// docBlock is a fenced sh block of a docs page that a test runs.
+type docBlock struct {
+	Script string
+	// KeepsRunning marks a block (one command) that serves until stopped,
+	// pasted into a terminal of its own: `<!-- test: NAME, keeps running -->`.
+	KeepsRunning bool
+}
+
 // docBlocks returns, in order, the fenced sh blocks of the markdown file
-// that follow a line `<!-- test: name -->`: the commands a test runs as
-// the page gives them, so the page and the test cannot drift. It fails
-// the test when the page marks none.
-func docBlocks(t *testing.T, file, name string) []string {
+// that follow a line `<!-- test: name -->` (or `<!-- test: name, keeps
+// running -->`): the commands a test runs as the page gives them, so the
+// page and the test cannot drift. It fails the test when the page marks
+// none.
+func docBlocks(t *testing.T, file, name string) []docBlock {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile("(?s)<!-- test: " + regexp.QuoteMeta(name) + " -->\n```sh\n(.*?)```")
-	var blocks []string
+	re := regexp.MustCompile("(?s)<!-- test: " + regexp.QuoteMeta(name) + "(, keeps running)? -->\n```sh\n(.*?)```")
+	var blocks []docBlock
 	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
-		blocks = append(blocks, m[1])
+		blocks = append(blocks, docBlock{Script: m[2], KeepsRunning: m[1] != ""})
 	}
 	if len(blocks) == 0 {
 		t.Fatalf("%s marks no sh block with <!-- test: %s -->", file, name)

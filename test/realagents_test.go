@@ -230,7 +230,7 @@ func claudeChatRecipe(t *testing.T, api *mockAPI, bin, url string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sh := bounded.Command(ctx, "/bin/sh", "-ec", blocks[0])
+	sh := bounded.Command(ctx, "/bin/sh", "-ec", blocks[0].Script)
 	sh.Env = append(os.Environ(), "NATS_URL="+url, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	b, err := sh.CombinedOutput()
 	out := string(b)
