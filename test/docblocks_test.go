@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// docBlock is a fenced sh block of a docs page that a test runs.
+// docBlock is a fenced block (sh, yaml) of a docs page that a test runs.
 type docBlock struct {
 	Script string
 	// KeepsRunning marks a block (one command) that serves until stopped,
@@ -15,7 +15,7 @@ type docBlock struct {
 	KeepsRunning bool
 }
 
-// docBlocks returns, in order, the fenced sh blocks of the markdown file
+// docBlocks returns, in order, the fenced blocks of the markdown file
 // that follow a line `<!-- test: name -->` (or `<!-- test: name, keeps
 // running -->`): the commands a test runs as the page gives them, so the
 // page and the test cannot drift. It fails the test when the page marks
@@ -26,13 +26,13 @@ func docBlocks(t *testing.T, file, name string) []docBlock {
 	if err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile("(?s)<!-- test: " + regexp.QuoteMeta(name) + "(, keeps running)? -->\n```sh\n(.*?)```")
+	re := regexp.MustCompile("(?s)<!-- test: " + regexp.QuoteMeta(name) + "(, keeps running)? -->\n```(?:sh|yaml)\n(.*?)```")
 	var blocks []docBlock
 	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
 		blocks = append(blocks, docBlock{Script: m[2], KeepsRunning: m[1] != ""})
 	}
 	if len(blocks) == 0 {
-		t.Fatalf("%s marks no sh block with <!-- test: %s -->", file, name)
+		t.Fatalf("%s marks no sh or yaml block with <!-- test: %s -->", file, name)
 	}
 	return blocks
 }

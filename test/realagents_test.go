@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 )
@@ -36,7 +38,8 @@ const (
 // its tool inside the sandbox (proof.txt written in the workspace and its
 // output sent back to the API) and the run must succeed. Then the
 // claude-chat recipe of docs/interactive.md runs as written
-// (claudeChatRecipe).
+// (claudeChatRecipe), and the gateway recipe of docs/real-agents.md
+// (gatewayRecipe).
 //
 // It installs about 650 MB from the npm registry (a minute or so; npm is
 // installed by test/run.sh); BATON_REAL_AGENTS_DIR=DIR keeps the install
@@ -129,6 +132,7 @@ func TestRealAgents(t *testing.T) {
 		})
 	}
 	t.Run("claude-chat-recipe", func(t *testing.T) { claudeChatRecipe(t, api, bin, s.ClientURL()) })
+	t.Run("gateway-recipe", func(t *testing.T) { gatewayRecipe(t, prefix, bin) })
 }
 
 // realProfiles writes a worker config holding the named profiles of
@@ -246,5 +250,76 @@ func claudeChatRecipe(t *testing.T, api *mockAPI, bin, url string) {
 	}
 	if !hasResult(api.toolResults(), "Tool permission request failed: Error: Stream closed") {
 		t.Errorf("a tool use after --eof did not fail for want of a permission prompt, as the page says: tool results %q", api.toolResults())
+	}
+}
+
+// gatewayRecipe sets up the gateway's network namespace of
+// docs/real-agents.md with the page's commands as written, serves the
+// mock API in it where the page's gateway listens, and runs the page's
+// claude profile, its network as written, on a worker of its own: Claude
+// reaches the gateway from the sandbox, runs its tool, and the run
+// succeeds. Only where the CLI sits differs (the npm prefix under
+// /opt/npm).
+func gatewayRecipe(t *testing.T, prefix, bin string) {
+	setup := docBlocks(t, "../docs/real-agents.md", "gateway-netns")
+	profile := docBlocks(t, "../docs/real-agents.md", "gateway-profile")
+	if len(setup) != 1 || len(profile) != 1 {
+		t.Fatalf("docs/real-agents.md marks %d gateway-netns and %d gateway-profile blocks, want 1 each", len(setup), len(profile))
+	}
+	// The page's names: removed when the test ends, however far the
+	// commands got.
+	t.Cleanup(func() {
+		_, _ = testenv.Output(exec.Command("ip", "netns", "del", "llm"))
+		_, _ = testenv.Output(exec.Command("ip", "link", "del", "llm-host"))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := bounded.Command(ctx, "/bin/sh", "-ec", setup[0].Script).CombinedOutput(); err != nil {
+		t.Fatalf("the gateway-netns commands of docs/real-agents.md (is a namespace llm or a link llm-host left from elsewhere?): %v\n%s", err, out)
+	}
+	l, err := testenv.ListenIn("llm", "10.213.0.2:8080")
+	if err != nil {
+		t.Fatalf("listen on the page's gateway address in namespace llm: %v", err)
+	}
+	api := &mockAPI{}
+	srv := &http.Server{Handler: api}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	var profiles map[string]map[string]any
+	if err := yaml.Unmarshal([]byte(profile[0].Script), &profiles); err != nil {
+		t.Fatalf("docs/real-agents.md's gateway profile: %v", err)
+	}
+	p := profiles["claude"]
+	if p == nil {
+		t.Fatalf("docs/real-agents.md's gateway profile is not named claude: %v", profiles)
+	}
+	p["env"].(map[string]any)["PATH"] = realMount + "/bin:/usr/local/bin:/usr/bin:/bin"
+	p["mounts"] = []any{map[string]any{"source": prefix, "target": realMount}}
+	cfgBytes, err := yaml.Marshal(map[string]any{"profiles": profiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Parse(cfgBytes); err != nil {
+		t.Fatalf("docs/real-agents.md's gateway profile is refused: %v", err)
+	}
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, cfgBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := testenv.RunServer(t)
+	startWorker(t, bin, s.ClientURL(), testenv.StateDir(t), "gw", "--config", cfg)
+	out, err := bounded.Command(ctx, bin, "submit", "--nats", s.ClientURL(), "--profile", "claude", "--run-id", "gateway",
+		"--input", "Write proof.txt.", "--watch").CombinedOutput()
+	if err != nil {
+		t.Fatalf("submit --watch through the gateway: %v\n%s\nmock saw %q", err, out, api.requests())
+	}
+	for _, want := range []string{"→ Bash: " + mockCommand("claude"), mockDone, "● succeeded"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("submit --watch printed no %q:\n%s", want, out)
+		}
+	}
+	if !hasResult(api.toolResults(), "written by claude") {
+		t.Errorf("the gateway got no tool result with the command's output: %q", api.toolResults())
 	}
 }
