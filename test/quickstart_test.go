@@ -136,7 +136,6 @@ func TestQuickstart(t *testing.T) {
 	// What the page says the blocks print.
 	out := printed.String()
 	for _, want := range [][]string{
-		{"profile chat", "profile demo", "profile wc"}, // baton doctor
 		{`{"words":3}`, "● succeeded"},
 		{"Fix the failing test", "● succeeded"},
 		{`{"words":4}`, "● succeeded"}, // hello-1, from the nats CLI
@@ -145,6 +144,13 @@ func TestQuickstart(t *testing.T) {
 	} {
 		if !inOrder(out, want...) {
 			t.Errorf("the blocks of %s printed no %q, in that order:\n%s", page, want, out)
+		}
+	}
+	// baton doctor passed (it exits non-zero on a FAIL), and the sandbox
+	// finds every profile's command.
+	for _, p := range []string{"chat", "demo", "wc"} {
+		if !regexp.MustCompile(`(?m)^ok +profile ` + p + ` `).MatchString(out) {
+			t.Errorf("baton doctor --config deploy/baton.yaml did not say ok for profile %s:\n%s", p, out)
 		}
 	}
 	// The console the page opens lists the runs.
