@@ -20,6 +20,7 @@ type mockAPI struct {
 	mu      sync.Mutex
 	results []string // tool results, as the CLIs sent them back
 	paths   []string // every request, "METHOD /path"
+	prompts []string // the user's texts of each Messages request, joined by " | "
 }
 
 // mockDone is the closing text of every conversation.
@@ -54,6 +55,37 @@ func (m *mockAPI) toolResults() []string {
 	return append([]string(nil), m.results...)
 }
 
+// userPrompts is, per Messages request, the texts of its messages joined
+// by " | ".
+func (m *mockAPI) userPrompts() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.prompts...)
+}
+
+// userTexts joins the texts of messages (a plain string content, or its
+// text blocks) with " | ".
+func userTexts(messages []struct {
+	Content json.RawMessage `json:"content"`
+}) string {
+	var texts []string
+	for _, msg := range messages {
+		var s string
+		if json.Unmarshal(msg.Content, &s) == nil {
+			texts = append(texts, s)
+			continue
+		}
+		var blocks []struct{ Type, Text string }
+		_ = json.Unmarshal(msg.Content, &blocks)
+		for _, b := range blocks {
+			if b.Type == "text" {
+				texts = append(texts, b.Text)
+			}
+		}
+	}
+	return strings.Join(texts, " | ")
+}
+
 func (m *mockAPI) requests() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -82,6 +114,9 @@ func (m *mockAPI) messages(w http.ResponseWriter, body []byte) {
 		http.Error(w, `{"type":"error","error":{"type":"invalid_request_error","message":"bad request"}}`, http.StatusBadRequest)
 		return
 	}
+	m.mu.Lock()
+	m.prompts = append(m.prompts, userTexts(req.Messages))
+	m.mu.Unlock()
 	var blocks []struct {
 		Type    string          `json:"type"`
 		Content json.RawMessage `json:"content"`

@@ -16,6 +16,10 @@ import (
 	"github.com/batonhq/baton/protocol"
 )
 
+// natsCLIModule is the nats CLI the tests use, and docs/quickstart.md
+// installs.
+const natsCLIModule = "github.com/nats-io/natscli/nats@v0.5.0"
+
 var (
 	natsCLIOnce sync.Once
 	natsCLIPath string
@@ -36,13 +40,13 @@ func natsCLI(t *testing.T) string {
 			natsCLIErr = err
 			return
 		}
-		cmd := exec.Command("go", "install", "github.com/nats-io/natscli/nats@v0.5.0")
+		cmd := exec.Command("go", "install", natsCLIModule)
 		cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=")
 		natsCLIOut, natsCLIErr = testenv.Build(cmd)
 		natsCLIPath = filepath.Join(dir, "nats")
 	})
 	if natsCLIErr != nil {
-		t.Fatalf("install the nats CLI (go install github.com/nats-io/natscli/nats@v0.5.0, or set NATS_CLI_BIN): %v\n%s", natsCLIErr, natsCLIOut)
+		t.Fatalf("install the nats CLI (go install %s, or set NATS_CLI_BIN): %v\n%s", natsCLIModule, natsCLIErr, natsCLIOut)
 	}
 	return natsCLIPath
 }

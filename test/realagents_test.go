@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 )
@@ -34,7 +36,10 @@ const (
 // model API on a test host (a network namespace of its own: the worker's
 // own host is unreachable from the sandbox by design). Each CLI must run
 // its tool inside the sandbox (proof.txt written in the workspace and its
-// output sent back to the API) and the run must succeed.
+// output sent back to the API) and the run must succeed. Then the
+// claude-chat recipe of docs/interactive.md runs as written
+// (claudeChatRecipe), and the gateway recipe of docs/real-agents.md
+// (gatewayRecipe).
 //
 // It installs about 650 MB from the npm registry (a minute or so; npm is
 // installed by test/run.sh); BATON_REAL_AGENTS_DIR=DIR keeps the install
@@ -46,54 +51,12 @@ func TestRealAgents(t *testing.T) {
 	host := testenv.NewTestHost(t, api)
 	base := fmt.Sprintf("http://%s:%d", mockName, host.Port)
 
-	// The example's profiles, changed only where this machine differs
-	// from a user's: the CLIs sit under the npm prefix mounted at
-	// /opt/npm instead of /usr, and the API is the mock.
-	raw, err := os.ReadFile(filepath.Join("..", "deploy", "baton.example.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var example struct {
-		Profiles map[string]map[string]any `yaml:"profiles"`
-	}
-	if err := yaml.Unmarshal(raw, &example); err != nil {
-		t.Fatal(err)
-	}
-	profiles := map[string]any{}
-	for name, extra := range map[string]map[string]string{
+	cfg := realProfiles(t, prefix, host, map[string]map[string]string{
 		"claude": {"ANTHROPIC_API_KEY": "sk-mock", "ANTHROPIC_BASE_URL": base},
 		"codex":  {"CODEX_API_KEY": "sk-mock"},
-	} {
-		p := example.Profiles[name]
-		if p == nil {
-			t.Fatalf("deploy/baton.example.yaml has no %s profile", name)
-		}
-		env := map[string]any{"PATH": realMount + "/bin:/usr/local/bin:/usr/bin:/bin"}
-		for k, v := range p["env"].(map[string]any) {
-			env[k] = v
-		}
-		for k, v := range extra {
-			env[k] = v
-		}
-		p["env"] = env
-		p["mounts"] = []any{map[string]any{"source": prefix, "target": realMount}}
-		p["network"] = map[string]any{"allow": []any{mockName, host.Prefix.String()}, "hosts": map[string]any{mockName: host.Addr.String()}}
-		// The test host's CIDR entry is set up per run: no pool.
-		delete(p, "pool")
-		p["timeout"] = "2m"
-		// What the tool wrote is read from the capture: a root worker gives
-		// a finished run's workspace back.
-		p["outputs"] = map[string]any{"files": []any{"proof.txt"}}
-		profiles[name] = p
-	}
-	cfgBytes, err := yaml.Marshal(map[string]any{"profiles": profiles})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "baton.yaml")
-	if err := os.WriteFile(cfg, cfgBytes, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		// docs/interactive.md's recipe runs it.
+		"claude-chat": {"ANTHROPIC_API_KEY": "sk-mock", "ANTHROPIC_BASE_URL": base},
+	})
 	// Codex reads its provider from $CODEX_HOME/config.toml, and HOME is
 	// the workspace: the job seeds it, as a user pointing Codex at a
 	// gateway would. A provider of its own also spares Codex's WebSocket
@@ -168,6 +131,61 @@ func TestRealAgents(t *testing.T) {
 			}
 		})
 	}
+	t.Run("claude-chat-recipe", func(t *testing.T) { claudeChatRecipe(t, api, bin, s.ClientURL()) })
+	t.Run("gateway-recipe", func(t *testing.T) { gatewayRecipe(t, prefix, bin) })
+}
+
+// realProfiles writes a worker config holding the named profiles of
+// deploy/baton.example.yaml, changed only where this machine differs from
+// a user's: the CLIs sit under the npm prefix mounted at /opt/npm instead
+// of /usr, the API is the mock on host (the variables in env, per
+// profile), a run lasts at most 2 minutes, and proof.txt is captured. It
+// returns the config's path.
+func realProfiles(t *testing.T, prefix string, host *testenv.TestHost, env map[string]map[string]string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "deploy", "baton.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example struct {
+		Profiles map[string]map[string]any `yaml:"profiles"`
+	}
+	if err := yaml.Unmarshal(raw, &example); err != nil {
+		t.Fatal(err)
+	}
+	profiles := map[string]any{}
+	for name, extra := range env {
+		p := example.Profiles[name]
+		if p == nil {
+			t.Fatalf("deploy/baton.example.yaml has no %s profile", name)
+		}
+		env := map[string]any{"PATH": realMount + "/bin:/usr/local/bin:/usr/bin:/bin"}
+		for k, v := range p["env"].(map[string]any) {
+			env[k] = v
+		}
+		for k, v := range extra {
+			env[k] = v
+		}
+		p["env"] = env
+		p["mounts"] = []any{map[string]any{"source": prefix, "target": realMount}}
+		p["network"] = map[string]any{"allow": []any{mockName, host.Prefix.String()}, "hosts": map[string]any{mockName: host.Addr.String()}}
+		// The test host's CIDR entry is set up per run: no pool.
+		delete(p, "pool")
+		p["timeout"] = "2m"
+		// What the tool wrote is read from the capture: a root worker gives
+		// a finished run's workspace back.
+		p["outputs"] = map[string]any{"files": []any{"proof.txt"}}
+		profiles[name] = p
+	}
+	cfgBytes, err := yaml.Marshal(map[string]any{"profiles": profiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, cfgBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // realInstall installs the CLIs with `npm install -g` under a prefix the
@@ -199,4 +217,121 @@ func realInstall(t *testing.T) string {
 	}
 	t.Logf("npm install -g %s %s: %v", realClaude, realCodex, time.Since(start).Round(time.Second))
 	return prefix
+}
+
+// claudeChatRecipe runs the claude-chat recipe of docs/interactive.md as
+// written (submit, a follow-up, an interrupt, --eof, watch) against the
+// real Claude Code CLI through the example's claude-chat profile, on the
+// worker at url, and checks what the page says happens: the interrupt
+// stops the first turn (a result of error_during_execution, the run
+// waiting), the follow-up is answered with the whole conversation, a tool
+// use after the end of input fails for want of a permission prompt, and
+// the run succeeds, `baton watch` exiting 0.
+func claudeChatRecipe(t *testing.T, api *mockAPI, bin, url string) {
+	blocks := docBlocks(t, "../docs/interactive.md", "claude-chat")
+	if len(blocks) != 1 {
+		t.Fatalf("docs/interactive.md marks %d claude-chat blocks, want 1", len(blocks))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sh := bounded.Command(ctx, "/bin/sh", "-ec", blocks[0].Script)
+	sh.Env = append(os.Environ(), "NATS_URL="+url, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	b, err := sh.CombinedOutput()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("the claude-chat recipe of docs/interactive.md: %v (the page says it succeeds)\n%s\nmock saw %q", err, out, api.requests())
+	}
+	if want := []string{`"request_id":"baton-interrupt"`, "■ error error_during_execution", "● waiting", "■ done success", "● succeeded"}; !inOrder(out, want...) {
+		t.Errorf("the recipe printed no %q, in that order:\n%s", want, out)
+	}
+	// The page tells two cases apart: the lines all reach Claude before it
+	// reads (the commands back to back, as here), or, on a machine so slow
+	// that Claude was already waiting on the first turn's permission
+	// prompt, the interrupt withdraws the prompt.
+	prompts := api.userPrompts()
+	last := ""
+	if len(prompts) > 0 {
+		last = prompts[len(prompts)-1]
+	}
+	if inOrder(out, `"type":"control_cancel_request"`, "[Request interrupted by user for tool use]") {
+		t.Logf("the interrupt withdrew the first turn's permission prompt (the page's second case)")
+		return
+	}
+	if !inOrder(last, "Fix the failing test", "[Request interrupted by user]", "Now add a test for it") {
+		t.Errorf("the API's last request holds no first message, interruption and follow-up, in that order: %q", prompts)
+	}
+	if !hasResult(api.toolResults(), "Tool permission request failed: Error: Stream closed") {
+		t.Errorf("a tool use after --eof did not fail for want of a permission prompt, as the page says: tool results %q", api.toolResults())
+	}
+}
+
+// gatewayRecipe sets up the gateway's network namespace of
+// docs/real-agents.md with the page's commands as written, serves the
+// mock API in it where the page's gateway listens, and runs the page's
+// claude profile, its network as written, on a worker of its own: Claude
+// reaches the gateway from the sandbox, runs its tool, and the run
+// succeeds. Only where the CLI sits differs (the npm prefix under
+// /opt/npm).
+func gatewayRecipe(t *testing.T, prefix, bin string) {
+	setup := docBlocks(t, "../docs/real-agents.md", "gateway-netns")
+	profile := docBlocks(t, "../docs/real-agents.md", "gateway-profile")
+	if len(setup) != 1 || len(profile) != 1 {
+		t.Fatalf("docs/real-agents.md marks %d gateway-netns and %d gateway-profile blocks, want 1 each", len(setup), len(profile))
+	}
+	// The page's names: removed when the test ends, however far the
+	// commands got.
+	t.Cleanup(func() {
+		_, _ = testenv.Output(exec.Command("ip", "netns", "del", "llm"))
+		_, _ = testenv.Output(exec.Command("ip", "link", "del", "llm-host"))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := bounded.Command(ctx, "/bin/sh", "-ec", setup[0].Script).CombinedOutput(); err != nil {
+		t.Fatalf("the gateway-netns commands of docs/real-agents.md (is a namespace llm or a link llm-host left from elsewhere?): %v\n%s", err, out)
+	}
+	l, err := testenv.ListenIn("llm", "10.213.0.2:8080")
+	if err != nil {
+		t.Fatalf("listen on the page's gateway address in namespace llm: %v", err)
+	}
+	api := &mockAPI{}
+	srv := &http.Server{Handler: api}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	var profiles map[string]map[string]any
+	if err := yaml.Unmarshal([]byte(profile[0].Script), &profiles); err != nil {
+		t.Fatalf("docs/real-agents.md's gateway profile: %v", err)
+	}
+	p := profiles["claude"]
+	if p == nil {
+		t.Fatalf("docs/real-agents.md's gateway profile is not named claude: %v", profiles)
+	}
+	p["env"].(map[string]any)["PATH"] = realMount + "/bin:/usr/local/bin:/usr/bin:/bin"
+	p["mounts"] = []any{map[string]any{"source": prefix, "target": realMount}}
+	cfgBytes, err := yaml.Marshal(map[string]any{"profiles": profiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Parse(cfgBytes); err != nil {
+		t.Fatalf("docs/real-agents.md's gateway profile is refused: %v", err)
+	}
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, cfgBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := testenv.RunServer(t)
+	startWorker(t, bin, s.ClientURL(), testenv.StateDir(t), "gw", "--config", cfg)
+	out, err := bounded.Command(ctx, bin, "submit", "--nats", s.ClientURL(), "--profile", "claude", "--run-id", "gateway",
+		"--input", "Write proof.txt.", "--watch").CombinedOutput()
+	if err != nil {
+		t.Fatalf("submit --watch through the gateway: %v\n%s\nmock saw %q", err, out, api.requests())
+	}
+	for _, want := range []string{"→ Bash: " + mockCommand("claude"), mockDone, "● succeeded"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("submit --watch printed no %q:\n%s", want, out)
+		}
+	}
+	if !hasResult(api.toolResults(), "written by claude") {
+		t.Errorf("the gateway got no tool result with the command's output: %q", api.toolResults())
+	}
 }

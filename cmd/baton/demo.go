@@ -182,14 +182,7 @@ beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
 				}
 			}
 			journal := filepath.Join(dir, "runs", runID, "journal.ndjson")
-			fmt.Fprintf(out, `
-What next:
-  baton worker --nats nats://HOST:4222 --config baton.yaml   run workers against your NATS (JetStream on)
-  nats pub baton.jobs.run '{"runId":"r1","profile":"demo","input":"hi"}' -H Nats-Msg-Id:r1
-  baton watch r1            replay and follow a run (or: nats sub 'baton.runs.r1.>')
-  baton doctor              check this machine's sandbox prerequisites
-  README.md                 the protocol, configuration and deployment
-`)
+			fmt.Fprint(out, demoNext)
 			if keep || cmd.Flags().Changed("state-dir") {
 				fmt.Fprintf(out, "The run's journal is kept at %s\n", journal)
 			}
@@ -203,6 +196,18 @@ What next:
 	cmd.Flags().StringVar(&input, "input", demoInput, "the demo agent's input")
 	return cmd
 }
+
+// demoNext is what the demo prints after its run: where to go from here.
+// The files it names are in the repository (TestDemoNextNamesFiles).
+const demoNext = `
+What next:
+  docs/quickstart.md        a real setup, step by step: nats-server, a worker, submit, watch, the console
+  baton worker --nats nats://HOST:4222 --config deploy/baton.yaml   a worker against your NATS (JetStream on)
+  nats pub baton.jobs.run '{"runId":"r1","profile":"demo","input":"hi"}' -H Nats-Msg-Id:r1
+  baton watch r1            replay and follow a run (or: nats sub 'baton.runs.r1.>')
+  baton doctor              check this machine's sandbox prerequisites
+  README.md                 the protocol, configuration and deployment
+`
 
 // removeDemoState removes the demo's state directory once its runners have
 // let their runs go (briefly waited for), releasing each run's workspace

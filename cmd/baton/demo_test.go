@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,5 +88,23 @@ func TestDemoTranscript(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestDemoNextNamesFiles: every file the demo's "What next" names (a
+// config to start from, the quickstart) is in the repository, and the
+// config parses.
+func TestDemoNextNamesFiles(t *testing.T) {
+	files := regexp.MustCompile(`[\w./-]+\.(?:md|yaml)\b`).FindAllString(demoNext, -1)
+	if !slices.Contains(files, "deploy/baton.yaml") || !slices.Contains(files, "docs/quickstart.md") {
+		t.Fatalf("the demo's What next names %q: want deploy/baton.yaml and docs/quickstart.md", files)
+	}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join("..", "..", f)); err != nil {
+			t.Errorf("the demo's What next names %s: %v", f, err)
+		}
+	}
+	if _, err := config.Load(filepath.Join("..", "..", "deploy", "baton.yaml")); err != nil {
+		t.Errorf("deploy/baton.yaml: %v", err)
 	}
 }

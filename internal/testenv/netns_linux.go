@@ -60,6 +60,9 @@ func NewTestHost(t testing.TB, handler http.Handler) *TestHost {
 	// 10.213.x.y/30, x.y random: two test hosts rarely collide, and a
 	// collision fails loudly in `ip addr add`.
 	n := binary.BigEndian.Uint16(rb[2:]) &^ 3
+	if n == 0 {
+		n = 4 // 10.213.0.0/30 is docs/real-agents.md's, which a test sets up as written
+	}
 	base := netip.AddrFrom4([4]byte{10, 213, byte(n >> 8), byte(n)})
 	h := &TestHost{
 		Prefix:   netip.PrefixFrom(base, 30),
@@ -79,7 +82,7 @@ func NewTestHost(t testing.TB, handler http.Handler) *TestHost {
 	ip("-n", h.NetNS, "link", "set", inner, "up")
 	ip("-n", h.NetNS, "link", "set", "lo", "up")
 
-	l, err := listenIn(h.NetNS, net.JoinHostPort(h.Addr.String(), "0"))
+	l, err := ListenIn(h.NetNS, net.JoinHostPort(h.Addr.String(), "0"))
 	if err != nil {
 		t.Fatalf("listen in %s: %v", h.NetNS, err)
 	}
@@ -90,10 +93,11 @@ func NewTestHost(t testing.TB, handler http.Handler) *TestHost {
 	return h
 }
 
-// listenIn opens a TCP listener inside the named network namespace: a
-// socket keeps the namespace it was made in. The thread that entered the
-// namespace ends with its goroutine, so no other goroutine runs there.
-func listenIn(netns, addr string) (net.Listener, error) {
+// ListenIn opens a TCP listener inside the named network namespace (one
+// of /var/run/netns, as `ip netns add` makes): a socket keeps the
+// namespace it was made in. The thread that entered the namespace ends
+// with its goroutine, so no other goroutine runs there.
+func ListenIn(netns, addr string) (net.Listener, error) {
 	type result struct {
 		l   net.Listener
 		err error

@@ -1,0 +1,50 @@
+package test
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// docBlock is a fenced block (sh, yaml) of a docs page that a test runs.
+type docBlock struct {
+	Script string
+	// KeepsRunning marks a block (one command) that serves until stopped,
+	// pasted into a terminal of its own: `<!-- test: NAME, keeps running -->`.
+	KeepsRunning bool
+}
+
+// docBlocks returns, in order, the fenced blocks of the markdown file
+// that follow a line `<!-- test: name -->` (or `<!-- test: name, keeps
+// running -->`): the commands a test runs as the page gives them, so the
+// page and the test cannot drift. It fails the test when the page marks
+// none.
+func docBlocks(t *testing.T, file, name string) []docBlock {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile("(?s)<!-- test: " + regexp.QuoteMeta(name) + "(, keeps running)? -->\n```(?:sh|yaml)\n(.*?)```")
+	var blocks []docBlock
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		blocks = append(blocks, docBlock{Script: m[2], KeepsRunning: m[1] != ""})
+	}
+	if len(blocks) == 0 {
+		t.Fatalf("%s marks no sh or yaml block with <!-- test: %s -->", file, name)
+	}
+	return blocks
+}
+
+// inOrder reports whether s holds each of subs, one after another.
+func inOrder(s string, subs ...string) bool {
+	for _, sub := range subs {
+		i := strings.Index(s, sub)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(sub):]
+	}
+	return true
+}
