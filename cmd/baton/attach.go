@@ -82,9 +82,23 @@ func (s *session) attach(ctx context.Context, runID string, in io.Reader, stream
 // sendWhenKnown sends data, waiting up to attachWaitRecord for a run just
 // submitted to get its record.
 func (s *session) sendWhenKnown(ctx context.Context, runID string, data []byte, opts ...client.SendOption) error {
-	end := time.Now().Add(attachWaitRecord)
-	for {
+	return whenKnown(ctx, attachWaitRecord, func() error {
 		_, err := s.c.Send(ctx, runID, data, opts...)
+		return err
+	})
+}
+
+// sendWaitRecord bounds how long send and interrupt retry a run that has no
+// record: one submitted a moment before gets it as soon as a worker takes
+// its job, and a mistyped run id is still told soon.
+const sendWaitRecord = 5 * time.Second
+
+// whenKnown calls try until it returns anything but ErrNotFound, for up to
+// wait.
+func whenKnown(ctx context.Context, wait time.Duration, try func() error) error {
+	end := time.Now().Add(wait)
+	for {
+		err := try()
 		if !errors.Is(err, client.ErrNotFound) || time.Now().After(end) {
 			return err
 		}

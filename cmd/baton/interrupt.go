@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/protocol"
 )
 
 func newInterruptCmd(g *globals) *cobra.Command {
@@ -15,7 +17,8 @@ interrupt a run's agent: its profile's "interrupt" says how, SIGINT to the
 agent's process group (the default) or a line written to its stdin (such as
 Claude Code's control_request interrupt). The interrupt is stored in order
 with the run's input and applied once, whichever worker holds the run. The
-run goes on: to end it, use baton cancel.`,
+run goes on: to end it, use baton cancel. A run just submitted is waited
+for, up to 5 s, until a worker has taken its job.`,
 		Example: `  baton interrupt run-5kq2m8x3c1v7b0n4d6fa
 
   # Interrupt, then steer the agent
@@ -27,7 +30,11 @@ run goes on: to end it, use baton cancel.`,
 				return err
 			}
 			defer s.close()
-			rep, err := s.c.Interrupt(cmd.Context(), args[0])
+			var rep protocol.InputReply
+			err = whenKnown(cmd.Context(), sendWaitRecord, func() (err error) {
+				rep, err = s.c.Interrupt(cmd.Context(), args[0])
+				return err
+			})
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/protocol"
 )
 
 func newSendCmd(g *globals) *cobra.Command {
@@ -27,9 +28,10 @@ The run's chain shows it as an ".input" message where it went in.
 --eof closes the agent's stdin after this message (TEXT may then be
 omitted): the agent reads end of input after everything sent before it.
 
-A run that does not exist, has ended, takes no input (stdin "once") or
-whose stdin was closed, and a message over maxInputBytes, are refused
-with an error.`,
+A run just submitted is waited for, up to 5 s, until a worker has taken
+its job. A run that does not exist by then, has ended, takes no input
+(stdin "once") or whose stdin was closed, and a message over maxInputBytes,
+are refused with an error.`,
 		Example: `  baton send run-5kq2m8x3c1v7b0n4d6fa 'also update the changelog'
 
   # A Claude Code stream-json run: the text as a user message
@@ -72,7 +74,11 @@ with an error.`,
 			if eof {
 				opts = append(opts, client.WithEOF())
 			}
-			rep, err := s.c.Send(cmd.Context(), args[0], data, opts...)
+			var rep protocol.InputReply
+			err = whenKnown(cmd.Context(), sendWaitRecord, func() (err error) {
+				rep, err = s.c.Send(cmd.Context(), args[0], data, opts...)
+				return err
+			})
 			if err != nil {
 				return err
 			}

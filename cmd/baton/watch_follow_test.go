@@ -112,3 +112,49 @@ func TestWatchFollowsTheRetry(t *testing.T) {
 		t.Fatalf("watch of a lost run: exit %d (%v), want 1", exitCode(err), err)
 	}
 }
+
+// TestSendWaitsForAJustSubmittedRun: a send or an interrupt right after a
+// submit, while no worker has taken the job yet (the profile's one slot is
+// busy), waits for the run's record, where it was refused with "run not
+// found"; a run id nobody submitted is still refused, within the wait's
+// bound.
+func TestSendWaitsForAJustSubmittedRun(t *testing.T) {
+	e := newCLIEnv(t)
+	cfg := config.Default()
+	cfg.Profiles["chat"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: time.Minute,
+		Stdin: config.StdinStream, MaxConcurrent: 1}
+	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+	for _, id := range []string{"busy-1", "early-1"} {
+		if out, errOut, err := e.run("", "submit", "--profile", "chat", "--run-id", id, "--stream-json", "--input", "first"); err != nil {
+			t.Fatalf("submit %s: %v %s %s", id, err, out, errOut)
+		}
+	}
+	// early-1 waits in the stream, with no record, until busy-1 frees the
+	// profile's slot, a second after the send to early-1 is asked.
+	type result struct {
+		out, errOut string
+		err         error
+	}
+	sent := make(chan result, 1)
+	go func() {
+		out, errOut, err := e.run("", "send", "early-1", "--stream-json", "second")
+		sent <- result{out, errOut, err}
+	}()
+	time.Sleep(time.Second) // the send asks, and is told not found, meanwhile
+	if out, _, err := e.run("", "send", "busy-1", "--eof"); err != nil {
+		t.Fatalf("send to the run in the slot: %v %q", err, out)
+	}
+	if r := <-sent; r.err != nil || !strings.Contains(r.out, "sent to run early-1") {
+		t.Fatalf("send before a worker took the job: %v\nstdout %q\nstderr %q", r.err, r.out, r.errOut)
+	}
+	if out, _, err := e.run("", "interrupt", "early-1"); err != nil || !strings.Contains(out, "interrupt sent to run early-1") {
+		t.Fatalf("interrupt: %v %q", err, out)
+	}
+	start := time.Now()
+	if _, _, err := e.run("", "send", "never-submitted", "hi"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("send to a run nobody submitted: %v", err)
+	}
+	if took := time.Since(start); took < sendWaitRecord || took > sendWaitRecord+5*time.Second {
+		t.Fatalf("send to a run nobody submitted took %v, want about %v", took, sendWaitRecord)
+	}
+}
