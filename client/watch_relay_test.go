@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"bytes"
 	"errors"
 	"fmt"
@@ -83,7 +84,11 @@ func TestFenceHeaderKept(t *testing.T) {
 // in stream order, byte for byte as the stream holds them.
 func TestWatchExactlyOnceHistoryAndLive(t *testing.T) {
 	e := setup(t)
-	ctx := ctxT(t)
+	// Some 8,000 publishes and three pages of history: more than ctxT's
+	// 20 s under -race on a loaded 2-core machine (a fresh-clone CI beside
+	// both soaks ran out of it publishing).
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	const run = "once-1"
 	ch := publisher.NewChain(e.js, names, run, 0, publisher.WithMinBatch(4))
 	noise := publisher.NewChain(e.js, names, "once-noise", 0)
