@@ -1,8 +1,8 @@
 package client_test
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
