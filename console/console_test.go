@@ -490,6 +490,10 @@ func readEvents(t *testing.T, r io.Reader, n int) (evs []sseEvent, end string) {
 			if cur.data == "" && cur.name == "" {
 				continue
 			}
+			if cur.name == "watching" { // the stream's start, not its end
+				cur = sseEvent{}
+				continue
+			}
 			if cur.name != "" {
 				return evs, cur.name
 			}
@@ -848,6 +852,20 @@ func TestNATSDown(t *testing.T) {
 		t.Fatalf("dead letters while NATS is down: %d %s", resp.StatusCode, b)
 	}
 
+	// A run's event stream opened while NATS is down says so at once
+	// (the page reconnects after it), and once NATS is back says it is on.
+	events := openStream(t, srv.URL+"/api/runs/r1/events", "")
+	defer events.Body.Close()
+	if _, end := readEvents(t, events.Body, 1); end != "failure" {
+		t.Fatalf("a run's event stream while NATS is down ended %q, want a failure", end)
+	}
+
 	testenv.RunServerIn(t, dir, port)
 	testenv.WaitFor(t, 20*time.Second, "the runs list's error to clear once NATS is back", func() bool { return runs().Error == "" })
+	again := openStream(t, srv.URL+"/api/runs/r1/events", "")
+	defer again.Body.Close()
+	first, err := bufio.NewReader(again.Body).ReadString('\n')
+	if err != nil || first != "event: watching\n" {
+		t.Fatalf("a run's event stream once NATS is back starts %q (%v), want the watching event", first, err)
+	}
 }
