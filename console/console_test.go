@@ -831,6 +831,8 @@ func TestNATSDown(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "the run index ready", func() bool { p := runs(); return p.Ready && p.Error == "" })
 	live := openStream(t, srv.URL+"/api/runs/live", "")
 	defer live.Body.Close()
+	watching := openStream(t, srv.URL+"/api/runs/r1/events", "")
+	defer watching.Body.Close()
 
 	s.Shutdown()
 	s.WaitForShutdown()
@@ -852,8 +854,12 @@ func TestNATSDown(t *testing.T) {
 		t.Fatalf("dead letters while NATS is down: %d %s", resp.StatusCode, b)
 	}
 
-	// A run's event stream opened while NATS is down says so at once
-	// (the page reconnects after it), and once NATS is back says it is on.
+	// A run's event stream open when NATS goes away ends saying so, one
+	// opened while NATS is down says so at once (the page reconnects
+	// after either), and once NATS is back one says it is on.
+	if _, end := readEvents(t, watching.Body, 1); end != "failure" {
+		t.Fatalf("a run's event stream open as NATS went down ended %q, want a failure", end)
+	}
 	events := openStream(t, srv.URL+"/api/runs/r1/events", "")
 	defer events.Body.Close()
 	if _, end := readEvents(t, events.Body, 1); end != "failure" {

@@ -100,8 +100,9 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The page reconnects after a failure: while NATS cannot be reached
-	// it is told so at once, and once NATS is back that the stream is on
-	// again ("watching"), so it stops showing the failure.
+	// it is told so at once (and a stream open when NATS goes away ends
+	// so, below), and once NATS is back that the stream is on again
+	// ("watching"), so it stops showing the failure.
 	if down := c.natsDown(); down != nil {
 		s.failure(down)
 		return
@@ -129,10 +130,20 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}()
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
+	// The watch would wait out an outage silently: the stream ends with
+	// the outage instead, so the page says so, and resumes once NATS is
+	// back from what it showed.
+	up := time.NewTicker(500 * time.Millisecond)
+	defer up.Stop()
 	for {
 		select {
 		case <-ping.C:
 			if s.comment("ping") != nil {
+				return
+			}
+		case <-up.C:
+			if down := c.natsDown(); down != nil {
+				s.failure(down)
 				return
 			}
 		case ev, open := <-events:
