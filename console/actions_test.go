@@ -105,7 +105,8 @@ func TestRerun(t *testing.T) {
 // TestDLQActions: a dead letter is retried (its job submitted again under
 // its own run id, once), one whose job is malformed is refused; delete
 // removes an entry through a console whose NATS user administers the DLQ
-// stream, and through one whose user may not it says so.
+// stream, and through one whose user may not it says so. A read-only
+// console refuses both.
 func TestDLQActions(t *testing.T) {
 	deleteDenied := &server.Permissions{Publish: &server.SubjectPermission{Deny: []string{"$JS.API.STREAM.MSG.DELETE.>"}}}
 	s := testenv.RunServerWith(t, func(o *server.Options) {
@@ -134,8 +135,8 @@ func TestDLQActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stop() })
-	serve := func(js jetstream.JetStream) string {
-		c, err := console.New(t.Context(), js, names, console.WithToken(token))
+	serve := func(js jetstream.JetStream, opts ...console.Option) string {
+		c, err := console.New(t.Context(), js, names, append(opts, console.WithToken(token))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +144,7 @@ func TestDLQActions(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL
 	}
-	admin, app := serve(adminJS), serve(appJS)
+	admin, app, readOnly := serve(adminJS), serve(appJS), serve(adminJS, console.WithReadOnly())
 	put := func(reason protocol.Reason, job string) uint64 {
 		msg := nats.NewMsg(names.DLQSubject(reason))
 		msg.Data = []byte(job)
@@ -158,6 +159,9 @@ func TestDLQActions(t *testing.T) {
 	later := put(protocol.ReasonUnknownProfile, `{"runId":"dl-1","profile":"later"}`)
 	malformed := put(protocol.ReasonUnknownField, `{"runId":"dl-2","profile":"later","nosuch":1}`)
 
+	if code, body := post(t, readOnly+fmt.Sprintf("/api/dlq/%d/retry", later), ""); code != 403 {
+		t.Errorf("retry on a read-only console: %d %s", code, body)
+	}
 	if code, body := post(t, app+fmt.Sprintf("/api/dlq/%d/retry", later), ""); code != 200 || !strings.Contains(body, `"runId":"dl-1"`) {
 		t.Fatalf("retry of dead letter %d: %d %s", later, code, body)
 	}
@@ -192,6 +196,9 @@ func TestDLQActions(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
+	}
+	if code, body := del(readOnly, fmt.Sprint(later)); code != 403 {
+		t.Errorf("delete on a read-only console: %d %s", code, body)
 	}
 	if code, body := del(app, fmt.Sprint(later)); code != 503 || !strings.Contains(body, "needs a NATS user that may administer stream") {
 		t.Errorf("delete by a user that may not: %d %s", code, body)

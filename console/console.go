@@ -70,7 +70,8 @@ func WithToken(token string) Option {
 // auth in front of the handler.
 func WithoutAuth() Option { return func(c *Console) error { c.noAuth = true; return nil } }
 
-// WithReadOnly hides cancel and input, and refuses them.
+// WithReadOnly hides cancel, input, re-run and the dead letters' retry and
+// delete, and refuses them.
 func WithReadOnly() Option { return func(c *Console) error { c.readOnly = true; return nil } }
 
 // WithSecureCookie marks the session cookie Secure: set it when the console
