@@ -2,12 +2,14 @@ package console
 
 import (
 	"context"
+	"crypto/rand"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -68,7 +70,8 @@ func WithToken(token string) Option {
 // auth in front of the handler.
 func WithoutAuth() Option { return func(c *Console) error { c.noAuth = true; return nil } }
 
-// WithReadOnly hides cancel and input, and refuses them.
+// WithReadOnly hides cancel, input, re-run and the dead letters' retry and
+// delete, and refuses them.
 func WithReadOnly() Option { return func(c *Console) error { c.readOnly = true; return nil } }
 
 // WithSecureCookie marks the session cookie Secure: set it when the console
@@ -160,10 +163,13 @@ func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts
 	mux.HandleFunc("GET /api/runs/{id}/events", c.serveEvents)
 	mux.HandleFunc("POST /api/runs/{id}/cancel", c.needsNATS(c.serveCancel))
 	mux.HandleFunc("POST /api/runs/{id}/input", c.needsNATS(c.serveInput))
+	mux.HandleFunc("POST /api/runs/{id}/rerun", c.needsNATS(c.serveRerun))
 	mux.HandleFunc("GET /api/runs/{id}/token", c.needsNATS(c.serveToken))
 	mux.HandleFunc("GET /api/runs/{id}/outputs/{name...}", c.needsNATS(c.serveOutput))
 	mux.HandleFunc("GET /api/workers", c.needsNATS(c.serveWorkers))
 	mux.HandleFunc("GET /api/dlq", c.needsNATS(c.serveDLQ))
+	mux.HandleFunc("POST /api/dlq/{seq}/retry", c.needsNATS(c.serveDLQRetry))
+	mux.HandleFunc("DELETE /api/dlq/{seq}", c.needsNATS(c.serveDLQDelete))
 	c.handler = c.auth.wrap(securityHeaders(mux))
 	return c, nil
 }
@@ -341,6 +347,10 @@ type runInfo struct {
 	ReadOnly    bool           `json:"readOnly"`
 	Interactive bool           `json:"interactive"`
 	Tokens      bool           `json:"tokens"`
+	// Input is the start of the job's input (kv.InputPreview), the run's
+	// first turn; Rerun, that the record keeps the job to run again.
+	Input string `json:"input,omitempty"`
+	Rerun bool   `json:"rerun"`
 }
 
 func (c *Console) serveRun(w http.ResponseWriter, r *http.Request) {
@@ -368,6 +378,7 @@ func (c *Console) serveRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, runInfo{
 		Run: client.NewRunView(rec), ReadOnly: c.readOnly, Tokens: c.issuer != nil,
 		Interactive: rec.Interactive || (c.interactive != nil && c.interactive(rec)),
+		Input:       rec.Input, Rerun: len(rec.Job) > 0,
 	})
 }
 
@@ -382,6 +393,48 @@ func (c *Console) serveCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	rep, err := c.client.Cancel(r.Context(), id)
 	c.writeReply(w, rep, err)
+}
+
+// errNoJob is a re-run's refusal of a run whose record keeps no job.
+var errNoJob = errors.New("its record keeps no job to run again: a run's record keeps its job only when the job has retries (retries > 0)")
+
+// serveRerun submits the job of a run again under a new runId, and
+// answers with it. Only the record holds the job, and only for a job with
+// retries (worker.starter.record); the labels baton set on a retry's job
+// (retry-of, attempt) are not the job's own and are dropped.
+func (c *Console) serveRerun(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.runID(w, r)
+	if !ok {
+		return
+	}
+	if c.readOnly {
+		writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
+		return
+	}
+	rec, found := c.index.get(id)
+	if !found {
+		var err error
+		if rec, err = c.client.Run(r.Context(), id); err != nil {
+			c.writeReply(w, nil, err)
+			return
+		}
+	}
+	if len(rec.Job) == 0 {
+		writeError(w, http.StatusConflict, fmt.Errorf("run %s cannot be re-run: %w", id, errNoJob))
+		return
+	}
+	job, err := protocol.DecodeJob(rec.Job, protocol.ContentTypeJSON, protocol.Limits{ReservedLabels: true})
+	if err != nil {
+		writeError(w, http.StatusConflict, fmt.Errorf("run %s: its kept job: %w", id, err))
+		return
+	}
+	maps.DeleteFunc(job.Labels, func(k, _ string) bool { return strings.HasPrefix(k, protocol.ReservedLabelPrefix) })
+	job.RunID = "run-" + strings.ToLower(rand.Text()[:20]) // as baton submit names a run
+	if err := c.client.Submit(r.Context(), job); err != nil {
+		c.unavailable(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"runId": job.RunID})
 }
 
 // writeReply answers with a client call's reply, or with the HTTP status
@@ -535,4 +588,63 @@ func (c *Console) serveDLQ(w http.ResponseWriter, r *http.Request) {
 		out[i] = entry{e.Seq, e.Time, string(e.Reason), e.Error, e.Subject, e.MsgID, string(e.Payload)}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// dlqSeq reads the {seq} of a dead letter's path.
+func dlqSeq(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	if err != nil || seq == 0 {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%q is not a dead letter's sequence", r.PathValue("seq")))
+		return 0, false
+	}
+	return seq, true
+}
+
+// serveDLQRetry submits the job of a dead letter again (client.RetryDLQ,
+// as baton dlq retry: its own run id, and its refusals) and answers with
+// the job's runId.
+func (c *Console) serveDLQRetry(w http.ResponseWriter, r *http.Request) {
+	seq, ok := dlqSeq(w, r)
+	if !ok {
+		return
+	}
+	if c.readOnly {
+		writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
+		return
+	}
+	job, err := c.client.RetryDLQ(r.Context(), seq, "")
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, map[string]any{"seq": seq, "runId": job.RunID})
+	case errors.Is(err, client.ErrNoEntry):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, client.ErrDuplicate):
+		writeError(w, http.StatusConflict, fmt.Errorf("dead letter %d was submitted again already, within the jobs stream's duplicates window: %w", seq, err))
+	case errors.Is(err, client.ErrNotRetriable), errors.Is(err, protocol.ErrBadRunID):
+		writeError(w, http.StatusConflict, err)
+	default:
+		c.unavailable(w, err)
+	}
+}
+
+// serveDLQDelete removes a dead letter (client.DeleteDLQ). It needs the
+// console's NATS user to administer the DLQ stream; the refusal's
+// sentence says so.
+func (c *Console) serveDLQDelete(w http.ResponseWriter, r *http.Request) {
+	seq, ok := dlqSeq(w, r)
+	if !ok {
+		return
+	}
+	if c.readOnly {
+		writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
+		return
+	}
+	switch err := c.client.DeleteDLQ(r.Context(), seq); {
+	case err == nil:
+		writeJSON(w, http.StatusOK, map[string]any{"seq": seq})
+	case errors.Is(err, client.ErrNoEntry):
+		writeError(w, http.StatusNotFound, err)
+	default:
+		c.unavailable(w, err)
+	}
 }

@@ -490,6 +490,10 @@ func readEvents(t *testing.T, r io.Reader, n int) (evs []sseEvent, end string) {
 			if cur.data == "" && cur.name == "" {
 				continue
 			}
+			if cur.name == "watching" { // the stream's start, not its end
+				cur = sseEvent{}
+				continue
+			}
 			if cur.name != "" {
 				return evs, cur.name
 			}
@@ -827,6 +831,8 @@ func TestNATSDown(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "the run index ready", func() bool { p := runs(); return p.Ready && p.Error == "" })
 	live := openStream(t, srv.URL+"/api/runs/live", "")
 	defer live.Body.Close()
+	watching := openStream(t, srv.URL+"/api/runs/r1/events", "")
+	defer watching.Body.Close()
 
 	s.Shutdown()
 	s.WaitForShutdown()
@@ -848,6 +854,24 @@ func TestNATSDown(t *testing.T) {
 		t.Fatalf("dead letters while NATS is down: %d %s", resp.StatusCode, b)
 	}
 
+	// A run's event stream open when NATS goes away ends saying so, one
+	// opened while NATS is down says so at once (the page reconnects
+	// after either), and once NATS is back one says it is on.
+	if _, end := readEvents(t, watching.Body, 1); end != "failure" {
+		t.Fatalf("a run's event stream open as NATS went down ended %q, want a failure", end)
+	}
+	events := openStream(t, srv.URL+"/api/runs/r1/events", "")
+	defer events.Body.Close()
+	if _, end := readEvents(t, events.Body, 1); end != "failure" {
+		t.Fatalf("a run's event stream while NATS is down ended %q, want a failure", end)
+	}
+
 	testenv.RunServerIn(t, dir, port)
 	testenv.WaitFor(t, 20*time.Second, "the runs list's error to clear once NATS is back", func() bool { return runs().Error == "" })
+	again := openStream(t, srv.URL+"/api/runs/r1/events", "")
+	defer again.Body.Close()
+	first, err := bufio.NewReader(again.Body).ReadString('\n')
+	if err != nil || first != "event: watching\n" {
+		t.Fatalf("a run's event stream once NATS is back starts %q (%v), want the watching event", first, err)
+	}
 }

@@ -75,7 +75,8 @@ type wireEvent struct {
 // the Last-Event-ID an EventSource sends when it reconnects (or ?after=),
 // so a reconnect neither misses nor repeats a line. client.Watch reads the
 // chain through the workers' read relay and fills any gap from it.
-// After the terminal status an "end" event closes the stream.
+// After the terminal status an "end" event closes the stream; a "failure"
+// event says why one ended before it.
 func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.runID(w, r)
 	if !ok {
@@ -98,6 +99,16 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// The page reconnects after a failure: while NATS cannot be reached
+	// it is told so at once (and a stream open when NATS goes away ends
+	// so, below), and once NATS is back that the stream is on again
+	// ("watching"), so it stops showing the failure.
+	if down := c.natsDown(); down != nil {
+		s.failure(down)
+		return
+	}
+	_ = s.event("", "watching", []byte("{}"))
+	s.flush()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	// The watch hands events to the writer through a channel, and the
@@ -119,10 +130,20 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}()
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
+	// The watch would wait out an outage silently: the stream ends with
+	// the outage instead, so the page says so, and resumes once NATS is
+	// back from what it showed.
+	up := time.NewTicker(500 * time.Millisecond)
+	defer up.Stop()
 	for {
 		select {
 		case <-ping.C:
 			if s.comment("ping") != nil {
+				return
+			}
+		case <-up.C:
+			if down := c.natsDown(); down != nil {
+				s.failure(down)
 				return
 			}
 		case ev, open := <-events:
@@ -132,9 +153,7 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 						if down := c.natsDown(); down != nil {
 							err = down
 						}
-						b, _ := json.Marshal(map[string]string{"error": err.Error()})
-						_ = s.event("", "failure", b)
-						s.flush()
+						s.failure(err)
 					}
 					return
 				}
@@ -163,6 +182,13 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 			s.flush()
 		}
 	}
+}
+
+// failure tells the page why its stream ends short of the run's end.
+func (s *sse) failure(err error) {
+	b, _ := json.Marshal(map[string]string{"error": err.Error()})
+	_ = s.event("", "failure", b)
+	s.flush()
 }
 
 func (s *sse) writeEvent(ev client.Event) error {

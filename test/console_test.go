@@ -51,7 +51,10 @@ func chromium(t *testing.T) string {
 // empty card and does not scroll sideways for a long digest; the runs
 // list counts the runs per state, cancels several at once, and says when
 // NATS cannot be reached. Times show in the browser's time zone, named,
-// and as durations or how long ago.
+// and as durations or how long ago. A dead letter is retried and deleted
+// from its page; a finished run shows its job's input as its first turn
+// and is re-run; a run's page that NATS's outage cut off resumes once NATS
+// is back, each message shown once.
 // BATON_SCREENSHOTS=dir saves the list and run pages there.
 func TestConsoleInBrowser(t *testing.T) {
 	browser := chromium(t)
@@ -347,6 +350,25 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil || !strings.Contains(dlq, "no-such-profile") {
 		t.Fatalf("dead letters page: %q %v", dlq, err)
 	}
+	// Retried from its row: submitted again under its own id (and, the
+	// profile still missing, rejected again); then deleted, which the
+	// test server's user may.
+	dead, err := c.DLQ(ctx, 10)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("the DLQ: %+v %v, want the bad job", dead, err)
+	}
+	row := fmt.Sprintf(`#dlq tr[data-seq="%d"]`, dead[0].Seq)
+	step("retry the dead letter", 30*time.Second, clickInPage(row+` button.retry`),
+		chromedp.Poll[chromedp.Void](`document.querySelector('`+row+` .note').textContent === 'submitted again as run console-bad'`,
+			chromedp.WithPollingInterval(50*time.Millisecond)))
+	testenv.WaitFor(t, 30*time.Second, "the retried job rejected again", func() bool {
+		d, err := c.DLQ(ctx, 10)
+		return err == nil && len(d) == 2
+	})
+	step("delete the dead letter", 30*time.Second, clickInPage(row+` button.delete`), chromedp.WaitNotPresent(chromedp.CSS(row)))
+	if d, err := c.DLQ(ctx, 10); err != nil || len(d) != 1 || d[0].Seq == dead[0].Seq {
+		t.Fatalf("the DLQ after the delete: %+v %v, want the retry's entry only", d, err)
+	}
 
 	// A finished run's page: a tool call with its result, the result
 	// line, a raw line, the stderr tail, and an output to download. Its
@@ -355,7 +377,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runs.Create(ctx, "console-done", kv.RunRecord{RunID: "console-done", State: "failed", Profile: "fake", Node: "console", CreatedAt: time.Now()}); err != nil {
+	// It had retries, so its record keeps its job (to re-run), and the
+	// start of its input.
+	keptJob, err := protocol.EncodeWorkerJob(protocol.Job{RunID: "console-done", Profile: "fake", Retries: 1, Args: []string{"--lines", "3"}, Input: "list the files"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Create(ctx, "console-done", kv.RunRecord{RunID: "console-done", State: "failed", Profile: "fake", Node: "console", CreatedAt: time.Now(),
+		Retries: 1, Job: keptJob, Input: "list the files"}); err != nil {
 		t.Fatal(err)
 	}
 	obs, err := js.ObjectStore(ctx, names.OutputsBucket()) // the workers provisioned it
@@ -403,6 +432,11 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("%s: %q (%v), want %q", sel, got, err, want)
 		}
 	}
+	// The job's input is the run's first turn, before the chain's first
+	// message.
+	if first, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#transcript .hidden-note').nextElementSibling.textContent`)); err != nil || first != "you › list the files" {
+		t.Errorf("the transcript's first entry %q (%v), want the job's input", first, err)
+	}
 	result, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#transcript .tool .result`)))
 	if err != nil || result != "file-one.txt" {
 		t.Errorf("tool result %q %v", result, err)
@@ -432,6 +466,41 @@ func TestConsoleInBrowser(t *testing.T) {
 	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
 		screenshot(t, bctx, filepath.Join(dir, "console-run-done.png"))
 	}
+	// Re-run: the same job, a new run, linked from the page.
+	step("re-run the finished run", 30*time.Second, clickInPage(`#rerun-button`), chromedp.WaitVisible(chromedp.CSS(`#rerun-note a`)))
+	rerun, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#rerun-note a`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 60*time.Second, "the re-run "+rerun+" to succeed", func() bool {
+		rec, err := c.Run(ctx, rerun)
+		return err == nil && rec.State == "succeeded" && rec.Input == "list the files"
+	})
+
+	// NATS goes away under a run's page, which says so, and comes back:
+	// the page resumes its stream after the last message it showed, so
+	// once the run ends it has shown each message of its chain once.
+	submit("console-outage", "--lines", "150", "--rate", "10")
+	step("open the run the outage interrupts", 60*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-outage"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="started"]`)), chromedp.WaitVisible(chromedp.CSS(`#transcript .entry`)))
+	port := s.Addr().(*net.TCPAddr).Port
+	pageError := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`(t => `+cond+`)(document.querySelector('p.error').textContent)`,
+			chromedp.WithPollingInterval(50*time.Millisecond))
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+	step("the run's page says NATS cannot be reached", 30*time.Second, pageError(`t.startsWith('stream: NATS cannot be reached')`))
+	s = testenv.RunServerIn(t, natsDir, port)
+	step("the run's page resumes once NATS is back", 60*time.Second, pageError(`t === ''`),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="succeeded"]`)))
+	var chained int
+	if _, err := c.Watch(ctx, "console-outage", func(client.Event) error { chained++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	step("the page shows each message of the chain once", 10*time.Second,
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.getElementById('count').textContent === '%s messages'`, commas(chained)),
+			chromedp.WithPollingInterval(50*time.Millisecond)))
 
 	// NATS goes away under the list page, which says so, and comes back.
 	step("the runs list", 30*time.Second, chromedp.Navigate(srv.URL+"/#/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-done"]`)))
@@ -439,16 +508,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil || len(created) != 2 || !strings.HasSuffix(created[0], " ago") || !strings.HasSuffix(created[1], "GMT+5:30") {
 		t.Errorf("the list's created time %q (%v), want how long ago, and the time in its zone", created, err)
 	}
-	port := s.Addr().(*net.TCPAddr).Port
 	s.Shutdown()
 	s.WaitForShutdown()
-	listError := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](`(t => `+cond+`)(document.querySelector('p.error').textContent)`,
-			chromedp.WithPollingInterval(50*time.Millisecond))
-	}
-	step("the list says NATS cannot be reached", 30*time.Second, listError(`t.startsWith('NATS cannot be reached')`))
+	step("the list says NATS cannot be reached", 30*time.Second, pageError(`t.startsWith('NATS cannot be reached')`))
 	testenv.RunServerIn(t, natsDir, port)
-	step("the list's error gone once NATS is back", 30*time.Second, listError(`t === ''`))
+	step("the list's error gone once NATS is back", 30*time.Second, pageError(`t === ''`))
+}
+
+// commas writes n as the page counts, in en_US: 1,234.
+func commas(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func screenshot(t *testing.T, ctx context.Context, path string) {

@@ -156,7 +156,7 @@ each run's page, and answers the NATS server's auth callout for them.`,
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the console's token (default: $BATON_CONSOLE_TOKEN, else a generated one)")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "TLS certificate (PEM) to serve HTTPS")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "TLS private key (PEM)")
-	cmd.Flags().BoolVar(&readOnly, "read-only", false, "hide cancel and input, and refuse them")
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "hide cancel, input, re-run and dead-letter retry and delete, and refuse them")
 	cmd.Flags().DurationVar(&sessionTTL, "session-ttl", console.DefaultSessionTTL, "how long a browser stays logged in (Log out ends it sooner)")
 	cmd.Flags().StringVar(&signingKey, "signing-key", os.Getenv("BATON_SIGNING_KEY_FILE"), "account signing key (seed file): hand out run tokens and answer the server's auth callout for them (deploy/nats-browser.conf)")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback listen address without TLS (the token crosses the network in clear)")

@@ -237,7 +237,8 @@ function runPage(runId) {
   const tokenBox = h('div', { class: 'token' });
   const errLine = h('p', { class: 'error' });
   const cancelBtn = h('button', { class: 'danger', id: 'cancel', text: 'Cancel run', hidden: true });
-  const actions = h('div', { class: 'card', id: 'actions', hidden: true }, cancelBtn, tokenBox);
+  const rerunBox = h('div', { id: 'rerun' });
+  const actions = h('div', { class: 'card', id: 'actions', hidden: true }, cancelBtn, rerunBox, tokenBox);
   const follow = h('input', { type: 'checkbox', checked: true, id: 'follow' });
   main.replaceChildren(
     h('p', {}, h('a', { href: '#/', text: '‹ runs' })),
@@ -309,7 +310,29 @@ function runPage(runId) {
 
   // The card of the cancel button and the token buttons shows only when
   // it holds one of them: a finished run without tokens has neither.
-  function showActions() { actions.hidden = cancelBtn.hidden && !tokenBox.childElementCount; }
+  function showActions() { actions.hidden = cancelBtn.hidden && !rerunBox.childElementCount && !tokenBox.childElementCount; }
+
+  // Re-run needs the job, which a run's record keeps only when the job
+  // has retries: other runs say so instead of offering it.
+  function showRerun() {
+    if (cfg.readOnly || state.info.readOnly) return;
+    if (!state.info.rerun) {
+      rerunBox.replaceChildren(h('p', { class: 'muted', text: 'No re-run: the record keeps a job to run again only when it has retries.' }));
+      return;
+    }
+    const btn = h('button', { id: 'rerun-button', text: 'Re-run' });
+    const note = h('span', { class: 'muted', id: 'rerun-note' });
+    btn.onclick = async () => {
+      if (!confirm('Run the job of ' + runId + ' again, as a new run?')) return;
+      btn.disabled = true;
+      try {
+        const rep = await api('api/runs/' + encodeURIComponent(runId) + '/rerun', { method: 'POST' });
+        note.replaceChildren('started as ', h('a', { href: '#/runs/' + encodeURIComponent(rep.runId), class: 'mono', text: rep.runId }));
+      } catch (e) { note.textContent = 're-run: ' + (e.message || e); }
+      btn.disabled = false;
+    };
+    rerunBox.replaceChildren(btn, ' ', note);
+  }
 
   function showToken() {
     if (!cfg.tokens) return;
@@ -381,10 +404,10 @@ function runPage(runId) {
 
   // The chain arrives as server-sent events whose ids are stream
   // sequences: the browser's EventSource reconnects with Last-Event-ID,
-  // and a reconnect made here (after a refused or failed stream) asks for
-  // what comes after the last sequence shown. A sequence seen twice is
-  // dropped.
-  let es = null, retry = 0;
+  // and a reconnect made here (after a refused or failed stream, as while
+  // NATS cannot be reached) asks for what comes after the last sequence
+  // shown. A sequence seen twice is dropped.
+  let es = null, retry = 0, streamErr = false;
   function connect() {
     const url = 'api/runs/' + encodeURIComponent(runId) + '/events' + (state.lastSeq ? '?after=' + state.lastSeq : '');
     es = new EventSource(url);
@@ -396,9 +419,16 @@ function runPage(runId) {
       if (!frame) frame = requestAnimationFrame(flush);
     };
     es.addEventListener('end', () => { es.close(); state.closed = true; });
+    // The console watches the chain again: a failure shown is over.
+    es.addEventListener('watching', () => {
+      if (streamErr) errLine.textContent = '';
+      streamErr = false;
+    });
     es.addEventListener('failure', e => {
       es.close();
       errLine.textContent = 'stream: ' + JSON.parse(e.data).error;
+      streamErr = true;
+      if (!state.closed) retry = setTimeout(connect, 2000);
     });
     es.onerror = () => {
       if (es.readyState === EventSource.CLOSED && !state.closed) {
@@ -414,7 +444,10 @@ function runPage(runId) {
       errLine.textContent = '';
       state.info = info;
       renderHead();
+      showRerun();
       showToken();
+      // The job's own input (its first 1 KiB) is the run's first turn.
+      if (info.input) r.push(h('div', { class: 'entry user', id: 'job-input' }, h('div', { class: 'text', text: 'you › ' + info.input })));
       connect();
     }).catch(e => {
       if (e.status === 404 && !state.closed) {
@@ -674,14 +707,37 @@ function dlqPage() {
   setNav('dlq');
   const body = h('div');
   main.replaceChildren(h('h1', { text: 'Dead letters' }), h('p', { class: 'muted', text: 'Jobs the workers rejected, newest first.' }), body);
-  api('api/dlq').then(list => {
-    body.replaceChildren(h('table', { id: 'dlq' },
-      h('thead', {}, h('tr', {}, ...['seq', 'time', 'reason', 'error', 'subject', 'job'].map(t => h('th', { text: t })))),
-      h('tbody', {}, ...list.map(e => h('tr', {},
-        h('td', { text: String(e.seq) }), h('td', { text: fmtTime(e.time) }), h('td', {}, h('span', { class: 'badge st-failed', text: e.reason })),
-        h('td', { class: 'wrap', text: e.error }), h('td', { class: 'mono', text: e.subject }),
-        h('td', { class: 'wrap' }, h('details', { class: 'json' }, h('summary', { text: e.msgId || 'payload' }), h('pre', { text: e.payload }))))))));
-  }).catch(e => body.replaceChildren(h('p', { class: 'error', text: String(e.message || e) })));
+  // Retry submits the entry's job again (it stays listed); delete removes
+  // it, which needs the console's NATS user to administer the DLQ stream.
+  // Either says on the entry's row what came of it, a refusal's sentence
+  // included.
+  function act(e, note, how) {
+    const path = 'api/dlq/' + e.seq + (how === 'retry' ? '/retry' : '');
+    return async () => {
+      if (how === 'delete' && !confirm(`Delete dead letter ${e.seq}?`)) return;
+      try {
+        const rep = await api(path, { method: how === 'retry' ? 'POST' : 'DELETE' });
+        if (how === 'retry') note.replaceChildren('submitted again as run ', h('a', { href: '#/runs/' + encodeURIComponent(rep.runId), class: 'mono', text: rep.runId }));
+        else load();
+      } catch (err) { note.replaceChildren(h('span', { class: 'error', text: how + ': ' + (err.message || err) })); }
+    };
+  }
+  function load() {
+    api('api/dlq').then(list => {
+      body.replaceChildren(h('table', { id: 'dlq' },
+        h('thead', {}, h('tr', {}, ...['seq', 'time', 'reason', 'error', 'subject', 'job', ''].map(t => h('th', { text: t })))),
+        h('tbody', {}, ...list.map(e => {
+          const note = h('div', { class: 'wrap note' });
+          return h('tr', { 'data-seq': e.seq },
+            h('td', { text: String(e.seq) }), h('td', { text: fmtTime(e.time) }), h('td', {}, h('span', { class: 'badge st-failed', text: e.reason })),
+            h('td', { class: 'wrap', text: e.error }), h('td', { class: 'mono', text: e.subject }),
+            h('td', { class: 'wrap' }, h('details', { class: 'json' }, h('summary', { text: e.msgId || 'payload' }), h('pre', { text: e.payload }))),
+            h('td', { class: 'wrap' }, cfg.readOnly ? null : h('button', { class: 'retry', text: 'Retry', onclick: act(e, note, 'retry') }), ' ',
+              cfg.readOnly ? null : h('button', { class: 'delete', text: 'Delete', onclick: act(e, note, 'delete') }), note));
+        }))));
+    }).catch(e => body.replaceChildren(h('p', { class: 'error', text: String(e.message || e) })));
+  }
+  load();
   return () => {};
 }
 

@@ -156,6 +156,7 @@ func readSSE(resp *http.Response) sseRate {
 			Data string `json:"data"`
 		}
 	)
+	named := false // a named event's data is not a line of the run ("watching")
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "event: end" {
@@ -164,8 +165,12 @@ func readSSE(resp *http.Response) sseRate {
 			}
 			return sseRate{lines: n, rate: float64(n-1) / last.Sub(first).Seconds()}
 		}
+		if line == "" || strings.HasPrefix(line, "event: ") {
+			named = line != ""
+			continue
+		}
 		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
+		if !ok || named {
 			continue
 		}
 		if err := json.Unmarshal([]byte(data), &ev); err != nil {
