@@ -26,6 +26,23 @@ func RunCluster(t testing.TB, n int) []*server.Server {
 	if n < 1 {
 		t.Fatalf("RunCluster: need at least one node, got %d", n)
 	}
+	// The route ports are reserved, then freed for the servers to take: a
+	// connection of another test may take one meanwhile, and the cluster
+	// is then started again on others.
+	var err error
+	for try := 1; try <= 3; try++ {
+		var servers []*server.Server
+		if servers, err = startCluster(t, n); err == nil {
+			return servers
+		}
+		t.Logf("RunCluster: try %d: %v", try, err)
+	}
+	t.Fatalf("RunCluster: %v", err)
+	return nil
+}
+
+// startCluster is one try of RunCluster.
+func startCluster(t testing.TB, n int) ([]*server.Server, error) {
 	ports := freePorts(t, n)
 	routes := make([]string, n)
 	for i, p := range ports {
@@ -33,7 +50,13 @@ func RunCluster(t testing.TB, n int) []*server.Server {
 	}
 	// A name per cluster keeps concurrently running test clusters apart.
 	name := fmt.Sprintf("C%d", ports[0])
-	servers := make([]*server.Server, n)
+	servers := make([]*server.Server, 0, n)
+	stopAll := func() {
+		for _, s := range servers {
+			s.Shutdown()
+			s.WaitForShutdown()
+		}
+	}
 	for i := range n {
 		opts := natsserver.DefaultTestOptions
 		opts.Port = -1
@@ -42,21 +65,23 @@ func RunCluster(t testing.TB, n int) []*server.Server {
 		opts.StoreDir = t.TempDir()
 		opts.Cluster = server.ClusterOpts{Name: name, Host: "127.0.0.1", Port: ports[i]}
 		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
-		s := natsserver.RunServer(&opts)
-		servers[i] = s
-		t.Cleanup(func() {
-			s.Shutdown()
-			s.WaitForShutdown()
-		})
+		s, err := startServer(&opts)
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		servers = append(servers, s)
 	}
 	deadline := time.Now().Add(clusterReadyTimeout)
 	for !clusterReady(servers) {
 		if time.Now().After(deadline) {
-			t.Fatalf("RunCluster: %d-node cluster had no JetStream meta leader seeing all peers after %s", n, clusterReadyTimeout)
+			stopAll()
+			return nil, fmt.Errorf("%d-node cluster had no JetStream meta leader seeing all peers after %s", n, clusterReadyTimeout)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	return servers
+	t.Cleanup(stopAll)
+	return servers, nil
 }
 
 // ClusterURL joins the client URLs of servers, for a client that fails over

@@ -125,10 +125,33 @@ func RunServerWith(t testing.TB, configure func(*server.Options)) *server.Server
 	opts.JetStream = true
 	opts.StoreDir = t.TempDir()
 	configure(&opts)
-	s := natsserver.RunServer(&opts)
+	s, err := startServer(&opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		s.Shutdown()
 		s.WaitForShutdown()
 	})
 	return s
+}
+
+// serverReady bounds how long an embedded server may take to accept
+// connections: a 2-core machine running every package's tests at once has
+// taken more than the 10 s nats-server's own test helper allows.
+const serverReady = 20 * time.Second
+
+// startServer starts a server of opts and waits until it accepts
+// connections (clients, and routes when it has a cluster).
+func startServer(opts *server.Options) (*server.Server, error) {
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("nats-server %s: %w", opts.ServerName, err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(serverReady) {
+		s.Shutdown()
+		return nil, fmt.Errorf("nats-server %s (cluster port %d) accepted no connections within %s", opts.ServerName, opts.Cluster.Port, serverReady)
+	}
+	return s, nil
 }
