@@ -131,18 +131,25 @@ func TestSubmitWatchWithWorkerProcess(t *testing.T) {
 		t.Fatalf("the agent did not get its input: %s", lines.String())
 	}
 
-	// Operators see the runs in the worker's metrics and micro service.
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`baton_runs_finished_total{status="succeeded"} 1`, `baton_runs_finished_total{status="failed"} 1`, "baton_runs_started_total 2", "baton_lines_published_total "} {
-		if !bytes.Contains(body, []byte(want)) {
-			t.Errorf("metrics lack %q", want)
+	// Operators see the runs in the worker's metrics and micro service. A
+	// run is counted finished once its end is recorded, just after the
+	// terminal status a watch ends on: wait for the counts, bounded.
+	wants := []string{`baton_runs_finished_total{status="succeeded"} 1`, `baton_runs_finished_total{status="failed"} 1`, "baton_runs_started_total 2", "baton_lines_published_total "}
+	counted := func() bool {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return false
 		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range wants {
+			if !bytes.Contains(body, []byte(want)) {
+				return false
+			}
+		}
+		return true
 	}
+	testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("the worker's metrics to show %q", wants), counted)
 	reply, err := nc.Request("$SRV.INFO.baton-worker", nil, 2*time.Second)
 	if err != nil || !bytes.Contains(reply.Data, []byte(`"node":"e2e"`)) {
 		t.Fatalf("micro service info: %v %s", err, replyData(reply))
