@@ -1,5 +1,7 @@
 package worker
 
+import "github.com/batonhq/baton/internal/clock"
+
 // RaceEnabled lets the external tests size their work: under the race
 // detector, gzip and tar run several times slower.
 const RaceEnabled = raceEnabled
@@ -8,3 +10,6 @@ const RaceEnabled = raceEnabled
 func WithBeforeMark(f func(runID string)) Option {
 	return func(w *Worker) error { w.testBeforeMark = f; return nil }
 }
+
+// WithClock has the worker's background services read and sleep on c.
+func WithClock(c clock.Clock) Option { return func(w *Worker) error { w.clock = c; return nil } }

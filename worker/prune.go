@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
@@ -116,31 +119,55 @@ func Prune(ctx context.Context, stateDir string, olderThan time.Duration, opts .
 	return out, errors.Join(errs...)
 }
 
-// pruneLoop prunes this node's finished runs past the configured retention,
-// at a tenth of it (between 5 s and an hour).
-func (w *Worker) pruneLoop(ctx context.Context) {
-	every := min(max(w.cfg.RunRetention/10, 5*time.Second), time.Hour)
-	for {
-		clock.Sleep(ctx, every)
-		if ctx.Err() != nil {
-			return
-		}
-		pruned, err := Prune(ctx, w.stateDir, w.cfg.RunRetention, pruneSkip(w.isActive))
-		for _, p := range pruned {
-			w.metrics.runsPruned.Inc()
-			w.log.Info().Str("run_id", p.RunID).Dur("age", p.Age).Int64("bytes", p.Bytes).Msg("pruned finished run")
-		}
-		if err != nil && ctx.Err() == nil {
-			w.log.Warn().Err(err).Msg("prune finished runs")
-		}
-		w.claimBinaries()
-		removed, err := pruneBinaries(filepath.Join(w.stateDir, "bin"), time.Now().Add(-staleBinaries))
-		for _, p := range removed {
-			w.log.Info().Str("path", p).Msg("pruned installed binary of an earlier deploy")
-		}
-		if err != nil && ctx.Err() == nil {
-			w.log.Warn().Err(err).Msg("prune installed binaries")
-		}
+// pruneAt has Prune judge ages against now instead of the system's clock.
+func pruneAt(now func() time.Time) PruneOption {
+	return func(o *pruneOptions) { o.now = now }
+}
+
+// pruner removes this node's finished runs past the retention, and the
+// installed binaries of earlier deploys, at a tenth of the retention
+// (between 5 s and an hour). It holds only what that needs.
+type pruner struct {
+	stateDir  string
+	retention time.Duration
+	active    func(runID string) bool // the worker's own runs: never pruned
+	installed []string                // this worker's binaries, claimed at each pass
+	pruned    prometheus.Counter
+	log       zerolog.Logger
+	clock     clock.Clock
+}
+
+func (w *Worker) pruner() *pruner {
+	return &pruner{stateDir: w.stateDir, retention: w.cfg.RunRetention, active: w.isActive,
+		installed: []string{w.binary, w.runner}, pruned: w.metrics.runsPruned, log: w.log, clock: w.clock}
+}
+
+// every is how long the pruner sleeps between passes.
+func (p *pruner) every() time.Duration { return min(max(p.retention/10, 5*time.Second), time.Hour) }
+
+func (p *pruner) run(ctx context.Context) {
+	for p.clock.Sleep(ctx, p.every()) {
+		p.pass(ctx)
+	}
+}
+
+// pass prunes once.
+func (p *pruner) pass(ctx context.Context) {
+	pruned, err := Prune(ctx, p.stateDir, p.retention, pruneSkip(p.active), pruneAt(p.clock.Now))
+	for _, r := range pruned {
+		p.pruned.Inc()
+		p.log.Info().Str("run_id", r.RunID).Dur("age", r.Age).Int64("bytes", r.Bytes).Msg("pruned finished run")
+	}
+	if err != nil && ctx.Err() == nil {
+		p.log.Warn().Err(err).Msg("prune finished runs")
+	}
+	p.claim()
+	removed, err := pruneBinaries(filepath.Join(p.stateDir, "bin"), p.clock.Now().Add(-staleBinaries))
+	for _, path := range removed {
+		p.log.Info().Str("path", path).Msg("pruned installed binary of an earlier deploy")
+	}
+	if err != nil && ctx.Err() == nil {
+		p.log.Warn().Err(err).Msg("prune installed binaries")
 	}
 }
 
@@ -197,14 +224,14 @@ func openUp(dir string) {
 // lock, so a copy being claimed is never removed under its worker.
 const staleBinaries = 3 * time.Hour
 
-// claimBinaries marks this worker's installed copies as in use.
-func (w *Worker) claimBinaries() {
-	bin := filepath.Join(w.stateDir, "bin") + string(filepath.Separator)
-	now := time.Now()
-	for _, p := range []string{w.binary, w.runner} {
-		if strings.HasPrefix(p, bin) {
-			if err := os.Chtimes(p, now, now); err != nil {
-				w.log.Warn().Err(err).Str("path", p).Msg("claim installed binary")
+// claim marks this worker's installed copies as in use.
+func (p *pruner) claim() {
+	bin := filepath.Join(p.stateDir, "bin") + string(filepath.Separator)
+	now := p.clock.Now()
+	for _, path := range p.installed {
+		if strings.HasPrefix(path, bin) {
+			if err := os.Chtimes(path, now, now); err != nil {
+				p.log.Warn().Err(err).Str("path", path).Msg("claim installed binary")
 			}
 		}
 	}

@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
 )
@@ -351,5 +354,61 @@ func TestInstallBinaryClaims(t *testing.T) {
 	}
 	if removed, err := pruneBinaries(dir, time.Now().Add(-time.Hour)); err != nil || len(removed) != 0 {
 		t.Fatalf("pruned a claimed copy: %v, %v", removed, err)
+	}
+}
+
+// TestPrunerOnItsClock: the pruner passes at a tenth of the retention (an
+// hour at most) on its own clock, and judges a run's age by it: a test moves the clock
+// where it slept for the retention to pass.
+func TestPrunerOnItsClock(t *testing.T) {
+	now := time.Now()
+	stateDir, _ := pruneFixture(t, now)
+	m := clock.NewManual(now)
+	pruned := prometheus.NewCounter(prometheus.CounterOpts{Name: "pruned"})
+	p := &pruner{stateDir: stateDir, retention: 24 * time.Hour, active: func(string) bool { return false },
+		pruned: pruned, log: zerolog.Nop(), clock: m}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	left := func() []string {
+		ents, err := os.ReadDir(filepath.Join(stateDir, "runs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	pass := func(d time.Duration) {
+		t.Helper()
+		if !m.Sleeping(ctx, 1) {
+			t.Fatal("the pruner never slept on its clock")
+		}
+		m.Advance(d)
+		if !m.Sleeping(ctx, 1) { // the pass is over once it sleeps again
+			t.Fatal("the pruner did not sleep again after its pass")
+		}
+	}
+	pass(p.every() - time.Second)
+	all := []string{"held", "hostile", "not.a.run", "old", "recent", "stray", "unfinished"}
+	if got := left(); !slices.Equal(got, all) {
+		t.Fatalf("before its period the pruner left %v, want %v", got, all)
+	}
+	pass(time.Second) // an hour in: "old" and "hostile" go, "recent" (1 h + 1 h) stays
+	if got := left(); !slices.Equal(got, []string{"held", "not.a.run", "recent", "stray", "unfinished"}) {
+		t.Fatalf("after a pass the runs left are %v", got)
+	}
+	pass(23 * time.Hour) // "recent" is now past the retention
+	if got := left(); !slices.Equal(got, []string{"held", "not.a.run", "stray", "unfinished"}) {
+		t.Fatalf("a day later the runs left are %v", got)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(pruned)
+	if mfs, err := reg.Gather(); err != nil || len(mfs) != 1 || mfs[0].GetMetric()[0].GetCounter().GetValue() != 3 {
+		t.Fatalf("runs counted pruned: %v (%v), want 3", mfs, err)
 	}
 }

@@ -91,6 +91,9 @@ type Worker struct {
 	// testBeforeMark, set by tests, runs before a start marks its run
 	// spawning.
 	testBeforeMark func(runID string)
+	// clock is what the background services read and sleep on
+	// (clock.Real; a test's clock.Manual).
+	clock clock.Clock
 	// inputPokes wake the input feeders of the runs held here (input.go).
 	inputPokes map[string]chan struct{}
 	// inputTails are the last input message this worker stored per run
@@ -271,6 +274,7 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		boundedDisk: os.Geteuid() == 0,
 		ready:       make(chan struct{}),
 		notice:      defaultNoticeTiming,
+		clock:       clock.Real,
 	}
 	for _, o := range opts {
 		if err := o(w); err != nil {
@@ -406,12 +410,15 @@ func (w *Worker) openStores(ctx context.Context) error {
 	return nil
 }
 
-// startBackground starts the worker's background loops in bg, before it
-// is ready.
+// service is a background activity of the worker: run returns when ctx
+// ends, or once its work is done (the one-off clean-ups).
+type service struct {
+	name string
+	run  func(ctx context.Context)
+}
+
+// startBackground starts the worker's services in bg, before it is ready.
 func (w *Worker) startBackground(ctx context.Context, bg *sync.WaitGroup) {
-	bg.Go(func() { w.heartbeat(ctx) })
-	bg.Go(func() { w.cancelNotices().run(ctx) })
-	bg.Go(func() { w.inputNotices().run(ctx) })
 	// Watching before Ready: a lease written once the worker is ready is
 	// seen (with no bucket TTL, nothing would bring it back later).
 	leaseWatch, err := w.openLeaseWatch(ctx)
@@ -422,27 +429,45 @@ func (w *Worker) startBackground(ctx context.Context, bg *sync.WaitGroup) {
 	// (a restart after a crash) has its liveness ended at once, and the
 	// watch sees it end.
 	w.watchSiblings(ctx)
-	bg.Go(func() { w.recoverLoop(ctx, leaseWatch) })
-	bg.Go(func() { w.reapLoop(ctx) })
-	bg.Go(func() { w.pruneLoop(ctx) })
-	// A pool's chains die with their worker; a killed worker's leave
-	// their directories, removed now, once those of a worker killed just
-	// before have settled, and by the prune.
-	bg.Go(func() {
-		for _, wait := range []time.Duration{0, poolEntrySettled + time.Second} {
-			clock.Sleep(ctx, wait)
-			if ctx.Err() != nil {
-				return
-			}
-			if err := sandbox.RemoveStalePoolEntries(filepath.Join(w.stateDir, "runs"), poolEntrySettled); err != nil {
-				w.log.Warn().Err(err).Msg("remove prestarted sandboxes' directories of a worker gone")
-			}
-		}
-	})
-	bg.Go(w.discardFinishedWorkspaces)
 	w.pools = w.newPools()
+	for _, s := range w.services(leaseWatch) {
+		bg.Go(func() {
+			s.run(ctx)
+			w.log.Debug().Str("service", s.name).Msg("background service ended")
+		})
+	}
+}
+
+// services are the worker's background activities, the one list of them.
+func (w *Worker) services(leaseWatch <-chan kv.Entry[kv.LeaseRecord]) []service {
+	s := []service{
+		{"heartbeat", w.heartbeat},
+		{"cancel notices", w.cancelNotices().run},
+		{"input notices", w.inputNotices().run},
+		{"recovery", func(ctx context.Context) { w.recoverLoop(ctx, leaseWatch) }},
+		{"reaper", w.reapLoop},
+		{"pruner", w.pruner().run},
+		{"stale pool entries", w.removeStalePoolEntries},
+		{"finished workspaces", func(context.Context) { w.discardFinishedWorkspaces() }},
+	}
 	for _, p := range w.pools {
-		bg.Go(func() { p.run(ctx) })
+		s = append(s, service{"pool " + p.profile, p.run})
+	}
+	return s
+}
+
+// removeStalePoolEntries removes the directories that a killed worker's
+// prestarted sandboxes left (a pool's chains die with their worker), now
+// and once those of a worker killed just before have settled; the prune
+// catches any later.
+func (w *Worker) removeStalePoolEntries(ctx context.Context) {
+	for _, wait := range []time.Duration{0, poolEntrySettled + time.Second} {
+		if !w.clock.Sleep(ctx, wait) {
+			return
+		}
+		if err := sandbox.RemoveStalePoolEntries(filepath.Join(w.stateDir, "runs"), poolEntrySettled); err != nil {
+			w.log.Warn().Err(err).Msg("remove prestarted sandboxes' directories of a worker gone")
+		}
 	}
 }
 

@@ -24,3 +24,41 @@ func TestSleep(t *testing.T) {
 		t.Fatalf("Sleep cut by its context after 20 ms returned after %v", d)
 	}
 }
+
+func TestManual(t *testing.T) {
+	start := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	m := NewManual(start)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	woke := make(chan bool, 2)
+	go func() { woke <- m.Sleep(ctx, time.Minute) }()
+	go func() { woke <- m.Sleep(ctx, time.Hour) }()
+	if !m.Sleeping(ctx, 2) {
+		t.Fatal("the two sleeps never waited on the clock")
+	}
+	m.Advance(59 * time.Second)
+	select {
+	case <-woke:
+		t.Fatal("a sleep of a minute woke 59 s in")
+	default:
+	}
+	m.Advance(time.Second)
+	select {
+	case ok := <-woke:
+		if !ok {
+			t.Fatal("the minute's sleep said it was cut short")
+		}
+	case <-ctx.Done():
+		t.Fatal("a minute passed on the clock and its sleep did not wake")
+	}
+	if got := m.Now(); !got.Equal(start.Add(time.Minute)) {
+		t.Fatalf("Now = %v, want %v", got, start.Add(time.Minute))
+	}
+	cancel()
+	if ok := <-woke; ok {
+		t.Fatal("the hour's sleep, cut by its context, said it passed")
+	}
+	if !m.Sleep(context.Background(), 0) {
+		t.Fatal("a sleep of nothing did not pass")
+	}
+}

@@ -1,4 +1,5 @@
 // Package clock owns waiting on time: a sleep that a context cuts short,
 // the one every loop of the worker, the intake and the publisher pauses
-// with.
+// with, and the Clock a service reads and sleeps on, which a test swaps for
+// a Manual one it moves itself.
 package clock
