@@ -47,26 +47,35 @@ type Client struct {
 	maxLine int
 }
 
-// Option configures a Client.
-type Option func(*Client)
+// Option configures a Client. An option given a value it cannot take
+// makes New fail with an error wrapping ErrInvalidOption.
+type Option func(*Client) error
+
+// ErrInvalidOption: an option was given a value it cannot take.
+var ErrInvalidOption = errors.New("client: invalid option")
 
 // WithMaxLineBytes bounds the size of a line Watch reassembles from chunks
 // (default DefaultMaxLineBytes); a longer one is an ErrBrokenChunk.
 func WithMaxLineBytes(n int) Option {
-	return func(c *Client) {
-		if n > 0 {
-			c.maxLine = n
+	return func(c *Client) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: max line bytes %d must be positive", ErrInvalidOption, n)
 		}
+		c.maxLine = n
+		return nil
 	}
 }
 
-// New returns a client of the deployment named by names.
-func New(js jetstream.JetStream, names protocol.Names, opts ...Option) *Client {
+// New returns a client of the deployment named by names, or an error
+// wrapping ErrInvalidOption.
+func New(js jetstream.JetStream, names protocol.Names, opts ...Option) (*Client, error) {
 	c := &Client{js: js, names: names, maxLine: DefaultMaxLineBytes}
 	for _, o := range opts {
-		o(c)
+		if err := o(c); err != nil {
+			return nil, err
+		}
 	}
-	return c
+	return c, nil
 }
 
 // Names returns the names the client was created with.

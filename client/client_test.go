@@ -41,7 +41,11 @@ func setup(t *testing.T, opts ...client.Option) env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := env{js: js, res: res, c: client.New(js, names, opts...)}
+	c, err := client.New(js, names, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := env{js: js, res: res, c: c}
 	// The client reads through the workers' read relay.
 	e.startRelay(t)
 	return e
@@ -135,8 +139,11 @@ func TestSubmitRejectsBadJobsLocally(t *testing.T) {
 func TestSubmitWithoutStreamSaysSo(t *testing.T) {
 	s := testenv.RunServer(t)
 	_, js := testenv.Connect(t, s)
-	c := client.New(js, names)
-	err := c.Submit(ctxT(t), protocol.Job{RunID: "r", Profile: "demo"})
+	c, err := client.New(js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Submit(ctxT(t), protocol.Job{RunID: "r", Profile: "demo"})
 	if err == nil || !strings.Contains(err.Error(), "provisioned") {
 		t.Fatalf("Submit with no jobs stream: got %v, want an error saying the stream is not provisioned", err)
 	}

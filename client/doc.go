@@ -5,7 +5,8 @@
 //
 // A Client needs only a JetStream handle and the deployment's names; it holds
 // no goroutines of its own, so it needs no Close. Every call takes a context
-// that bounds it.
+// that bounds it. An option given a value it cannot take makes New fail with
+// an error wrapping ErrInvalidOption, as nats.go's jetstream options do.
 //
 // The protocol it speaks is plain NATS (see package protocol): any client in
 // any language can do the same with publishes, a subscription and requests

@@ -30,7 +30,11 @@ import (
 func ExampleClient_Names() {
 	js, stop := exampleServer()
 	defer stop()
-	c := client.New(js, protocol.MustNames("baton"))
+	c, err := client.New(js, protocol.MustNames("baton"))
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	n := c.Names()
 	fmt.Println(n.RunJobSubject())
 	fmt.Println(n.RunFilter("run-42"))
@@ -43,13 +47,35 @@ func ExampleClient_Names() {
 	// BATON_EVENTS BATON_RUNS BATON_OUTPUTS
 }
 
+// Bound the lines Watch puts back together from chunks; a bound that
+// cannot hold a line is refused, not ignored.
+func ExampleWithMaxLineBytes() {
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	if _, err := client.New(js, names, client.WithMaxLineBytes(1<<20)); err != nil {
+		fmt.Println("client:", err)
+		return
+	}
+	_, err := client.New(js, names, client.WithMaxLineBytes(0))
+	fmt.Println("invalid:", errors.Is(err, client.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// invalid: true
+	// client: invalid option: max line bytes 0 must be positive
+}
+
 // Read one run's record; a runId with no record is ErrNotFound.
 func ExampleClient_Run() {
 	ctx := context.Background()
 	js, stop := exampleServer()
 	defer stop()
 	names := protocol.MustNames("baton")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	fakeRecord(ctx, js, names, kv.RunRecord{RunID: "example-4", State: kv.RunState(protocol.StatusSucceeded),
 		Node: "host1", Profile: "demo", Attempt: 1, Labels: map[string]string{"user": "ada"}})
 
@@ -72,7 +98,11 @@ func ExampleClient_Runs() {
 	js, stop := exampleServer()
 	defer stop()
 	names := protocol.MustNames("baton")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	fakeRecord(ctx, js, names, kv.RunRecord{RunID: "older", State: kv.RunState(protocol.StatusFailed), Profile: "demo", CreatedAt: t0})
 	fakeRecord(ctx, js, names, kv.RunRecord{RunID: "newer", State: kv.RunRunning, Profile: "demo", CreatedAt: t0.Add(time.Minute)})
@@ -97,8 +127,12 @@ func ExampleClient_Cancel() {
 	ctx := context.Background()
 	js, stop := exampleServer()
 	defer stop()
-	c := client.New(js, protocol.MustNames("baton"))
-	_, err := c.Cancel(ctx, "example-1")
+	c, err := client.New(js, protocol.MustNames("baton"))
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
+	_, err = c.Cancel(ctx, "example-1")
 	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
 	_, err = c.Cancel(ctx, "not a run id")
 	fmt.Println("bad runId:", errors.Is(err, protocol.ErrBadRunID))
@@ -114,7 +148,11 @@ func ExampleClient_DLQ() {
 	js, stop := exampleServer()
 	defer stop()
 	names := protocol.MustNames("baton")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	fakeRejection(ctx, js, names, "r1", `{"runId":"r1","profile":"nope"}`, protocol.ReasonUnknownProfile, `no profile "nope"`)
 	fakeRejection(ctx, js, names, "r2", `{"runId":"r2","profile":"demo","colour":"red"}`, protocol.ReasonUnknownField, `unknown field "colour"`)
 
@@ -141,7 +179,11 @@ func ExampleClient_StoredOutput() {
 	js, stop := exampleServer()
 	defer stop()
 	names := protocol.MustNames("baton")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	fakeCapture(ctx, js, names, "example-5")
 
 	o, err := c.StoredOutput(ctx, "example-5/diff.patch")
@@ -165,7 +207,11 @@ func ExampleClient_SaveOutput() {
 	js, stop := exampleServer()
 	defer stop()
 	names := protocol.MustNames("baton")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	fakeCapture(ctx, js, names, "example-6")
 	dir, err := os.MkdirTemp("", "baton-example-save-")
 	if err != nil {
@@ -201,7 +247,11 @@ func ExampleClient_ChainStored() {
 	js, stop := exampleServer()
 	defer stop()
 	names := protocol.MustNames("baton")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	before, _ := c.ChainStored(ctx, "example-7")
 	fakeWorker(ctx, js, names, "example-7")
 	after, err := c.ChainStored(ctx, "example-7")
@@ -220,7 +270,11 @@ func ExampleClient_PutWorkspace() {
 	ctx := context.Background()
 	js, stop := exampleServer()
 	defer stop()
-	c := client.New(js, protocol.MustNames("baton"))
+	c, err := client.New(js, protocol.MustNames("baton"))
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	archive := tarGz(map[string]string{"main.go": "package main\n"})
 
 	name, err := c.PutWorkspace(ctx, bytes.NewReader(archive))

@@ -29,14 +29,18 @@ func Example() {
 	defer stop()
 
 	names := protocol.MustNames("baton")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	job := protocol.Job{RunID: "example-1", Profile: "demo", Input: "list the files"}
 	if err := c.Submit(ctx, job); err != nil {
 		fmt.Println("submit:", err)
 		return
 	}
 	// Submitting the same runId again does not start a second run.
-	err := c.Submit(ctx, job)
+	err = c.Submit(ctx, job)
 	fmt.Println("again is a duplicate:", errors.Is(err, client.ErrDuplicate))
 
 	fakeWorker(ctx, js, names, job.RunID)
@@ -127,11 +131,15 @@ func ExampleClient_Send() {
 	ctx := context.Background()
 	js, stop := exampleServer()
 	defer stop()
-	c := client.New(js, protocol.MustNames("baton"))
+	c, err := client.New(js, protocol.MustNames("baton"))
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	// A Claude Code stream-json run takes user messages as lines.
 	line := client.StreamJSONUserMessage("now run the tests")
 	fmt.Println(string(line))
-	_, err := c.Send(ctx, "example-1", line)
+	_, err = c.Send(ctx, "example-1", line)
 	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
 	_, err = c.Interrupt(ctx, "example-1")
 	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
@@ -148,7 +156,11 @@ func ExampleClient_Outputs() {
 	js, stop := exampleServer()
 	defer stop()
 	names := protocol.MustNames("baton")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	fakeCapture(ctx, js, names, "example-2")
 
 	ro, err := c.Outputs(ctx, "example-2")
@@ -184,7 +196,11 @@ func ExampleClient_PutWorkspaceDir() {
 	ctx := context.Background()
 	js, stop := exampleServer()
 	defer stop()
-	c := client.New(js, protocol.MustNames("baton"))
+	c, err := client.New(js, protocol.MustNames("baton"))
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
 	repo, err := os.MkdirTemp("", "baton-example-repo-")
 	if err != nil {
 		panic(err)

@@ -38,7 +38,10 @@ func TestRerun(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
-	c := client.New(e.js, names)
+	c, err := client.New(e.js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	kept := protocol.Job{RunID: "kept-1", Profile: "echo", Retries: 1, Input: "say hi", Labels: map[string]string{"team": "a"}}
 	for _, j := range []protocol.Job{kept, {RunID: "plain-1", Profile: "echo"}} {
 		if err := c.Submit(ctxT(t), j); err != nil {

@@ -135,7 +135,11 @@ func WithInteractive(fn func(kv.RunRecord) bool) Option {
 // New returns the console of the deployment js and names reach. It reads
 // the run records in the background until ctx ends.
 func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts ...Option) (*Console, error) {
-	c := &Console{js: js, names: names, client: client.New(js, names), index: newRunIndex()}
+	cl, err := client.New(js, names)
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{js: js, names: names, client: cl, index: newRunIndex()}
 	c.auth.base = "/"
 	for _, o := range opts {
 		if err := o(c); err != nil {

@@ -644,7 +644,10 @@ func TestInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
-	c := client.New(e.js, names)
+	c, err := client.New(e.js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, j := range []protocol.Job{{RunID: "chat-1", Profile: "chat"}, {RunID: "once-1", Profile: "once"}} {
 		if err := c.Submit(ctxT(t), j); err != nil {
 			t.Fatal(err)

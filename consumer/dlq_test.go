@@ -94,7 +94,11 @@ func TestOversizeRejectionDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	entries, err := client.New(js, names).DLQ(ctx, 1)
+	cl, err := client.New(js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := cl.DLQ(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -495,11 +495,17 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if err != nil || info.Limits.MaxStore != 20_000_000_000 || info.Streams == 0 {
 		t.Fatalf("tenant A's account: %+v, %v; want its 20G file limit and baton's streams", info, err)
 	}
-	a := client.New(connect("a-client"), names)
+	a, err := client.New(connect("a-client"), names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := a.Submit(ctx, protocol.Job{RunID: "a-1", Profile: "demo"}); err != nil {
 		t.Fatalf("submit as tenant A's client: %v", err)
 	}
-	b := client.New(connect("b-client"), names)
+	b, err := client.New(connect("b-client"), names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Submit(ctx, protocol.Job{RunID: "b-1", Profile: "demo"}); err == nil {
 		t.Fatal("tenant B's client submitted into a stream it does not have")
 	}

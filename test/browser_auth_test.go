@@ -161,9 +161,13 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	seen := make(chan string, 16)
 	watchDone := make(chan error, 1)
 	errEnough := errors.New("six events seen")
+	bcl, err := client.New(bjs, names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() {
 		n := 0
-		_, err := client.New(bjs, names).Watch(ctx, "run-a", func(ev client.Event) error {
+		_, err := bcl.Watch(ctx, "run-a", func(ev client.Event) error {
 			seen <- string(ev.Data)
 			if n++; n == 6 {
 				return errEnough

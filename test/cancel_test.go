@@ -61,7 +61,10 @@ profiles:
 	logs := startWorker(t, bin, s.ClientURL(), dir, "mass", "--config", cfg)
 	nc, js := testenv.Connect(t, s)
 	names := protocol.MustNames("")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var (
 		mu      sync.Mutex

@@ -37,7 +37,11 @@ type chaosInput struct {
 }
 
 func startChaosInput(t *testing.T, js jetstream.JetStream, names protocol.Names, prefix string, n int) *chaosInput {
-	ci := &chaosInput{t: t, c: client.New(js, names), names: names, stop: make(chan struct{}), sent: map[string]int{}}
+	c, err := client.New(js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := &chaosInput{t: t, c: c, names: names, stop: make(chan struct{}), sent: map[string]int{}}
 	for i := range n {
 		ci.ids = append(ci.ids, fmt.Sprintf("%s-input-%d", prefix, i))
 	}

@@ -86,7 +86,10 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	_, js := testenv.Connect(t, s)
 	names := protocol.MustNames("")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	con, err := console.New(t.Context(), js, names, console.WithToken("browser-token"))
 	if err != nil {
 		t.Fatal(err)

@@ -312,7 +312,10 @@ func (h *hostile) subject(r hostileRequest) string {
 // notes what the attacks must leave unchanged.
 func (h *hostile) setUp(nc *nats.Conn) {
 	t := h.t
-	c := client.New(mustJS(t, nc), h.names)
+	c, err := client.New(mustJS(t, nc), h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, j := range []protocol.Job{{RunID: hostileVictim, Profile: "echo"}, {RunID: hostileDone, Profile: "demo"}} {
 		if err := c.Submit(h.ctx, j); err != nil {
 			t.Fatal(err)
@@ -491,7 +494,10 @@ func (h *hostile) afterwards(clientNC, consoleNC *nats.Conn) {
 	if m, err := in.GetLastMsgForSubject(h.ctx, h.names.InputStoreSubject(hostileVictim)); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("input stored for %s by the attacks: %v %v", hostileVictim, m, err)
 	}
-	cc := client.New(mustJS(t, consoleNC), h.names)
+	cc, err := client.New(mustJS(t, consoleNC), h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cc.Send(h.ctx, hostileVictim, []byte("hello\n")); err != nil {
 		t.Fatalf("send input to %s: %v", hostileVictim, err)
 	}
@@ -503,7 +509,10 @@ func (h *hostile) afterwards(clientNC, consoleNC *nats.Conn) {
 		m, err := events.GetLastMsgForSubject(h.ctx, h.names.RawSubject(hostileVictim))
 		return err == nil && bytes.Contains(m.Data, []byte("echo:hello"))
 	})
-	c := client.New(mustJS(t, clientNC), h.names)
+	c, err := client.New(mustJS(t, clientNC), h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Cancel(h.ctx, hostileVictim); err != nil {
 		t.Fatalf("cancel %s: %v", hostileVictim, err)
 	}

@@ -57,7 +57,10 @@ profiles:
 	logsA, procA := startWorkerProc(t, bin, s.ClientURL(), dirA, "a", "--config", cfg, "--metrics-addr", metricsA)
 	nc, js := testenv.Connect(t, s)
 	names := protocol.MustNames("")
-	c := client.New(js, names)
+	c, err := client.New(js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var mu sync.Mutex
 	statuses := map[string][]protocol.Status{}

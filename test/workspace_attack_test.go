@@ -95,7 +95,10 @@ profiles:
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	victim := client.New(mustJS(t, connect("client")), names)
+	victim, err := client.New(mustJS(t, connect("client")), names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	object, err := victim.PutWorkspace(ctx, bytes.NewReader(archive.Bytes()))
 	if err != nil {
 		t.Fatalf("the victim's upload: %v", err)
@@ -243,7 +246,10 @@ profiles:
 
 	// F12: uploads fill workspacesMaxBytes and no more, with a clear
 	// error; a job still goes in (its stream's room is its own).
-	attackerClient := client.New(ajs, names)
+	attackerClient, err := client.New(ajs, names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stored := 0
 	for i := range 12 {
 		junk := make([]byte, 1<<20)

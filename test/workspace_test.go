@@ -62,7 +62,11 @@ func TestReadmeWorkspaceWithNatsCLI(t *testing.T) {
 		t.Fatalf("the commands of docs/outputs-and-workspaces.md: %v\n%s", err, b)
 	}
 	var seeded bool
-	st, err := client.New(js, names).Watch(ctx, "run-43", func(ev client.Event) error {
+	cl, err := client.New(js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.Watch(ctx, "run-43", func(ev client.Event) error {
 		seeded = seeded || strings.Contains(string(ev.Data), `"seeded":true`)
 		return nil
 	})

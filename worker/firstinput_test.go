@@ -104,7 +104,10 @@ func TestFirstInputUnderLoad(t *testing.T) {
 		c.Profiles["spin"] = config.Profile{Command: []string{"/bin/sh", "-c", "while :; do :; done"},
 			Timeout: 2 * time.Minute, Nice: spin}
 	}))
-	c := client.New(h.js, h.names)
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var idle []time.Duration
 	for i := range 3 {
 		idle = append(idle, h.firstInput(c, fmt.Sprintf("first-idle-%d", i)))

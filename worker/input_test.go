@@ -61,7 +61,10 @@ func TestInputExactlyOnceAcrossHandoff(t *testing.T) {
 	h := newHarness(t, withChatProfile())
 	_, stopSecond := h.addWorker("w2")
 	defer stopSecond()
-	c := client.New(h.js, h.names)
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "chat", "input": "first\n"})
 	holder := h.waitStatus(id, protocol.StatusStarted).Worker
@@ -138,7 +141,10 @@ func TestInputExactlyOnceAcrossHandoff(t *testing.T) {
 // Input that cannot be taken is refused with a clear error, never dropped.
 func TestInputRefusals(t *testing.T) {
 	h := newHarness(t, withChatProfile(), withConfig(func(c *config.Config) { c.MaxInputBytes = 1024 }))
-	c := client.New(h.js, h.names)
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := c.Send(ctx, "nosuchrun", []byte("x")); !errors.Is(err, client.ErrNotFound) {
@@ -183,7 +189,10 @@ func TestConversationWithApprovalAndInterrupts(t *testing.T) {
 		c.Profiles["claude-line"] = config.Profile{Command: agent, Timeout: 2 * time.Minute, Stdin: config.StdinStream,
 			Interrupt: config.Interrupt{Line: interruptLine}}
 	}))
-	c := client.New(h.js, h.names)
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, profile := range []string{"claude-sig", "claude-line"} {
@@ -270,7 +279,10 @@ func TestTurnStatusesAndIdleTimeout(t *testing.T) {
 		c.Profiles["turns"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
 			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: 2 * time.Second}
 	}))
-	c := client.New(h.js, h.names)
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := newRunID(t)
@@ -354,7 +366,10 @@ func TestIdleClockSurvivesHandoff(t *testing.T) {
 // its own, not glued onto it.
 func TestStreamJobInputIsTheFirstTurn(t *testing.T) {
 	h := newHarness(t, withChatProfile())
-	c := client.New(h.js, h.names)
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "chat", "input": "first"})
 	h.waitLines(id, 1) // the agent answered the job's input with no send yet

@@ -222,7 +222,11 @@ func TestOutputsLongPathKeepsConnection(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if saved, err := client.New(h.js, h.names).SaveOutput(ctx, id, file, dir); err != nil || saved != "files/"+rel {
+	cl, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved, err := cl.SaveOutput(ctx, id, file, dir); err != nil || saved != "files/"+rel {
 		t.Fatalf("SaveOutput: %q, %v", saved, err)
 	}
 	root, err := os.OpenRoot(dir)

@@ -68,7 +68,11 @@ func (h *harness) putWorkspace(r io.Reader) string {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	name, err := client.New(h.js, h.names).PutWorkspace(ctx, r)
+	cl, err := client.New(h.js, h.names)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	name, err := cl.PutWorkspace(ctx, r)
 	if err != nil {
 		h.t.Fatalf("put workspace: %v", err)
 	}

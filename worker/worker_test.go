@@ -661,7 +661,10 @@ func (h *harness) terminalWithin(runID string, timeout time.Duration) protocol.S
 // is honoured by the worker that attaches it later.
 func TestCancelIsDurableIntent(t *testing.T) {
 	h := newHarness(t)
-	c := client.New(h.js, h.names)
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	held := newRunID(t)
 	h.submit(map[string]any{"runId": held, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20"}})
@@ -700,7 +703,10 @@ func TestCancelIsDurableIntent(t *testing.T) {
 // (every 4 lease TTLs, 12 s here).
 func TestCancelAmidANoticeFlood(t *testing.T) {
 	h := newHarness(t)
-	c := client.New(h.js, h.names)
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
 	id, other := newRunID(t), newRunID(t)
 	for _, r := range []string{id, other} {
 		h.submit(map[string]any{"runId": r, "profile": "fake", "args": []string{"--duration", "60s", "--rate", "20"}})

@@ -162,7 +162,11 @@ beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
 			if err != nil {
 				return err
 			}
-			sess := &session{c: client.New(js, names), js: js, close: func() {}}
+			c, err := client.New(js, names)
+			if err != nil {
+				return err
+			}
+			sess := &session{c: c, js: js, close: func() {}}
 			runID := "demo-" + newRunID()[len("run-"):]
 			fmt.Fprintf(out, "baton demo: NATS %s, worker %s, state %s\n", s.ClientURL(), w.ID(), dir)
 			job := protocol.Job{RunID: runID, Profile: demoTurnsProfile, Input: string(client.StreamJSONUserMessage(input)) + "\n"}

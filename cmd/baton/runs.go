@@ -39,7 +39,12 @@ func openSession(ctx context.Context, g *globals) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{c: client.New(js, names), js: js, close: nc.Close}, nil
+	c, err := client.New(js, names)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &session{c: c, js: js, close: nc.Close}, nil
 }
 
 func newRunsCmd(g *globals) *cobra.Command {

@@ -46,7 +46,11 @@ func TestOpenReadsWhatWasUploaded(t *testing.T) {
 	}
 	data := make([]byte, 40*protocol.WorkspaceChunkBytes+1234)
 	_, _ = rand.Read(data)
-	name, err := client.New(js, names).PutWorkspace(ctx, bytes.NewReader(data))
+	cl, err := client.New(js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := cl.PutWorkspace(ctx, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +72,7 @@ func TestOpenReadsWhatWasUploaded(t *testing.T) {
 		t.Fatalf("the upload stored %d messages, want 42", msgs)
 	}
 	_, last := state()
-	if again, err := client.New(js, names).PutWorkspace(ctx, bytes.NewReader(data)); err != nil || again != name {
+	if again, err := cl.PutWorkspace(ctx, bytes.NewReader(data)); err != nil || again != name {
 		t.Fatalf("again: %q, %v", again, err)
 	}
 	if _, now := state(); now != last {
@@ -85,7 +89,7 @@ func TestOpenReadsWhatWasUploaded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := client.New(js, names).PutWorkspace(ctx, bytes.NewReader(cut)); err != nil || got != cutName {
+	if got, err := cl.PutWorkspace(ctx, bytes.NewReader(cut)); err != nil || got != cutName {
 		t.Fatalf("the resumed upload: %q, %v", got, err)
 	}
 	if got, err := read(cutDigest); err != nil || !bytes.Equal(got, cut) {

@@ -141,7 +141,9 @@ func newEnv(binary string, progress io.Writer) (_ *env, err error) {
 	if e.js, err = jetstream.New(e.nc); err != nil {
 		return nil, err
 	}
-	e.client = client.New(e.js, e.names)
+	if e.client, err = client.New(e.js, e.names); err != nil {
+		return nil, err
+	}
 	// The anchors publish before any worker has provisioned.
 	pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
