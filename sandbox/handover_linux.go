@@ -110,7 +110,11 @@ func (o *outerRun) handOver(sigs chan os.Signal) []os.Signal {
 	signal.Stop(sigs)
 	var drained []os.Signal
 	for len(sigs) > 0 {
-		drained = append(drained, <-sigs)
+		// A SIGHUP taken before the Ignore above is ignored too, as
+		// everywhere: returned, it would have a pool chain abandoned.
+		if sig := <-sigs; sig != unix.SIGHUP {
+			drained = append(drained, sig)
+		}
 	}
 	if len(drained) > 0 {
 		signal.Notify(sigs, outerSignals...)
