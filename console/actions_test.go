@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/console"
 	"github.com/batonhq/baton/internal/provision"
@@ -32,16 +31,7 @@ func TestRerun(t *testing.T) {
 	e := setup(t)
 	cfg := config.Default()
 	cfg.Profiles["echo"] = config.Profile{Command: []string{"/bin/sh", "-c", "echo ran"}, Timeout: time.Minute}
-	w, err := worker.New(e.nc, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithNode("n1"),
-		worker.WithBinary(testenv.BatonBinary(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
-	c, err := client.New(e.js, names)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := e.startWorker(t, cfg)
 	kept := protocol.Job{RunID: "kept-1", Profile: "echo", Retries: 1, Input: "say hi", Labels: map[string]string{"team": "a"}}
 	for _, j := range []protocol.Job{kept, {RunID: "plain-1", Profile: "echo"}} {
 		if err := c.Submit(ctxT(t), j); err != nil {

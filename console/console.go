@@ -165,15 +165,15 @@ func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts
 	mux.HandleFunc("GET /api/runs/live", c.serveRunsLive)
 	mux.HandleFunc("GET /api/runs/{id}", c.serveRun)
 	mux.HandleFunc("GET /api/runs/{id}/events", c.serveEvents)
-	mux.HandleFunc("POST /api/runs/{id}/cancel", c.needsNATS(c.serveCancel))
-	mux.HandleFunc("POST /api/runs/{id}/input", c.needsNATS(c.serveInput))
-	mux.HandleFunc("POST /api/runs/{id}/rerun", c.needsNATS(c.serveRerun))
+	mux.HandleFunc("POST /api/runs/{id}/cancel", c.writes(c.needsNATS(c.serveCancel)))
+	mux.HandleFunc("POST /api/runs/{id}/input", c.writes(c.needsNATS(c.serveInput)))
+	mux.HandleFunc("POST /api/runs/{id}/rerun", c.writes(c.needsNATS(c.serveRerun)))
 	mux.HandleFunc("GET /api/runs/{id}/token", c.needsNATS(c.serveToken))
 	mux.HandleFunc("GET /api/runs/{id}/outputs/{name...}", c.needsNATS(c.serveOutput))
 	mux.HandleFunc("GET /api/workers", c.needsNATS(c.serveWorkers))
 	mux.HandleFunc("GET /api/dlq", c.needsNATS(c.serveDLQ))
-	mux.HandleFunc("POST /api/dlq/{seq}/retry", c.needsNATS(c.serveDLQRetry))
-	mux.HandleFunc("DELETE /api/dlq/{seq}", c.needsNATS(c.serveDLQDelete))
+	mux.HandleFunc("POST /api/dlq/{seq}/retry", c.writes(c.needsNATS(c.serveDLQRetry)))
+	mux.HandleFunc("DELETE /api/dlq/{seq}", c.writes(c.needsNATS(c.serveDLQDelete)))
 	c.handler = c.auth.wrap(securityHeaders(mux))
 	return c, nil
 }
@@ -239,6 +239,18 @@ func (c *Console) natsDown() error {
 		return fmt.Errorf("%w (the console keeps trying): %v", errNATSDown, err)
 	}
 	return fmt.Errorf("%w (the console keeps trying)", errNATSDown)
+}
+
+// writes refuses, on a read-only console, a request that changes a run or
+// a dead letter.
+func (c *Console) writes(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c.readOnly {
+			writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
+			return
+		}
+		h(w, r)
+	}
 }
 
 // needsNATS answers 503 at once while NATS cannot be reached, rather than
@@ -391,10 +403,6 @@ func (c *Console) serveCancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if c.readOnly {
-		writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
-		return
-	}
 	rep, err := c.client.Cancel(r.Context(), id)
 	c.writeReply(w, rep, err)
 }
@@ -409,10 +417,6 @@ var errNoJob = errors.New("its record keeps no job to run again: a run's record 
 func (c *Console) serveRerun(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.runID(w, r)
 	if !ok {
-		return
-	}
-	if c.readOnly {
-		writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
 		return
 	}
 	rec, found := c.index.get(id)
@@ -467,10 +471,6 @@ const maxInput = 64 << 10
 func (c *Console) serveInput(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.runID(w, r)
 	if !ok {
-		return
-	}
-	if c.readOnly {
-		writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxInput+1))
@@ -612,10 +612,6 @@ func (c *Console) serveDLQRetry(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if c.readOnly {
-		writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
-		return
-	}
 	job, err := c.client.RetryDLQ(r.Context(), seq, "")
 	switch {
 	case err == nil:
@@ -637,10 +633,6 @@ func (c *Console) serveDLQRetry(w http.ResponseWriter, r *http.Request) {
 func (c *Console) serveDLQDelete(w http.ResponseWriter, r *http.Request) {
 	seq, ok := dlqSeq(w, r)
 	if !ok {
-		return
-	}
-	if c.readOnly {
-		writeError(w, http.StatusForbidden, errors.New("the console is read-only"))
 		return
 	}
 	switch err := c.client.DeleteDLQ(r.Context(), seq); {

@@ -44,6 +44,23 @@ type env struct {
 	srv *httptest.Server
 }
 
+// startWorker runs a real worker of cfg on node n1 until the test ends, and
+// returns a client of the deployment.
+func (e env) startWorker(t *testing.T, cfg *config.Config) *client.Client {
+	t.Helper()
+	w, err := worker.New(e.nc, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithNode("n1"),
+		worker.WithBinary(testenv.BatonBinary(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
+	c, err := client.New(e.js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func setup(t *testing.T, opts ...console.Option) env {
 	t.Helper()
 	s := testenv.RunServer(t)
@@ -638,16 +655,7 @@ func TestInput(t *testing.T) {
 	cfg.Profiles["chat"] = config.Profile{Command: []string{"/bin/sh", "-c", `while read -r l; do echo "echo:$l"; done`},
 		Timeout: time.Minute, Stdin: config.StdinStream}
 	cfg.Profiles["once"] = config.Profile{Command: []string{"/bin/sh", "-c", "sleep 30"}, Timeout: time.Minute}
-	w, err := worker.New(e.nc, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithNode("n1"),
-		worker.WithBinary(testenv.BatonBinary(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
-	c, err := client.New(e.js, names)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := e.startWorker(t, cfg)
 	for _, j := range []protocol.Job{{RunID: "chat-1", Profile: "chat"}, {RunID: "once-1", Profile: "once"}} {
 		if err := c.Submit(ctxT(t), j); err != nil {
 			t.Fatal(err)
@@ -668,7 +676,7 @@ func TestInput(t *testing.T) {
 	errSeen := errors.New("seen")
 	wctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	_, err = c.Watch(wctx, "chat-1", func(ev client.Event) error {
+	_, err := c.Watch(wctx, "chat-1", func(ev client.Event) error {
 		echoed = echoed || strings.Contains(string(ev.Data), "echo:hello")
 		input = input || ev.Kind == protocol.KindInput && strings.Contains(string(ev.Data), "hello")
 		if echoed && input {
