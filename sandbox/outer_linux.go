@@ -268,87 +268,28 @@ type innerProc struct {
 	done <-chan error // its Wait result
 }
 
+// startInner starts runner-inner in a user and network namespace of its
+// own, with the run's descriptors, and keeps this runner's ends of them.
 func (o *outerRun) startInner() (*innerProc, error) {
 	p := o.plan
 	defer p.closeFiles()
-	// The agent's stdin is a pipe, never the input file: agents such as
-	// Claude Code read stream-json input only from a pipe.
-	stdinR, stdinW, err := os.Pipe()
+	f, err := openInnerFiles(mustJSON(p.inner))
 	if err != nil {
-		return nil, fmt.Errorf("stdin pipe: %w", err)
+		return nil, err
 	}
-	defer stdinR.Close()
-	started := false
-	defer func() {
-		if !started {
-			stdinW.Close()
-		}
-	}()
-	// The agent's stderr is a pipe too: stderr.log keeps its tail only,
-	// so it costs the node's disk limits.stderr, whatever the agent
-	// prints (F10).
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("stderr pipe: %w", err)
-	}
-	defer stderrW.Close()
-	defer func() {
-		if !started {
-			stderrR.Close()
-		}
-	}()
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("stdout pipe: %w", err)
-	}
-	defer stdoutW.Close()
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		stdoutR.Close()
-		return nil, fmt.Errorf("status pipe: %w", err)
-	}
-	defer statusW.Close()
-	specFile, err := sealedFile("baton-inner-spec", mustJSON(p.inner))
-	if err != nil {
-		stdoutR.Close()
-		statusR.Close()
-		return nil, fmt.Errorf("inner spec: %w", err)
-	}
-	defer specFile.Close()
-	// Stop requests go to the sandbox's init on a pipe whose write end
-	// only this runner holds: its close (this runner's death included)
-	// ends the sandbox.
-	ctlR, ctlW, err := os.Pipe()
-	if err != nil {
-		stdoutR.Close()
-		statusR.Close()
-		return nil, fmt.Errorf("control pipe: %w", err)
-	}
-	defer ctlR.Close()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		stdoutR.Close()
-		statusR.Close()
-		ctlW.Close()
-		return nil, fmt.Errorf("chain socket pair: %w", err)
-	}
-	chainChild := os.NewFile(uintptr(fds[1]), "chain-child")
-	defer chainChild.Close()
-	o.chain = os.NewFile(uintptr(fds[0]), "chain")
-	if p.inner.Net.Mode != netNone {
-		o.net = &outerNet{}
-	}
+	// runner-inner has its ends once started; this runner never needs them.
+	defer f.closeChild()
 	uid, gid := os.Geteuid(), os.Getegid()
 	cmd := &exec.Cmd{
 		// The running binary, even if a deploy replaced the file.
 		Path:   "/proc/self/exe",
 		Args:   []string{os.Args[0], StageInner, "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
 		Env:    stageEnv,
-		Stdin:  stdinR,
-		Stdout: stdoutW,
-		Stderr: stderrW,
+		Stdin:  f.stdinR,
+		Stdout: f.stdoutW,
+		Stderr: f.stderrW,
 		// fds 3..8, as inner_linux.go numbers them.
-		ExtraFiles: []*os.File{statusW, specFile, p.state, p.workspace, chainChild, ctlR},
+		ExtraFiles: []*os.File{f.statusW, f.spec, p.state, p.workspace, f.chainChild, f.ctlR},
 		SysProcAttr: &syscall.SysProcAttr{
 			// Its own user namespace (owned by this uid, so pasta, running
 			// as this uid, may join it) and network namespace.
@@ -371,25 +312,83 @@ func (o *outerRun) startInner() (*innerProc, error) {
 	// would its child be until it executes: this runner could not write
 	// the child's uid_map. Dumpable for the clone; setup ends it again.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
-		stdoutR.Close()
-		statusR.Close()
-		ctlW.Close()
+		f.closeOurs()
 		return nil, fmt.Errorf("set dumpable: %w", err)
 	}
 	done, err := startLocked(cmd)
 	if err != nil {
-		stdoutR.Close()
-		statusR.Close()
-		ctlW.Close()
-		o.chain.Close()
-		o.net = nil
+		f.closeOurs()
 		return nil, fmt.Errorf("start runner-inner: %w%s", err, cloneHint(err, uid))
 	}
-	o.stdout, o.status, o.ctl, o.stderrPipe = stdoutR, statusR, ctlW, stderrR
+	if p.inner.Net.Mode != netNone {
+		o.net = &outerNet{}
+	}
+	o.chain, o.stdout, o.status, o.ctl, o.stderrPipe = f.chain, f.stdoutR, f.statusR, f.ctlW, f.stderrR
 	// The input file is the stdin writer's now, not the plan's.
-	o.stdinW, o.stdinSrc = stdinW, p.input
-	p.input, started = nil, true
+	o.stdinW, o.stdinSrc = f.stdinW, p.input
+	p.input = nil
 	return &innerProc{cmd: cmd, done: done}, nil
+}
+
+// innerFiles are the descriptors runner-inner starts with: the ends it
+// gets, and the ends this runner keeps.
+type innerFiles struct {
+	// The agent's stdin is a pipe, never the input file: agents such as
+	// Claude Code read stream-json input only from a pipe. Its stderr is a
+	// pipe too: stderr.log keeps its tail only, so it costs the node's disk
+	// limits.stderr, whatever the agent prints (F10).
+	stdinR, stdinW   *os.File
+	stderrR, stderrW *os.File
+	stdoutR, stdoutW *os.File
+	statusR, statusW *os.File
+	// Stop requests go to the sandbox's init on a pipe whose write end
+	// only this runner holds: its close (this runner's death included)
+	// ends the sandbox.
+	ctlR, ctlW        *os.File
+	spec              *os.File // the inner spec, sealed
+	chain, chainChild *os.File // the chain's socket pair
+}
+
+// openInnerFiles makes them; on an error, none is left open.
+func openInnerFiles(spec []byte) (f *innerFiles, err error) {
+	f = &innerFiles{}
+	defer func() {
+		if err != nil {
+			f.closeChild()
+			f.closeOurs()
+		}
+	}()
+	for _, pp := range []struct {
+		what string
+		r, w **os.File
+	}{
+		{"stdin", &f.stdinR, &f.stdinW}, {"stderr", &f.stderrR, &f.stderrW}, {"stdout", &f.stdoutR, &f.stdoutW},
+		{"status", &f.statusR, &f.statusW}, {"control", &f.ctlR, &f.ctlW},
+	} {
+		if *pp.r, *pp.w, err = os.Pipe(); err != nil {
+			return f, fmt.Errorf("%s pipe: %w", pp.what, err)
+		}
+	}
+	if f.spec, err = sealedFile("baton-inner-spec", spec); err != nil {
+		return f, fmt.Errorf("inner spec: %w", err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return f, fmt.Errorf("chain socket pair: %w", err)
+	}
+	f.chain, f.chainChild = os.NewFile(uintptr(fds[0]), "chain"), os.NewFile(uintptr(fds[1]), "chain-child")
+	return f, nil
+}
+
+// closeChild closes the ends runner-inner gets (nil ones are skipped).
+func (f *innerFiles) closeChild() {
+	closeAll([]*os.File{f.stdinR, f.stderrW, f.stdoutW, f.statusW, f.ctlR, f.spec, f.chainChild})
+}
+
+// closeOurs closes the ends this runner keeps, when runner-inner did not
+// start.
+func (f *innerFiles) closeOurs() {
+	closeAll([]*os.File{f.stdinW, f.stderrR, f.stdoutR, f.statusR, f.ctlW, f.chain})
 }
 
 // startStdin writes the job's input to the agent's stdin, then, with
