@@ -132,21 +132,26 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 	unheld := &unheldNotice{runID: runID, w: errOut}
 	defer unheld.stop()
 	// While the run has no record its job may be in the dead-letter stream,
-	// where the watch alone would wait for ever.
+	// where the watch alone would wait for ever. A run with a record (or a
+	// relay that cannot be read) has no rejection to look for.
 	var rejected *client.RejectedError
 	awaited := make(chan struct{})
-	go func() {
-		defer close(awaited)
-		_, err := s.c.AwaitRecord(wctx, runID, client.RejectedSince(submitted),
-			client.OnWaiting(noRecordNotice, func() {
-				if !seen.Load() {
-					fmt.Fprintf(errOut, "run %s has no record yet: waiting for a worker to start it (Ctrl-C to stop)\n", runID)
-				}
-			}))
-		if errors.As(err, &rejected) {
-			stop()
-		}
-	}()
+	if errors.Is(err, client.ErrNotFound) {
+		go func() {
+			defer close(awaited)
+			_, err := s.c.AwaitRecord(wctx, runID, client.RejectedSince(submitted),
+				client.OnWaiting(noRecordNotice, func() {
+					if !seen.Load() {
+						fmt.Fprintf(errOut, "run %s has no record yet: waiting for a worker to start it (Ctrl-C to stop)\n", runID)
+					}
+				}))
+			if errors.As(err, &rejected) {
+				stop()
+			}
+		}()
+	} else {
+		close(awaited)
+	}
 	st, err := s.c.Watch(wctx, runID, func(ev client.Event) error {
 		seen.Store(true)
 		unheld.saw(ev)
