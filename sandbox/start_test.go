@@ -139,26 +139,36 @@ func TestWriteSeedsDeep(t *testing.T) {
 	}{{256, nil}, {510, fstree.ErrLimit}} {
 		t.Run(fmt.Sprint(tc.depth), func(t *testing.T) {
 			files := deepFiles(64, tc.depth)
-			ws := t.TempDir()
-			start := time.Now()
-			err := WriteSeeds(t.Context(), ws, files, -1, -1)
-			took := time.Since(start)
-			t.Logf("64 paths of 1,024 bytes, %d levels: %v in %v", tc.depth, err, took)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("got %v, want %v", err, tc.want)
-			}
-			if err != nil {
-				return
-			}
 			// 16,000 directories made at 256 levels: the disk's time, a
 			// few syscalls each. Against the anchor of the same tree made
-			// by os.MkdirAll in the same run, as a loaded disk slows both
-			// (a fresh CI beside a 200-run bench took 81 s, where a quiet
-			// machine takes 0.25 s, as much as the anchor).
-			anchor := mkdirAllTime(t, files)
-			t.Logf("the same directories by os.MkdirAll: %v (%.1f times)", anchor, float64(took)/float64(anchor))
-			if took > 5*time.Second && took > 10*anchor {
-				t.Fatalf("took %v, %.0f times os.MkdirAll's %v", took, float64(took)/float64(anchor), anchor)
+			// by os.MkdirAll right after, as a loaded disk slows both (a
+			// fresh CI beside a 200-run bench took 81 s, where a quiet
+			// machine takes 0.25 s, as much as the anchor). A burst of
+			// load can still land on one side only (a CI's parallel
+			// packages: 6 s against 0.48 s), so a pair over the bound is
+			// measured again, three pairs at most; the quadratic walk
+			// this guards took minutes at every try.
+			var ws string
+			for try := 1; ; try++ {
+				ws = t.TempDir()
+				start := time.Now()
+				err := WriteSeeds(t.Context(), ws, files, -1, -1)
+				took := time.Since(start)
+				t.Logf("64 paths of 1,024 bytes, %d levels: %v in %v", tc.depth, err, took)
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("got %v, want %v", err, tc.want)
+				}
+				if err != nil {
+					return
+				}
+				anchor := mkdirAllTime(t, files)
+				t.Logf("the same directories by os.MkdirAll: %v (%.1f times)", anchor, float64(took)/float64(anchor))
+				if took <= 5*time.Second || took <= 10*anchor {
+					break
+				}
+				if try == 3 {
+					t.Fatalf("took %v, %.0f times os.MkdirAll's %v, at each of %d tries", took, float64(took)/float64(anchor), anchor, try)
+				}
 			}
 			for p, body := range files {
 				if b, err := os.ReadFile(filepath.Join(ws, p)); err != nil || string(b) != body {
