@@ -22,7 +22,7 @@ func needsCgroup(l runspec.Limits) bool { return l.Memory > 0 || l.CPUs > 0 }
 func cgroupFiles(l runspec.Limits) map[string]string {
 	pids := l.Pids
 	if pids == 0 {
-		pids = DefaultPids
+		pids = runspec.DefaultPids
 	}
 	m := map[string]string{"pids.max": strconv.Itoa(pids)}
 	if l.Memory > 0 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/batonhq/baton/internal/pidfd"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // sandboxHostname is the agent's host name.
@@ -379,7 +380,7 @@ func RunInitWait(ctx context.Context, specPath string) error {
 			return setupFailed(st, "wait-spec", err)
 		}
 		var w waitSpec
-		if err := decodeStrict(b, &w); err != nil {
+		if err := runspec.DecodeStrict(b, &w); err != nil {
 			return setupFailed(st, "wait-spec", err)
 		}
 		return superviseAgent(ctx, w, st, sigs, stops)

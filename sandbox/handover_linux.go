@@ -18,6 +18,7 @@ import (
 
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox/internal/egress"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // outerReexec, set to "off" at link time (-X), keeps runner-outer from
@@ -287,7 +288,7 @@ func RunOuterWait(ctx context.Context, specPath string) error {
 		return fmt.Errorf("runner-outer-wait: %w", err)
 	}
 	var h outerHandover
-	if err := decodeStrict(b, &h); err != nil {
+	if err := runspec.DecodeStrict(b, &h); err != nil {
 		return fmt.Errorf("runner-outer-wait: handover: %w", err)
 	}
 	o, err := h.outerRun()

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/internal/bounded"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // Descriptors of the chain below runner-outer.
@@ -128,13 +129,13 @@ func runInner(specPath string, st *state, report *os.File) (_ chainStatus, start
 
 func decodeInnerSpec(b []byte) (innerSpec, error) {
 	var s innerSpec
-	if err := decodeStrict(b, &s); err != nil {
+	if err := runspec.DecodeStrict(b, &s); err != nil {
 		return innerSpec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	switch s.Net.Mode {
 	case netNone, netProxy:
 	case netPasta:
-		if !cleanAbs(s.Net.Nft) || s.Net.Ruleset == "" {
+		if !runspec.CleanAbs(s.Net.Nft) || s.Net.Ruleset == "" {
 			return innerSpec{}, fmt.Errorf("%w: a pasta network needs nft and a ruleset", ErrInvalidSpec)
 		}
 	default:

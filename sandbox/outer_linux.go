@@ -553,7 +553,7 @@ func readSpec(path string) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
-	s, err := decodeSpec(b)
+	s, err := runspec.Decode(b)
 	if err != nil {
 		return Spec{}, err
 	}
@@ -572,6 +572,9 @@ func readBounded(path string) ([]byte, error) {
 	return readAll(f, path)
 }
 
+// maxSpecBytes bounds the spec file a stage reads.
+const maxSpecBytes = 16 << 20
+
 func readAll(f *os.File, path string) ([]byte, error) {
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxSpecBytes+1))
@@ -586,12 +589,12 @@ func readAll(f *os.File, path string) ([]byte, error) {
 
 // specSummary is the spec for state.ndjson, secrets redacted.
 func specSummary(s Spec) string {
-	uid, gid := s.sandboxIDs(os.Geteuid(), os.Getegid())
+	uid, gid := s.SandboxIDs(os.Geteuid(), os.Getegid())
 	deadline := "none"
 	if !s.Deadline.IsZero() {
 		deadline = s.Deadline.UTC().Format(time.RFC3339Nano)
 	}
-	auid, agid := s.agentIDs()
+	auid, agid := s.AgentIDs()
 	return string(mustJSON(map[string]any{
 		"runId":     s.RunID,
 		"argv":      s.Argv,
@@ -599,7 +602,7 @@ func specSummary(s Spec) string {
 		"files":     len(s.Files),
 		"workspace": s.Workspace,
 		"deadline":  deadline,
-		"killGrace": s.killGrace().String(),
+		"killGrace": s.Grace().String(),
 		"network":   netMode(s.Network),
 		"allow":     s.Network.Allow,
 		"mounts":    s.Mounts,

@@ -111,14 +111,8 @@ type execSpec struct {
 	Rlimits []rlimit `json:"rlimits"`
 }
 
-// Defaults of Limits.
-const (
-	DefaultPids     = 1024
-	DefaultTmpBytes = 1 << 30
-	// DefaultDiskBytes bounds a root worker's workspace (limits.disk).
-	DefaultDiskBytes = runspec.DefaultDiskBytes
-	maxShmBytes      = 64 << 20
-)
+// maxShmBytes bounds /dev/shm, whatever limits.tmp is.
+const maxShmBytes = 64 << 20
 
 // rlimitsFor are the agent's limits: the profile's rlimits, nproc from
 // Pids (the smaller wins when both are set), no core files unless the
@@ -126,13 +120,13 @@ const (
 // larger than limits.disk unless the profile sets fsize (the whole bound
 // when a non-root worker cannot give the workspace its own filesystem).
 func rlimitsFor(l runspec.Limits) []rlimit {
-	m := map[string]uint64{"core": 0, "fsize": diskBytes(l)}
+	m := map[string]uint64{"core": 0, "fsize": l.DiskBytes()}
 	for n, v := range l.Rlimits {
 		m[n] = uint64(v)
 	}
 	pids := uint64(l.Pids)
 	if pids == 0 {
-		pids = DefaultPids
+		pids = runspec.DefaultPids
 	}
 	if v, ok := m["nproc"]; !ok || pids < v {
 		m["nproc"] = pids
@@ -148,17 +142,9 @@ func rlimitsFor(l runspec.Limits) []rlimit {
 func tmpSizes(l runspec.Limits) (tmp, shm uint64) {
 	tmp = uint64(l.Tmp)
 	if tmp == 0 {
-		tmp = DefaultTmpBytes
+		tmp = runspec.DefaultTmpBytes
 	}
 	return tmp, min(tmp, maxShmBytes)
-}
-
-// diskBytes is the size of the workspace's filesystem.
-func diskBytes(l runspec.Limits) uint64 {
-	if l.Disk == 0 {
-		return DefaultDiskBytes
-	}
-	return uint64(l.Disk)
 }
 
 // agentName is the agent's user and group name in its /etc.
@@ -316,36 +302,33 @@ func pastaArgs(pid int) []string {
 // names each.
 var pastaFlags = []string{"--config-net", "--foreground", "--quiet", "--tcp-ports", "--udp-ports", "--tcp-ns", "--udp-ns", "--no-map-gw", "--no-dhcp", "--no-dhcpv6", "--no-ra"}
 
-// cleanAbs reports whether p is an absolute, clean path.
-func cleanAbs(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p }
-
 // validate refuses a child spec runner-outer would not write.
 func (c childSpec) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: child spec: "+format, append([]any{ErrInvalidSpec}, args...)...)
 	}
-	if err := validRunDir(c.RunDir); err != nil {
+	if err := runspec.ValidateRunDir(c.RunDir); err != nil {
 		return err
 	}
 	if c.Pooled && (len(c.Argv) > 0 || len(c.Env) > 0) {
 		return bad("a pooled chain's argv and environment come with its take")
 	}
 	if !c.Pooled {
-		if err := validArgv(c.Argv); err != nil {
+		if err := runspec.ValidateArgv(c.Argv); err != nil {
 			return err
 		}
 	}
-	if err := validEnv(c.Env); err != nil {
+	if err := runspec.ValidateEnv(c.Env); err != nil {
 		return err
 	}
-	if c.AgentUID <= 0 || c.AgentUID > maxID || c.AgentGID <= 0 || c.AgentGID > maxID {
+	if c.AgentUID <= 0 || c.AgentUID > runspec.MaxID || c.AgentGID <= 0 || c.AgentGID > runspec.MaxID {
 		return bad("agent ids %d/%d", c.AgentUID, c.AgentGID)
 	}
-	if c.Binary != "" && !cleanAbs(c.Binary) {
+	if c.Binary != "" && !runspec.CleanAbs(c.Binary) {
 		return bad("binary %q", c.Binary)
 	}
 	for _, m := range c.Mounts {
-		if !cleanAbs(m.Source) || !cleanAbs(m.Dest) || m.Dest == "/" {
+		if !runspec.CleanAbs(m.Source) || !runspec.CleanAbs(m.Dest) || m.Dest == "/" {
 			return bad("mount %q -> %q", m.Source, m.Dest)
 		}
 	}
@@ -367,7 +350,7 @@ func (c childSpec) validate() error {
 
 func decodeChildSpec(b []byte) (childSpec, error) {
 	var c childSpec
-	if err := decodeStrict(b, &c); err != nil {
+	if err := runspec.DecodeStrict(b, &c); err != nil {
 		return childSpec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	return c, c.validate()
@@ -375,16 +358,16 @@ func decodeChildSpec(b []byte) (childSpec, error) {
 
 func decodeExecSpec(b []byte) (execSpec, error) {
 	var e execSpec
-	if err := decodeStrict(b, &e); err != nil {
+	if err := runspec.DecodeStrict(b, &e); err != nil {
 		return execSpec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
-	if !cleanAbs(e.Path) || !cleanAbs(e.Dir) {
+	if !runspec.CleanAbs(e.Path) || !runspec.CleanAbs(e.Dir) {
 		return execSpec{}, fmt.Errorf("%w: exec spec: path %q, dir %q", ErrInvalidSpec, e.Path, e.Dir)
 	}
-	if err := validArgv(e.Argv); err != nil {
+	if err := runspec.ValidateArgv(e.Argv); err != nil {
 		return execSpec{}, err
 	}
-	if err := validEnv(e.Env); err != nil {
+	if err := runspec.ValidateEnv(e.Env); err != nil {
 		return execSpec{}, err
 	}
 	for _, r := range e.Rlimits {

@@ -320,7 +320,7 @@ func FuzzDecodeStageSpecs(f *testing.F) {
 		if c, err := decodeChildSpec([]byte(in)); err == nil && c.validate() != nil {
 			t.Fatalf("accepted %+v", c)
 		}
-		if e, err := decodeExecSpec([]byte(in)); err == nil && (!cleanAbs(e.Path) || len(e.Argv) == 0) {
+		if e, err := decodeExecSpec([]byte(in)); err == nil && (!runspec.CleanAbs(e.Path) || len(e.Argv) == 0) {
 			t.Fatalf("accepted %+v", e)
 		}
 	})

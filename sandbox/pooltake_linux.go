@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // takePoolSocket finds a prestarted runner's socket and removes its
@@ -157,7 +158,7 @@ func (o *outerRun) take(t takeRecv) error {
 	if err != nil {
 		return refuse(err)
 	}
-	s, err := decodeSpec(b)
+	s, err := runspec.Decode(b)
 	switch {
 	case err != nil:
 		return refuse(err)

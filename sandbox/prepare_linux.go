@@ -69,8 +69,8 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 			p.cgroup.close()
 		}
 	}()
-	uid, gid := s.sandboxIDs(os.Geteuid(), os.Getegid())
-	auid, agid := s.agentIDs()
+	uid, gid := s.SandboxIDs(os.Geteuid(), os.Getegid())
+	auid, agid := s.AgentIDs()
 	ws := o.dir.Workspace()
 	mode := netMode(s.Network)
 	p.inner.Net.Mode = mode
@@ -230,7 +230,7 @@ func dropPrivileges(s Spec) (string, error) {
 	if os.Geteuid() != 0 {
 		return "", nil
 	}
-	uid, gid := s.sandboxIDs(0, 0)
+	uid, gid := s.SandboxIDs(0, 0)
 	if err := syscall.Setgroups(nil); err != nil {
 		return "", fmt.Errorf("drop supplementary groups: %w", err)
 	}

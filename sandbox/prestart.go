@@ -54,13 +54,13 @@ const takeWord = "take"
 // parseTake decodes a take line's payload, validated as a spec's.
 func parseTake(b []byte) (agentTake, error) {
 	var t agentTake
-	if err := decodeStrict(b, &t); err != nil {
+	if err := runspec.DecodeStrict(b, &t); err != nil {
 		return agentTake{}, fmt.Errorf("%w: take: %w", ErrInvalidSpec, err)
 	}
-	if err := validArgv(t.Argv); err != nil {
+	if err := runspec.ValidateArgv(t.Argv); err != nil {
 		return agentTake{}, err
 	}
-	if err := validEnv(t.Env); err != nil {
+	if err := runspec.ValidateEnv(t.Env); err != nil {
 		return agentTake{}, err
 	}
 	return t, nil

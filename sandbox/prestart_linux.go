@@ -223,7 +223,7 @@ func (p *Prestarted) Take(ctx context.Context, spec Spec, input []byte, opts ...
 func (p *Prestarted) layOut(ctx context.Context, spec Spec, input []byte, seed SeedFunc) error {
 	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
-		uid, gid = spec.sandboxIDs(0, 0)
+		uid, gid = spec.SandboxIDs(0, 0)
 	}
 	ws := p.dir.Workspace()
 	if seed != nil {

@@ -66,7 +66,7 @@ func FuzzParseTake(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if validArgv(tk.Argv) != nil || validEnv(tk.Env) != nil {
+		if runspec.ValidateArgv(tk.Argv) != nil || runspec.ValidateEnv(tk.Env) != nil {
 			t.Fatalf("accepted %+v", tk)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/internal/fstree"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 var (
@@ -193,7 +194,7 @@ func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte
 	// (-1 leaves an id unchanged.)
 	uid, gid := -1, -1
 	if euid == 0 {
-		uid, gid = spec.sandboxIDs(euid, egid)
+		uid, gid = spec.SandboxIDs(euid, egid)
 	}
 	ws := dir.Workspace()
 	if err := os.Mkdir(ws, 0o700); err != nil {
@@ -202,7 +203,7 @@ func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte
 	if euid == 0 {
 		// limits.disk bounds everything the agent writes in its
 		// workspace: it is a filesystem of that size.
-		if err := mountWorkspace(ctx, dir, diskBytes(spec.Limits), uid, gid); err != nil {
+		if err := mountWorkspace(ctx, dir, spec.Limits.DiskBytes(), uid, gid); err != nil {
 			return nil, err
 		}
 	}
@@ -268,7 +269,7 @@ func WriteSeeds(ctx context.Context, ws string, files map[string]string, uid, gi
 		return nil
 	}
 	for name := range files {
-		if _, err := seedPath(name); err != nil {
+		if _, err := runspec.SeedPath(name); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,12 @@ import (
 	"github.com/batonhq/baton/journal"
 )
 
+// validSpec is a spec Validate accepts but for its run directory, which
+// each test sets.
+func validSpec() Spec {
+	return Spec{RunID: "run-1", Argv: []string{"claude", "-p"}, Env: []string{"PATH=/usr/bin:/bin"}, Nonce: "0123456789abcdef0123456789abcdef"}
+}
+
 func TestPrepareRunDir(t *testing.T) {
 	spec := validSpec()
 	spec.RunDir = filepath.Join(t.TempDir(), "runs", "run-1")

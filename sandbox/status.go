@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // chainStatus is the one line runner-inner-child writes on fd 3 when the
@@ -50,7 +51,7 @@ func parseStatus(b []byte) (chainStatus, error) {
 		Signal *string `json:"signal"`
 		Error  string  `json:"error"`
 	}
-	if err := decodeStrict(b, &raw); err != nil {
+	if err := runspec.DecodeStrict(b, &raw); err != nil {
 		return chainStatus{}, fmt.Errorf("status line: %w", err)
 	}
 	if raw.Exit == nil || raw.Signal == nil {

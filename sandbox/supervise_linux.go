@@ -74,7 +74,7 @@ type supervisor struct {
 func newSupervisor(ctx context.Context, o *outerRun, inner *innerProc, sigs chan os.Signal) *supervisor {
 	s := &supervisor{
 		o: o, ctx: ctx, inner: inner, sigs: sigs,
-		out:          outcome{grace: o.spec.killGrace()},
+		out:          outcome{grace: o.spec.Grace()},
 		copied:       make(chan error, 1),
 		reported:     make(chan statusRead, 1),
 		stderrCopied: make(chan struct{}),

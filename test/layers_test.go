@@ -17,9 +17,13 @@ import (
 var layers = [][]string{
 	// Leaves: the standard library and outside modules only.
 	{"internal/bounded", "internal/clock", "internal/fstree", "internal/leader", "internal/pidfd", "internal/runid", "fakeagent",
-		"sandbox/runspec", "sandbox/internal/seccomp", "test", "test/escapeagent"},
+		"sandbox/internal/seccomp", "test", "test/escapeagent"},
 	// The wire and the disk: names, jobs, the journal's writer.
-	{"protocol", "journal", "internal/unpack", "internal/testenv", "sandbox/internal/egress"},
+	{"protocol", "journal", "internal/unpack", "internal/testenv"},
+	// A run's spec: the file the worker writes and every runner stage reads.
+	{"sandbox/runspec"},
+	// The sandbox's egress policy.
+	{"sandbox/internal/egress"},
 	// One store or one mechanism each.
 	{"internal/provision", "internal/wsarchive", "kv", "outputs", "runtoken", "journal/follow", "sandbox"},
 	// What is built on them.

@@ -85,6 +85,15 @@ func (l Limits) StderrBytes() uint64 {
 	return l.Stderr
 }
 
+// DiskBytes is l.Disk, or its default: the size of a root worker's
+// workspace filesystem, and the largest file the agent may write.
+func (l Limits) DiskBytes() uint64 {
+	if l.Disk == 0 {
+		return DefaultDiskBytes
+	}
+	return l.Disk
+}
+
 // Bounds of Limits.
 const (
 	maxPids = 1 << 22 // pid_max
@@ -94,6 +103,10 @@ const (
 	maxDisk      = 16 << 40 // ext4 with 4KiB blocks
 	// DefaultDiskBytes is limits.disk when a profile does not set it.
 	DefaultDiskBytes = 4 << 30
+	// DefaultPids is limits.pids when a profile does not set it.
+	DefaultPids = 1024
+	// DefaultTmpBytes is limits.tmp when a profile does not set it.
+	DefaultTmpBytes = 1 << 30
 	// minOutput leaves room for an agent's first lines.
 	minOutput = 4 << 10
 	// DefaultStderrBytes is limits.stderr when a profile does not set

@@ -1,13 +1,12 @@
-package sandbox
+package runspec
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 func validSpec() Spec {
@@ -19,6 +18,15 @@ func validSpec() Spec {
 		Nonce:  "0123456789abcdef0123456789abcdef",
 		Files:  map[string]string{"a.txt": "x", "dir/b.txt": "y"},
 	}
+}
+
+// specJSON is validSpec's spec file.
+func specJSON(t testing.TB) string {
+	b, err := json.Marshal(validSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func TestValidate(t *testing.T) {
@@ -57,13 +65,13 @@ func TestValidate(t *testing.T) {
 		{"absolute seed", func(s *Spec) { s.Files = map[string]string{"/etc/passwd": ""} }, ErrInvalidSpec, "inside the workspace"},
 		{"seed is workspace", func(s *Spec) { s.Files = map[string]string{"a/..": ""} }, ErrInvalidSpec, "workspace itself"},
 		{"duplicate seeds", func(s *Spec) { s.Files = map[string]string{"a": "", "./a": ""} }, ErrInvalidSpec, "same file"},
-		{"bad allowlist", func(s *Spec) { s.Network = runspec.Network{Allow: []string{"127.0.0.0/8"}} }, ErrInvalidSpec, "covers 127.0.0.0/8"},
+		{"bad allowlist", func(s *Spec) { s.Network = Network{Allow: []string{"127.0.0.0/8"}} }, ErrInvalidSpec, "covers 127.0.0.0/8"},
 		{"pin off the list", func(s *Spec) {
-			s.Network = runspec.Network{Allow: []string{"a.example.com"}, Hosts: map[string]string{"b.example.com": "10.0.0.1"}}
+			s.Network = Network{Allow: []string{"a.example.com"}, Hosts: map[string]string{"b.example.com": "10.0.0.1"}}
 		}, ErrInvalidSpec, "not on the allowlist"},
-		{"mount over /usr", func(s *Spec) { s.Mounts = []runspec.Mount{{Source: "/opt/x", Target: "/usr/x"}} }, ErrInvalidSpec, "under /usr"},
-		{"relative mount", func(s *Spec) { s.Mounts = []runspec.Mount{{Source: "opt"}} }, ErrInvalidSpec, "absolute"},
-		{"bad rlimit", func(s *Spec) { s.Limits.Rlimits = runspec.Rlimits{"files": 1} }, ErrInvalidSpec, "unknown limit"},
+		{"mount over /usr", func(s *Spec) { s.Mounts = []Mount{{Source: "/opt/x", Target: "/usr/x"}} }, ErrInvalidSpec, "under /usr"},
+		{"relative mount", func(s *Spec) { s.Mounts = []Mount{{Source: "opt"}} }, ErrInvalidSpec, "absolute"},
+		{"bad rlimit", func(s *Spec) { s.Limits.Rlimits = Rlimits{"files": 1} }, ErrInvalidSpec, "unknown limit"},
 		{"negative pids", func(s *Spec) { s.Limits.Pids = -1 }, ErrInvalidSpec, "pids"},
 		{"agent uid", func(s *Spec) { s.AgentUID = -1 }, ErrInvalidSpec, "agent uid"},
 		{"cgroup parent", func(s *Spec) { s.CgroupParent = "sys/fs/cgroup" }, ErrInvalidSpec, "cgroup parent"},
@@ -86,13 +94,13 @@ func TestValidate(t *testing.T) {
 func TestSeedPath(t *testing.T) {
 	ok := map[string]string{"a": "a", "a/b": "a/b", "./a": "a", "a//b": "a/b", "a/../b": "b", ".hidden": ".hidden", `back\slash`: `back\slash`}
 	for in, want := range ok {
-		if got, err := seedPath(in); err != nil || got != want {
-			t.Errorf("seedPath(%q) = %q, %v, want %q", in, got, err, want)
+		if got, err := SeedPath(in); err != nil || got != want {
+			t.Errorf("SeedPath(%q) = %q, %v, want %q", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", ".", "..", "../a", "a/../..", "/a", "a\x00b", "a/.."} {
-		if got, err := seedPath(in); !errors.Is(err, ErrInvalidSpec) {
-			t.Errorf("seedPath(%q) = %q, %v, want ErrInvalidSpec", in, got, err)
+		if got, err := SeedPath(in); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("SeedPath(%q) = %q, %v, want ErrInvalidSpec", in, got, err)
 		}
 	}
 }
@@ -111,25 +119,25 @@ func TestSandboxIDs(t *testing.T) {
 	}
 	for _, c := range cases {
 		s := Spec{SandboxUID: c.specUID, SandboxGID: c.specGID}
-		if uid, gid := s.sandboxIDs(c.euid, c.egid); uid != c.uid || gid != c.gid {
-			t.Errorf("%s: sandboxIDs = %d/%d, want %d/%d", c.name, uid, gid, c.uid, c.gid)
+		if uid, gid := s.SandboxIDs(c.euid, c.egid); uid != c.uid || gid != c.gid {
+			t.Errorf("%s: SandboxIDs = %d/%d, want %d/%d", c.name, uid, gid, c.uid, c.gid)
 		}
 	}
 }
 
 func TestKillGrace(t *testing.T) {
-	if g := (Spec{}).killGrace(); g != DefaultKillGrace {
+	if g := (Spec{}).Grace(); g != DefaultKillGrace {
 		t.Errorf("zero grace = %v, want the default", g)
 	}
-	if g := (Spec{KillGrace: time.Millisecond}).killGrace(); g != time.Millisecond {
+	if g := (Spec{KillGrace: time.Millisecond}).Grace(); g != time.Millisecond {
 		t.Errorf("grace = %v", g)
 	}
 }
 
 func TestDecodeSpec(t *testing.T) {
-	good := string(mustJSON(validSpec()))
-	if s, err := decodeSpec([]byte(good)); err != nil || s.RunID != "run-1" || len(s.Files) != 2 {
-		t.Fatalf("decodeSpec(valid) = %+v, %v", s, err)
+	good := specJSON(t)
+	if s, err := Decode([]byte(good)); err != nil || s.RunID != "run-1" || len(s.Files) != 2 {
+		t.Fatalf("Decode(valid) = %+v, %v", s, err)
 	}
 	for name, in := range map[string]string{
 		"empty":          "",
@@ -141,22 +149,22 @@ func TestDecodeSpec(t *testing.T) {
 		"truncated":      good[:len(good)/2],
 		"invalid spec":   `{"runId":"r","runDir":"/a/b","argv":[],"nonce":"n"}`,
 	} {
-		if _, err := decodeSpec([]byte(in)); !errors.Is(err, ErrInvalidSpec) {
-			t.Errorf("%s: decodeSpec = %v, want ErrInvalidSpec", name, err)
+		if _, err := Decode([]byte(in)); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("%s: Decode = %v, want ErrInvalidSpec", name, err)
 		}
 	}
 }
 
 func FuzzDecodeSpec(f *testing.F) {
-	f.Add(string(mustJSON(validSpec())))
+	f.Add(specJSON(f))
 	f.Add(`{"runId":"r","runDir":"/a/b","argv":["x"],"nonce":"n","files":{"../a":""}}`)
 	f.Add(`{"runId":"r","runDir":"/a/b","argv":["x"],"nonce":"n","network":{"allow":["a"]}}`)
 	f.Add(`{"runId":"r"} {}`)
 	f.Fuzz(func(t *testing.T, in string) {
-		s, err := decodeSpec([]byte(in))
+		s, err := Decode([]byte(in))
 		if err != nil {
 			if !errors.Is(err, ErrInvalidSpec) {
-				t.Fatalf("decodeSpec error %v does not wrap ErrInvalidSpec", err)
+				t.Fatalf("Decode error %v does not wrap ErrInvalidSpec", err)
 			}
 			return
 		}
@@ -165,7 +173,7 @@ func FuzzDecodeSpec(f *testing.F) {
 			t.Fatalf("decoded spec is invalid: %v", err)
 		}
 		for name := range s.Files {
-			p, err := seedPath(name)
+			p, err := SeedPath(name)
 			if err != nil || !filepath.IsLocal(p) || p == "." || filepath.Clean(filepath.Join("/ws", p)) == "/ws" ||
 				!strings.HasPrefix(filepath.Join("/ws", p), "/ws/") {
 				t.Fatalf("seed %q -> %q, %v escapes", name, p, err)

@@ -1,4 +1,4 @@
-package sandbox
+package runspec
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/batonhq/baton/internal/runid"
 	"github.com/batonhq/baton/journal"
-	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // Defaults for a Spec's zero values.
@@ -35,24 +34,21 @@ const (
 // ErrInvalidSpec wraps every reason Validate refuses a spec.
 var ErrInvalidSpec = errors.New("sandbox: invalid spec")
 
-// maxSpecBytes bounds the spec file a stage reads.
-const maxSpecBytes = 16 << 20
-
 // Validate reports whether the runner chain can run s as given.
 func (s Spec) Validate() error {
 	if !runid.Valid(s.RunID) {
 		return fmt.Errorf("%w: run id %q must match [A-Za-z0-9_-]{1,128}", ErrInvalidSpec, s.RunID)
 	}
-	if err := validRunDir(s.RunDir); err != nil {
+	if err := ValidateRunDir(s.RunDir); err != nil {
 		return err
 	}
-	if err := validArgv(s.Argv); err != nil {
+	if err := ValidateArgv(s.Argv); err != nil {
 		return err
 	}
-	if s.Baton != "" && !cleanAbs(s.Baton) {
+	if s.Baton != "" && !CleanAbs(s.Baton) {
 		return fmt.Errorf("%w: baton binary %q must be an absolute, clean path", ErrInvalidSpec, s.Baton)
 	}
-	if err := validEnv(s.Env); err != nil {
+	if err := ValidateEnv(s.Env); err != nil {
 		return err
 	}
 	// The sentinel must be one the journal's readers recognise.
@@ -63,10 +59,10 @@ func (s Spec) Validate() error {
 	if s.KillGrace < 0 {
 		return fmt.Errorf("%w: kill grace %v is negative", ErrInvalidSpec, s.KillGrace)
 	}
-	if s.SandboxUID < 0 || s.SandboxUID > maxID || s.SandboxGID < 0 || s.SandboxGID > maxID {
+	if s.SandboxUID < 0 || s.SandboxUID > MaxID || s.SandboxGID < 0 || s.SandboxGID > MaxID {
 		return fmt.Errorf("%w: sandbox uid/gid %d/%d out of range", ErrInvalidSpec, s.SandboxUID, s.SandboxGID)
 	}
-	if s.AgentUID < 0 || s.AgentUID > maxID || s.AgentGID < 0 || s.AgentGID > maxID {
+	if s.AgentUID < 0 || s.AgentUID > MaxID || s.AgentGID < 0 || s.AgentGID > MaxID {
 		return fmt.Errorf("%w: agent uid/gid %d/%d out of range", ErrInvalidSpec, s.AgentUID, s.AgentGID)
 	}
 	if err := s.Network.Validate(); err != nil {
@@ -85,7 +81,7 @@ func (s Spec) Validate() error {
 	}
 	seen := make(map[string]string, len(s.Files))
 	for name := range s.Files {
-		p, err := seedPath(name)
+		p, err := SeedPath(name)
 		if err != nil {
 			return err
 		}
@@ -97,10 +93,13 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// maxID is the largest uid or gid a user namespace can map (2^32-2).
-const maxID = 1<<32 - 2
+// MaxID is the largest uid or gid a user namespace can map (2^32-2).
+const MaxID = 1<<32 - 2
 
-func validRunDir(dir string) error {
+// ValidateRunDir refuses a run directory the sandbox cannot hide or keep
+// at its path: one that is not absolute and clean, sits directly under /,
+// or lies under a directory the sandbox provides (OwnDirs).
+func ValidateRunDir(dir string) error {
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
 		return fmt.Errorf("%w: run directory %q must be an absolute, clean path", ErrInvalidSpec, dir)
 	}
@@ -109,7 +108,7 @@ func validRunDir(dir string) error {
 		return fmt.Errorf("%w: run directory %q must not sit directly under /", ErrInvalidSpec, dir)
 	}
 	// The workspace keeps its path inside, where these are the sandbox's.
-	for _, d := range runspec.OwnDirs() {
+	for _, d := range OwnDirs() {
 		if strings.HasPrefix(dir, d+"/") {
 			return fmt.Errorf("%w: run directory %q must not be under %s, which the sandbox provides", ErrInvalidSpec, dir, d)
 		}
@@ -117,7 +116,8 @@ func validRunDir(dir string) error {
 	return nil
 }
 
-func validArgv(argv []string) error {
+// ValidateArgv refuses an empty command line or one holding a NUL byte.
+func ValidateArgv(argv []string) error {
 	if len(argv) == 0 || argv[0] == "" {
 		return fmt.Errorf("%w: argv is empty", ErrInvalidSpec)
 	}
@@ -129,7 +129,8 @@ func validArgv(argv []string) error {
 	return nil
 }
 
-func validEnv(env []string) error {
+// ValidateEnv refuses an environment entry that is not KEY=value.
+func ValidateEnv(env []string) error {
 	for _, kv := range env {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
@@ -139,9 +140,9 @@ func validEnv(env []string) error {
 	return nil
 }
 
-// seedPath cleans a seed file's name, refusing anything but a relative
+// SeedPath cleans a seed file's name, refusing anything but a relative
 // path that stays inside the workspace.
-func seedPath(name string) (string, error) {
+func SeedPath(name string) (string, error) {
 	if strings.IndexByte(name, 0) >= 0 || !filepath.IsLocal(name) {
 		return "", fmt.Errorf("%w: seed file %q must be a relative path inside the workspace", ErrInvalidSpec, name)
 	}
@@ -152,10 +153,10 @@ func seedPath(name string) (string, error) {
 	return p, nil
 }
 
-// sandboxIDs are the host uid and gid the agent runs as, given the
+// SandboxIDs are the host uid and gid the agent runs as, given the
 // runner's effective ids: a root runner maps the agent to the spec's
 // sandbox ids (never 0), anyone else to themselves.
-func (s Spec) sandboxIDs(euid, egid int) (uid, gid int) {
+func (s Spec) SandboxIDs(euid, egid int) (uid, gid int) {
 	if euid != 0 {
 		return euid, egid
 	}
@@ -169,8 +170,8 @@ func (s Spec) sandboxIDs(euid, egid int) (uid, gid int) {
 	return uid, gid
 }
 
-// agentIDs are the agent's ids inside the sandbox.
-func (s Spec) agentIDs() (uid, gid int) {
+// AgentIDs are the agent's ids inside the sandbox.
+func (s Spec) AgentIDs() (uid, gid int) {
 	uid, gid = s.AgentUID, s.AgentGID
 	if uid == 0 {
 		uid = DefaultAgentUID
@@ -181,17 +182,18 @@ func (s Spec) agentIDs() (uid, gid int) {
 	return uid, gid
 }
 
-func (s Spec) killGrace() time.Duration {
+// Grace is KillGrace, or DefaultKillGrace when it is 0.
+func (s Spec) Grace() time.Duration {
 	if s.KillGrace == 0 {
 		return DefaultKillGrace
 	}
 	return s.KillGrace
 }
 
-// decodeSpec parses a spec file strictly and validates it.
-func decodeSpec(b []byte) (Spec, error) {
+// Decode parses a spec file's contents strictly and validates them.
+func Decode(b []byte) (Spec, error) {
 	var s Spec
-	if err := decodeStrict(b, &s); err != nil {
+	if err := DecodeStrict(b, &s); err != nil {
 		return Spec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	if err := s.Validate(); err != nil {
@@ -200,8 +202,9 @@ func decodeSpec(b []byte) (Spec, error) {
 	return s, nil
 }
 
-// decodeStrict decodes exactly one JSON value with no unknown fields.
-func decodeStrict(b []byte, v any) error {
+// DecodeStrict decodes exactly one JSON value with no unknown fields: how
+// every spec of the runner chain is read.
+func DecodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -212,3 +215,6 @@ func decodeStrict(b []byte, v any) error {
 	}
 	return nil
 }
+
+// CleanAbs reports whether p is an absolute, clean path.
+func CleanAbs(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p }
