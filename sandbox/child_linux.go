@@ -19,6 +19,7 @@ import (
 
 	"github.com/batonhq/baton/internal/pidfd"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
 
@@ -103,7 +104,7 @@ type stopReader struct {
 
 // takeRead is a take line as read: the take, or why it is none.
 type takeRead struct {
-	take agentTake
+	take chain.AgentTake
 	err  error
 }
 
@@ -112,11 +113,11 @@ func readStops(ctl *os.File) *stopReader {
 	tk := make(chan takeRead, 1)
 	r := &stopReader{C: ch, T: tk, ctl: ctl, done: make(chan struct{})}
 	go func() {
-		sc := bufio.NewScanner(io.LimitReader(ctl, 1<<20+maxTakeLine))
-		sc.Buffer(nil, maxTakeLine)
+		sc := bufio.NewScanner(io.LimitReader(ctl, 1<<20+chain.MaxTakeLine))
+		sc.Buffer(nil, chain.MaxTakeLine)
 		for sc.Scan() {
-			if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte(takeWord+" ")); ok {
-				t, err := parseTake(rest)
+			if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte(chain.TakeWord+" ")); ok {
+				t, err := chain.ParseTake(rest)
 				select {
 				case tk <- takeRead{take: t, err: err}:
 				default: // one take per chain; runner-outer sends no second
@@ -309,7 +310,7 @@ func resolveAgent(argv, env []string, ws string, rlimits []rlimit, st *state) ([
 		return nil, chainStatus{Exit: startExitCode(err), Error: err.Error()}, false
 	}
 	st.ok("resolve-agent", path)
-	return mustJSON(execSpec{Path: path, Argv: argv, Env: env, Dir: ws, Rlimits: rlimits}), chainStatus{}, true
+	return chain.MustJSON(execSpec{Path: path, Argv: argv, Env: env, Dir: ws, Rlimits: rlimits}), chainStatus{}, true
 }
 
 // waitSpec is what the wait stage needs to start the agent and wait for
@@ -323,9 +324,9 @@ type waitSpec struct {
 	Stops    []int  `json:"stops,omitempty"` // read by the init before the exec
 	// Pooled: the agent is the take's (on the control pipe, or Take if
 	// the init read it before the exec), started with Rlimits.
-	Pooled  bool       `json:"pooled,omitempty"`
-	Rlimits []rlimit   `json:"rlimits,omitempty"`
-	Take    *agentTake `json:"take,omitempty"`
+	Pooled  bool             `json:"pooled,omitempty"`
+	Rlimits []rlimit         `json:"rlimits,omitempty"`
+	Take    *chain.AgentTake `json:"take,omitempty"`
 }
 
 // execWaitStage execs this binary as the wait stage, passing it the
@@ -333,7 +334,7 @@ type waitSpec struct {
 // itself, and returns only if that failed, with every descriptor from 3
 // up close-on-exec again.
 func execWaitStage(w waitSpec) error {
-	specFile, err := sealedFile("baton-wait-spec", mustJSON(w))
+	specFile, err := sealedFile("baton-wait-spec", chain.MustJSON(w))
 	if err != nil {
 		return err
 	}
@@ -343,7 +344,7 @@ func execWaitStage(w waitSpec) error {
 		return err
 	}
 	err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(w.Exe),
-		[]string{"baton", StageInitWait, "--spec", "/proc/self/fd/" + strconv.Itoa(int(specFile.Fd()))}, stageEnv)
+		[]string{"baton", StageInitWait, "--spec", "/proc/self/fd/" + strconv.Itoa(int(specFile.Fd()))}, chain.StageEnv)
 	return fmt.Errorf("exec the wait stage: %w", err)
 }
 
@@ -499,7 +500,7 @@ func startAgent(ctx context.Context, w waitSpec, st *state, stops *stopReader) (
 // awaitTake waits for a prestarted chain's take, unless the init read it
 // already (read). runner-outer ends a chain stopped before its take
 // itself; a stop that reaches the init first ends it all the same.
-func awaitTake(ctx context.Context, read *agentTake, st *state, stops *stopReader) (agentTake, chainStatus, bool) {
+func awaitTake(ctx context.Context, read *chain.AgentTake, st *state, stops *stopReader) (chain.AgentTake, chainStatus, bool) {
 	if read != nil {
 		st.ok("take", "")
 		return *read, chainStatus{}, true
@@ -507,14 +508,14 @@ func awaitTake(ctx context.Context, read *agentTake, st *state, stops *stopReade
 	select {
 	case t := <-stops.T:
 		if t.err != nil {
-			return agentTake{}, setupFailed(st, "take", t.err), false
+			return chain.AgentTake{}, setupFailed(st, "take", t.err), false
 		}
 		st.ok("take", "")
 		return t.take, chainStatus{}, true
 	case sig := <-stops.C:
-		return agentTake{}, setupFailed(st, "take", fmt.Errorf("stopped (SIG%s) before its take", signalName(sig))), false
+		return chain.AgentTake{}, setupFailed(st, "take", fmt.Errorf("stopped (SIG%s) before its take", signalName(sig))), false
 	case <-ctx.Done():
-		return agentTake{}, setupFailed(st, "take", ctx.Err()), false
+		return chain.AgentTake{}, setupFailed(st, "take", ctx.Err()), false
 	}
 }
 
@@ -616,7 +617,7 @@ func spawnExecStage(w waitSpec) (*execStage, error) {
 		[]string{"baton", StageExec, "--spec", "/proc/self/fd/" + strconv.Itoa(fdExecSpec)},
 		&syscall.ProcAttr{
 			Dir:   w.Dir,
-			Env:   stageEnv,
+			Env:   chain.StageEnv,
 			Files: []uintptr{0, 1, 2, uintptr(w.ExecSpec), errW.Fd()},
 			Sys: &syscall.SysProcAttr{
 				Setpgid:                    true,

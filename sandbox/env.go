@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
 
 // defaultPath is searched for argv[0] when the spec's environment has no
@@ -38,16 +40,6 @@ func agentEnv(env []string, workspace string) []string {
 	return out
 }
 
-// envValue is key's value in env (the last entry wins).
-func envValue(env []string, key string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v, true
-		}
-	}
-	return "", false
-}
-
 var (
 	errNotFound      = errors.New("not found")
 	errNotExecutable = errors.New("not executable")
@@ -68,7 +60,7 @@ func lookPath(file string, env []string, dir string) (string, error) {
 		}
 		return p, nil
 	}
-	path, ok := envValue(env, "PATH")
+	path, ok := chain.EnvValue(env, "PATH")
 	if !ok {
 		path = defaultPath
 	}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/internal/seccomp"
 )
 
@@ -58,7 +59,7 @@ func RunExec(_ context.Context, specPath string) error {
 	if err := dropCapabilities(); err != nil {
 		return execFailed(err)
 	}
-	b, err := readAll(f, specPath)
+	b, err := chain.ReadFile(f, specPath)
 	if err != nil {
 		return execFailed(err)
 	}

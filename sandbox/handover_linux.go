@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/internal/egress"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
@@ -27,13 +27,6 @@ var outerReexec string
 
 // outerSignals are the signals runner-outer takes (RunOuter).
 var outerSignals = []os.Signal{unix.SIGUSR1, unix.SIGUSR2, unix.SIGTERM, unix.SIGINT, unix.SIGHUP}
-
-// heldStops are the worker's stop requests (Cancel, StopIdle), which no
-// exec may lose: runner-outer runs with them blocked on every thread but
-// the runtime's signal thread (HoldStops), which handOver blocks
-// them on too before it execs, so that one sent meanwhile waits, pending,
-// for the new image.
-const heldStops = 1<<(unix.SIGUSR1-1) | 1<<(unix.SIGUSR2-1)
 
 // outerHandover is what runner-outer passes to the image it execs
 // (runner-outer-wait): the spec, and the running chain's descriptors,
@@ -73,7 +66,7 @@ func (o *outerRun) handOver(sigs chan os.Signal) []os.Signal {
 		return nil
 	}
 	// Every thread but os/signal's has the mask this one has.
-	if !blockedStops() {
+	if !chain.BlockedStops() {
 		// Then a stop sent during the exec could be lost.
 		o.st.ok("handover", "stays: runner-outer could not start with SIGUSR1 and SIGUSR2 blocked")
 		return nil
@@ -87,7 +80,7 @@ func (o *outerRun) handOver(sigs chan os.Signal) []os.Signal {
 		o.st.fail("handover", err)
 		return nil
 	}
-	f, err := sealedFile("baton-outer-handover", mustJSON(h))
+	f, err := sealedFile("baton-outer-handover", chain.MustJSON(h))
 	if err != nil {
 		o.st.fail("handover", err)
 		return nil
@@ -122,66 +115,28 @@ func (o *outerRun) handOver(sigs chan os.Signal) []os.Signal {
 		o.st.ok("handover", fmt.Sprintf("stays: %v came first", drained[0]))
 		return drained
 	}
-	err = syscall.Exec("/proc/self/exe", argv, stageEnv)
+	err = syscall.Exec("/proc/self/exe", argv, chain.StageEnv)
 	signal.Notify(sigs, outerSignals...)
 	o.st.fail("handover", fmt.Errorf("exec runner-outer-wait: %w", err))
 	return nil
 }
 
-// HoldStops re-execs the calling program, first thing, with the worker's
-// stop requests to runners (SIGUSR1, SIGUSR2) blocked, unless it runs so
-// already: the runtime starts every thread with the mask the process
-// started with (and os/signal's thread unblocks only what it is asked
-// for), while a mask changed later holds for one thread only. A program
-// that spawns runners (a worker) calls it before anything else: every
-// runner-outer it spawns then starts with them blocked, as it must, and
-// need not re-exec itself for it (an exec of a Go program per run). A
-// signal held this way in the caller itself waits, pending, unhandled.
-// If the exec fails, it returns and the program goes on without them
-// held; so do the runners it spawns, until they re-exec themselves.
-func HoldStops() { holdStops(nil) }
-
-// holdStops is HoldStops with env added to the new image's environment.
-func holdStops(env []string) {
-	if blockedStops() {
-		return
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var set, old unix.Sigset_t
-	set.Val[0] = heldStops
-	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
-		return
-	}
-	_ = syscall.Exec("/proc/self/exe", os.Args, append(os.Environ(), env...))
-	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
-}
-
 // heldEnv marks the environment of a runner-outer that re-exec'd itself
 // to hold the stops (its state record says so); its children get
-// stageEnv, never this.
+// chain.StageEnv, never this.
 const heldEnv = "BATON_RUNNER_HELD_STOPS=reexec"
 
 // heldHow says how runner-outer came to hold the stops, for its state
 // record: "" when it does not.
 func heldHow() string {
 	switch {
-	case !blockedStops():
+	case !chain.BlockedStops():
 		return ""
 	case slices.Contains(os.Environ(), heldEnv):
 		return "re-exec'd with them blocked"
 	default:
 		return "blocked by its spawner"
 	}
-}
-
-// blockedStops reports whether this thread blocks the held stops.
-func blockedStops() bool {
-	var old unix.Sigset_t
-	if err := unix.PthreadSigmask(unix.SIG_BLOCK, nil, &old); err != nil {
-		return false
-	}
-	return old.Val[0]&heldStops == heldStops
 }
 
 // handover gathers the running chain's descriptors.

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/internal/bounded"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
 
@@ -101,19 +102,19 @@ func runInner(specPath string, st *state, report *os.File) (_ chainStatus, start
 		return fail("loopback-up", err)
 	}
 	st.ok("loopback-up", "")
-	if spec.Net.Mode == netPasta {
+	if spec.Net.Mode == chain.NetPasta {
 		if err := installRuleset(spec.Net.Nft, spec.Net.Ruleset); err != nil {
 			return fail("nft", err)
 		}
 		st.ok("nft", "egress ruleset installed: "+strings.Join(strings.Fields(spec.Net.Ruleset), " "))
 	}
-	if spec.Net.Mode != netNone {
+	if spec.Net.Mode != chain.NetNone {
 		if err := handOverEgressSockets(); err != nil {
 			return fail("egress-sockets", err)
 		}
-		st.ok("egress-sockets", "proxy "+proxyAddr+", dns "+dnsAddr)
+		st.ok("egress-sockets", "proxy "+chain.ProxyAddr+", dns "+chain.DNSAddr)
 	}
-	if spec.Net.Mode == netPasta {
+	if spec.Net.Mode == chain.NetPasta {
 		began := time.Now()
 		if err := waitDefaultRoute(routeWait); err != nil {
 			return fail("pasta-ready", err)
@@ -133,8 +134,8 @@ func decodeInnerSpec(b []byte) (innerSpec, error) {
 		return innerSpec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	switch s.Net.Mode {
-	case netNone, netProxy:
-	case netPasta:
+	case chain.NetNone, chain.NetProxy:
+	case chain.NetPasta:
 		if !runspec.CleanAbs(s.Net.Nft) || s.Net.Ruleset == "" {
 			return innerSpec{}, fmt.Errorf("%w: a pasta network needs nft and a ruleset", ErrInvalidSpec)
 		}
@@ -241,7 +242,7 @@ func waitDefaultRoute(limit time.Duration) error {
 // holds the control pipe's write end (it ends itself when the pipe
 // closes, runner-outer's death included).
 func cloneChild(spec childSpec, st *state, report *os.File) error {
-	specFile, err := sealedFile("baton-child-spec", mustJSON(spec))
+	specFile, err := sealedFile("baton-child-spec", chain.MustJSON(spec))
 	if err != nil {
 		return fmt.Errorf("child spec: %w", err)
 	}
@@ -251,7 +252,7 @@ func cloneChild(spec childSpec, st *state, report *os.File) error {
 		// binary's directories.
 		Path:   "/proc/self/exe",
 		Args:   []string{os.Args[0], StageInnerChild, "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
-		Env:    stageEnv,
+		Env:    chain.StageEnv,
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,

@@ -2,12 +2,12 @@ package sandbox
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
 
 // ErrNoInput: the run takes no input messages (its stdin is "once"), or
@@ -20,65 +20,11 @@ var ErrInputRefused = errors.New("sandbox: input refused")
 
 // InputMessage is one input message for the agent's stdin, as the worker
 // hands it to the runner.
-type InputMessage struct {
-	// Seq is the message's input stream sequence, Prev the sequence of
-	// the run's message before it (0 for the first): the runner writes a
-	// message only right after Prev, and a Seq it is past not again.
-	Seq  uint64 `json:"seq"`
-	Prev uint64 `json:"prev"`
-	// EOF closes the agent's stdin after Data.
-	EOF bool `json:"eof,omitempty"`
-	// Interrupt asks the runner to interrupt the agent's turn, as its
-	// profile says (Data is then empty).
-	Interrupt bool   `json:"interrupt,omitempty"`
-	Data      []byte `json:"data"`
-}
+type InputMessage = chain.InputMessage
 
 // InputState is the runner's answer on a new connection and to each
 // message: the last message written to stdin, and whether stdin is closed.
-type InputState struct {
-	Last   uint64 `json:"last"`
-	Closed bool   `json:"closed,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
-
-// maxInputFrame bounds one frame on the input socket: a message of the
-// largest maxInputBytes, base64 in JSON, with room to spare.
-const maxInputFrame = 1 << 20
-
-// readFrame reads one JSON line of at most maxInputFrame bytes into v.
-func readFrame(r *bufio.Reader, v any) error {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxInputFrame {
-			return fmt.Errorf("input frame over %d bytes", maxInputFrame)
-		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			if errors.Is(err, io.EOF) && len(line) > 0 {
-				return io.ErrUnexpectedEOF
-			}
-			return err
-		}
-	}
-	if err := json.Unmarshal(line, v); err != nil {
-		return fmt.Errorf("input frame: %w", err)
-	}
-	return nil
-}
-
-func writeFrame(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}
+type InputState = chain.InputState
 
 // inputLine is what m puts on stdin: its data as one line, a newline added
 // if missing; nothing for an empty end-of-input.
@@ -158,19 +104,19 @@ func (s *agentStdin) deliver(m InputMessage, record func(journal.InputRecord) er
 // serveInputConn answers one worker's connection: the state first, then
 // one answer per message, until the connection ends.
 func (s *agentStdin) serveInputConn(c io.ReadWriter, record func(journal.InputRecord) error, nonce string) error {
-	if err := writeFrame(c, s.state()); err != nil {
+	if err := chain.WriteFrame(c, s.state()); err != nil {
 		return err
 	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	for {
 		var m InputMessage
-		if err := readFrame(r, &m); err != nil {
+		if err := chain.ReadFrame(r, &m); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
 		}
-		if err := writeFrame(c, s.deliver(m, record, nonce)); err != nil {
+		if err := chain.WriteFrame(c, s.deliver(m, record, nonce)); err != nil {
 			return err
 		}
 	}

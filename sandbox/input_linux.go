@@ -8,30 +8,19 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
-
-// socketPath names the run directory's input socket through an O_PATH
-// descriptor of the directory: a run directory's path may be longer than
-// a unix socket address (108 bytes).
-func socketPath(dir journal.Dir) (*os.File, string, error) {
-	d, err := journal.OpenNoLinks(string(dir), unix.O_PATH|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, "", err
-	}
-	return d, "/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/" + journal.InputSocketName, nil
-}
 
 // listenInput makes the run's input socket (0600): runner-outer calls it
 // while it may still be root, so only the worker can connect.
 func listenInput(dir journal.Dir) (*net.UnixListener, error) {
-	d, path, err := socketPath(dir)
+	d, path, err := chain.InputSocketPath(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open the run directory: %w", err)
 	}
@@ -86,7 +75,7 @@ type InputConn struct {
 // stdin stands. It fails with ErrNoInput when the run takes no input
 // messages or its runner has ended.
 func DialInput(ctx context.Context, dir journal.Dir) (*InputConn, error) {
-	d, path, err := socketPath(dir)
+	d, path, err := chain.InputSocketPath(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +109,7 @@ func (c *InputConn) Write(ctx context.Context, m InputMessage) (InputState, erro
 	} else {
 		_ = c.c.SetWriteDeadline(time.Time{})
 	}
-	if err := writeFrame(c.c, m); err != nil {
+	if err := chain.WriteFrame(c.c, m); err != nil {
 		return c.state, fmt.Errorf("sandbox: send input %d: %w", m.Seq, err)
 	}
 	var st InputState
@@ -142,7 +131,7 @@ func (c *InputConn) read(ctx context.Context, v any) error {
 	} else {
 		_ = c.c.SetReadDeadline(time.Time{})
 	}
-	return readFrame(c.r, v)
+	return chain.ReadFrame(c.r, v)
 }
 
 // Close closes the connection.

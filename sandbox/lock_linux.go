@@ -12,54 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
-
-// lockWait is how long runner-outer retries the run's lock: long enough
-// to ride out an Alive probe, which holds it for an instant.
-const lockWait = time.Second
-
-// lockRun takes the run's exclusive flock for the runner's life. The lock
-// file is opened close-on-exec, so no process the runner starts holds it.
-func lockRun(path string) (*os.File, error) {
-	f, err := journal.OpenNoLinks(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(lockWait)
-	for {
-		err := flock(f, unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return f, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
-			f.Close()
-			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, errors.New("another runner holds the run's lock")
-			}
-			return nil, err
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func flock(f *os.File, how int) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			ferr = unix.Flock(int(fd), how)
-			if ferr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return ferr
-}
 
 // Alive reports whether a runner holds the run: the runner keeps an
 // exclusive flock on dir.Lock() for its whole life, so a lock that can be
@@ -73,9 +27,9 @@ func Alive(dir journal.Dir) (bool, error) {
 		return false, fmt.Errorf("sandbox: open the run's lock: %w", err)
 	}
 	defer f.Close()
-	switch err := flock(f, unix.LOCK_EX|unix.LOCK_NB); {
+	switch err := chain.Flock(f, unix.LOCK_EX|unix.LOCK_NB); {
 	case err == nil:
-		_ = flock(f, unix.LOCK_UN)
+		_ = chain.Flock(f, unix.LOCK_UN)
 		return false, nil
 	case errors.Is(err, unix.EWOULDBLOCK):
 		return true, nil
@@ -117,7 +71,7 @@ func signalRunner(dir journal.Dir, sig unix.Signal) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: read the runner's pid: %w", err)
 	}
-	pid, err := parsePID(b)
+	pid, err := chain.ParsePID(b)
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}

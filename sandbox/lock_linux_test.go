@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
 
 // heldRun makes a run directory whose lock this process holds, as
@@ -23,7 +24,7 @@ import (
 func heldRun(t *testing.T) (journal.Dir, uint64) {
 	t.Helper()
 	dir := journal.Dir(t.TempDir())
-	f, err := lockRun(filepath.Join(string(dir), journal.LockName))
+	f, err := chain.LockRun(filepath.Join(string(dir), journal.LockName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestHoldsLockUnderChurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		if err := flock(f, unix.LOCK_EX); err != nil {
+		if err := chain.Flock(f, unix.LOCK_EX); err != nil {
 			t.Fatal(err)
 		}
 		others[i] = f
@@ -59,8 +60,8 @@ func TestHoldsLockUnderChurn(t *testing.T) {
 		defer close(churned)
 		for i := 0; ctx.Err() == nil; i++ {
 			f := others[i%len(others)]
-			_ = flock(f, unix.LOCK_UN)
-			_ = flock(f, unix.LOCK_EX)
+			_ = chain.Flock(f, unix.LOCK_UN)
+			_ = chain.Flock(f, unix.LOCK_EX)
 		}
 	}()
 	defer func() { stop(); <-churned }()

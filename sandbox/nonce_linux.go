@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
 
 // ReadNonce returns the nonce of the run in dir, from its spec: the only
@@ -11,7 +12,7 @@ import (
 // neither the agent nor a NATS client can choose the nonce that ends the
 // run's journal.
 func ReadNonce(dir journal.Dir) (string, error) {
-	spec, err := readSpec(dir.Spec())
+	spec, err := chain.ReadSpec(dir.Spec())
 	if err != nil {
 		return "", fmt.Errorf("sandbox: nonce of %s: %w", dir, err)
 	}

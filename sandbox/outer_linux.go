@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
 
@@ -49,7 +49,7 @@ import (
 // (parent-death signals), so no agent runs unjournaled.
 func RunOuter(ctx context.Context, specPath string) error {
 	if outerReexec != "off" {
-		holdStops([]string{heldEnv})
+		chain.HoldStops([]string{heldEnv})
 	}
 	// Subscribed first: a signal during setup is handled once the chain runs.
 	sigs := make(chan os.Signal, 4)
@@ -64,7 +64,7 @@ func RunOuter(ctx context.Context, specPath string) error {
 		ready.fail(err)
 		return err
 	}
-	spec, err := readSpec(specPath)
+	spec, err := chain.ReadSpec(specPath)
 	if err != nil {
 		err = fmt.Errorf("runner-outer: %w", err)
 		ready.fail(err)
@@ -151,7 +151,7 @@ type outerRun struct {
 // journal exists leaves no journal: nothing ran, and another runner may
 // hold the run. A failure after ends the journal with an "error" sentinel.
 func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
-	lock, err := lockRun(o.dir.Lock())
+	lock, err := chain.LockRun(o.dir.Lock())
 	if err != nil {
 		o.st.fail("lock", err)
 		return nil, fmt.Errorf("runner-outer: lock %s: %w", o.dir.Lock(), err)
@@ -165,7 +165,7 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		return nil, err
 	}
 	o.lock = lock
-	if err := writePIDFile(o.dir.PID(), os.Getpid()); err != nil {
+	if err := chain.WritePIDFile(o.dir.PID(), os.Getpid()); err != nil {
 		o.st.fail("pid-file", err)
 		return nil, o.abandon(fmt.Errorf("runner-outer: write pid file: %w", err))
 	}
@@ -221,7 +221,7 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		return nil, o.startFailed("start-inner", err)
 	}
 	o.st.ok("start-inner", fmt.Sprintf("pid %d", inner.cmd.Process.Pid))
-	if o.plan.inner.Net.Mode != netNone {
+	if o.plan.inner.Net.Mode != chain.NetNone {
 		if err := o.startNetwork(ctx, inner); err != nil {
 			o.killChain(inner)
 			<-inner.done
@@ -273,7 +273,7 @@ type innerProc struct {
 func (o *outerRun) startInner() (*innerProc, error) {
 	p := o.plan
 	defer p.closeFiles()
-	f, err := openInnerFiles(mustJSON(p.inner))
+	f, err := openInnerFiles(chain.MustJSON(p.inner))
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +284,7 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		// The running binary, even if a deploy replaced the file.
 		Path:   "/proc/self/exe",
 		Args:   []string{os.Args[0], StageInner, "--spec", fmt.Sprintf("/proc/self/fd/%d", fdSpec)},
-		Env:    stageEnv,
+		Env:    chain.StageEnv,
 		Stdin:  f.stdinR,
 		Stdout: f.stdoutW,
 		Stderr: f.stderrW,
@@ -320,7 +320,7 @@ func (o *outerRun) startInner() (*innerProc, error) {
 		f.closeOurs()
 		return nil, fmt.Errorf("start runner-inner: %w%s", err, cloneHint(err, uid))
 	}
-	if p.inner.Net.Mode != netNone {
+	if p.inner.Net.Mode != chain.NetNone {
 		o.net = &outerNet{}
 	}
 	o.chain, o.stdout, o.status, o.ctl, o.stderrPipe = f.chain, f.stdoutR, f.statusR, f.ctlW, f.stderrR
@@ -542,49 +542,13 @@ func describeExit(err error) string {
 	return "exit status 0"
 }
 
-// readSpec reads and validates a spec file, never through a link; the run
-// directory is the spec's own.
-func readSpec(path string) (Spec, error) {
-	f, err := journal.OpenNoLinks(path, os.O_RDONLY, 0)
-	if err != nil {
-		return Spec{}, fmt.Errorf("read spec: %w", err)
-	}
-	b, err := readAll(f, path)
-	if err != nil {
-		return Spec{}, err
-	}
-	s, err := runspec.Decode(b)
-	if err != nil {
-		return Spec{}, err
-	}
-	if filepath.Clean(s.RunDir) != filepath.Dir(filepath.Clean(path)) {
-		return Spec{}, fmt.Errorf("%w: spec %s names run directory %s, not its own", ErrInvalidSpec, path, s.RunDir)
-	}
-	return s, nil
-}
-
 // readBounded reads a stage's spec, an inherited descriptor's path.
 func readBounded(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
-	return readAll(f, path)
-}
-
-// maxSpecBytes bounds the spec file a stage reads.
-const maxSpecBytes = 16 << 20
-
-func readAll(f *os.File, path string) ([]byte, error) {
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSpecBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
-	}
-	if len(b) > maxSpecBytes {
-		return nil, fmt.Errorf("read spec: %s is larger than %d bytes", path, maxSpecBytes)
-	}
-	return b, nil
+	return chain.ReadFile(f, path)
 }
 
 // specSummary is the spec for state.ndjson, secrets redacted.
@@ -595,7 +559,7 @@ func specSummary(s Spec) string {
 		deadline = s.Deadline.UTC().Format(time.RFC3339Nano)
 	}
 	auid, agid := s.AgentIDs()
-	return string(mustJSON(map[string]any{
+	return string(chain.MustJSON(map[string]any{
 		"runId":     s.RunID,
 		"argv":      s.Argv,
 		"env":       redactEnv(s.Env),
@@ -603,7 +567,7 @@ func specSummary(s Spec) string {
 		"workspace": s.Workspace,
 		"deadline":  deadline,
 		"killGrace": s.Grace().String(),
-		"network":   netMode(s.Network),
+		"network":   chain.NetMode(s.Network),
 		"allow":     s.Network.Allow,
 		"mounts":    s.Mounts,
 		"limits":    s.Limits,

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/internal/bounded"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/internal/egress"
 )
 
@@ -42,7 +43,7 @@ type outerNet struct {
 // there, listening already: serveEgress serves them.
 func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 	n := o.net
-	if o.plan.inner.Net.Mode == netPasta {
+	if o.plan.inner.Net.Mode == chain.NetPasta {
 		n.pastaErr = &bounded.Buffer{Limit: 8 << 10}
 		n.pasta = &exec.Cmd{
 			Path:   o.plan.pasta,
@@ -114,7 +115,7 @@ func (o *outerRun) serveEgress(ctx context.Context) error {
 	n.served.Go(func() { _ = proxy.Serve(netCtx, proxyL) })
 	n.served.Go(func() { _ = dns.ServeUDP(netCtx, dnsPC) })
 	n.served.Go(func() { _ = dns.ServeTCP(netCtx, dnsL) })
-	o.st.ok("egress", "serving the proxy on "+proxyAddr+" and the DNS stub on "+dnsAddr+" inside the sandbox")
+	o.st.ok("egress", "serving the proxy on "+chain.ProxyAddr+" and the DNS stub on "+chain.DNSAddr+" inside the sandbox")
 	return nil
 }
 

@@ -9,38 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/runspec"
-)
-
-// Network modes of a run.
-const (
-	// netNone: a network namespace with loopback only.
-	netNone = "none"
-	// netProxy: loopback only too, plus the egress proxy and DNS stub
-	// that runner-outer serves on sockets inside the namespace; for an
-	// allowlist of names.
-	netProxy = "proxy"
-	// netPasta: netProxy, plus pasta's tap and an nft ruleset letting
-	// through only the allowlist's CIDR entries.
-	netPasta = "pasta"
-)
-
-// netMode is the network a spec needs.
-func netMode(n runspec.Network) string {
-	switch {
-	case len(n.Allow) == 0:
-		return netNone
-	case len(n.Prefixes()) > 0:
-		return netPasta
-	}
-	return netProxy
-}
-
-// Addresses of the egress services on the sandbox's loopback.
-const (
-	proxyAddr = "127.0.0.1:3128"
-	dnsAddr   = "127.0.0.1:53"
-	dnsServer = "127.0.0.1"
 )
 
 // innerSpec is what runner-outer hands runner-inner: the child's spec and
@@ -53,7 +23,7 @@ type innerSpec struct {
 // netPlan is runner-inner's part of the network.
 type netPlan struct {
 	Mode string `json:"mode"`
-	// Nft is the nft binary and Ruleset its input, for netPasta.
+	// Nft is the nft binary and Ruleset its input, for chain.NetPasta.
 	Nft     string `json:"nft,omitempty"`
 	Ruleset string `json:"ruleset,omitempty"`
 }
@@ -170,8 +140,8 @@ func etcFiles(uid, gid int, home string, mode string) map[string]string {
 		group.WriteString("nogroup:x:65534:\n")
 	}
 	resolv := "# baton sandbox: no network\n"
-	if mode != netNone {
-		resolv = "# baton sandbox: the DNS stub answers allowlisted names only\nnameserver " + dnsServer + "\n"
+	if mode != chain.NetNone {
+		resolv = "# baton sandbox: the DNS stub answers allowlisted names only\nnameserver " + chain.DNSServer + "\n"
 	}
 	return map[string]string{
 		"passwd":        passwd.String(),
@@ -197,15 +167,6 @@ var hostEtc = []string{
 // own paths.
 var systemDirs = runspec.SystemDirs()
 
-// proxyEnv is what points the agent's HTTP clients at the egress proxy.
-func proxyEnv() []string {
-	url := "http://" + proxyAddr
-	return []string{
-		"HTTP_PROXY=" + url, "HTTPS_PROXY=" + url, "http_proxy=" + url, "https_proxy=" + url,
-		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
-	}
-}
-
 // checkDests refuses mounts whose targets would hide or land in the
 // workspace, collide with each other, with the baton binary's bind or
 // with the sandbox's own /etc files, or hide the binary.
@@ -214,7 +175,7 @@ func checkDests(mounts []bindMount, workspace, binary string) error {
 	if binary != "" {
 		taken = append(taken, binary)
 	}
-	for name := range etcFiles(1, 1, "/", netNone) {
+	for name := range etcFiles(1, 1, "/", chain.NetNone) {
 		taken = append(taken, "/etc/"+name)
 	}
 	for _, name := range hostEtc {

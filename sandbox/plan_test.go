@@ -7,25 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
-
-func TestNetMode(t *testing.T) {
-	for _, c := range []struct {
-		allow []string
-		want  string
-	}{
-		{nil, netNone},
-		{[]string{"api.example.com"}, netProxy},
-		{[]string{"api.example.com", ".example.org"}, netProxy},
-		{[]string{"api.example.com", "10.0.0.0/8"}, netPasta},
-		{[]string{"fd00::/8"}, netPasta},
-	} {
-		if got := netMode(runspec.Network{Allow: c.allow}); got != c.want {
-			t.Errorf("netMode(%q) = %s, want %s", c.allow, got, c.want)
-		}
-	}
-}
 
 func TestRlimitsFor(t *testing.T) {
 	for _, c := range []struct {
@@ -59,7 +43,7 @@ func TestTmpSizes(t *testing.T) {
 }
 
 func TestEtcFiles(t *testing.T) {
-	e := etcFiles(1000, 1000, "/work/ws", netNone)
+	e := etcFiles(1000, 1000, "/work/ws", chain.NetNone)
 	for _, name := range []string{"passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf"} {
 		if e[name] == "" {
 			t.Errorf("no %s", name)
@@ -72,11 +56,11 @@ func TestEtcFiles(t *testing.T) {
 	if strings.Contains(e["resolv.conf"], "nameserver") {
 		t.Errorf("a sandbox without network names a resolver: %q", e["resolv.conf"])
 	}
-	if got := etcFiles(1000, 1000, "/ws", netProxy)["resolv.conf"]; !strings.Contains(got, "nameserver 127.0.0.1\n") {
+	if got := etcFiles(1000, 1000, "/ws", chain.NetProxy)["resolv.conf"]; !strings.Contains(got, "nameserver 127.0.0.1\n") {
 		t.Errorf("resolv.conf with a network: %q", got)
 	}
 	// An agent that is nobody is listed once.
-	if p := etcFiles(65534, 65534, "/ws", netNone)["passwd"]; strings.Count(p, ":65534:") != 1 {
+	if p := etcFiles(65534, 65534, "/ws", chain.NetNone)["passwd"]; strings.Count(p, ":65534:") != 1 {
 		t.Errorf("passwd for nobody: %q", p)
 	}
 	for name := range e {
@@ -235,7 +219,7 @@ func validChild() childSpec {
 
 func TestDecodeChildSpec(t *testing.T) {
 	good := validChild()
-	if c, err := decodeChildSpec(mustJSON(good)); err != nil || c.RunDir != good.RunDir {
+	if c, err := decodeChildSpec(chain.MustJSON(good)); err != nil || c.RunDir != good.RunDir {
 		t.Fatalf("decodeChildSpec(good) = %+v, %v", c, err)
 	}
 	for name, mutate := range map[string]func(*childSpec){
@@ -253,11 +237,11 @@ func TestDecodeChildSpec(t *testing.T) {
 	} {
 		c := validChild()
 		mutate(&c)
-		if _, err := decodeChildSpec(mustJSON(c)); !errors.Is(err, ErrInvalidSpec) {
+		if _, err := decodeChildSpec(chain.MustJSON(c)); !errors.Is(err, ErrInvalidSpec) {
 			t.Errorf("%s: decodeChildSpec = %v, want ErrInvalidSpec", name, err)
 		}
 	}
-	for _, raw := range []string{``, `{}`, `[]`, `{"runDir":1}`, string(mustJSON(good)) + "{}", `{"nonce":"x"}`} {
+	for _, raw := range []string{``, `{}`, `[]`, `{"runDir":1}`, string(chain.MustJSON(good)) + "{}", `{"nonce":"x"}`} {
 		if _, err := decodeChildSpec([]byte(raw)); !errors.Is(err, ErrInvalidSpec) {
 			t.Errorf("decodeChildSpec(%q) = %v", raw, err)
 		}
@@ -265,8 +249,8 @@ func TestDecodeChildSpec(t *testing.T) {
 }
 
 func TestDecodeInnerSpec(t *testing.T) {
-	good := innerSpec{Child: validChild(), Net: netPlan{Mode: netPasta, Nft: "/usr/sbin/nft", Ruleset: "table inet baton {}"}}
-	if _, err := decodeInnerSpec(mustJSON(good)); err != nil {
+	good := innerSpec{Child: validChild(), Net: netPlan{Mode: chain.NetPasta, Nft: "/usr/sbin/nft", Ruleset: "table inet baton {}"}}
+	if _, err := decodeInnerSpec(chain.MustJSON(good)); err != nil {
 		t.Fatal(err)
 	}
 	for name, mutate := range map[string]func(*innerSpec){
@@ -278,7 +262,7 @@ func TestDecodeInnerSpec(t *testing.T) {
 	} {
 		s := good
 		mutate(&s)
-		if _, err := decodeInnerSpec(mustJSON(s)); !errors.Is(err, ErrInvalidSpec) {
+		if _, err := decodeInnerSpec(chain.MustJSON(s)); !errors.Is(err, ErrInvalidSpec) {
 			t.Errorf("%s: decodeInnerSpec = %v", name, err)
 		}
 	}
@@ -286,7 +270,7 @@ func TestDecodeInnerSpec(t *testing.T) {
 
 func TestDecodeExecSpec(t *testing.T) {
 	good := execSpec{Path: "/usr/bin/claude", Argv: []string{"claude"}, Env: []string{"A=b"}, Dir: "/ws", Rlimits: []rlimit{{"nofile", 9}}}
-	if _, err := decodeExecSpec(mustJSON(good)); err != nil {
+	if _, err := decodeExecSpec(chain.MustJSON(good)); err != nil {
 		t.Fatal(err)
 	}
 	for name, mutate := range map[string]func(*execSpec){
@@ -298,22 +282,22 @@ func TestDecodeExecSpec(t *testing.T) {
 	} {
 		e := good
 		mutate(&e)
-		if _, err := decodeExecSpec(mustJSON(e)); !errors.Is(err, ErrInvalidSpec) {
+		if _, err := decodeExecSpec(chain.MustJSON(e)); !errors.Is(err, ErrInvalidSpec) {
 			t.Errorf("%s: decodeExecSpec = %v", name, err)
 		}
 	}
 }
 
 func FuzzDecodeStageSpecs(f *testing.F) {
-	f.Add(string(mustJSON(innerSpec{Child: validChild(), Net: netPlan{Mode: netNone}})))
-	f.Add(string(mustJSON(validChild())))
-	f.Add(string(mustJSON(execSpec{Path: "/a", Argv: []string{"a"}, Dir: "/"})))
+	f.Add(string(chain.MustJSON(innerSpec{Child: validChild(), Net: netPlan{Mode: chain.NetNone}})))
+	f.Add(string(chain.MustJSON(validChild())))
+	f.Add(string(chain.MustJSON(execSpec{Path: "/a", Argv: []string{"a"}, Dir: "/"})))
 	f.Add(`{"child":{},"net":{"mode":"pasta"}}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		// Whatever decodes passes its own validation: a stage acts on
 		// nothing it would not have written.
 		if s, err := decodeInnerSpec([]byte(in)); err == nil {
-			if s.Child.validate() != nil || (s.Net.Mode != netNone && s.Net.Mode != netProxy && s.Net.Mode != netPasta) {
+			if s.Child.validate() != nil || (s.Net.Mode != chain.NetNone && s.Net.Mode != chain.NetProxy && s.Net.Mode != chain.NetPasta) {
 				t.Fatalf("accepted %+v", s)
 			}
 		}

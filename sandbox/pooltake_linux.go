@@ -12,12 +12,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // takePoolSocket finds a prestarted runner's socket and removes its
 // variable from the environment.
-func takePoolSocket() *os.File { return inheritedFile(poolFDEnv, "pool") }
+func takePoolSocket() *os.File { return inheritedFile(chain.PoolFDEnv, "pool") }
 
 // awaitTake is a prestarted runner's wait for its take: it takes the
 // sandbox's init from runner-inner (inner; nil in runner-outer-wait),
@@ -36,7 +37,7 @@ func (o *outerRun) awaitTake(ctx context.Context, inner *innerProc, sigs chan os
 		}
 		takes = make(chan takeRecv, 1)
 		go func() { takes <- recvTake(o.pool) }()
-		if _, err := unix.Write(int(o.pool.Fd()), []byte(poolReady)); err != nil {
+		if _, err := unix.Write(int(o.pool.Fd()), []byte(chain.PoolReady)); err != nil {
 			return fmt.Errorf("tell the worker: %w", err)
 		}
 		o.st.ok("pool-ready", "waiting for a take")
@@ -129,11 +130,11 @@ func recvTake(pool *os.File) takeRecv {
 	if n == 0 && len(fds) == 0 {
 		return takeRecv{err: errors.New("the worker let the prestarted chain go")}
 	}
-	if string(buf[:n]) != takeWord || len(fds) != 3 {
+	if string(buf[:n]) != chain.TakeWord || len(fds) != 3 {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
-		return takeRecv{err: fmt.Errorf("the worker sent %q with %d descriptors, want %q with 3", buf[:n], len(fds), takeWord)}
+		return takeRecv{err: fmt.Errorf("the worker sent %q with %d descriptors, want %q with 3", buf[:n], len(fds), chain.TakeWord)}
 	}
 	return takeRecv{spec: os.NewFile(uintptr(fds[0]), "spec"), journal: os.NewFile(uintptr(fds[1]), "journal"),
 		input: os.NewFile(uintptr(fds[2]), "input")}
@@ -154,7 +155,7 @@ func (o *outerRun) take(t takeRecv) error {
 		_, _ = unix.Write(int(o.pool.Fd()), []byte("error: "+err.Error()))
 		return o.abandonPool(nil, fmt.Errorf("take refused: %w", err))
 	}
-	b, err := readAll(t.spec, "the take's spec")
+	b, err := chain.ReadFile(t.spec, "the take's spec")
 	if err != nil {
 		return refuse(err)
 	}
@@ -165,7 +166,7 @@ func (o *outerRun) take(t takeRecv) error {
 	case s.Pooled:
 		return refuse(errors.New("the take's spec is a prestarted chain's"))
 	}
-	if err := fits(o.spec, s); err != nil {
+	if err := chain.Fits(o.spec, s); err != nil {
 		return refuse(err)
 	}
 	jw, err := journal.NewWriter(t.journal)
@@ -175,12 +176,12 @@ func (o *outerRun) take(t takeRecv) error {
 	jw.SetLimit(int64(s.Limits.Output))
 	o.spec, o.dir, o.jw, o.stdinSrc = s, journal.Dir(s.RunDir), jw, t.input
 	o.st.ok("take", specSummary(s))
-	if _, err := o.ctl.Write(agentTakeOf(s).line()); err != nil {
+	if _, err := o.ctl.Write(chain.AgentTakeOf(s).Line()); err != nil {
 		// The init is gone: the run ends with its status, as any whose
 		// sandbox died.
 		o.st.fail("take", fmt.Errorf("tell the sandbox's init: %w", err))
 	}
-	_, _ = unix.Write(int(o.pool.Fd()), []byte(readyOK))
+	_, _ = unix.Write(int(o.pool.Fd()), []byte(chain.ReadyOK))
 	o.pool.Close()
 	o.pool = nil
 	return nil

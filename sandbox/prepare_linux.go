@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/internal/egress"
 )
 
@@ -29,7 +30,7 @@ type outerPlan struct {
 	state     *os.File // state.ndjson, for the stages below
 	workspace *os.File // O_PATH, for runner-inner's fchdir
 	cgroup    *runCgroup
-	pasta     string // pasta's path, for netPasta
+	pasta     string // pasta's path, for chain.NetPasta
 	policy    *egress.Policy
 }
 
@@ -72,14 +73,14 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 	uid, gid := s.SandboxIDs(os.Geteuid(), os.Getegid())
 	auid, agid := s.AgentIDs()
 	ws := o.dir.Workspace()
-	mode := netMode(s.Network)
+	mode := chain.NetMode(s.Network)
 	p.inner.Net.Mode = mode
-	if mode != netNone {
+	if mode != chain.NetNone {
 		if p.policy, err = egress.NewPolicy(s.Network); err != nil {
 			return nil, err
 		}
 	}
-	if mode == netPasta {
+	if mode == chain.NetPasta {
 		if err := p.preparePasta(uid, s.Network.Prefixes()); err != nil {
 			return nil, err
 		}
@@ -98,7 +99,7 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 	}
 	c := &p.inner.Child
 	c.RunDir, c.AgentUID, c.AgentGID = s.RunDir, auid, agid
-	env := agentSpecEnv(s)
+	env := chain.AgentSpecEnv(s)
 	if s.Pooled {
 		// The agent's argv and environment come with the take.
 		c.Pooled = true
@@ -114,7 +115,7 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 	if err := checkDests(c.Mounts, ws, c.Binary); err != nil {
 		return nil, err
 	}
-	home, ok := envValue(env, "HOME")
+	home, ok := chain.EnvValue(env, "HOME")
 	if !ok {
 		home = ws
 	}

@@ -14,15 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
-
-// poolFDEnv names runner-outer's end of a prestarted chain's socket.
-const poolFDEnv = "BATON_RUNNER_POOL_FD"
-
-// The pool socket's messages: runner-outer says poolReady once it waits
-// for a take, the worker sends takeWord with the run's spec, journal and
-// input (SCM_RIGHTS), and runner-outer answers readyOK or "error: why".
-const poolReady = "ready"
 
 // closeWait bounds how long Close waits for an untaken chain's runner to
 // end once its socket is closed.
@@ -84,8 +77,8 @@ func Prestart(ctx context.Context, spec Spec, opts ...StartOption) (*Prestarted,
 		var msg string
 		if msg, err = p.reply(ctx); err != nil {
 			err = fmt.Errorf("sandbox: waiting for prestarted runner %d to be ready: %w", pid, err)
-		} else if msg != poolReady {
-			err = fmt.Errorf("%w: the prestarted runner said %q, not %q; see %s", ErrStartFailed, msg, poolReady, dir.State())
+		} else if msg != chain.PoolReady {
+			err = fmt.Errorf("%w: the prestarted runner said %q, not %q; see %s", ErrStartFailed, msg, chain.PoolReady, dir.State())
 		}
 	}
 	if err != nil {
@@ -119,7 +112,7 @@ func (p *Prestarted) Exited() <-chan struct{} { return p.exited }
 
 // Fits reports whether a run of spec can take this chain: nil, or why
 // not (wrapping ErrNotPooled).
-func (p *Prestarted) Fits(spec Spec) error { return fits(p.spec, spec) }
+func (p *Prestarted) Fits(spec Spec) error { return chain.Fits(p.spec, spec) }
 
 // Alive reports whether the chain still waits for its take.
 func (p *Prestarted) Alive() bool {
@@ -211,7 +204,7 @@ func (p *Prestarted) Take(ctx context.Context, spec Spec, input []byte, opts ...
 		return nil, fmt.Errorf("sandbox: waiting for runner %d to take the run: %w (it may still take it)", p.pid, err)
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrStartFailed, err)
-	case msg != readyOK:
+	case msg != chain.ReadyOK:
 		return nil, fmt.Errorf("%w: %s", ErrStartFailed, strings.TrimPrefix(msg, "error: "))
 	}
 	return &Runner{PID: p.pid, exited: p.exited}, nil
@@ -236,7 +229,7 @@ func (p *Prestarted) layOut(ctx context.Context, spec Spec, input []byte, seed S
 	}
 	// Rewritten in place, as their directory entries cost more to make
 	// than the bytes to write (ext4); the runner has read the entry's.
-	for path, b := range map[string][]byte{p.dir.Spec(): mustJSON(spec), p.dir.Input(): input} {
+	for path, b := range map[string][]byte{p.dir.Spec(): chain.MustJSON(spec), p.dir.Input(): input} {
 		if err := rewrite(path, b); err != nil {
 			return fmt.Errorf("sandbox: write %s: %w", path, err)
 		}
@@ -291,7 +284,7 @@ func (p *Prestarted) send(files []*os.File) error {
 	}
 	var serr error
 	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), []byte(takeWord), unix.UnixRights(fds...), nil, 0)
+		serr = unix.Sendmsg(int(fd), []byte(chain.TakeWord), unix.UnixRights(fds...), nil, 0)
 		return !errors.Is(serr, unix.EAGAIN)
 	}); err != nil {
 		return err

@@ -30,8 +30,3 @@ func RunStage(ctx context.Context, name, specPath string) error {
 	}
 	return fmt.Errorf("sandbox: no runner stage %q", name)
 }
-
-// stageEnv is every stage's environment. One P: a stage mostly waits, and
-// each P costs an idle run memory (its caches, another thread) for as
-// long as the run lives (docs/benchmarks-log.md, "Density").
-var stageEnv = []string{"GOMAXPROCS=1"}

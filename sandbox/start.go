@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/internal/fstree"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
 
@@ -220,7 +221,7 @@ func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte
 	if err := WriteSeeds(ctx, ws, spec.Files, uid, gid); err != nil {
 		return nil, err
 	}
-	if err := writeNew(dir.Spec(), mustJSON(spec)); err != nil {
+	if err := writeNew(dir.Spec(), chain.MustJSON(spec)); err != nil {
 		return nil, fmt.Errorf("sandbox: write the spec: %w", err)
 	}
 	if err := writeNew(dir.Input(), input); err != nil {

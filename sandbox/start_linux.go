@@ -11,13 +11,8 @@ import (
 	"syscall"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
-
-// readyFDEnv names the descriptor on which runner-outer reports readiness
-// to Start: "ok", or an error message, then it closes it.
-const readyFDEnv = "BATON_RUNNER_READY_FD"
-
-const readyOK = "ok"
 
 // spawnRunner starts `binary runner-outer --spec <spec>` detached and
 // waits for its readiness report. pool, if not nil, is a prestarted
@@ -31,10 +26,10 @@ func spawnRunner(ctx context.Context, binary string, dir journal.Dir, pool *os.F
 	defer r.Close()
 	// Only what the runner needs: the worker's environment may hold
 	// credentials, and nothing of it is the agent's.
-	env := append([]string{readyFDEnv + "=3"}, stageEnv...)
+	env := append([]string{chain.ReadyFDEnv + "=3"}, chain.StageEnv...)
 	files := []*os.File{w}
 	if pool != nil {
-		env = append(env, poolFDEnv+"=4")
+		env = append(env, chain.PoolFDEnv+"=4")
 		files = append(files, pool)
 	}
 	cmd := &exec.Cmd{
@@ -63,7 +58,7 @@ func spawnRunner(ctx context.Context, binary string, dir journal.Dir, pool *os.F
 		return 0, done, fmt.Errorf("sandbox: waiting for runner %d: %w (it may still start)", cmd.Process.Pid, err)
 	}
 	switch {
-	case msg == readyOK:
+	case msg == chain.ReadyOK:
 		return cmd.Process.Pid, done, nil
 	case msg != "":
 		return 0, done, fmt.Errorf("%w: %s", ErrStartFailed, msg)
@@ -101,7 +96,7 @@ type readyPipe struct{ f *os.File }
 // takeReadyPipe finds the readiness descriptor and removes its variable
 // from the environment, so nothing started later sees it.
 func takeReadyPipe() *readyPipe {
-	f := inheritedFile(readyFDEnv, "ready")
+	f := inheritedFile(chain.ReadyFDEnv, "ready")
 	if f == nil {
 		return nil
 	}
@@ -123,7 +118,7 @@ func inheritedFile(env, name string) *os.File {
 	return os.NewFile(uintptr(fd), name)
 }
 
-func (p *readyPipe) ok() { p.send(readyOK) }
+func (p *readyPipe) ok() { p.send(chain.ReadyOK) }
 
 func (p *readyPipe) fail(err error) { p.send(err.Error()) }
 
@@ -135,3 +130,16 @@ func (p *readyPipe) send(msg string) {
 	_ = p.f.Close()
 	p.f = nil
 }
+
+// HoldStops re-execs the calling program, first thing, with the worker's
+// stop requests to runners (SIGUSR1, SIGUSR2) blocked, unless it runs so
+// already: the runtime starts every thread with the mask the process
+// started with (and os/signal's thread unblocks only what it is asked
+// for), while a mask changed later holds for one thread only. A program
+// that spawns runners (a worker) calls it before anything else: every
+// runner-outer it spawns then starts with them blocked, as it must, and
+// need not re-exec itself for it (an exec of a Go program per run). A
+// signal held this way in the caller itself waits, pending, unhandled.
+// If the exec fails, it returns and the program goes on without them
+// held; so do the runners it spawns, until they re-exec themselves.
+func HoldStops() { chain.HoldStops(nil) }

@@ -1,12 +1,12 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
 
 // state appends the runner's diagnostics to the run's state.ndjson: one
@@ -57,7 +57,7 @@ func (s *state) record(phase, status, detail string) {
 	if s == nil {
 		return
 	}
-	line := append(mustJSON(stateRecord{
+	line := append(chain.MustJSON(stateRecord{
 		Time:   time.Now().UTC().Format(time.RFC3339Nano),
 		Stage:  s.stage,
 		Phase:  phase,
@@ -75,14 +75,4 @@ func (s *state) close() {
 	if s != nil {
 		_ = s.f.Close()
 	}
-}
-
-// mustJSON encodes values made of strings, ints and slices of them,
-// which always encode.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
 
@@ -32,7 +33,7 @@ func (c chainStatus) line() []byte {
 	if len(c.Error) > maxStatusLine/2 {
 		c.Error = strings.ToValidUTF8(c.Error[:maxStatusLine/2], "") + "…"
 	}
-	return append(mustJSON(c), '\n')
+	return append(chain.MustJSON(c), '\n')
 }
 
 // parseStatus decodes a status line, refusing anything the chain would

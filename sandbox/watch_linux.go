@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/internal/pidfd"
 	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
 
 // ErrNoWatch: the run's runner cannot be watched through an event (no pid
@@ -48,7 +49,7 @@ func WatchRunner(ctx context.Context, dir journal.Dir) (<-chan struct{}, error) 
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: read the runner's pid: %w", err)
 	}
-	pid, err := parsePID(b)
+	pid, err := chain.ParsePID(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoWatch, err)
 	}

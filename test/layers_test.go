@@ -22,8 +22,9 @@ var layers = [][]string{
 	{"protocol", "journal", "internal/unpack", "internal/testenv"},
 	// A run's spec: the file the worker writes and every runner stage reads.
 	{"sandbox/runspec"},
-	// The sandbox's egress policy.
-	{"sandbox/internal/egress"},
+	// What the sandbox's worker side and its runner stages share: the
+	// chain's records, pipes and frames; the egress policy.
+	{"sandbox/internal/chain", "sandbox/internal/egress"},
 	// One store or one mechanism each.
 	{"internal/provision", "internal/wsarchive", "kv", "outputs", "runtoken", "journal/follow", "sandbox"},
 	// What is built on them.

@@ -1,4 +1,4 @@
-package sandbox
+package chain
 
 import (
 	"errors"
@@ -13,8 +13,8 @@ import (
 // maxPID is the kernel's largest pid_max.
 const maxPID = 1 << 22
 
-// parsePID reads a pid file's content: one positive decimal pid.
-func parsePID(b []byte) (int, error) {
+// ParsePID reads a pid file's content: one positive decimal pid.
+func ParsePID(b []byte) (int, error) {
 	s := strings.TrimSuffix(string(b), "\n")
 	if s == "" || len(s) > 8 {
 		return 0, fmt.Errorf("pid file %q is not a pid", b)
@@ -31,9 +31,9 @@ func parsePID(b []byte) (int, error) {
 	return pid, nil
 }
 
-// writePIDFile replaces path with pid atomically, so a reader never sees
+// WritePIDFile replaces path with pid atomically, so a reader never sees
 // half a pid; nothing is written through a link.
-func writePIDFile(path string, pid int) error {
+func WritePIDFile(path string, pid int) error {
 	tmp := path + ".tmp"
 	f, err := journal.OpenNoLinks(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {

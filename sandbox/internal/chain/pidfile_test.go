@@ -1,4 +1,4 @@
-package sandbox
+package chain
 
 import (
 	"os"
@@ -10,13 +10,13 @@ import (
 func TestParsePID(t *testing.T) {
 	good := map[string]int{"1": 1, "123\n": 123, "4194304": 4194304}
 	for in, want := range good {
-		if got, err := parsePID([]byte(in)); err != nil || got != want {
-			t.Errorf("parsePID(%q) = %d, %v, want %d", in, got, err, want)
+		if got, err := ParsePID([]byte(in)); err != nil || got != want {
+			t.Errorf("ParsePID(%q) = %d, %v, want %d", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "\n", "0", "-1", "+1", " 1", "1 ", "1\n\n", "4194305", "99999999999", "0x10", "1e3", "12a", "١٢"} {
-		if got, err := parsePID([]byte(in)); err == nil {
-			t.Errorf("parsePID(%q) = %d, want an error", in, got)
+		if got, err := ParsePID([]byte(in)); err == nil {
+			t.Errorf("ParsePID(%q) = %d, want an error", in, got)
 		}
 	}
 }
@@ -26,14 +26,14 @@ func FuzzParsePID(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		pid, err := parsePID(in)
+		pid, err := ParsePID(in)
 		if err != nil {
 			return
 		}
 		if pid <= 0 || pid > maxPID {
 			t.Fatalf("accepted pid %d", pid)
 		}
-		if back, err := parsePID([]byte(strconv.Itoa(pid) + "\n")); err != nil || back != pid {
+		if back, err := ParsePID([]byte(strconv.Itoa(pid) + "\n")); err != nil || back != pid {
 			t.Fatalf("pid %d does not round trip", pid)
 		}
 	})
@@ -42,14 +42,14 @@ func FuzzParsePID(f *testing.F) {
 func TestWritePIDFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "runner.pid")
 	for _, pid := range []int{12345, 7} {
-		if err := writePIDFile(p, pid); err != nil {
+		if err := WritePIDFile(p, pid); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := parsePID(b); err != nil || got != pid {
+		if got, err := ParsePID(b); err != nil || got != pid {
 			t.Errorf("pid file holds %q", b)
 		}
 	}
