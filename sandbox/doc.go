@@ -1,60 +1,33 @@
-// Package sandbox owns the runner chain that runs one agent in isolation
-// and journals its stdout.
+// Package sandbox is the worker's side of the runner chain that runs one
+// agent in isolation and journals its stdout.
 //
 // The worker calls Start, which prepares the run directory (see
 // journal.Dir) and spawns `baton runner-outer` detached: its own session,
 // stdio on /dev/null, no pipe kept, so the worker's death never reaches
 // the agent. Start returns once the runner holds the run's flock and has
-// started its chain. Alive probes that flock; Cancel asks the runner to
-// stop the agent.
+// started its chain, or with why it could not: a run whose profile needs
+// what the host lacks does not start. Alive probes that flock and
+// WatchRunner waits for its release; Cancel and StopIdle ask the runner
+// to stop the agent; DialInput hands it the run's input messages.
+// Prestart starts a chain ahead of its job, whose Take gives it a run;
+// Respawn spawns the runner of a run laid out but never journaled.
+// ReleaseWorkspace and DiscardWorkspace give back a root worker's
+// bounded workspace. Doctor checks every prerequisite of the chain on
+// this machine and says how to fix each.
 //
-// The chain:
+// Below it, each importing only what lies lower:
 //
-//	runner-outer        host side: flock, journal, deadline, cancel, sentinel;
-//	│                   resolves the profile's mounts and limits, then (root)
-//	│                   drops to the sandbox uid for good; serves the egress
-//	│                   proxy and DNS stub; runs pasta for CIDR allowlists;
-//	│                   once the init is handed over, execs itself, same pid,
-//	│ runner-outer-wait as the supervisor with a fresh heap (not with pasta)
-//	└ runner-inner      uid 0 of a new user and network namespace: loopback,
-//	  │                 the egress sockets, the nft ruleset, waits for pasta
-//	  └ runner-inner-child  pid 1 of new user, mount, pid, ipc, uts and cgroup
-//	    │                   namespaces: builds the agent's root on a tmpfs,
-//	    │                   pivot_root, then execs itself, pid 1 still, as
-//	    │ runner-init-wait  which starts the agent and reaps as init, with a
-//	    │                   fresh heap; takes no signal
-//	    └ runner-exec   the agent's uid in a user namespace of its own:
-//	      │             empties its capabilities, sets the rlimits,
-//	      │             no_new_privs and the seccomp filter, then execs
-//	      └ agent       no capability, no host file but what its profile
-//	                    mounts, no way out but the proxy
+//   - package runspec, the run's spec (Spec here), which Start writes and
+//     every stage reads;
+//   - package internal/stage, the runner chain's stages, which RunStage
+//     runs (its package doc draws the chain);
+//   - package internal/chain, what both sides share: the run's lock and
+//     pid file, the stage names, the readiness pipe's and pool socket's
+//     words, a take's line, the input socket and its frames;
+//   - packages internal/egress and internal/seccomp, the egress proxy and
+//     DNS stub, and the agent's syscall filter.
 //
-// runner-outer alone writes the agent's stdin, a pipe: the job's input,
-// then closed (stdin "once"), or kept open (stdin "stream") for the input
-// messages the worker hands it on the run directory's input socket, each
-// written once, right after its predecessor, and recorded in the journal
-// as a nonced input record between the agent's lines. Interrupts come on
-// the same socket: SIGINT to the agent's process group, or the profile's
-// interrupt line on stdin.
-//
-// runner-outer copies the agent's stdout pipe into the journal and ends it
-// with the nonced sentinel: the agent's exit code (128+signal for a signal
-// death) and the reason (exit, signal, timeout, cancel, error). The agent
-// holds no descriptor of the journal, lock, spec or state files, and never
-// sees the nonce. Every stage appends one fsynced record per phase to
-// state.ndjson. A run whose profile needs what the host lacks (pasta,
-// a delegated cgroup, a mount source) does not start, and says why: no
-// agent runs with less isolation than its profile asks for.
-//
-// Networks: "none" is loopback only. An allowlist of names is loopback
-// only too, plus the proxy (127.0.0.1:3128, HTTP_PROXY) and DNS stub
-// (127.0.0.1:53) on sockets made inside the namespace and served by
-// runner-outer, which dials and resolves on the host after the egress
-// policy (package internal/egress) said yes. CIDR entries add pasta's tap,
-// with an nft ruleset that drops everything but loopback and those CIDRs,
-// never the host's own addresses. docs/sandbox.md has the whole design.
-//
-// Portable logic (spec validation, the plan of each stage, rulesets,
-// status lines, sentinel mapping, argv and environment) is unit tested
-// without privileges; syscall code lives in *_linux.go.
+// Portable logic (the doctor's report and its checks' arithmetic, the
+// reading of /proc/locks) is unit tested without privileges; syscall code
+// lives in *_linux.go.
 package sandbox

@@ -58,28 +58,6 @@ func Failed(checks []Check) bool {
 	return false
 }
 
-// parseCgroupControllers reads the enabled controllers of a cgroup v2
-// cgroup.controllers or cgroup.subtree_control file.
-func parseCgroupControllers(s string) map[string]bool {
-	m := map[string]bool{}
-	for _, f := range strings.Fields(s) {
-		m[f] = true
-	}
-	return m
-}
-
-// tunUsableBy reports whether a character device of mode perm owned by
-// owner can be opened read-write by uid.
-func tunUsableBy(perm uint32, owner, uid uint32) bool {
-	if uid == 0 {
-		return true
-	}
-	if owner == uid {
-		return perm&0o600 == 0o600
-	}
-	return perm&0o006 == 0o006
-}
-
 // searchableBy reports whether a directory of mode perm, owned by owner
 // and group, can be searched (traversed) by uid with primary group gid
 // and no supplementary groups, as the sandbox uid runs.

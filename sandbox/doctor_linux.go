@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/sandbox/internal/seccomp"
+	"github.com/batonhq/baton/sandbox/internal/stage"
 )
 
 // toolWait bounds each command a check runs: a hung tool is a failed
@@ -232,19 +233,19 @@ func checkSeccomp() Check {
 // the runner passes.
 func checkPasta() Check {
 	c := Check{Name: "pasta"}
-	p, err := lookTool("pasta")
+	p, err := stage.LookTool("pasta")
 	if err != nil {
 		c.Severity, c.Detail = SevWarn, "not found: profiles whose network.allow lists CIDR entries cannot run"
 		c.Fix = "apt-get install passt"
 		return c
 	}
 	out, _ := bounded.Output(context.Background(), toolWait, exec.Command(p, "--help"))
-	if lacks := missingFlags(string(out), pastaFlags); len(lacks) > 0 {
+	if lacks := missingFlags(string(out), stage.PastaFlags); len(lacks) > 0 {
 		c.Severity, c.Detail = SevWarn, p+" lacks "+strings.Join(lacks, ", ")+": CIDR profiles cannot run"
 		c.Fix = "install a newer passt"
 		return c
 	}
-	c.Severity, c.Detail = SevOK, p+" (with "+strings.Join(pastaFlags, " ")+")"
+	c.Severity, c.Detail = SevOK, p+" (with "+strings.Join(stage.PastaFlags, " ")+")"
 	return c
 }
 
@@ -252,14 +253,14 @@ func checkPasta() Check {
 // network namespace of its own.
 func checkNft() Check {
 	c := Check{Name: "nft"}
-	p, err := lookTool("nft")
+	p, err := stage.LookTool("nft")
 	if err != nil {
 		c.Severity, c.Detail = SevWarn, "not found: profiles whose network.allow lists CIDR entries cannot run"
 		c.Fix = "apt-get install nftables"
 		return c
 	}
 	cmd := exec.Command(p, "-f", "-")
-	cmd.Stdin = strings.NewReader(nftRuleset(nil, nil))
+	cmd.Stdin = strings.NewReader(stage.NftRuleset(nil, nil))
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
@@ -287,7 +288,7 @@ func checkTun(o DoctorOptions) Check {
 		c.Fix = "modprobe tun"
 		return c
 	}
-	if !tunUsableBy(st.Mode&0o777, st.Uid, uid) {
+	if !stage.TunUsableBy(st.Mode&0o777, st.Uid, uid) {
 		c.Severity = SevWarn
 		c.Detail = fmt.Sprintf("mode %04o owner %d: uid %d cannot open it, so pasta cannot start (CIDR profiles cannot run)", st.Mode&0o777, st.Uid, uid)
 		c.Fix = "chmod 0666 /dev/net/tun (the usual default; persist with a udev rule: KERNEL==\"tun\", MODE=\"0666\")"
@@ -303,7 +304,7 @@ func checkCgroup(o DoctorOptions) Check {
 	v2 := unix.Statfs("/sys/fs/cgroup", &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC
 	switch {
 	case o.CgroupParent != "":
-		if err := checkCgroupParent(o.CgroupParent, []string{"cpu", "memory", "pids"}); err != nil {
+		if err := stage.CheckCgroupParent(o.CgroupParent, []string{"cpu", "memory", "pids"}); err != nil {
 			c.Severity, c.Detail = SevWarn, err.Error()+": profiles that set limits.memory or limits.cpus cannot run"
 			c.Fix = "point cgroupParent at a delegated cgroup v2 directory (systemd: Delegate=yes) with +memory +pids +cpu in its cgroup.subtree_control"
 			return c

@@ -55,7 +55,7 @@ func TestHungNetworkToolFailsTheRun(t *testing.T) {
 	}
 	t.Cleanup(func() { killListed(pids) })
 	build := exec.Command("go", "build", "-o", bin, "-ldflags",
-		"-X github.com/batonhq/baton/sandbox.toolPath="+tools+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"-X github.com/batonhq/baton/sandbox/internal/stage.toolPath="+tools+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"./internal/runnertest")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := testenv.Build(build); err != nil {

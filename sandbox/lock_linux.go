@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox/internal/chain"
+	"github.com/batonhq/baton/sandbox/internal/stage"
 )
 
 // Alive reports whether a runner holds the run: the runner keeps an
@@ -54,6 +55,10 @@ func Cancel(dir journal.Dir) error { return signalRunner(dir, unix.SIGUSR1) }
 // does, sentinel reason "timeout" with detail "idle"). Its errors are
 // Cancel's.
 func StopIdle(dir journal.Dir) error { return signalRunner(dir, unix.SIGUSR2) }
+
+// IdleReason is the detail (and the run's status reason) of a run stopped
+// by StopIdle: its agent waited for input past its profile's idleTimeout.
+const IdleReason = stage.IdleReason
 
 // signalRunner sends sig to the runner holding dir, checked as Cancel says.
 func signalRunner(dir journal.Dir, sig unix.Signal) error {

@@ -35,9 +35,9 @@ type runnerBuild struct {
 var (
 	defaultRunner runnerBuild
 	// sigchldRunner's wait stage reaps on SIGCHLD on any kernel, as on
-	// kernels before 6.15 (sandbox.initReap).
+	// kernels before 6.15 (stage.initReap).
 	sigchldRunner runnerBuild
-	// stayingRunner's runner-outer never re-execs (sandbox.outerReexec).
+	// stayingRunner's runner-outer never re-execs (stage.outerReexec).
 	stayingRunner runnerBuild
 )
 
@@ -63,13 +63,13 @@ func runnerBinary(t testing.TB) string { return defaultRunner.get(t) }
 
 // sigchldRunnerBinary is runnerBinary with the wait stage's SIGCHLD reaping.
 func sigchldRunnerBinary(t testing.TB) string {
-	return sigchldRunner.get(t, "-ldflags=-X github.com/batonhq/baton/sandbox.initReap=sigchld")
+	return sigchldRunner.get(t, "-ldflags=-X github.com/batonhq/baton/sandbox/internal/stage.initReap=sigchld")
 }
 
 // stayingRunnerBinary is runnerBinary whose runner-outer supervises
 // in-process, as when its exec fails.
 func stayingRunnerBinary(t testing.TB) string {
-	return stayingRunner.get(t, "-ldflags=-X github.com/batonhq/baton/sandbox.outerReexec=off")
+	return stayingRunner.get(t, "-ldflags=-X github.com/batonhq/baton/sandbox/internal/stage.outerReexec=off")
 }
 
 func (b *runnerBuild) get(t testing.TB, flags ...string) string {

@@ -22,9 +22,13 @@ var layers = [][]string{
 	{"protocol", "journal", "internal/unpack", "internal/testenv"},
 	// A run's spec: the file the worker writes and every runner stage reads.
 	{"sandbox/runspec"},
-	// What the sandbox's worker side and its runner stages share: the
-	// chain's records, pipes and frames; the egress policy.
+	// What the sandbox's worker side and its runner stages share (the
+	// chain's records, pipes and frames), and the egress proxy and DNS
+	// stub the runner serves.
 	{"sandbox/internal/chain", "sandbox/internal/egress"},
+	// The runner chain's stages; package sandbox, the worker's side, runs
+	// them (RunStage) and imports what its doctor checks of them.
+	{"sandbox/internal/stage"},
 	// One store or one mechanism each.
 	{"internal/provision", "internal/wsarchive", "kv", "outputs", "runtoken", "journal/follow", "sandbox"},
 	// What is built on them.
