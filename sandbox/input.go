@@ -15,9 +15,11 @@ var ErrNoInput = errors.New("sandbox: the run's runner takes no input")
 var ErrInputRefused = errors.New("sandbox: input refused")
 
 // InputMessage is one input message for the agent's stdin, as the worker
-// hands it to the runner.
+// hands it to the runner (package internal/chain has its fields: the
+// runner reads it too).
 type InputMessage = chain.InputMessage
 
 // InputState is the runner's answer on a new connection and to each
-// message: the last message written to stdin, and whether stdin is closed.
+// message: the last message written to stdin, and whether stdin is
+// closed (package internal/chain has its fields).
 type InputState = chain.InputState

@@ -377,7 +377,7 @@ func WaitingPoolEntries(runs string) []journal.Dir {
 		}
 		dir := journal.Dir(filepath.Join(runs, e.Name()))
 		b, _ := os.ReadFile(dir.State())
-		if alive, _ := Alive(dir); alive && bytes.Contains(b, []byte(`"phase":"exec-stage"`)) {
+		if alive, _ := Alive(dir); alive && bytes.Contains(b, []byte(`"phase":"`+chain.PoolWaitPhase+`"`)) {
 			out = append(out, dir)
 		}
 	}

@@ -1,9 +1,10 @@
 // Package chain is what the sandbox's two sides share: package sandbox,
 // the worker's side, which lays a run out, spawns its runner chain and
-// talks to it, and package stage, the runner chain's stages. As runc's
-// libcontainer/configs is the one description its starter and its init
-// read, this is the one vocabulary of the wire and the run directory
-// between them, so that neither side imports the other's code:
+// talks to it, and package stage, the runner chain's stages. Beside the
+// run's spec (package runspec), it is the one vocabulary of the run
+// directory and the wire between them, so that the stages never import
+// the worker's side, and the worker's side takes from the stages only
+// their table and what its doctor checks:
 //
 //   - the spec file as the stages read it (ReadSpec, ReadFile) and the
 //     JSON every record of the chain is written in (MustJSON);
@@ -12,7 +13,8 @@
 //   - the stages' names and environment, and the stop signals a spawner
 //     holds for them (HoldStops);
 //   - the words of the readiness pipe and the pool socket, a take's line
-//     (AgentTake) and whether a run fits a prestarted sandbox (Fits);
+//     (AgentTake), whether a run fits a prestarted sandbox (Fits), and
+//     the state record of one that waits for its take (PoolWaitPhase);
 //   - the network a spec needs (NetMode) and the proxy's environment;
 //   - the input socket's path and frames (InputMessage, InputState).
 //

@@ -11,7 +11,7 @@ import (
 )
 
 // lockWait is how long runner-outer retries the run's lock: long enough
-// to ride out an Alive probe, which holds it for an instant.
+// to ride out a sandbox.Alive probe, which holds it for an instant.
 const lockWait = time.Second
 
 // LockRun takes the run's exclusive flock for the runner's life. The lock

@@ -31,3 +31,8 @@ const PoolFDEnv = "BATON_RUNNER_POOL_FD"
 // for a take, the worker sends TakeWord with the run's spec, journal and
 // input (SCM_RIGHTS), and runner-outer answers ReadyOK or "error: why".
 const PoolReady = "ready"
+
+// PoolWaitPhase is the phase of the state record (state.ndjson) a
+// prestarted chain's init writes once its exec stage waits for the take:
+// nothing is left to do before one (the worker's side looks for it).
+const PoolWaitPhase = "exec-stage"

@@ -479,7 +479,7 @@ func startAgent(ctx context.Context, w waitSpec, st *state, stops *stopReader) (
 	if err != nil {
 		return failed(err)
 	}
-	st.ok("exec-stage", fmt.Sprintf("pid %d, waiting for the take", stage.pid))
+	st.ok(chain.PoolWaitPhase, fmt.Sprintf("pid %d, waiting for the take", stage.pid))
 	t, res, ok := awaitTake(ctx, w.Take, st, stops)
 	var spec []byte
 	if ok {

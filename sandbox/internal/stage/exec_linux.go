@@ -42,8 +42,9 @@ func RunExec(_ context.Context, specPath string) error {
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return execFailed(fmt.Errorf("mark descriptors close-on-exec: %w", err))
 	}
-	// Opened first, read last: a prestarted chain's stage (Prestart)
-	// waits for its spec, the agent's, on a pipe, all else done.
+	// Opened first, read last: a prestarted chain's stage
+	// (sandbox.Prestart) waits for its spec, the agent's, on a pipe, all
+	// else done.
 	f, err := os.Open(specPath)
 	if err != nil {
 		return execFailed(fmt.Errorf("read spec: %w", err))

@@ -34,19 +34,19 @@ import (
 // runner-inner made there, enforces the deadline, and ends the journal
 // with the sentinel once the chain has ended.
 //
-// Signals: SIGUSR1 (Cancel) stops the agent with reason "cancel", the
-// deadline with reason "timeout", SIGUSR2 (StopIdle) with reason "timeout"
-// and detail IdleReason. SIGTERM or SIGINT sent to the runner
-// itself (an admin, a host shutdown) stops the agent the same way with
-// reason "signal": the sentinel keeps the agent's real exit code, and
-// names the signal that killed it, or else the one the runner received.
-// Stopping is SIGTERM to the sandbox, then SIGKILL of the whole sandbox
-// after the spec's grace period. SIGHUP is ignored. Cancelling ctx acts
-// as SIGTERM.
+// Signals: SIGUSR1 (sandbox.Cancel) stops the agent with reason
+// "cancel", the deadline with reason "timeout", SIGUSR2
+// (sandbox.StopIdle) with reason "timeout" and detail IdleReason. SIGTERM
+// or SIGINT sent to the runner itself (an admin, a host shutdown) stops
+// the agent the same way with reason "signal": the sentinel keeps the
+// agent's real exit code, and names the signal that killed it, or else
+// the one the runner received. Stopping is SIGTERM to the sandbox, then
+// SIGKILL of the whole sandbox after the spec's grace period. SIGHUP is
+// ignored. Cancelling ctx acts as SIGTERM.
 //
-// The runner is not a child that dies with the worker: Start puts it in
-// its own session. If the runner itself is killed, its chain follows it
-// (parent-death signals), so no agent runs unjournaled.
+// The runner is not a child that dies with the worker: sandbox.Start puts
+// it in its own session. If the runner itself is killed, its chain
+// follows it (parent-death signals), so no agent runs unjournaled.
 func RunOuter(ctx context.Context, specPath string) error {
 	if outerReexec != "off" {
 		chain.HoldStops([]string{heldEnv})
@@ -139,7 +139,7 @@ type outerRun struct {
 	stdin      *agentStdin
 	input      *net.UnixListener // stdin "stream": the worker's input messages
 	// pool is a prestarted chain's socket to its worker, until its take
-	// (Prestart); initDone is the init's end once awaitTake watches it.
+	// (sandbox.Prestart); initDone is the init's end once awaitTake watches it.
 	pool     *os.File
 	initDone <-chan syscall.WaitStatus
 	// The agent's stdin and what to write to it first, until the

@@ -51,7 +51,7 @@ type childSpec struct {
 	ShmBytes uint64   `json:"shmBytes"`
 	Rlimits  []rlimit `json:"rlimits"`
 	// Pooled: Argv and Env are empty, and come with the take on the
-	// control pipe (Prestart).
+	// control pipe (sandbox.Prestart).
 	Pooled bool `json:"pooled,omitempty"`
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // readyPipe is runner-outer's end of the readiness pipe; nil when the
-// runner was not started by Start.
+// runner was not started by sandbox.Start.
 type readyPipe struct{ f *os.File }
 
 // takeReadyPipe finds the readiness descriptor and removes its variable
