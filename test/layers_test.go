@@ -23,7 +23,7 @@ var layers = [][]string{
 	// One store or one mechanism each.
 	{"internal/provision", "internal/wsarchive", "kv", "outputs", "runtoken", "journal/follow", "sandbox"},
 	// What is built on them.
-	{"lease", "client", "publisher", "config", "sandbox/internal/runnertest"},
+	{"lease", "client", "publisher", "config", "checkpoint", "sandbox/internal/runnertest"},
 	// The job intake (it reads the profiles' config) and the console.
 	{"consumer", "console"},
 	// The worker, which runs them all.
