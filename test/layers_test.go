@@ -24,6 +24,8 @@ var layers = [][]string{
 	{"internal/provision", "internal/wsarchive", "kv", "outputs", "runtoken", "journal/follow", "sandbox"},
 	// What is built on them.
 	{"lease", "client", "publisher", "config", "checkpoint", "sandbox/internal/runnertest"},
+	// Sessions: their records and the checkpoints they keep.
+	{"session"},
 	// The job intake (it reads the profiles' config) and the console.
 	{"consumer", "console"},
 	// The worker, which runs them all.
