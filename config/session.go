@@ -43,8 +43,8 @@ const (
 	// session no run used is kept.
 	DefaultSessionsMaxAge = 30 * 24 * time.Hour
 	// DefaultCheckpointsMaxBytes bounds the checkpoints bucket when
-	// checkpointsMaxBytes is not set.
-	DefaultCheckpointsMaxBytes ByteSize = 8 << 30
+	// checkpointsMaxBytes is not set (reserved in the server's store, as workspacesMaxBytes is).
+	DefaultCheckpointsMaxBytes ByteSize = 4 << 30
 	// minPauseAfter keeps a pause from ending every short wait.
 	minPauseAfter = time.Second
 	maxSetup      = 32
