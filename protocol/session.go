@@ -52,7 +52,9 @@ func (n Names) ParseSessionSubject(op, subject string) (string, bool) {
 
 // ReadSessionSubject asks the read relay for session's record (msgpack,
 // kv.SessionRecord).
-func (n Names) ReadSessionSubject(session string) string { return n.prefix + ".read.session." + session }
+func (n Names) ReadSessionSubject(session string) string {
+	return n.prefix + ".read.session." + session
+}
 
 // ReadSessionsSubject asks for a page of the sessions bucket's messages.
 func (n Names) ReadSessionsSubject() string { return n.prefix + ".read.sessions" }
