@@ -125,19 +125,19 @@ func (c *Client) SendSession(ctx context.Context, id string, text []byte, opts .
 
 // ForkSession makes a new session from a checkpoint of session id (the
 // request names the new id, the checkpoint — its head when nil — and
-// labels to add), without copying it. It returns the new session's
-// record, or an error wrapping ErrNotFound (no such session or
-// checkpoint) or ErrSessionExists.
-func (c *Client) ForkSession(ctx context.Context, id string, req protocol.SessionForkRequest) (kv.SessionRecord, error) {
+// labels to add), without copying it. It returns the new session, or an
+// error wrapping ErrNotFound (no such session or checkpoint) or
+// ErrSessionExists.
+func (c *Client) ForkSession(ctx context.Context, id string, req protocol.SessionForkRequest) (SessionView, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return kv.SessionRecord{}, err
+		return SessionView{}, err
 	}
 	m := nats.NewMsg(c.names.SessionForkSubject(id))
 	m.Data = body
-	var rec kv.SessionRecord
-	err = c.sessionRequest(ctx, id, m, "fork session", &rec)
-	return rec, err
+	var v SessionView
+	err = c.sessionRequest(ctx, id, m, "fork session", &v)
+	return v, err
 }
 
 // DeleteSession deletes session id and the checkpoints only it uses. A
