@@ -159,7 +159,7 @@ func (lv *Liveness) heldLive(ctx context.Context, runID string, cur kv.LeaseReco
 		if err != nil {
 			return false, err
 		}
-		return e.Revision != rev || time.Since(e.Created) < lv.ttl, nil
+		return e.Revision != rev || lv.clock.Now().Sub(e.Created) < lv.ttl, nil
 	}
 	if !validName.MatchString(cur.Node) || !validName.MatchString(cur.Worker) {
 		return false, nil // no liveness key can name it
@@ -303,10 +303,10 @@ func (l *Lease) Stop() {
 	l.stopped = true
 	l.mu.Unlock()
 	go func() {
-		t := time.NewTimer(l.ttl)
+		t := l.lv.clock.NewTimer(l.ttl)
 		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-l.lost:
 			return
 		}
@@ -391,10 +391,8 @@ func (l *Lease) finalWrite(ctx context.Context, op string, write func(rev uint64
 			l.doubt = true
 			l.mu.Unlock()
 			l.log.Warn().Err(err).Str("op", op).Msg("lease write failed; retrying")
-			select {
-			case <-ctx.Done():
+			if !l.lv.clock.Sleep(ctx, retryPause) {
 				return fmt.Errorf("lease: %s of run %s: %w (last error: %w)", op, l.key, ctx.Err(), err)
-			case <-time.After(retryPause):
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -37,6 +38,7 @@ type Liveness struct {
 	every  time.Duration
 	margin time.Duration
 	log    zerolog.Logger
+	clock  clock.Clock // what renewals are timed on and sent at
 
 	mu   sync.Mutex
 	sess *session // nil between a loss and the next session, and once closed
@@ -87,31 +89,31 @@ func Live(ctx context.Context, js jetstream.JetStream, store *kv.Leases, h Holde
 	if !validName.MatchString(h.Node) || !validName.MatchString(h.Worker) {
 		return nil, fmt.Errorf("lease: node %q and worker %q must be 1 to 128 letters, digits, '_' or '-'", h.Node, h.Worker)
 	}
-	o := options{log: zerolog.Nop(), renewEvery: ttl / 3}
+	o := options{log: zerolog.Nop(), clock: clock.Real}
 	for _, opt := range opts {
-		opt(&o)
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
 	}
 	lv := &Liveness{
 		js: js, leases: store, live: kv.NewStore[kv.LiveRecord](store.KV()),
 		holder: h, key: LiveKey(h.Node, h.Worker),
-		ttl: ttl, every: o.renewEvery, margin: ttl / 6, log: o.log,
+		ttl: ttl, every: ttl / 3, margin: ttl / 6, log: o.log, clock: o.clock,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	// A key left by an earlier process of the same worker id expires
 	// within a TTL; one still renewed after two is another live process
 	// using this id.
-	for end := time.Now().Add(2 * ttl); ; {
+	for end := lv.clock.Now().Add(2 * ttl); ; {
 		err := lv.open(ctx)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, kv.ErrExists) || time.Now().After(end) {
+		if !errors.Is(err, kv.ErrExists) || lv.clock.Now().After(end) {
 			return nil, err
 		}
-		select {
-		case <-ctx.Done():
+		if !lv.clock.Sleep(ctx, lv.retry()) {
 			return nil, fmt.Errorf("lease: open liveness %s: %w (after %w)", lv.key, ctx.Err(), err)
-		case <-time.After(max(lv.every/4, 10*time.Millisecond)):
 		}
 	}
 	go lv.loop()
@@ -167,13 +169,13 @@ func (lv *Liveness) EndDead(ctx context.Context, node, worker string, session ui
 func (lv *Liveness) open(ctx context.Context) error {
 	lv.mu.Lock()
 	if lv.next == nil {
-		lv.next = &pending{id: newSessionID(), sent: time.Now()}
+		lv.next = &pending{id: newSessionID(), sent: lv.clock.Now()}
 	}
 	p := lv.next
 	lost := lv.lost
 	lv.mu.Unlock()
 	val := kv.LiveRecord{Worker: lv.holder.Worker, Node: lv.holder.Node, Session: p.id}
-	sent := time.Now()
+	sent := lv.clock.Now()
 	var rev uint64
 	err := kv.ErrExists
 	if lost != nil {
@@ -253,6 +255,9 @@ func newSessionID() uint64 {
 	}
 }
 
+// retry is the pause before another try to open or renew the liveness.
+func (lv *Liveness) retry() time.Duration { return max(lv.every/4, 10*time.Millisecond) }
+
 // loop renews the current session, and opens a new one after a loss.
 func (lv *Liveness) loop() {
 	defer close(lv.done)
@@ -262,8 +267,8 @@ func (lv *Liveness) loop() {
 		<-lv.stop
 		cancel()
 	}()
-	retry := max(lv.every/4, 10*time.Millisecond)
-	tick := time.NewTimer(lv.every)
+	retry := lv.retry()
+	tick := lv.clock.NewTimer(lv.every)
 	defer tick.Stop()
 	for {
 		lv.mu.Lock()
@@ -277,7 +282,7 @@ func (lv *Liveness) loop() {
 			select {
 			case <-ctx.Done():
 				return
-			case <-tick.C:
+			case <-tick.C():
 			}
 			octx, ocancel := context.WithTimeout(ctx, lv.every)
 			err := lv.open(octx)
@@ -293,15 +298,15 @@ func (lv *Liveness) loop() {
 			}
 			continue
 		}
-		wait := time.NewTimer(time.Until(deadline))
+		wait := lv.clock.NewTimer(deadline.Sub(lv.clock.Now()))
 		select {
 		case <-ctx.Done():
 			wait.Stop()
 			return
-		case <-wait.C:
+		case <-wait.C():
 			lv.lose(s, fmt.Errorf("%w: liveness %s: no successful renewal within %s", ErrLost, lv.key, lv.ttl-lv.margin))
 			tick.Reset(retry)
-		case <-tick.C:
+		case <-tick.C():
 			wait.Stop()
 			if lv.renew(ctx, s, deadline) {
 				tick.Reset(lv.every)
@@ -320,9 +325,9 @@ func (lv *Liveness) renew(ctx context.Context, s *session, deadline time.Time) b
 	lv.mu.Unlock()
 	val := kv.LiveRecord{Worker: lv.holder.Worker, Node: lv.holder.Node, Session: s.id}
 	// Waiting past the deadline is pointless: the session counts as lost then.
-	actx, cancel := context.WithDeadline(ctx, deadline)
+	actx, cancel := context.WithTimeout(ctx, deadline.Sub(lv.clock.Now()))
 	defer cancel()
-	sent := time.Now()
+	sent := lv.clock.Now()
 	newRev, err := lv.live.UpdateTTL(actx, lv.js, lv.key, val, rev, lv.ttl)
 	switch {
 	case err == nil:
