@@ -85,7 +85,8 @@ type Worker struct {
 	// spawning.
 	testBeforeMark func(runID string)
 	// clock is what the background services (services.go) and the
-	// liveness read and wait on (clock.Real; a test's clock.Manual).
+	// liveness read and wait on: clock.Real (each service's test gives it
+	// a clock.Manual).
 	clock clock.Clock
 	// inputPokes wake the input feeders of the runs held here (input.go).
 	inputPokes map[string]chan struct{}
