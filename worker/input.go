@@ -303,7 +303,7 @@ func (w *Worker) inputNotices() noticeWatcher {
 		return w.inputPokes[runID]
 	}
 	return noticeWatcher{
-		nc: w.nc, subject: w.names.InputNotices(), what: "input", log: w.log,
+		nc: w.nc, subject: w.names.InputNotices(), what: "input", log: w.log, clock: w.clock,
 		held:     func(runID string) bool { return feeder(runID) != nil },
 		onNotice: func(_ context.Context, runID string) { poke(feeder(runID)) },
 		onSweep: func(context.Context) {

@@ -113,7 +113,7 @@ func (s *starter) delivered() uint64 {
 // archive.
 func (s *starter) admit(ctx context.Context) (consumer.Disposition, bool) {
 	var err error
-	if s.dir, err = s.w.runDir(s.job.RunID); err != nil {
+	if s.dir, err = runDir(s.w.stateDir, s.job.RunID); err != nil {
 		// Decoding the job checked it already; never a path unchecked.
 		return consumer.Reject(err), true
 	}
@@ -160,7 +160,7 @@ func (s *starter) record(ctx context.Context) (consumer.Disposition, bool) {
 	// Indexed before the record exists, so no run of this node is ever
 	// unknown to the node-loss reaper (a stale entry costs nothing: the
 	// reaper checks the record).
-	if err := w.indexRun(ctx, w.node, job.RunID); err != nil {
+	if err := w.index.add(ctx, w.node, job.RunID); err != nil {
 		return consumer.Nak(time.Second, "index run by node", err), true
 	}
 	rev, err := w.runs.Create(ctx, job.RunID, s.rec)
@@ -182,7 +182,7 @@ func (s *starter) redelivered(ctx context.Context) (consumer.Disposition, bool) 
 		return consumer.Nak(time.Second, "read the record of an existing run", err), true
 	}
 	if existing.Node != w.node {
-		w.unindexRun(ctx, w.node, id) // another node's run, unless taken over below
+		w.index.remove(ctx, w.node, id) // another node's run, unless taken over below
 	}
 	switch decideRedelivery(existing, s.delivered()) {
 	case rejectDuplicate:
@@ -199,7 +199,7 @@ func (s *starter) redelivered(ctx context.Context) (consumer.Disposition, bool) 
 	// runner of its starts in the directory cleared here.
 	from := existing.Node
 	if from != w.node {
-		if err := w.indexRun(ctx, w.node, id); err != nil {
+		if err := w.index.add(ctx, w.node, id); err != nil {
 			return consumer.Nak(time.Second, "index run by node", err), true
 		}
 	}
@@ -208,7 +208,7 @@ func (s *starter) redelivered(ctx context.Context) (consumer.Disposition, bool) 
 		return consumer.Nak(time.Second, "take over a run whose worker died before spawning it", err), true
 	}
 	if from != w.node {
-		w.unindexRun(ctx, from, id)
+		w.index.remove(ctx, from, id)
 		s.log.Info().Str("from_node", from).Msg("took over a run whose worker died before spawning it")
 	}
 	s.rec, s.recRev, s.restart = existing, rev, true
