@@ -78,6 +78,12 @@ type RunRecord struct {
 	// Input is the start of the job's input (InputPreview): what a viewer
 	// shows as the run's first turn.
 	Input string `msgpack:"input,omitempty"`
+	// PauseAfter is the profile's session.pauseAfter: a session's run
+	// that waits for input that long is paused (its holder sets
+	// PauseRequested, then stops the agent as an idle one: the run ends
+	// "paused", not "timeout").
+	PauseAfter     time.Duration `msgpack:"pauseAfter,omitempty"`
+	PauseRequested bool          `msgpack:"pauseRequested,omitempty"`
 	// Session is the session the run is a turn of; Checkpoint, once the
 	// run ended, the checkpoint its terminal status named (so a worker
 	// can finish the session's end a holder that died began).

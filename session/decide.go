@@ -62,8 +62,9 @@ func claim(rec *kv.SessionRecord, profile, run string, live *kv.RunRecord, now t
 	return wait, fmt.Sprintf("session %s has a live run, %s (%s)", rec.ID, rec.Live, live.State)
 }
 
-// begin makes run the live run of rec.
-func begin(rec *kv.SessionRecord, run string, now time.Time) {
+// begin makes run the live run of rec, and reports whether it added run
+// to its runs (a run claimed again is listed once).
+func begin(rec *kv.SessionRecord, run string, now time.Time) bool {
 	if rec.Live != run {
 		rec.LiveSince = now
 	}
@@ -74,7 +75,9 @@ func begin(rec *kv.SessionRecord, run string, now time.Time) {
 		if len(rec.Runs) > MaxRuns {
 			rec.Runs = slices.Delete(rec.Runs, 0, len(rec.Runs)-MaxRuns)
 		}
+		return true
 	}
+	return false
 }
 
 // fates are what a change of a record does to checkpoint objects: its own

@@ -94,8 +94,10 @@ type Claimed struct {
 	// Wait: another run of the session is live; Why says which.
 	Wait bool
 	Why  string
-	// Record is the session's record as claimed.
+	// Record is the session's record as claimed; Added tells whether the
+	// claim listed the run among its runs (Unclaim takes it off again).
 	Record kv.SessionRecord
+	Added  bool
 }
 
 // RunLookup reads a run's record: nil (and no error) when it has none.
@@ -119,7 +121,7 @@ func (s *Store) Claim(ctx context.Context, id, profile, run string, labels map[s
 			} else if err != nil {
 				return Claimed{}, err
 			}
-			return Claimed{Record: rec}, nil
+			return Claimed{Record: rec, Added: true}, nil
 		}
 		if err != nil {
 			return Claimed{}, err
@@ -142,27 +144,30 @@ func (s *Store) Claim(ctx context.Context, id, profile, run string, labels map[s
 				f, _ = end(&rec, rec.Live, live.State == kv.RunState(protocol.StatusPaused), live.Checkpoint, "", s.keep, s.now())
 			}
 		}
-		begin(&rec, run, s.now())
+		added := begin(&rec, run, s.now())
 		if _, err := s.recs.Update(ctx, id, rec, rev); errors.Is(err, kv.ErrConflict) && try < 10 {
 			continue
 		} else if err != nil {
 			return Claimed{}, err
 		}
 		s.apply(ctx, id, f)
-		return Claimed{Record: rec}, nil
+		return Claimed{Record: rec, Added: added}, nil
 	}
 }
 
-// Unclaim gives up run's claim of the session id: its job was refused
-// after the claim (a duplicate runId), so it never ran.
-func (s *Store) Unclaim(ctx context.Context, id, run string) error {
+// Unclaim gives up run's claim of the session id (c, as Claim returned
+// it): its job was refused after the claim (a duplicate runId), so it
+// never ran, and is taken off the session's runs if the claim listed it.
+func (s *Store) Unclaim(ctx context.Context, id, run string, c Claimed) error {
 	_, _, err := s.modify(ctx, id, func(rec *kv.SessionRecord) error {
 		if rec.Live != run {
 			return kv.ErrUnchanged
 		}
 		rec.Live, rec.LiveSince, rec.State, rec.UpdatedAt = "", time.Time{}, kv.SessionIdle, s.now()
-		rec.Runs = slices.DeleteFunc(rec.Runs, func(r string) bool { return r == run })
-		rec.RunCount--
+		if c.Added {
+			rec.Runs = slices.DeleteFunc(rec.Runs, func(r string) bool { return r == run })
+			rec.RunCount--
+		}
 		return nil
 	})
 	return err
@@ -187,14 +192,17 @@ func (s *Store) SetWaiting(ctx context.Context, id, run string, waiting bool) er
 
 // End records that run, the live run of the session id, ended (paused,
 // or not), with the checkpoint its terminal status named (nil: none;
-// cpErr says why when one failed): the checkpoint becomes the head. A run
-// that is not the live one (its end was recorded already) changes
-// nothing.
-func (s *Store) End(ctx context.Context, id, run string, paused bool, cp *kv.SessionCheckpoint, cpErr string) error {
+// cpErr says why when one failed): the checkpoint becomes the head, and
+// the session keeps the last keep (0: the store's). A run that is not the
+// live one (its end was recorded already) changes nothing.
+func (s *Store) End(ctx context.Context, id, run string, paused bool, cp *kv.SessionCheckpoint, cpErr string, keep int) error {
+	if keep <= 0 {
+		keep = s.keep
+	}
 	var f fates
 	_, _, err := s.modify(ctx, id, func(rec *kv.SessionRecord) error {
 		var ok bool
-		if f, ok = end(rec, run, paused, cp, cpErr, s.keep, s.now()); !ok {
+		if f, ok = end(rec, run, paused, cp, cpErr, keep, s.now()); !ok {
 			return kv.ErrUnchanged
 		}
 		return nil

@@ -56,6 +56,9 @@ type run struct {
 	// runner is the runner this worker spawned for the run, if it did:
 	// its exit is known without reading who holds the run's lock.
 	runner *sandbox.Runner
+	// checkpoint is the checkpoint of a session's run stored at its end
+	// (checkpointRun), which its session's head becomes.
+	checkpoint *kv.SessionCheckpoint
 }
 
 // cancel asks the runner to end the agent; the runner writes the sentinel
@@ -220,7 +223,7 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 	res, err := follow.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish, opts...)
 	switch {
 	case res.Sentinel != nil:
-		w.finish(ctx, r, sentinelStatus(*res.Sentinel))
+		w.finish(ctx, r, pausedStatus(r.rec, sentinelStatus(*res.Sentinel)))
 	case errors.Is(err, errRunnerGone):
 		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: errRunnerGone.Error()})
 	case ctx.Err() != nil && pubCtx.Err() == nil:
@@ -371,8 +374,12 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 	full := w.status(r, st.Status)
 	full.ExitCode, full.Signal, full.Reason, full.RetriedAs = st.ExitCode, st.Signal, st.Reason, st.RetriedAs
 	full.StderrTail = journal.StderrTail(r.dir, 2048)
-	// I9: the outputs are stored before the status that lists them.
+	// I9: the outputs are stored before the status that lists them, and
+	// a session's checkpoint before the status that names it.
 	if full.Status != protocol.StatusLost && !w.captureOutputs(ctx, r, &full) {
+		return
+	}
+	if r.rec.Session != "" && !w.checkpointRun(ctx, r, &full) {
 		return
 	}
 	// The terminal status goes out even while the worker stops: it is one
@@ -411,12 +418,14 @@ func (w *Worker) recordTerminal(ctx context.Context, r *run, st protocol.Status)
 		if r.chain != nil {
 			rec.LastSeq = r.chain.LastSeq()
 		}
+		rec.Checkpoint = r.checkpoint
 		return nil
 	}); err != nil {
 		r.log.Warn().Err(err).Msg("record terminal state")
 	} else {
 		node = rec.Node
 	}
+	w.endSession(ctx, r, st)
 	w.index.remove(ctx, node, r.id)
 	w.markFinished(r.id)
 	if err := r.lease.Delete(ctx); err != nil {

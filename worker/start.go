@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/session"
 )
 
 // errSuperseded: the run record changed under a worker about to spawn the
@@ -61,6 +62,8 @@ type starter struct {
 	rec     kv.RunRecord
 	recRev  uint64
 	restart bool // rec is of a run whose first worker died before spawning it
+	// claimed is the session's claim of a session's run (claim).
+	claimed *session.Claimed
 	r       *run
 	pooled  bool // the runner came from the profile's pool
 	// leaseEnd is what becomes of r's lease if the start ends without a run.
@@ -75,7 +78,7 @@ type starter struct {
 func (w *Worker) start(ctx context.Context, j consumer.Job, log zerolog.Logger) (*run, consumer.Disposition) {
 	s := &starter{w: w, job: j.Job, inv: j.Invocation, msg: j.Msg, log: log}
 	defer s.end(ctx)
-	for _, phase := range []func(context.Context) (consumer.Disposition, bool){s.admit, s.record, s.take, s.spawn, s.announce} {
+	for _, phase := range []func(context.Context) (consumer.Disposition, bool){s.admit, s.claim, s.record, s.take, s.spawn, s.announce} {
 		if d, ended := phase(ctx); ended {
 			return nil, d
 		}
@@ -138,7 +141,7 @@ func (s *starter) record(ctx context.Context) (consumer.Disposition, bool) {
 		Profile: inv.Profile, Attempt: 1,
 		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
 		Interactive: inv.Stdin == config.StdinStream, IdleTimeout: inv.IdleTimeout,
-		Input: kv.InputPreview(job.Input),
+		Input: kv.InputPreview(job.Input), Session: job.Session, PauseAfter: inv.Session.PauseAfter,
 	}
 	if inv.TurnEnd != nil {
 		s.rec.TurnEndField, s.rec.TurnEndEquals = inv.TurnEnd.Field, inv.TurnEnd.Equals
@@ -186,6 +189,7 @@ func (s *starter) redelivered(ctx context.Context) (consumer.Disposition, bool) 
 	}
 	switch decideRedelivery(existing, s.delivered()) {
 	case rejectDuplicate:
+		s.unclaim(ctx)
 		return consumer.Reject(fmt.Errorf("%w: run %q already exists (state %s, node %s)",
 			protocol.ErrDuplicateRun, id, existing.State, existing.Node)), true
 	case leaveToNode:

@@ -26,6 +26,7 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/session"
 )
 
 // InboxPrefix is the inbox prefix of a worker's connection: replies to the
@@ -71,6 +72,10 @@ type Worker struct {
 	// workspaces is the stream of archives jobs seed their workspaces
 	// from (see seedWorkspace).
 	workspaces jetstream.Stream
+	// sessions and checkpoints keep sessions' records and checkpoints
+	// (session.go).
+	sessions    *session.Store
+	checkpoints jetstream.ObjectStore
 
 	mu     sync.Mutex
 	active map[string]*run
@@ -380,9 +385,14 @@ func (w *Worker) openStores(ctx context.Context) error {
 		EventsMaxBytes: int64(w.cfg.EventsMaxBytes),
 		JobsMaxBytes:   int64(w.cfg.JobsMaxBytes), JobsMaxMsgs: w.cfg.JobsMaxMsgs,
 		DLQMaxBytes: int64(w.cfg.DLQMaxBytes), DLQMaxMsgs: w.cfg.DLQMaxMsgs,
+		CheckpointsMaxBytes: w.cfg.CheckpointsBytes(),
 	})
 	if err != nil {
 		return explainNATS(w.nc, err)
+	}
+	w.checkpoints = res.Checkpoints
+	if w.sessions, err = session.NewStore(kv.NewStore[kv.SessionRecord](res.Sessions), res.Checkpoints); err != nil {
+		return err
 	}
 	w.runs = kv.NewStore[kv.RunRecord](res.Runs)
 	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)
