@@ -21,7 +21,7 @@ const (
 	// CheckpointIndexName holds the index of a session's tree as its run
 	// restored it, which the run's checkpoint builds on.
 	CheckpointIndexName = "checkpoint.index"
-	FinishedName  = "finished"
+	FinishedName        = "finished"
 	// LostStoppedName is the note a worker leaves in the directory of a
 	// run declared lost whose agent it found still running and stopped.
 	LostStoppedName = "lost-stopped"
