@@ -81,13 +81,17 @@ func New(js jetstream.JetStream, names protocol.Names, opts ...Option) (*Client,
 // Names returns the names the client was created with.
 func (c *Client) Names() protocol.Names { return c.names }
 
-// Submit publishes job on the run-job subject with Nats-Msg-Id set to its
-// runId and waits for the stream's ack. A job that would be rejected for
+// Submit publishes job on the run-job subject (a session's job: on its
+// session's, see WithSession) with Nats-Msg-Id set to its runId and waits
+// for the stream's ack. A job that would be rejected for
 // its own content (see protocol.Job.Validate) is not sent: the error wraps
 // the protocol's rejection sentinel. If the stream already held a job
 // with that runId, it returns an error wrapping ErrDuplicate: the run was
 // submitted before, and no second run will start.
-func (c *Client) Submit(ctx context.Context, job protocol.Job) error {
+func (c *Client) Submit(ctx context.Context, job protocol.Job, opts ...SubmitOption) error {
+	for _, o := range opts {
+		o(&job)
+	}
 	return c.submit(ctx, job, job.RunID)
 }
 
@@ -97,7 +101,11 @@ func (c *Client) submit(ctx context.Context, job protocol.Job, msgID string) err
 	if err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
-	ack, err := c.js.Publish(ctx, c.names.RunJobSubject(), body,
+	subject := c.names.RunJobSubject()
+	if job.Session != "" {
+		subject = c.names.SessionJobSubject(job.Session)
+	}
+	ack, err := c.js.Publish(ctx, subject, body,
 		jetstream.WithMsgID(msgID),
 		jetstream.WithExpectStream(c.names.JobsStream()))
 	if err != nil {
@@ -185,20 +193,9 @@ func (c *Client) Cancel(ctx context.Context, runID string) (protocol.CancelReply
 	if !protocol.ValidRunID(runID) {
 		return protocol.CancelReply{}, fmt.Errorf("%w: %q", protocol.ErrBadRunID, runID)
 	}
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, DefaultCancelTimeout)
-	defer cancel()
-	msg, err := c.js.Conn().RequestWithContext(ctx, c.names.CancelSubject(runID), nil)
-	switch {
-	case parent.Err() != nil: // the caller's end, not ours
-		return protocol.CancelReply{}, fmt.Errorf("cancel %s: %w", runID, parent.Err())
-	case errors.Is(err, nats.ErrNoResponders):
-		return protocol.CancelReply{}, fmt.Errorf("cancel %s: %w: nobody listens on %s (is a `baton worker` running?)",
-			runID, ErrNoWorker, c.names.CancelSubject(runID))
-	case errors.Is(err, context.DeadlineExceeded):
-		return protocol.CancelReply{}, fmt.Errorf("cancel %s: %w within %v", runID, ErrNoWorker, DefaultCancelTimeout)
-	case err != nil:
-		return protocol.CancelReply{}, fmt.Errorf("cancel %s: %w", runID, err)
+	msg, err := c.request(ctx, nats.NewMsg(c.names.CancelSubject(runID)), "cancel "+runID)
+	if err != nil {
+		return protocol.CancelReply{}, err
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		desc := msg.Header.Get(micro.ErrorHeader)

@@ -93,20 +93,9 @@ func (c *Client) Interrupt(ctx context.Context, runID string) (protocol.InputRep
 
 // inputRequest sends an input or interrupt request and reads the answer.
 func (c *Client) inputRequest(ctx context.Context, runID string, m *nats.Msg, what string) (protocol.InputReply, error) {
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, DefaultCancelTimeout)
-	defer cancel()
-	msg, err := c.js.Conn().RequestMsgWithContext(ctx, m)
-	switch {
-	case parent.Err() != nil:
-		return protocol.InputReply{}, fmt.Errorf("%s %s: %w", what, runID, parent.Err())
-	case errors.Is(err, nats.ErrNoResponders):
-		return protocol.InputReply{}, fmt.Errorf("%s %s: %w: nobody listens on %s (is a `baton worker` running?)",
-			what, runID, ErrNoWorker, m.Subject)
-	case errors.Is(err, context.DeadlineExceeded):
-		return protocol.InputReply{}, fmt.Errorf("%s %s: %w within %v", what, runID, ErrNoWorker, DefaultCancelTimeout)
-	case err != nil:
-		return protocol.InputReply{}, fmt.Errorf("%s %s: %w", what, runID, err)
+	msg, err := c.request(ctx, m, what+" "+runID)
+	if err != nil {
+		return protocol.InputReply{}, err
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		desc := msg.Header.Get(micro.ErrorHeader)
@@ -130,4 +119,25 @@ func (c *Client) inputRequest(ctx context.Context, runID string, m *nats.Msg, wh
 		return protocol.InputReply{}, fmt.Errorf("%s %s: unreadable answer %q: %w", what, runID, msg.Data, err)
 	}
 	return rep, nil
+}
+
+// request sends m to the workers, one of which answers, within
+// DefaultCancelTimeout (or ctx); what names the request in its errors,
+// which wrap ErrNoWorker when nobody answered.
+func (c *Client) request(ctx context.Context, m *nats.Msg, what string) (*nats.Msg, error) {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, DefaultCancelTimeout)
+	defer cancel()
+	msg, err := c.js.Conn().RequestMsgWithContext(ctx, m)
+	switch {
+	case parent.Err() != nil: // the caller's end, not ours
+		return nil, fmt.Errorf("%s: %w", what, parent.Err())
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, fmt.Errorf("%s: %w: nobody listens on %s (is a `baton worker` running?)", what, ErrNoWorker, m.Subject)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("%s: %w within %v", what, ErrNoWorker, DefaultCancelTimeout)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return msg, nil
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
 )
 
 // RunView is a run record as baton's commands and console show it, in
@@ -26,6 +27,10 @@ type RunView struct {
 	Offset          int64             `json:"offset"`
 	LastSeq         uint64            `json:"lastSeq"`
 	Labels          map[string]string `json:"labels,omitempty"`
+	// Session is the session the run is a turn of, and Checkpoint the
+	// checkpoint its end stored.
+	Session    string               `json:"session,omitempty"`
+	Checkpoint *protocol.Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // NewRunView returns the view of r.
@@ -41,5 +46,60 @@ func NewRunView(r kv.RunRecord) RunView {
 		Attempt: r.Attempt, CancelRequested: r.CancelRequested,
 		CreatedAt: t(r.CreatedAt), StartedAt: t(r.StartedAt), FinishedAt: t(r.FinishedAt), Deadline: t(r.Deadline),
 		ExitCode: r.ExitCode, Reason: r.Reason, Offset: r.Offset, LastSeq: r.LastSeq, Labels: r.Labels,
+		Session: r.Session, Checkpoint: checkpointWire(r.Checkpoint),
 	}
+}
+
+func checkpointWire(c *kv.SessionCheckpoint) *protocol.Checkpoint {
+	if c == nil {
+		return nil
+	}
+	w := c.Wire()
+	return &w
+}
+
+// SessionView is a session record as baton's commands and console show
+// it, in JSON.
+type SessionView struct {
+	ID       string          `json:"id"`
+	Profile  string          `json:"profile"`
+	State    kv.SessionState `json:"state"`
+	Live     string          `json:"live,omitempty"`
+	Runs     []string        `json:"runs"`
+	RunCount int             `json:"runCount"`
+	// Head is the checkpoint the session's next run starts from; the
+	// Checkpoints kept, oldest first, end with it.
+	Head            *CheckpointView   `json:"head,omitempty"`
+	Checkpoints     []CheckpointView  `json:"checkpoints"`
+	ForkedFrom      *kv.SessionFork   `json:"forkedFrom,omitempty"`
+	LostRun         string            `json:"lostRun,omitempty"`
+	CheckpointError string            `json:"checkpointError,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	CreatedAt       time.Time         `json:"createdAt"`
+	UpdatedAt       time.Time         `json:"updatedAt"`
+}
+
+// CheckpointView is one checkpoint a session keeps, numbered in it.
+type CheckpointView struct {
+	N int `json:"n"`
+	protocol.Checkpoint
+}
+
+// NewSessionView returns the view of r.
+func NewSessionView(r kv.SessionRecord) SessionView {
+	v := SessionView{
+		ID: r.ID, Profile: r.Profile, State: r.State, Live: r.Live, Runs: r.Runs, RunCount: r.RunCount,
+		Checkpoints: make([]CheckpointView, len(r.Checkpoints)), ForkedFrom: r.ForkedFrom, LostRun: r.LostRun,
+		CheckpointError: r.CheckpointError, Labels: r.Labels, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if v.Runs == nil {
+		v.Runs = []string{}
+	}
+	for i, c := range r.Checkpoints {
+		v.Checkpoints[i] = CheckpointView{N: c.N, Checkpoint: c.Wire()}
+	}
+	if n := len(v.Checkpoints); n > 0 {
+		v.Head = &v.Checkpoints[n-1]
+	}
+	return v
 }

@@ -79,6 +79,13 @@ type Config struct {
 	// DiskReserve is the free space the budget always leaves on the state
 	// filesystem (default 1 GiB): room for records, specs and the rest.
 	DiskReserve ByteSize `yaml:"diskReserve"`
+	// SessionsMaxAge is how long a session no run used is kept, with its
+	// checkpoints (default 30 days).
+	SessionsMaxAge time.Duration `yaml:"sessionsMaxAge"`
+	// CheckpointsMaxBytes bounds the checkpoints bucket (default 4 GiB):
+	// a full bucket fails new checkpoints, and their sessions keep their
+	// previous heads.
+	CheckpointsMaxBytes ByteSize `yaml:"checkpointsMaxBytes"`
 	// Profiles by name; the built-in "demo" profile is always present unless
 	// the file defines its own.
 	Profiles map[string]Profile `yaml:"profiles"`
@@ -145,6 +152,14 @@ type Profile struct {
 	// interactive runs (and to the worker and NATS) when agents load the
 	// node. Below 0 needs CAP_SYS_NICE in the runner (a root worker).
 	Nice int `yaml:"nice"`
+	// Session is what the profile's session runs keep between runs
+	// (nil: the defaults).
+	Session *Session `yaml:"session"`
+	// Setup are shell commands run in the sandbox, in order, before the
+	// agent of a session's first run; their output goes on the run's
+	// chain, and the session's first checkpoint is taken after them, so
+	// later runs start from it without running them again.
+	Setup []string `yaml:"setup"`
 }
 
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is

@@ -49,6 +49,13 @@ type Invocation struct {
 	IdleTimeout time.Duration
 	// Nice is the profile's CPU priority for the run.
 	Nice int
+	// For a job of a session: Session is the profile's session block with
+	// its defaults, ResumeArgv is Argv with its resumeArgs placed (for a
+	// run that continues from a checkpoint), and Setup the profile's setup
+	// commands. Zero for other jobs.
+	Session    Session
+	ResumeArgv []string
+	Setup      []string
 }
 
 // Limits are the job limits this configuration sets.
@@ -111,6 +118,12 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		command = append(command, a)
 	}
 	argv := p.AllowArgs.place(command, job.Args) // verbatim: a job cannot name the baton binary
+	var sess Session
+	var resume, setup []string
+	if job.Session != "" {
+		sess, setup = p.Session.OrDefault(), slices.Clone(p.Setup)
+		resume = ArgPolicy{}.place(argv, sess.ResumeArgs)
+	}
 
 	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits), Output: output, Outputs: p.Limits.Outputs, Stderr: p.Limits.Stderr}
 	if jd := int64(job.DiskLimit()); jd > 0 {
@@ -170,6 +183,9 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		TurnEnd:     p.TurnEnd,
 		IdleTimeout: p.IdleTimeout,
 		Nice:        p.Nice,
+		Session:     sess,
+		ResumeArgv:  resume,
+		Setup:       setup,
 	}, nil
 }
 

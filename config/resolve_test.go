@@ -262,3 +262,68 @@ profiles:
 		}
 	}
 }
+
+// TestResolveSession: a session's job gets the profile's session block
+// with its defaults, the command with its resume args placed after the
+// leading words (before the job's own args there), and the setup; any
+// other job gets none of them.
+func TestResolveSession(t *testing.T) {
+	c, err := config.Parse([]byte(`
+profiles:
+  codex:
+    command: [codex, exec, --json, "-"]
+    allowArgs: ["--model *"]
+    session: {resumeArgs: [resume, --last], exclude: ["node_modules/**"]}
+    setup: ["npm ci"]
+  plain:
+    command: [agent]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: "codex", Session: "s", Args: []string{"--model", "o3"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"codex", "exec", "resume", "--last", "--model", "o3", "--json", "-"}; !reflect.DeepEqual(inv.ResumeArgv, want) {
+		t.Errorf("resume argv %q, want %q", inv.ResumeArgv, want)
+	}
+	if want := []string{"codex", "exec", "--model", "o3", "--json", "-"}; !reflect.DeepEqual(inv.Argv, want) {
+		t.Errorf("argv %q, want %q", inv.Argv, want)
+	}
+	if inv.Session.MaxBytes != config.DefaultSessionMaxBytes || inv.Session.Keep != config.DefaultSessionKeep ||
+		!reflect.DeepEqual(inv.Session.Exclude, []string{"node_modules/**"}) || !reflect.DeepEqual(inv.Setup, []string{"npm ci"}) {
+		t.Errorf("session %+v, setup %q", inv.Session, inv.Setup)
+	}
+	plain, err := c.Resolve(protocol.Job{RunID: "r", Profile: "plain", Session: "s"}, "")
+	if err != nil || !reflect.DeepEqual(plain.ResumeArgv, []string{"agent"}) || plain.Session.MaxBytes != config.DefaultSessionMaxBytes {
+		t.Errorf("a profile without a session block: %+v, %v", plain, err)
+	}
+	none, err := c.Resolve(protocol.Job{RunID: "r", Profile: "codex"}, "")
+	if err != nil || none.ResumeArgv != nil || none.Setup != nil || none.Session.MaxBytes != 0 {
+		t.Errorf("a job of no session: %+v, %v", none, err)
+	}
+}
+
+func TestValidateSession(t *testing.T) {
+	for _, tc := range []struct {
+		yaml, want string
+	}{
+		{"session: {exclude: [/abs]}", "profiles.p.session.exclude[0]: outputs: bad glob"},
+		{"session: {exclude: [\"~/../x\"]}", `profiles.p.session.exclude[0]`},
+		{"session: {pauseAfter: 10s}", "profiles.p.session.pauseAfter: needs turnEnd"},
+		{"session: {pauseAfter: 10ms}\n    turnEnd: {field: type, equals: result}\n    stdin: stream", "profiles.p.session.pauseAfter: 10ms is too short"},
+		{"session: {resumeArgs: [\"\"]}", "profiles.p.session.resumeArgs[0]: must be a non-empty argument"},
+		{"session: {keep: -1}", "profiles.p.session.keep: -1 must be between 1 and 1000"},
+		{"setup: [\"  \"]", "profiles.p.setup[0]: must be a command"},
+		{"session: {maxBytes: 2TiB}", "profiles.p.session.maxBytes"},
+	} {
+		_, err := config.Parse([]byte("profiles:\n  p:\n    command: [a]\n    " + tc.yaml + "\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	if _, err := config.Parse([]byte("profiles:\n  p:\n    command: [a]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n    session: {pauseAfter: 2m, keep: 3, exclude: [\"~/.cache/**\"]}\n    setup: [\"make\"]\n")); err != nil {
+		t.Errorf("a good session block: %v", err)
+	}
+}

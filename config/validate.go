@@ -169,6 +169,11 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("%s.outputs.%w", at, e))
 			}
 		}
+		if err := p.validateSession(); err != nil {
+			for _, e := range splitJoined(err) {
+				errs = append(errs, fmt.Errorf("%s.%w", at, e))
+			}
+		}
 		if err := p.Limits.Validate(); err != nil {
 			for _, e := range splitJoined(err) {
 				errs = append(errs, fmt.Errorf("%s.limits.%w", at, e))

@@ -127,8 +127,8 @@ var ErrCannotConsume = errors.New("consumer: cannot consume jobs")
 func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) error {
 	runCfg := jetstream.ConsumerConfig{
 		Durable:        DurableName,
-		Description:    "baton workers: new runs",
-		FilterSubjects: []string{in.names.RunJobSubject(), in.names.RetryJobSubject()},
+		Description:    "baton workers: new runs (and sessions' runs)",
+		FilterSubjects: []string{in.names.RunJobSubject(), in.names.RetryJobSubject(), in.names.SessionJobs()},
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        in.ackWait,
 		MaxDeliver:     -1,

@@ -17,7 +17,11 @@ const (
 	PIDName       = "runner.pid"
 	InputName     = "input"
 	WorkspaceName = "workspace"
-	FinishedName  = "finished"
+	HomeName      = "home"
+	// CheckpointIndexName holds the index of a session's tree as its run
+	// restored it, which the run's checkpoint builds on.
+	CheckpointIndexName = "checkpoint.index"
+	FinishedName        = "finished"
 	// LostStoppedName is the note a worker leaves in the directory of a
 	// run declared lost whose agent it found still running and stopped.
 	LostStoppedName = "lost-stopped"
@@ -50,6 +54,14 @@ func (d Dir) Input() string { return filepath.Join(string(d), InputName) }
 // Workspace is the agent's working directory: the only part of the run
 // directory the agent can reach, or write.
 func (d Dir) Workspace() string { return filepath.Join(string(d), WorkspaceName) }
+
+// Home is the agent's home directory (HOME): with the workspace, the only
+// parts of the run directory the agent can reach, and what a session's
+// checkpoint keeps.
+func (d Dir) Home() string { return filepath.Join(string(d), HomeName) }
+
+// CheckpointIndex is the index of a session's tree (CheckpointIndexName).
+func (d Dir) CheckpointIndex() string { return filepath.Join(string(d), CheckpointIndexName) }
 
 // Finished marks a run whose terminal status is published and recorded, so
 // recovery scans skip it without asking NATS.

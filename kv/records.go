@@ -78,6 +78,17 @@ type RunRecord struct {
 	// Input is the start of the job's input (InputPreview): what a viewer
 	// shows as the run's first turn.
 	Input string `msgpack:"input,omitempty"`
+	// PauseAfter is the profile's session.pauseAfter: a session's run
+	// that waits for input that long is paused (its holder sets
+	// PauseRequested, then stops the agent as an idle one: the run ends
+	// "paused", not "timeout").
+	PauseAfter     time.Duration `msgpack:"pauseAfter,omitempty"`
+	PauseRequested bool          `msgpack:"pauseRequested,omitempty"`
+	// Session is the session the run is a turn of; Checkpoint, once the
+	// run ended, the checkpoint its terminal status named (so a worker
+	// can finish the session's end a holder that died began).
+	Session    string             `msgpack:"session,omitempty"`
+	Checkpoint *SessionCheckpoint `msgpack:"checkpoint,omitempty"`
 	// Spawning is set, by compare-and-set, by the worker about to spawn the
 	// run's runner, once its directory exists on Node. A run still starting
 	// without it never had a runner, and the worker its job is redelivered
@@ -125,4 +136,92 @@ type NodeRecord struct {
 	Capacity  int       `msgpack:"capacity"`
 	Version   string    `msgpack:"version"`
 	Heartbeat time.Time `msgpack:"heartbeat"`
+}
+
+// SessionState is a session's state in its record.
+type SessionState string
+
+const (
+	SessionActive  SessionState = "active"  // a run of it is live, in a turn
+	SessionWaiting SessionState = "waiting" // its live run waits for input
+	SessionPaused  SessionState = "paused"  // its last run paused; the next continues it
+	SessionIdle    SessionState = "idle"    // no run of it is live
+)
+
+// SessionRecord is the value of a session's key in the sessions bucket
+// (msgpack): one conversation with its workspace and agent state, spread
+// over runs. Only workers write it; clients read it.
+type SessionRecord struct {
+	ID      string       `msgpack:"id"`
+	Profile string       `msgpack:"profile"`
+	State   SessionState `msgpack:"state"`
+	// Live is the run of the session that may be running (at most one
+	// across the cluster): set by compare-and-set before the run's record
+	// is created, cleared once its terminal status is out.
+	Live string `msgpack:"live,omitempty"`
+	// LiveSince is when Live was claimed.
+	LiveSince time.Time `msgpack:"liveSince,omitempty"`
+	// Runs are the session's last runs, oldest first (RunCount counts
+	// them all).
+	Runs     []string `msgpack:"runs,omitempty"`
+	RunCount int      `msgpack:"runCount"`
+	// Checkpoints are the checkpoints kept, oldest first; the last is the
+	// head, which the next run starts from.
+	Checkpoints []SessionCheckpoint `msgpack:"checkpoints,omitempty"`
+	// ForkedFrom names the session and checkpoint this one was forked
+	// from.
+	ForkedFrom *SessionFork `msgpack:"forkedFrom,omitempty"`
+	// Lent lists, for each checkpoint object of this session that forks'
+	// checkpoints use, the sessions using it: it is deleted only once
+	// none does.
+	Lent map[string][]string `msgpack:"lent,omitempty"`
+	// LostRun is the last run whose work was lost with its node (the
+	// session continues from its checkpoint before it); CheckpointError
+	// says why its last run's checkpoint failed.
+	LostRun         string            `msgpack:"lostRun,omitempty"`
+	CheckpointError string            `msgpack:"checkpointError,omitempty"`
+	Labels          map[string]string `msgpack:"labels,omitempty"`
+	// Deleted marks a session deleted while forks still use its
+	// checkpoint objects: it is gone for clients, and its record goes
+	// with the last of them.
+	Deleted   bool      `msgpack:"deleted,omitempty"`
+	CreatedAt time.Time `msgpack:"createdAt"`
+	UpdatedAt time.Time `msgpack:"updatedAt"`
+}
+
+// Head is the session's last checkpoint, nil when it has none.
+func (r *SessionRecord) Head() *SessionCheckpoint {
+	if len(r.Checkpoints) == 0 {
+		return nil
+	}
+	return &r.Checkpoints[len(r.Checkpoints)-1]
+}
+
+// SessionCheckpoint is one checkpoint a session keeps.
+type SessionCheckpoint struct {
+	// N numbers it in its session (a fork's first is 0: the checkpoint
+	// it was forked from).
+	N         int       `msgpack:"n"`
+	Object    string    `msgpack:"object"`
+	Digest    string    `msgpack:"digest"`
+	Size      uint64    `msgpack:"size"`
+	Files     int       `msgpack:"files"`
+	TreeBytes int64     `msgpack:"treeBytes"`
+	Run       string    `msgpack:"run"`
+	Setup     bool      `msgpack:"setup,omitempty"`
+	Created   time.Time `msgpack:"created"`
+	// Chain names the data objects a restore reads, base first.
+	Chain []string `msgpack:"chain"`
+}
+
+// Wire is c as a status or a client shows it.
+func (c SessionCheckpoint) Wire() protocol.Checkpoint {
+	return protocol.Checkpoint{Object: c.Object, Digest: c.Digest, Size: c.Size, Files: c.Files, TreeBytes: c.TreeBytes,
+		Base: len(c.Chain) == 1, Run: c.Run, Setup: c.Setup, Created: c.Created}
+}
+
+// SessionFork names the checkpoint a session was forked from.
+type SessionFork struct {
+	Session    string `msgpack:"session"`
+	Checkpoint int    `msgpack:"checkpoint"`
 }

@@ -17,7 +17,9 @@
 // expire on the server (TTL after that write was stored); it then opens a
 // new session once the old key is gone. The key's expiry leaves a marker
 // (the bucket's LimitMarkerTTL), which the node's workers watch to recover
-// the runs of a worker that died.
+// the runs of a worker that died. The renewals, the deadline of a
+// session and the release of a stopped lease are timed on the liveness's
+// clock (WithClock; the system's by default), which a test moves itself.
 //
 // The lease's epoch is the KV revision of the write that took it, so epochs
 // strictly increase across holders. Correctness does not depend on the

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/batonhq/baton/internal/fsat"
 )
 
 // Baseline is what a workspace was seeded with: the "before" of its diff.
@@ -147,12 +149,12 @@ func (t treeDir) list() ([]baseChild, error) {
 		case e.IsDir():
 			c.dir = true
 		case e.Type()&fs.ModeSymlink != 0:
-			if c.target, err = readlinkAt(fd, c.name); err != nil {
+			if c.target, err = fsat.Readlink(fd, c.name); err != nil {
 				return nil, fmt.Errorf("read the baseline: %w", err)
 			}
 			c.link, c.size = true, int64(len(c.target))
 		case e.Type().IsRegular():
-			st, err := lstatAt(fd, c.name)
+			st, err := fsat.Lstat(fd, c.name)
 			if err != nil {
 				return nil, fmt.Errorf("read the baseline: %w", err)
 			}
@@ -166,7 +168,7 @@ func (t treeDir) list() ([]baseChild, error) {
 }
 
 func (t treeDir) sub(name string) (baseDir, error) {
-	f, err := openDirAt(int(t.f.Fd()), name)
+	f, err := fsat.OpenDir(int(t.f.Fd()), name)
 	if err != nil {
 		return nil, err
 	}
@@ -175,14 +177,14 @@ func (t treeDir) sub(name string) (baseDir, error) {
 
 func (t treeDir) open(name string) (io.ReadCloser, error) {
 	fd := int(t.f.Fd())
-	if st, err := lstatAt(fd, name); err == nil && fileMode(&st)&fs.ModeSymlink != 0 {
-		target, err := readlinkAt(fd, name)
+	if st, err := fsat.Lstat(fd, name); err == nil && fsat.FileMode(&st)&fs.ModeSymlink != 0 {
+		target, err := fsat.Readlink(fd, name)
 		if err != nil {
 			return nil, err
 		}
 		return io.NopCloser(strings.NewReader(target)), nil
 	}
-	f, _, err := openFileAt(fd, name)
+	f, _, err := fsat.OpenFile(fd, name, EscapePath)
 	return f, err
 }
 
@@ -210,7 +212,7 @@ func readBase(d baseDir, rel, name string, b baseEntry, max int64) (string, erro
 // has the content of the seeded name of d (both of size n), reading both a
 // block at a time.
 func sameContent(dirfd int, d baseDir, name string, n int64) (bool, error) {
-	f, _, err := openFileAt(dirfd, name)
+	f, _, err := fsat.OpenFile(dirfd, name, EscapePath)
 	if err != nil {
 		return false, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sys/unix"
 
+	"github.com/batonhq/baton/internal/fsat"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -211,7 +212,7 @@ func openWorkspace(dir string) (*os.File, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", dir)
 	}
-	return openDirAt(unix.AT_FDCWD, dir)
+	return fsat.OpenDir(unix.AT_FDCWD, dir)
 }
 
 // diffError is a failure of the workspace side of a put (a limit, a file
@@ -292,7 +293,7 @@ func putFile(ctx context.Context, obs jetstream.ObjectStore, runID string, rootf
 	if e.exec {
 		meta.Metadata["baton-mode"] = "0755"
 	}
-	f, _, err := openBeneath(rootfd, e.rel)
+	f, _, err := fsat.OpenBeneath(rootfd, e.rel, EscapePath)
 	if err != nil {
 		return nil, &diffError{err}
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/batonhq/baton/internal/fsat"
 )
 
 // ErrLimit is wrapped by the error of a capture stopped at a limit.
@@ -56,7 +58,9 @@ type entry struct {
 }
 
 // open opens the workspace file of an entry being visited.
-func (e *entry) open() (*os.File, os.FileInfo, error) { return openFileAt(e.dirfd, e.name) }
+func (e *entry) open() (*os.File, os.FileInfo, error) {
+	return fsat.OpenFile(e.dirfd, e.name, EscapePath)
+}
 
 // maxNotes bounds the notes a capture keeps; past it they are counted.
 const maxNotes = 20
@@ -115,7 +119,7 @@ func (k kid) key() string {
 // context's error when it ends, and visit's errors.
 func (w *walker) walk(top *os.File, base baseDir, visit func(*entry) error) error {
 	w.visit = visit
-	ws, err := openDirAt(int(top.Fd()), ".") // the walk's own, closed as it ends
+	ws, err := fsat.OpenDir(int(top.Fd()), ".") // the walk's own, closed as it ends
 	if err != nil {
 		base.close()
 		return &diffError{fmt.Errorf("workspace not readable: %w", err)}
@@ -162,7 +166,7 @@ func (w *walker) walk(top *os.File, base baseDir, visit func(*entry) error) erro
 		}
 		var ws *os.File
 		if k.inWS {
-			if ws, err = openDirAt(int(f.ws.Fd()), k.name); err != nil {
+			if ws, err = fsat.OpenDir(int(f.ws.Fd()), k.name); err != nil {
 				w.note("%s: directory not read: %v", shortPath(rel), errors.Unwrap(err))
 				continue
 			}
@@ -276,7 +280,7 @@ func (w *walker) leaf(f *frame, k kid, rel string) error {
 	}
 	switch {
 	case k.typ&fs.ModeSymlink != 0:
-		target, err := readlinkAt(e.dirfd, k.name)
+		target, err := fsat.Readlink(e.dirfd, k.name)
 		if err != nil {
 			w.note("%s: link not read: %v", shortPath(rel), errors.Unwrap(err))
 			return w.deleted(&e)
@@ -290,9 +294,9 @@ func (w *walker) leaf(f *frame, k kid, rel string) error {
 		}
 		return w.keep(&e, opAdd)
 	case k.typ.IsRegular():
-		st, err := lstatAt(e.dirfd, k.name)
-		if err == nil && fileMode(&st)&fs.ModeType != 0 {
-			err = fmt.Errorf("%s: %w", shortPath(rel), errNotRegular)
+		st, err := fsat.Lstat(e.dirfd, k.name)
+		if err == nil && fsat.FileMode(&st)&fs.ModeType != 0 {
+			err = fmt.Errorf("%s: %w", shortPath(rel), fsat.ErrNotRegular)
 		}
 		if err != nil {
 			w.note("%s: not read: %v", shortPath(rel), err)

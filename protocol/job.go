@@ -34,6 +34,12 @@ type Job struct {
 	// Workspace names an archive of the workspaces stream extracted into
 	// the workspace before the agent starts; Files are written over it.
 	Workspace *WorkspaceRef `json:"workspace,omitempty" msgpack:"workspace,omitempty"`
+	// Session makes the run one turn of that session (the first run
+	// creates it): it starts from the session's last checkpoint, at most
+	// one of its runs is live across the cluster, and its runs start in
+	// the order their jobs were submitted on its subject
+	// (Names.SessionJobSubject). [A-Za-z0-9_-]{1,128}.
+	Session string `json:"session,omitempty" msgpack:"session,omitempty"`
 }
 
 // JobLimitOutput is the job limit on the agent's stdout, in bytes.

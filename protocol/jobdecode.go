@@ -104,6 +104,7 @@ var jobFields = []jobField{
 		j.Workspace, err = decodeWorkspace(r, k)
 		return err
 	}},
+	{"session", func(r fieldReader, k string, j *Job) (err error) { j.Session, err = r.str(k); return err }},
 }
 
 type jobField struct {
@@ -226,6 +227,15 @@ func (j Job) Validate(lim Limits) error {
 	}
 	if err := validateWorkspace(j.Workspace); err != nil {
 		return err
+	}
+	if j.Session != "" && !ValidSessionID(j.Session) {
+		return jobErr(ErrInvalidJob, "session %s must match [A-Za-z0-9_-]{1,128}", q(j.Session))
+	}
+	if j.Session != "" && j.Retries > 0 {
+		// A lost turn is the session's to take up again: its next run
+		// starts from its last checkpoint, and the session record names
+		// the run whose work was lost.
+		return jobErr(ErrInvalidJob, "a session's run is not retried (\"retries\" with \"session\"): submit the session's next run instead")
 	}
 	if j.Retries > 0 && len(j.RunID) > MaxRetriedRunID {
 		return jobErr(ErrBadRunID, "runId %s is %d bytes; with retries it may have at most %d (a retry is named <runId>-a<attempt>)", q(j.RunID), len(j.RunID), MaxRetriedRunID)

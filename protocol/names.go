@@ -69,6 +69,13 @@ func (n Names) OutputsBucket() string { return n.upper + "_OUTPUTS" }
 // (see WorkspaceChunkSubject).
 func (n Names) WorkspacesStream() string { return n.upper + "_WORKSPACES" }
 
+// SessionsBucket is the KV bucket of session records, keyed by session id.
+func (n Names) SessionsBucket() string { return n.upper + "_SESSIONS" }
+
+// CheckpointsBucket is the Object Store bucket of sessions' checkpoints:
+// "<session>/<runId>" and its manifest (see package checkpoint).
+func (n Names) CheckpointsBucket() string { return n.upper + "_CHECKPOINTS" }
+
 // NodeRunKey is the key of runID in NodeRunsBucket.
 func NodeRunKey(node, runID string) string { return node + "." + runID }
 
@@ -86,9 +93,17 @@ func (n Names) RetryJobSubject() string { return n.prefix + ".jobs.retry" }
 // AttachJobSubject is where re-attach jobs for one node's runs go.
 func (n Names) AttachJobSubject(node string) string { return n.prefix + ".jobs.attach." + node }
 
+// SessionJobSubject is where the runs of session go: the jobs stream keeps
+// them in submission order, and a worker starts one only when it is the
+// first left on its subject and the session has no live run.
+func (n Names) SessionJobSubject(session string) string { return n.prefix + ".jobs.session." + session }
+
+// SessionJobs is the filter of every session's jobs.
+func (n Names) SessionJobs() string { return n.prefix + ".jobs.session.*" }
+
 // JobsSubjects are the subjects of the jobs stream.
 func (n Names) JobsSubjects() []string {
-	return []string{n.RunJobSubject(), n.RetryJobSubject(), n.prefix + ".jobs.attach.*"}
+	return []string{n.RunJobSubject(), n.RetryJobSubject(), n.prefix + ".jobs.attach.*", n.SessionJobs()}
 }
 
 // IngestSubjects are the subjects of the events stream: workers publish a
@@ -166,6 +181,10 @@ func validChars(s string, maxLen int, extra string) bool { return runid.Chars(s,
 // ValidRunID reports whether id can name a run: one subject token of
 // [A-Za-z0-9_-], at most 128 bytes.
 func ValidRunID(id string) bool { return runid.Valid(id) }
+
+// ValidSessionID reports whether id can name a session: one subject
+// token of [A-Za-z0-9_-], at most 128 bytes, as a runId.
+func ValidSessionID(id string) bool { return runid.Valid(id) }
 
 // ValidNodeID reports whether id can name a node (one subject token).
 func ValidNodeID(id string) bool { return validToken(id) }

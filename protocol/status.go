@@ -21,12 +21,16 @@ const (
 	// waits for input. StatusRunning: input was written, a turn runs.
 	StatusWaiting StatusType = "waiting"
 	StatusRunning StatusType = "running"
+	// StatusPaused (a session's run, with session.pauseAfter): the agent
+	// waited for input that long, so its run was checkpointed and its
+	// sandbox ended; the session's next run continues from there.
+	StatusPaused StatusType = "paused"
 )
 
 // Terminal reports whether no message follows s on the run's chain.
 func (s StatusType) Terminal() bool {
 	switch s {
-	case StatusSucceeded, StatusFailed, StatusCancelled, StatusTimeout, StatusLost:
+	case StatusSucceeded, StatusFailed, StatusCancelled, StatusTimeout, StatusLost, StatusPaused:
 		return true
 	}
 	return false
@@ -57,6 +61,32 @@ type Status struct {
 	OutputsError string `json:"outputsError,omitempty"`
 	// OutputsNotes name what the capture skipped (a FIFO, a device).
 	OutputsNotes []string `json:"outputsNotes,omitempty"`
+	// Session is the session the run is a turn of; Checkpoint, on its
+	// terminal status, the checkpoint stored before the status (the
+	// session's head once the status is out), and CheckpointError why
+	// none was (the session keeps its previous head).
+	Session         string      `json:"session,omitempty"`
+	Checkpoint      *Checkpoint `json:"checkpoint,omitempty"`
+	CheckpointError string      `json:"checkpointError,omitempty"`
+}
+
+// Checkpoint is one checkpoint of a session's workspace and home in the
+// checkpoints bucket (see Names.CheckpointsBucket).
+type Checkpoint struct {
+	// Object is its data object, "<session>/<runId>" (or with ".setup",
+	// made after the session's setup); Digest and Size are the object's.
+	Object string `json:"object"`
+	Digest string `json:"digest"`
+	Size   uint64 `json:"size"`
+	// Files and TreeBytes are the regular files of the whole tree and
+	// their bytes; Base tells a checkpoint holding the whole tree from
+	// one holding what changed since the last.
+	Files     int       `json:"files"`
+	TreeBytes int64     `json:"treeBytes"`
+	Base      bool      `json:"base,omitempty"`
+	Run       string    `json:"run"`
+	Setup     bool      `json:"setup,omitempty"`
+	Created   time.Time `json:"created"`
 }
 
 // Marshal encodes s as JSON.

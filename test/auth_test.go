@@ -100,7 +100,6 @@ func TestNATSPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	workerLog := startWorker(t, bin, url("worker"), stateDir, "auth", "--config", cfg, "--service-nats", url("worker-svc"))
-	testenv.WaitFor(t, 30*time.Second, "the worker ready", func() bool { return strings.Contains(workerLog.String(), "worker ready") })
 	viewer := connect("viewer")
 	live := make(chan *nats.Msg, 1024)
 	if _, err := viewer.nc.ChanSubscribe(names.RunFilter("auth-1"), live); err != nil {

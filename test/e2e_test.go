@@ -31,7 +31,9 @@ func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) 
 }
 
 // startWorkerProc is startWorker, also giving the process (to stop or
-// signal it).
+// signal it). It returns once the worker says it is ready: its streams
+// exist, so a job published next has somewhere to go (a submit on a
+// loaded machine came before them once: "no response from stream").
 func startWorkerProc(t *testing.T, bin, url, stateDir, node string, args ...string) (*testenv.Buffer, *testenv.Proc) {
 	t.Helper()
 	logs := &testenv.Buffer{}
@@ -46,6 +48,7 @@ func startWorkerProc(t *testing.T, bin, url, stateDir, node string, args ...stri
 			t.Logf("worker logs:\n%s", logs.String())
 		}
 	})
+	testenv.WaitFor(t, 60*time.Second, "worker "+node+" to log \"worker ready\"", func() bool { return strings.Contains(logs.String(), "worker ready") })
 	return logs, p
 }
 

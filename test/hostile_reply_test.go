@@ -217,7 +217,6 @@ func startHostile(t *testing.T, bin, observerURL, workerURL string, args ...stri
 		t.Fatal(err)
 	}
 	h.logs = startWorker(t, bin, workerURL, testenv.StateDir(t), h.node, append([]string{"--config", cfg, "--metrics-addr", h.metrics}, args...)...)
-	testenv.WaitFor(t, 30*time.Second, "the worker ready", func() bool { return strings.Contains(h.logs.String(), "worker ready") })
 	sc := bufio.NewScanner(strings.NewReader(h.logs.String()))
 	for sc.Scan() {
 		var l struct{ Message, Worker string }

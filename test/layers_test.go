@@ -16,7 +16,7 @@ import (
 // and a new room is placed on purpose. Test files may import anything.
 var layers = [][]string{
 	// Leaves: the standard library and outside modules only.
-	{"internal/bounded", "internal/clock", "internal/fstree", "internal/leader", "internal/pidfd", "internal/runid", "fakeagent",
+	{"internal/bounded", "internal/clock", "internal/fsat", "internal/fstree", "internal/leader", "internal/pidfd", "internal/runid", "fakeagent",
 		"sandbox/internal/seccomp", "test", "test/escapeagent"},
 	// The wire and the disk: names, jobs, the journal's writer.
 	{"protocol", "journal", "internal/unpack", "internal/testenv"},
@@ -32,7 +32,9 @@ var layers = [][]string{
 	// One store or one mechanism each.
 	{"internal/provision", "internal/wsarchive", "kv", "outputs", "runtoken", "journal/follow", "sandbox"},
 	// What is built on them.
-	{"lease", "client", "publisher", "config", "sandbox/internal/runnertest"},
+	{"lease", "client", "publisher", "config", "checkpoint", "sandbox/internal/runnertest"},
+	// Sessions: their records and the checkpoints they keep.
+	{"session"},
 	// The job intake (it reads the profiles' config) and the console.
 	{"consumer", "console"},
 	// The worker, which runs them all.

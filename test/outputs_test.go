@@ -95,8 +95,10 @@ head -c 30000000 /dev/urandom | base64 > out/big.txt; printf 'one\nTWO\n' > READ
 		t.Fatal("worker did not die of SIGKILL")
 	}
 	started := lastStatus(t, js, names, runID)
-	if started.Status != protocol.StatusStarted {
-		t.Fatalf("last status %s at the kill, want started: the test did not test a capture cut short", started.Status)
+	// Started, or attached again by the same worker after a liveness it
+	// lost on a loaded machine: the run had not ended.
+	if started.Status.Terminal() {
+		t.Fatalf("last status %s at the kill: the test did not test a capture cut short", started.Status)
 	}
 	start("successor")
 

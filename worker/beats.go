@@ -1,14 +1,22 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/batonhq/baton/internal/clock"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/sandbox"
 )
 
@@ -127,27 +135,97 @@ func heartbeatAdvice(g heartbeatGap, leaseTTL time.Duration) string {
 		g.Worker, g.Gap.Round(time.Millisecond), g.At.Format(time.RFC3339), leaseTTL, leaseTTL, 6*leaseTTL, leaseTTLFor(g.Gap))
 }
 
-// noteHeartbeatGap records a late heartbeat's gap for the node, and warns
-// when it calls for a longer leaseTTL than this worker's.
-func (w *Worker) noteHeartbeatGap(g heartbeatGap) {
-	if _, err := recordHeartbeatGap(w.stateDir, g); err != nil {
-		w.log.Warn().Err(err).Msg("record the node's heartbeat gap")
-	}
-	if gapTooLong(g.Gap, w.cfg.LeaseTTL) {
-		w.log.Warn().Dur("gap", g.Gap).Dur("lease_ttl", w.cfg.LeaseTTL).Dur("lease_ttl_needed", leaseTTLFor(g.Gap)).
-			Msg("node heartbeat late: " + heartbeatAdvice(g, w.cfg.LeaseTTL))
+// heartbeat keeps this worker's entry in the nodes bucket alive, every
+// leaseTTL/3 on its clock, and records the node's longest gap between two
+// beats (see above).
+type heartbeat struct {
+	nodes    *kv.Nodes
+	node, id string
+	capacity func() int // how many more runs the worker can take now
+	leaseTTL time.Duration
+	stateDir string // where the node's longest gap is kept
+	gaps     prometheus.Histogram
+	log      zerolog.Logger
+	clock    clock.Clock
+	// failed is when a beat last failed (unix nanoseconds): the reaper
+	// trusts no absence it saw around then.
+	failed atomic.Int64
+}
+
+func (w *Worker) newHeartbeat() *heartbeat {
+	return &heartbeat{nodes: w.nodes, node: w.node, id: w.id,
+		capacity: func() int { return w.cfg.Concurrency - w.activeCount() },
+		leaseTTL: w.cfg.LeaseTTL, stateDir: w.stateDir, gaps: w.metrics.heartbeatGaps, log: w.log, clock: w.clock}
+}
+
+// lastFailure is when a beat last failed (the Unix epoch if none did).
+func (hb *heartbeat) lastFailure() time.Time { return time.Unix(0, hb.failed.Load()) }
+
+func (hb *heartbeat) run(ctx context.Context) {
+	every := max(hb.leaseTTL/3, 100*time.Millisecond)
+	t := hb.clock.NewTicker(every)
+	defer t.Stop()
+	var last time.Time      // the last heartbeat put
+	var worst time.Duration // the longest gap this worker recorded
+	for {
+		if now, ok := hb.beat(ctx); ok {
+			if !last.IsZero() {
+				gap := now.Sub(last)
+				hb.gaps.Observe(gap.Seconds())
+				// Only a notably late beat is worth a write.
+				if gap > worst && gap > 2*every {
+					worst = gap
+					hb.noteGap(heartbeatGap{Gap: gap, At: now.UTC(), LeaseTTL: hb.leaseTTL, Worker: hb.id})
+				}
+			}
+			last = now
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
 	}
 }
 
-// warnHeartbeatGap warns at start when the node's recorded heartbeat gap
+// beat puts this worker's entry once, and reports when it landed.
+func (hb *heartbeat) beat(ctx context.Context) (time.Time, bool) {
+	rec := kv.NodeRecord{ID: hb.node, Workers: 1, Capacity: hb.capacity(), Version: Version, Heartbeat: hb.clock.Now()}
+	b, err := msgpack.Marshal(rec)
+	if err != nil {
+		return time.Time{}, false
+	}
+	if _, err := hb.nodes.KV().Put(ctx, hb.node+"."+hb.id, b); err != nil {
+		if ctx.Err() == nil {
+			hb.failed.Store(hb.clock.Now().UnixNano())
+			hb.log.Warn().Err(err).Msg("node heartbeat")
+		}
+		return time.Time{}, false
+	}
+	return hb.clock.Now(), true
+}
+
+// noteGap records a late heartbeat's gap for the node, and warns when it
 // calls for a longer leaseTTL than this worker's.
-func (w *Worker) warnHeartbeatGap() {
-	g, ok, err := readHeartbeatGap(w.stateDir, time.Now())
+func (hb *heartbeat) noteGap(g heartbeatGap) {
+	if _, err := recordHeartbeatGap(hb.stateDir, g); err != nil {
+		hb.log.Warn().Err(err).Msg("record the node's heartbeat gap")
+	}
+	if gapTooLong(g.Gap, hb.leaseTTL) {
+		hb.log.Warn().Dur("gap", g.Gap).Dur("lease_ttl", hb.leaseTTL).Dur("lease_ttl_needed", leaseTTLFor(g.Gap)).
+			Msg("node heartbeat late: " + heartbeatAdvice(g, hb.leaseTTL))
+	}
+}
+
+// warnRecordedGap warns at start when the node's recorded heartbeat gap
+// calls for a longer leaseTTL than this worker's.
+func (hb *heartbeat) warnRecordedGap(context.Context) {
+	g, ok, err := readHeartbeatGap(hb.stateDir, hb.clock.Now())
 	switch {
 	case err != nil:
-		w.log.Warn().Err(err).Msg("read the node's heartbeat record")
-	case ok && gapTooLong(g.Gap, w.cfg.LeaseTTL):
-		w.log.Warn().Dur("gap", g.Gap).Dur("lease_ttl", w.cfg.LeaseTTL).Dur("lease_ttl_needed", leaseTTLFor(g.Gap)).
-			Msg("leaseTTL is below what this node's heartbeats need: " + heartbeatAdvice(g, w.cfg.LeaseTTL))
+		hb.log.Warn().Err(err).Msg("read the node's heartbeat record")
+	case ok && gapTooLong(g.Gap, hb.leaseTTL):
+		hb.log.Warn().Dur("gap", g.Gap).Dur("lease_ttl", hb.leaseTTL).Dur("lease_ttl_needed", leaseTTLFor(g.Gap)).
+			Msg("leaseTTL is below what this node's heartbeats need: " + heartbeatAdvice(g, hb.leaseTTL))
 	}
 }

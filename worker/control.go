@@ -80,6 +80,7 @@ func (w *Worker) cancelNotices() noticeWatcher {
 		},
 		onSweep: w.checkCancels,
 		every:   w.noticeSweep(),
+		clock:   w.clock,
 	}
 }
 

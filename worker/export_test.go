@@ -1,7 +1,5 @@
 package worker
 
-import "github.com/batonhq/baton/internal/clock"
-
 // RaceEnabled lets the external tests size their work: under the race
 // detector, gzip and tar run several times slower.
 const RaceEnabled = raceEnabled
@@ -10,6 +8,3 @@ const RaceEnabled = raceEnabled
 func WithBeforeMark(f func(runID string)) Option {
 	return func(w *Worker) error { w.testBeforeMark = f; return nil }
 }
-
-// WithClock has the worker's background services read and sleep on c.
-func WithClock(c clock.Clock) Option { return func(w *Worker) error { w.clock = c; return nil } }

@@ -57,24 +57,33 @@ func (w *Worker) handleInput(ctx context.Context, req micro.Request) {
 	if !ok {
 		return
 	}
-	if !rec.Interactive {
-		_ = req.Error(protocol.InputNotStream, fmt.Sprintf("run %s takes no input: its profile %q has stdin \"once\" (set stdin: stream)", runID, rec.Profile), nil)
-		return
-	}
 	eof := req.Headers().Get(protocol.HeaderInputEOF) == "true"
-	seq, prev, fresh, err := w.storeInput(ctx, runID, req.Data(), eof, false, req.Headers().Get(nats.MsgIdHdr))
-	switch {
-	case errors.Is(err, errInputClosed):
-		_ = req.Error(protocol.InputTerminal, fmt.Sprintf("run %s: %v", runID, err), nil)
-		return
-	case err != nil:
-		w.log.Warn().Err(err).Str("run_id", runID).Msg("store input")
-		_ = req.Error(protocol.InputFailed, "cannot store the input: "+err.Error(), nil)
+	seq, code, desc := w.acceptInput(ctx, life, runID, rec, req.Data(), eof, req.Headers().Get(nats.MsgIdHdr))
+	if code != "" {
+		_ = req.Error(code, desc, nil)
 		return
 	}
-	w.tellInput(life, runID, fresh, sandbox.InputMessage{Seq: seq, Prev: prev.seq, EOF: prev.eof, Data: req.Data()})
 	b, _ := json.Marshal(protocol.InputReply{RunID: runID, Seq: seq})
 	_ = req.Respond(b)
+}
+
+// acceptInput stores data as the next input of runID (its record rec,
+// not ended) and tells its holder, within life; a refusal is an input
+// error code and its description.
+func (w *Worker) acceptInput(ctx, life context.Context, runID string, rec kv.RunRecord, data []byte, eof bool, msgID string) (uint64, string, string) {
+	if !rec.Interactive {
+		return 0, protocol.InputNotStream, fmt.Sprintf("run %s takes no input: its profile %q has stdin \"once\" (set stdin: stream)", runID, rec.Profile)
+	}
+	seq, prev, fresh, err := w.storeInput(ctx, runID, data, eof, false, msgID)
+	switch {
+	case errors.Is(err, errInputClosed):
+		return 0, protocol.InputTerminal, fmt.Sprintf("run %s: %v", runID, err)
+	case err != nil:
+		w.log.Warn().Err(err).Str("run_id", runID).Msg("store input")
+		return 0, protocol.InputFailed, "cannot store the input: " + err.Error()
+	}
+	w.tellInput(life, runID, fresh, sandbox.InputMessage{Seq: seq, Prev: prev.seq, EOF: prev.eof, Data: data})
+	return seq, "", ""
 }
 
 // inputRun reads the record of the run an input or interrupt request is
@@ -303,7 +312,7 @@ func (w *Worker) inputNotices() noticeWatcher {
 		return w.inputPokes[runID]
 	}
 	return noticeWatcher{
-		nc: w.nc, subject: w.names.InputNotices(), what: "input", log: w.log,
+		nc: w.nc, subject: w.names.InputNotices(), what: "input", log: w.log, clock: w.clock,
 		held:     func(runID string) bool { return feeder(runID) != nil },
 		onNotice: func(_ context.Context, runID string) { poke(feeder(runID)) },
 		onSweep: func(context.Context) {

@@ -11,7 +11,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
@@ -21,47 +24,64 @@ import (
 // nodeGrace is how long a node may miss its heartbeats before its runs are
 // lost: the nodes bucket's TTL (an entry expires after that long without a
 // heartbeat) plus the same again as observed by the reaper itself.
-func (w *Worker) nodeGrace() time.Duration { return 3 * w.cfg.LeaseTTL }
+func nodeGrace(leaseTTL time.Duration) time.Duration { return 3 * leaseTTL }
 
-// reapLoop marks `lost` the unfinished runs of nodes gone past the grace
+// reaper marks `lost` the unfinished runs of nodes gone past the grace
 // period. Every worker runs it; the run's lease makes exactly one of them
 // publish the terminal status, and the record is changed only by CAS. It
-// finds runs in the node index (indexRun), never by listing records: the
-// whole index once at start, for nodes that vanished before this worker
-// came up, then the entries of absent nodes.
-func (w *Worker) reapLoop(ctx context.Context) {
-	rp := &reaper{w: w, absentSince: map[string]time.Time{}}
-	up := time.Now()
-	t := time.NewTicker(max(w.nodeGrace()/3, 100*time.Millisecond))
+// finds runs in the node index, never by listing records: the whole index
+// once at start, for nodes that vanished before this worker came up, then
+// the entries of absent nodes.
+type reaper struct {
+	nc         *nats.Conn // the worker's connection: is it connected
+	nodes      *kv.Nodes
+	index      nodeIndex
+	runs       *kv.Runs
+	node       string
+	grace      time.Duration
+	beatFailed func() time.Time // when this worker's heartbeat last failed
+	// markLost ends a run of a lost node (the worker's run handling).
+	markLost func(ctx context.Context, runID string, rec kv.RunRecord)
+	passes   prometheus.Histogram
+	log      zerolog.Logger
+	clock    clock.Clock
+
+	started     bool
+	prevLive    map[string]bool
+	absentSince map[string]time.Time
+}
+
+func (w *Worker) newReaper(beatFailed func() time.Time) *reaper {
+	return &reaper{nc: w.nc, nodes: w.nodes, index: w.index, runs: w.runs, node: w.node, grace: nodeGrace(w.cfg.LeaseTTL),
+		beatFailed: beatFailed, markLost: w.markLost, passes: w.metrics.reapPasses, log: w.log, clock: w.clock,
+		absentSince: map[string]time.Time{}}
+}
+
+func (rp *reaper) run(ctx context.Context) {
+	up := rp.clock.Now()
+	t := rp.clock.NewTicker(max(rp.grace/3, 100*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		// After an outage every heartbeat has expired, ours included: judge
 		// other nodes only once we have been heartbeating for a full grace.
 		// An outage is also a connected one: a NATS cluster without a
 		// quorum (a server lost) refuses every node's heartbeat alike, so
 		// an absence seen while ours failed is no evidence either.
-		if !w.nc.IsConnected() || time.Unix(0, w.beatFailed.Load()).After(up) {
-			up = time.Now()
+		if !rp.nc.IsConnected() || rp.beatFailed().After(up) {
+			up = rp.clock.Now()
 			rp.forget()
 			continue
 		}
-		if time.Since(up) < w.nodeGrace() {
+		if rp.clock.Now().Sub(up) < rp.grace {
 			continue
 		}
 		rp.reap(ctx)
 	}
-}
-
-type reaper struct {
-	w           *Worker
-	started     bool
-	prevLive    map[string]bool
-	absentSince map[string]time.Time
 }
 
 // forget drops what the reaper saw of other nodes' absences.
@@ -71,8 +91,7 @@ func (rp *reaper) forget() {
 }
 
 func (rp *reaper) reap(ctx context.Context) {
-	w := rp.w
-	keys, err := w.nodes.Keys(ctx)
+	keys, err := rp.nodes.Keys(ctx)
 	if err != nil {
 		return
 	}
@@ -81,10 +100,10 @@ func (rp *reaper) reap(ctx context.Context) {
 		node, _, _ := strings.Cut(k, ".")
 		live[node] = true
 	}
-	if !live[w.node] {
+	if !live[rp.node] {
 		return // our own heartbeat is not visible: trust nothing
 	}
-	now := time.Now()
+	now := rp.clock.Now()
 	if !rp.track(live, now) && rp.started {
 		return
 	}
@@ -98,10 +117,10 @@ func (rp *reaper) reap(ctx context.Context) {
 		}
 	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	keys, err = listKeys(lctx, w.nodeRuns, filters)
+	keys, err = rp.index.list(lctx, filters)
 	cancel()
 	if err != nil {
-		w.log.Warn().Err(err).Msg("list the node index")
+		rp.log.Warn().Err(err).Msg("list the node index")
 		return
 	}
 	pending := map[string]bool{}
@@ -111,7 +130,7 @@ func (rp *reaper) reap(ctx context.Context) {
 		}
 	}
 	rp.started = true
-	w.metrics.reapPasses.Observe(time.Since(now).Seconds())
+	rp.passes.Observe(rp.clock.Now().Sub(now).Seconds())
 	// A node with no unfinished run left is no longer watched.
 	for node := range rp.absentSince {
 		if !pending[node] {
@@ -137,7 +156,7 @@ func (rp *reaper) track(live map[string]bool, now time.Time) (due bool) {
 	}
 	rp.prevLive = live
 	for _, since := range rp.absentSince {
-		due = due || now.Sub(since) >= rp.w.nodeGrace()
+		due = due || now.Sub(since) >= rp.grace
 	}
 	return due
 }
@@ -146,10 +165,9 @@ func (rp *reaper) track(live map[string]bool, now time.Time) (due bool) {
 // the grace is marked lost, a stale entry removed. wait is true when the
 // entry's node still has a run that a later pass must look at again.
 func (rp *reaper) reapEntry(ctx context.Context, k string, live map[string]bool, now time.Time) (node string, wait bool) {
-	w := rp.w
 	node, id, ok := strings.Cut(k, ".")
 	if !ok || !protocol.ValidRunID(id) {
-		w.log.Warn().Str("key", k).Msg("node index entry skipped: not <node>.<run id>, or an invalid run id")
+		rp.log.Warn().Str("key", k).Msg("node index entry skipped: not <node>.<run id>, or an invalid run id")
 		return node, false
 	}
 	if live[node] {
@@ -160,34 +178,56 @@ func (rp *reaper) reapEntry(ctx context.Context, k string, live map[string]bool,
 		rp.absentSince[node] = now // a node gone before we started
 		return node, true
 	}
-	if now.Sub(since) < w.nodeGrace() {
+	if now.Sub(since) < rp.grace {
 		return node, true
 	}
-	rec, _, err := w.runs.Get(ctx, id)
+	rec, _, err := rp.runs.Get(ctx, id)
 	switch {
 	case err == nil && rec.RunID != id:
-		w.log.Warn().Str("key", id).Str("record_run_id", rec.RunID).Msg("run record skipped: not its key's run")
+		rp.log.Warn().Str("key", id).Str("record_run_id", rec.RunID).Msg("run record skipped: not its key's run")
 		return node, false
 	case errors.Is(err, kv.ErrNotFound), err == nil && (rec.State.Terminal() || rec.Node != node):
-		w.unindexRun(ctx, node, id) // stale: the run ended, or moved
+		rp.index.remove(ctx, node, id) // stale: the run ended, or moved
 		return node, false
 	case err != nil:
 		return node, true
 	}
-	w.markLost(ctx, id, rec)
+	rp.markLost(ctx, id, rec)
 	return node, false
 }
 
-// listKeys lists the keys of the bucket matching filters (all keys when
-// there are none); an empty bucket gives none.
-func listKeys(ctx context.Context, b jetstream.KeyValue, filters []string) ([]string, error) {
+// nodeIndex is the bucket of the unfinished runs by node
+// (protocol.NodeRunKey): a run enters it as it is started or taken over,
+// and leaves it as it ends; the reaper finds an absent node's runs there.
+type nodeIndex struct {
+	kv  jetstream.KeyValue
+	log zerolog.Logger
+}
+
+// add records that runID is an unfinished run of node.
+func (x nodeIndex) add(ctx context.Context, node, runID string) error {
+	_, err := x.kv.Put(ctx, protocol.NodeRunKey(node, runID), nil)
+	return err
+}
+
+// remove removes runID from node's unfinished runs. A failure leaves a
+// stale entry, which the reaper drops when it finds the run ended.
+func (x nodeIndex) remove(ctx context.Context, node, runID string) {
+	if err := x.kv.Purge(ctx, protocol.NodeRunKey(node, runID), jetstream.PurgeTTL(time.Minute)); err != nil && ctx.Err() == nil {
+		x.log.Warn().Err(err).Str("run_id", runID).Str("run_node", node).Msg("remove run from the node index")
+	}
+}
+
+// list lists the keys matching filters (all keys when there are none); an
+// empty index gives none.
+func (x nodeIndex) list(ctx context.Context, filters []string) ([]string, error) {
 	opts := []jetstream.WatchOpt{jetstream.MetaOnly(), jetstream.IgnoreDeletes()}
 	var kw jetstream.KeyWatcher
 	var err error
 	if len(filters) == 0 {
-		kw, err = b.WatchAll(ctx, opts...)
+		kw, err = x.kv.WatchAll(ctx, opts...)
 	} else {
-		kw, err = b.WatchFiltered(ctx, filters, opts...)
+		kw, err = x.kv.WatchFiltered(ctx, filters, opts...)
 	}
 	if err != nil {
 		return nil, err
@@ -214,7 +254,7 @@ func listKeys(ctx context.Context, b jetstream.KeyValue, filters []string) ([]st
 // terminal `lost` status on the run's chain and records it.
 func (w *Worker) markLost(ctx context.Context, runID string, rec kv.RunRecord) {
 	log := w.log.With().Str("run_id", runID).Str("run_node", rec.Node).Logger()
-	dir, err := w.runDir(runID)
+	dir, err := runDir(w.stateDir, runID)
 	if err != nil {
 		log.Warn().Err(err).Msg("mark run lost")
 		return
@@ -238,7 +278,7 @@ func (w *Worker) markLost(ctx context.Context, runID string, rec kv.RunRecord) {
 		w.recordTerminal(ctx, r, *pos.Status)
 		return
 	}
-	reason := fmt.Sprintf("node %s sent no heartbeat for more than %v", rec.Node, 2*w.nodeGrace())
+	reason := fmt.Sprintf("node %s sent no heartbeat for more than %v", rec.Node, 2*nodeGrace(w.cfg.LeaseTTL))
 	// The retry is submitted before the terminal status: if this worker
 	// dies in between, the next reaper submits it again under the same
 	// Msg-Id, so a retry is never lost nor doubled.
@@ -291,18 +331,4 @@ func (w *Worker) retry(ctx context.Context, rec kv.RunRecord) (string, error) {
 		return "", err
 	}
 	return job.RunID, nil
-}
-
-// indexRun records that runID is an unfinished run of node, for the reaper.
-func (w *Worker) indexRun(ctx context.Context, node, runID string) error {
-	_, err := w.nodeRuns.Put(ctx, protocol.NodeRunKey(node, runID), nil)
-	return err
-}
-
-// unindexRun removes runID from node's unfinished runs. A failure leaves a
-// stale entry, which the reaper drops when it finds the run ended.
-func (w *Worker) unindexRun(ctx context.Context, node, runID string) {
-	if err := w.nodeRuns.Purge(ctx, protocol.NodeRunKey(node, runID), jetstream.PurgeTTL(time.Minute)); err != nil && ctx.Err() == nil {
-		w.log.Warn().Err(err).Str("run_id", runID).Str("run_node", node).Msg("remove run from the node index")
-	}
 }

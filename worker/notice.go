@@ -82,6 +82,7 @@ type noticeWatcher struct {
 	onSweep  func(ctx context.Context)
 	every    time.Duration // 0: no periodic sweep
 	log      zerolog.Logger
+	clock    clock.Clock // what the sweeps are timed on
 }
 
 func (nw noticeWatcher) run(ctx context.Context) {
@@ -113,9 +114,9 @@ func (nw noticeWatcher) run(ctx context.Context) {
 	defer nw.nc.RemoveStatusListener(reconnects)
 	var tick <-chan time.Time
 	if nw.every > 0 {
-		t := time.NewTicker(nw.every)
+		t := nw.clock.NewTicker(nw.every)
 		defer t.Stop()
-		tick = t.C
+		tick = t.C()
 	}
 	for {
 		select {

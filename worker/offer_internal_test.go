@@ -41,7 +41,8 @@ func TestOfferAgainAfterTheLeaseChanged(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = w.live.Close(context.Background()) })
 	const id = "r1"
-	dir, err := w.runDir(id)
+	rc := w.newRecovery(func(context.Context, string) {})
+	dir, err := runDir(w.stateDir, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +82,13 @@ func TestOfferAgainAfterTheLeaseChanged(t *testing.T) {
 	}
 	const scanID = "attach:r1:scan:7" // one window
 	handOff("w1")
-	w.offer(ctx, id, scanID)
-	w.offer(ctx, id, scanID) // another worker's scan of the same window
+	rc.offer(ctx, id, scanID)
+	rc.offer(ctx, id, scanID) // another worker's scan of the same window
 	if n := offered(); n != 1 {
 		t.Fatalf("%d attach jobs after two scans of one hand-off, want 1", n)
 	}
 	handOff("w2")
-	w.offer(ctx, id, scanID)
+	rc.offer(ctx, id, scanID)
 	if n := offered(); n != 2 {
 		t.Fatalf("%d attach jobs after a second hand-off in the same window, want 2", n)
 	}

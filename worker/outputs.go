@@ -78,6 +78,13 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 			r.log.Warn().Err(err).Msg("stopped while laying out the diff's baseline; handing the run off")
 			w.handoff(r)
 			return false
+		case r.lease.Err() != nil || w.disconnected(err):
+			// Not the baseline's fault: a successor lays it out again (a
+			// lease lost on a loaded machine once ended a run with "no
+			// diff: ... context canceled").
+			r.log.Error().Err(err).Msg("lay out the diff's baseline; a successor will capture the outputs")
+			r.lease.Stop()
+			return false
 		default:
 			baseErr, pol.Diff = "no diff: its baseline: "+err.Error(), false
 		}

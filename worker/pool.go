@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
@@ -29,10 +32,14 @@ const (
 // (sandbox.Prestarted.Take), and the pool starts another in the
 // background, one at a time. Its chains die with the worker.
 type chainPool struct {
-	w       *Worker
-	profile string
-	shape   sandbox.Spec // RunID and RunDir set per entry
-	size    int
+	profile    string
+	shape      sandbox.Spec // RunID and RunDir set per entry
+	size       int
+	runsDir    string // where the entries' directories go
+	runner     string // the binary the chains run from
+	prestarted prometheus.Counter
+	log        zerolog.Logger
+	clock      clock.Clock
 
 	mu    sync.Mutex
 	ready []*sandbox.Prestarted
@@ -58,7 +65,9 @@ func (w *Worker) newPools() map[string]*chainPool {
 			w.log.Warn().Err(err).Str("profile", name).Msg("no pool")
 			continue
 		}
-		pools[name] = &chainPool{w: w, profile: name, shape: shape, size: p.Pool, kick: make(chan struct{}, 1)}
+		pools[name] = &chainPool{profile: name, shape: shape, size: p.Pool,
+			runsDir: filepath.Join(w.stateDir, "runs"), runner: w.runner, prestarted: w.metrics.prestarted.WithLabelValues(name),
+			log: w.log.With().Str("profile", name).Logger(), clock: w.clock, kick: make(chan struct{}, 1)}
 	}
 	return pools
 }
@@ -66,7 +75,6 @@ func (w *Worker) newPools() map[string]*chainPool {
 // run keeps the pool full until ctx ends, then closes every entry.
 func (p *chainPool) run(ctx context.Context) {
 	defer p.closeAll()
-	log := p.w.log.With().Str("profile", p.profile).Logger()
 	var backoff time.Duration
 	for ctx.Err() == nil {
 		if p.count() >= p.size {
@@ -83,15 +91,15 @@ func (p *chainPool) run(ctx context.Context) {
 				return
 			}
 			backoff = min(max(2*backoff, time.Second), prestartBackoff)
-			log.Warn().Err(err).Dur("retry_in", backoff).Msg("prestart a sandbox")
-			clock.Sleep(ctx, backoff)
+			p.log.Warn().Err(err).Dur("retry_in", backoff).Msg("prestart a sandbox")
+			p.clock.Sleep(ctx, backoff)
 			continue
 		}
 		backoff = 0
 		p.mu.Lock()
 		p.ready = append(p.ready, e)
 		p.mu.Unlock()
-		p.w.metrics.prestarted.WithLabelValues(p.profile).Inc()
+		p.prestarted.Inc()
 		// An entry that ends untaken (killed, its sandbox failed) is
 		// replaced.
 		go func() {
@@ -109,11 +117,11 @@ func (p *chainPool) prestart(ctx context.Context) (*sandbox.Prestarted, error) {
 	id := randomHex(8)
 	shape := p.shape
 	shape.RunID = "pool-" + id
-	shape.RunDir = filepath.Join(p.w.stateDir, "runs", sandbox.PoolEntryPrefix+id)
+	shape.RunDir = filepath.Join(p.runsDir, sandbox.PoolEntryPrefix+id)
 	shape.Nonce = journal.NewNonce()
 	ctx, cancel := context.WithTimeout(ctx, prestartTimeout)
 	defer cancel()
-	return sandbox.Prestart(ctx, shape, sandbox.WithBinary(p.w.runner))
+	return sandbox.Prestart(ctx, shape, sandbox.WithBinary(p.runner))
 }
 
 // count is the number of entries, closing those that ended.
@@ -157,7 +165,7 @@ func (p *chainPool) poke() {
 // discard closes an entry no run took.
 func (p *chainPool) discard(e *sandbox.Prestarted) {
 	if err := e.Close(); err != nil {
-		p.w.log.Warn().Err(err).Str("profile", p.profile).Msg("discard a prestarted sandbox")
+		p.log.Warn().Err(err).Msg("discard a prestarted sandbox")
 	}
 }
 
@@ -171,6 +179,27 @@ func (p *chainPool) closeAll() {
 		wg.Go(func() { p.discard(e) })
 	}
 	wg.Wait()
+}
+
+// stalePoolEntries removes the directories that a killed worker's
+// prestarted sandboxes left (a pool's chains die with their worker), at
+// start and once those of a worker killed just before have settled; the
+// prune catches any later.
+type stalePoolEntries struct {
+	runsDir string
+	log     zerolog.Logger
+	clock   clock.Clock
+}
+
+func (s stalePoolEntries) run(ctx context.Context) {
+	for _, wait := range []time.Duration{0, poolEntrySettled + time.Second} {
+		if !s.clock.Sleep(ctx, wait) {
+			return
+		}
+		if err := sandbox.RemoveStalePoolEntries(s.runsDir, poolEntrySettled); err != nil {
+			s.log.Warn().Err(err).Msg("remove prestarted sandboxes' directories of a worker gone")
+		}
+	}
 }
 
 // startRunner starts the run of spec: on a prestarted sandbox of its

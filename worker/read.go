@@ -110,6 +110,7 @@ func (rl *readRelay) add(ctx context.Context, svc micro.Service) error {
 		return directGet{Seq: max(r.From, 1), NextFor: filter, Batch: r.Max, MaxBytes: protocol.ReadMaxBytes}
 	}
 	runsStream, runsKey := "KV_"+n.RunsBucket(), "$KV."+n.RunsBucket()+"."
+	sessionsStream, sessionsKey := "KV_"+n.SessionsBucket(), "$KV."+n.SessionsBucket()+"."
 	for _, e := range []readEndpoint{
 		{kind: "events", serve: func(_ context.Context, runID string, r protocol.ReadRequest) (string, directGet, error) {
 			return n.EventsStream(), page(r, n.RunFilter(runID)), nil
@@ -122,6 +123,12 @@ func (rl *readRelay) add(ctx context.Context, svc micro.Service) error {
 		}},
 		{kind: "runs", subject: n.ReadRunsSubject(), serve: func(_ context.Context, _ string, r protocol.ReadRequest) (string, directGet, error) {
 			return runsStream, page(r, runsKey+">"), nil
+		}},
+		{kind: "session", serve: func(_ context.Context, id string, _ protocol.ReadRequest) (string, directGet, error) {
+			return sessionsStream, directGet{LastFor: sessionsKey + id}, nil
+		}},
+		{kind: "sessions", subject: n.ReadSessionsSubject(), serve: func(_ context.Context, _ string, r protocol.ReadRequest) (string, directGet, error) {
+			return sessionsStream, page(r, sessionsKey+">"), nil
 		}},
 		{kind: "dlq", subject: n.ReadDLQSubject(), serve: func(_ context.Context, _ string, r protocol.ReadRequest) (string, directGet, error) {
 			return n.DLQStream(), page(r, n.DLQSubjects()[0]), nil

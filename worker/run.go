@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -57,6 +56,9 @@ type run struct {
 	// runner is the runner this worker spawned for the run, if it did:
 	// its exit is known without reading who holds the run's lock.
 	runner *sandbox.Runner
+	// checkpoint is the checkpoint of a session's run stored at its end
+	// (checkpointRun), which its session's head becomes.
+	checkpoint *kv.SessionCheckpoint
 }
 
 // cancel asks the runner to end the agent; the runner writes the sentinel
@@ -221,7 +223,7 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 	res, err := follow.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish, opts...)
 	switch {
 	case res.Sentinel != nil:
-		w.finish(ctx, r, sentinelStatus(*res.Sentinel))
+		w.finish(ctx, r, pausedStatus(r.rec, sentinelStatus(*res.Sentinel)))
 	case errors.Is(err, errRunnerGone):
 		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: errRunnerGone.Error()})
 	case ctx.Err() != nil && pubCtx.Err() == nil:
@@ -372,8 +374,12 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 	full := w.status(r, st.Status)
 	full.ExitCode, full.Signal, full.Reason, full.RetriedAs = st.ExitCode, st.Signal, st.Reason, st.RetriedAs
 	full.StderrTail = journal.StderrTail(r.dir, 2048)
-	// I9: the outputs are stored before the status that lists them.
+	// I9: the outputs are stored before the status that lists them, and
+	// a session's checkpoint before the status that names it.
 	if full.Status != protocol.StatusLost && !w.captureOutputs(ctx, r, &full) {
+		return
+	}
+	if r.rec.Session != "" && !w.checkpointRun(ctx, r, &full) {
 		return
 	}
 	// The terminal status goes out even while the worker stops: it is one
@@ -412,13 +418,15 @@ func (w *Worker) recordTerminal(ctx context.Context, r *run, st protocol.Status)
 		if r.chain != nil {
 			rec.LastSeq = r.chain.LastSeq()
 		}
+		rec.Checkpoint = r.checkpoint
 		return nil
 	}); err != nil {
 		r.log.Warn().Err(err).Msg("record terminal state")
 	} else {
 		node = rec.Node
 	}
-	w.unindexRun(ctx, node, r.id)
+	w.endSession(ctx, r, st)
+	w.index.remove(ctx, node, r.id)
 	w.markFinished(r.id)
 	if err := r.lease.Delete(ctx); err != nil {
 		r.log.Warn().Err(err).Msg("delete lease")
@@ -429,7 +437,7 @@ func (w *Worker) recordTerminal(ctx context.Context, r *run, st protocol.Status)
 // link, and gives the run's workspace image back (discardWorkspace): the
 // run's terminal status is on its chain, after its outputs (I9).
 func (w *Worker) markFinished(runID string) {
-	dir, err := w.runDir(runID)
+	dir, err := runDir(w.stateDir, runID)
 	if err != nil {
 		w.log.Warn().Err(err).Msg("mark run finished")
 		return
@@ -443,60 +451,7 @@ func (w *Worker) markFinished(runID string) {
 		return
 	}
 	_ = f.Close()
-	w.discardWorkspace(dir)
-}
-
-// discardWorkspace unmounts a finished run's bounded workspace, which
-// frees its loop device, and removes its image: a mount kept for the run
-// retention slows every later sandbox start (each new mount namespace
-// copies the table), and the image holds up to limits.disk of the state
-// filesystem. Never while a runner holds the run.
-func (w *Worker) discardWorkspace(dir journal.Dir) {
-	if !exists(filepath.Join(string(dir), sandbox.WorkspaceImageName)) {
-		return // unbounded (a non-root worker's), or given back already
-	}
-	// The runner ends just after the sentinel it wrote, which is what
-	// ended the run.
-	for end := time.Now().Add(discardWait); ; time.Sleep(20 * time.Millisecond) {
-		alive, err := sandbox.Alive(dir)
-		if err == nil && !alive {
-			break
-		}
-		if time.Now().After(end) {
-			w.log.Warn().Err(err).Str("run_dir", string(dir)).Msgf("a finished run's runner still holds it after %v: its workspace stays until the next worker start or the prune", discardWait)
-			return
-		}
-	}
-	if err := sandbox.DiscardWorkspace(dir); err != nil {
-		w.log.Warn().Err(err).Str("run_dir", string(dir)).Msg("give back a finished run's workspace; the prune does it later")
-	}
-}
-
-// discardWait bounds the wait for a finished run's runner to exit.
-const discardWait = 5 * time.Second
-
-// discardFinishedWorkspaces gives back the workspaces of the finished runs
-// of the state directory that still have theirs: a predecessor killed
-// between a run's end and its discard, or one from before discards.
-func (w *Worker) discardFinishedWorkspaces() {
-	runs := filepath.Join(w.stateDir, "runs")
-	entries, err := os.ReadDir(runs)
-	if err != nil {
-		w.log.Warn().Err(err).Msg("give back finished runs' workspaces")
-		return
-	}
-	n := 0
-	for _, e := range entries {
-		dir := journal.Dir(filepath.Join(runs, e.Name()))
-		if !e.IsDir() || !exists(dir.Finished()) || !exists(filepath.Join(string(dir), sandbox.WorkspaceImageName)) {
-			continue
-		}
-		w.discardWorkspace(dir)
-		n++
-	}
-	if n > 0 {
-		w.log.Info().Int("runs", n).Msg("gave back finished runs' workspaces left mounted")
-	}
+	discardWorkspace(dir, w.log)
 }
 
 // status is a status message of r at its current position.

@@ -88,7 +88,7 @@ func TestAlignRefusesANewerEpoch(t *testing.T) {
 	if err := newer.PublishStatus(ctx, protocol.Status{Status: protocol.StatusAttached, Offset: 10}); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := w.runDir("r1")
+	dir, err := runDir(w.stateDir, "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,13 +104,12 @@ func TestAlignRefusesANewerEpoch(t *testing.T) {
 // TestRunDirRefusesInvalidIDs: no run id from NATS names a path other than
 // one directory under <state>/runs.
 func TestRunDirRefusesInvalidIDs(t *testing.T) {
-	w := &Worker{stateDir: "/state"}
 	for _, id := range []string{"", ".", "..", "a/b", "r1/workspace", "../r1", "a.b", "a b", "r1\x00", strings.Repeat("a", 129)} {
-		if dir, err := w.runDir(id); !errors.Is(err, errInvalidRunID) || dir != "" {
+		if dir, err := runDir("/state", id); !errors.Is(err, errInvalidRunID) || dir != "" {
 			t.Errorf("runDir(%q) = %q, %v; want errInvalidRunID", id, dir, err)
 		}
 	}
-	if dir, err := w.runDir("run_1-A"); err != nil || dir != "/state/runs/run_1-A" {
+	if dir, err := runDir("/state", "run_1-A"); err != nil || dir != "/state/runs/run_1-A" {
 		t.Errorf("runDir(run_1-A) = %q, %v", dir, err)
 	}
 }

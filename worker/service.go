@@ -63,6 +63,11 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 		_ = svc.Stop()
 		return nil, err
 	}
+	// Sessions' requests: see sessionsvc.go.
+	if err := w.addSessionEndpoints(ctx, svc); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
 	// The read relay: see read.go.
 	if err := w.addReadEndpoints(ctx, svc); err != nil {
 		_ = svc.Stop()

@@ -9,11 +9,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/internal/pidfd"
+	"github.com/batonhq/baton/lease"
 )
 
 // writeWorkerFile writes this worker's record (see siblings.go), whole or
@@ -53,43 +56,61 @@ func (w *Worker) removeWorkerFile() {
 	}
 }
 
-// watchSiblings watches the node's other workers whose records are in the
-// state directory; watchLeases adds those whose liveness keys it sees
-// written later.
-func (w *Worker) watchSiblings(ctx context.Context) {
-	entries, err := os.ReadDir(workersDir(w.stateDir))
+// siblings watches the processes of the node's other workers (see
+// siblings.go), each once, and ends the liveness session of one whose
+// process exits without ending it.
+type siblings struct {
+	stateDir string
+	node     string
+	self     string // this worker's id: never watched
+	live     *lease.Liveness
+	log      zerolog.Logger
+
+	mu      sync.Mutex
+	watched map[string]bool
+}
+
+func (w *Worker) newSiblings() *siblings {
+	return &siblings{stateDir: w.stateDir, node: w.node, self: w.id, live: w.live, log: w.log, watched: map[string]bool{}}
+}
+
+// scan watches the node's other workers whose records are in the state
+// directory; the recovery's lease watch adds those whose liveness keys it
+// sees written later.
+func (sb *siblings) scan(ctx context.Context) {
+	entries, err := os.ReadDir(workersDir(sb.stateDir))
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
 		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok {
-			w.watchSibling(ctx, id)
+			sb.watch(ctx, id)
 		}
 	}
 }
 
-// watchSibling watches worker id's process, once, and ends its liveness
-// session when it exits, or at once if it has exited already. A worker
-// whose record is missing or refused is left to its lease TTL, and looked
-// at again on its next renewal.
-func (w *Worker) watchSibling(ctx context.Context, id string) {
-	if id == w.id {
+// watch watches worker id's process, once, and ends its liveness session
+// when it exits, or at once if it has exited already. A worker whose
+// record is missing or refused is left to its lease TTL, and looked at
+// again on its next renewal.
+func (sb *siblings) watch(ctx context.Context, id string) {
+	if id == sb.self {
 		return
 	}
-	w.mu.Lock()
-	if w.siblings[id] {
-		w.mu.Unlock()
+	sb.mu.Lock()
+	if sb.watched[id] {
+		sb.mu.Unlock()
 		return
 	}
-	w.siblings[id] = true
-	w.mu.Unlock()
+	sb.watched[id] = true
+	sb.mu.Unlock()
 	forget := func() {
-		w.mu.Lock()
-		delete(w.siblings, id)
-		w.mu.Unlock()
+		sb.mu.Lock()
+		delete(sb.watched, id)
+		sb.mu.Unlock()
 	}
-	rec, err := readWorkerRecord(w.stateDir, id)
-	if err != nil || rec.Worker != id || rec.Node != w.node {
+	rec, err := readWorkerRecord(sb.stateDir, id)
+	if err != nil || rec.Worker != id || rec.Node != sb.node {
 		forget()
 		return
 	}
@@ -101,7 +122,7 @@ func (w *Worker) watchSibling(ctx context.Context, id string) {
 	gone := func() {
 		// Not on the caller's goroutine (the lease watch): NATS round trips.
 		go func() {
-			w.endSibling(ctx, rec, "its process is gone")
+			sb.end(ctx, rec, "its process is gone")
 			forget()
 		}()
 	}
@@ -124,7 +145,7 @@ func (w *Worker) watchSibling(ctx context.Context, id string) {
 	err = pidfd.Watch(ctx, f, func(exited bool) {
 		f.Close()
 		if exited {
-			w.endSibling(ctx, rec, "its process exited")
+			sb.end(ctx, rec, "its process exited")
 		}
 		forget()
 	})
@@ -134,11 +155,11 @@ func (w *Worker) watchSibling(ctx context.Context, id string) {
 	}
 }
 
-// endSibling ends the liveness session of a worker of this node whose
-// process has exited, and removes its record.
-func (w *Worker) endSibling(ctx context.Context, rec workerRecord, why string) {
-	ended, err := w.live.EndDead(ctx, rec.Node, rec.Worker, rec.Session)
-	log := w.log.With().Str("sibling", rec.Worker).Int("sibling_pid", rec.PID).Logger()
+// end ends the liveness session of a worker of this node whose process
+// has exited, and removes its record.
+func (sb *siblings) end(ctx context.Context, rec workerRecord, why string) {
+	ended, err := sb.live.EndDead(ctx, rec.Node, rec.Worker, rec.Session)
+	log := sb.log.With().Str("sibling", rec.Worker).Int("sibling_pid", rec.PID).Logger()
 	switch {
 	case err != nil:
 		log.Warn().Err(err).Msg("end the liveness of a worker of this node whose process exited; its lease TTL will")
@@ -148,8 +169,8 @@ func (w *Worker) endSibling(ctx context.Context, rec workerRecord, why string) {
 	}
 	// Its record, unless it was written again meanwhile (a new process
 	// of the same worker id).
-	if cur, err := readWorkerRecord(w.stateDir, rec.Worker); err == nil && cur == rec {
-		if path, err := workerFile(w.stateDir, rec.Worker); err == nil {
+	if cur, err := readWorkerRecord(sb.stateDir, rec.Worker); err == nil && cur == rec {
+		if path, err := workerFile(sb.stateDir, rec.Worker); err == nil {
 			_ = os.Remove(path)
 		}
 	}

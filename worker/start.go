@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/session"
 )
 
 // errSuperseded: the run record changed under a worker about to spawn the
@@ -61,6 +62,8 @@ type starter struct {
 	rec     kv.RunRecord
 	recRev  uint64
 	restart bool // rec is of a run whose first worker died before spawning it
+	// claimed is the session's claim of a session's run (claim).
+	claimed *session.Claimed
 	r       *run
 	pooled  bool // the runner came from the profile's pool
 	// leaseEnd is what becomes of r's lease if the start ends without a run.
@@ -75,7 +78,7 @@ type starter struct {
 func (w *Worker) start(ctx context.Context, j consumer.Job, log zerolog.Logger) (*run, consumer.Disposition) {
 	s := &starter{w: w, job: j.Job, inv: j.Invocation, msg: j.Msg, log: log}
 	defer s.end(ctx)
-	for _, phase := range []func(context.Context) (consumer.Disposition, bool){s.admit, s.record, s.take, s.spawn, s.announce} {
+	for _, phase := range []func(context.Context) (consumer.Disposition, bool){s.admit, s.claim, s.record, s.take, s.spawn, s.announce} {
 		if d, ended := phase(ctx); ended {
 			return nil, d
 		}
@@ -113,7 +116,7 @@ func (s *starter) delivered() uint64 {
 // archive.
 func (s *starter) admit(ctx context.Context) (consumer.Disposition, bool) {
 	var err error
-	if s.dir, err = s.w.runDir(s.job.RunID); err != nil {
+	if s.dir, err = runDir(s.w.stateDir, s.job.RunID); err != nil {
 		// Decoding the job checked it already; never a path unchecked.
 		return consumer.Reject(err), true
 	}
@@ -138,7 +141,7 @@ func (s *starter) record(ctx context.Context) (consumer.Disposition, bool) {
 		Profile: inv.Profile, Attempt: 1,
 		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
 		Interactive: inv.Stdin == config.StdinStream, IdleTimeout: inv.IdleTimeout,
-		Input: kv.InputPreview(job.Input),
+		Input: kv.InputPreview(job.Input), Session: job.Session, PauseAfter: inv.Session.PauseAfter,
 	}
 	if inv.TurnEnd != nil {
 		s.rec.TurnEndField, s.rec.TurnEndEquals = inv.TurnEnd.Field, inv.TurnEnd.Equals
@@ -160,7 +163,7 @@ func (s *starter) record(ctx context.Context) (consumer.Disposition, bool) {
 	// Indexed before the record exists, so no run of this node is ever
 	// unknown to the node-loss reaper (a stale entry costs nothing: the
 	// reaper checks the record).
-	if err := w.indexRun(ctx, w.node, job.RunID); err != nil {
+	if err := w.index.add(ctx, w.node, job.RunID); err != nil {
 		return consumer.Nak(time.Second, "index run by node", err), true
 	}
 	rev, err := w.runs.Create(ctx, job.RunID, s.rec)
@@ -182,10 +185,11 @@ func (s *starter) redelivered(ctx context.Context) (consumer.Disposition, bool) 
 		return consumer.Nak(time.Second, "read the record of an existing run", err), true
 	}
 	if existing.Node != w.node {
-		w.unindexRun(ctx, w.node, id) // another node's run, unless taken over below
+		w.index.remove(ctx, w.node, id) // another node's run, unless taken over below
 	}
 	switch decideRedelivery(existing, s.delivered()) {
 	case rejectDuplicate:
+		s.unclaim(ctx)
 		return consumer.Reject(fmt.Errorf("%w: run %q already exists (state %s, node %s)",
 			protocol.ErrDuplicateRun, id, existing.State, existing.Node)), true
 	case leaveToNode:
@@ -199,7 +203,7 @@ func (s *starter) redelivered(ctx context.Context) (consumer.Disposition, bool) 
 	// runner of its starts in the directory cleared here.
 	from := existing.Node
 	if from != w.node {
-		if err := w.indexRun(ctx, w.node, id); err != nil {
+		if err := w.index.add(ctx, w.node, id); err != nil {
 			return consumer.Nak(time.Second, "index run by node", err), true
 		}
 	}
@@ -208,7 +212,7 @@ func (s *starter) redelivered(ctx context.Context) (consumer.Disposition, bool) 
 		return consumer.Nak(time.Second, "take over a run whose worker died before spawning it", err), true
 	}
 	if from != w.node {
-		w.unindexRun(ctx, from, id)
+		w.index.remove(ctx, from, id)
 		s.log.Info().Str("from_node", from).Msg("took over a run whose worker died before spawning it")
 	}
 	s.rec, s.recRev, s.restart = existing, rev, true

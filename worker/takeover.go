@@ -73,7 +73,7 @@ func (w *Worker) takeOver(ctx context.Context, aj protocol.AttachJob, log zerolo
 // whether its runner must be respawned first; d is the job's disposition
 // when it is not.
 func (w *Worker) attachable(ctx context.Context, aj protocol.AttachJob, log zerolog.Logger) (dir journal.Dir, rec kv.RunRecord, respawn bool, d consumer.Disposition, ok bool) {
-	dir, err := w.runDir(aj.RunID)
+	dir, err := runDir(w.stateDir, aj.RunID)
 	if err != nil {
 		log.Warn().Err(err).Msg("attach job refused")
 		return dir, rec, false, consumer.Ack("attach job refused"), false
@@ -103,7 +103,7 @@ func (w *Worker) attachable(ctx context.Context, aj protocol.AttachJob, log zero
 	// is respawned here, once its starter has had the time to spawn it
 	// itself (a worker that lost its lease while preparing).
 	if rec.State == kv.RunStarting && !runnerTookRun(dir) {
-		if !rec.Spawning || w.preparedLately(dir) {
+		if !rec.Spawning || preparedLately(dir, w.preparing(), time.Now()) {
 			log.Debug().Bool("spawning", rec.Spawning).Msg("run being prepared, its runner not started yet; attach job dropped")
 			return dir, rec, false, consumer.Ack("the run is being prepared"), false
 		}
@@ -149,7 +149,7 @@ func (w *Worker) markAttached(ctx context.Context, r *run) {
 	// Indexed again on every take-over: a run started by a worker from
 	// before the node index gets its entry when an upgraded worker attaches
 	// it (a rolling restart hands every run off).
-	if err := w.indexRun(ctx, w.node, r.id); err != nil {
+	if err := w.index.add(ctx, w.node, r.id); err != nil {
 		r.log.Warn().Err(err).Msg("index run by node")
 	}
 	if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
@@ -179,14 +179,18 @@ func runnerTookRun(dir journal.Dir) bool {
 	return err != nil || alive || exists(dir.Journal())
 }
 
-// preparedLately reports whether dir changed less than a job's redelivery
-// ago, or is gone: its starter may still be about to spawn its runner.
-func (w *Worker) preparedLately(dir journal.Dir) bool {
+// preparing is how long a start may leave a run's directory unchanged
+// while it prepares it: a job's redelivery (AckWait) and a lease TTL.
+func (w *Worker) preparing() time.Duration { return w.ackWait + w.cfg.LeaseTTL }
+
+// preparedLately reports whether dir changed less than within before now,
+// or is gone: its starter may still be about to spawn its runner.
+func preparedLately(dir journal.Dir, within time.Duration, now time.Time) bool {
 	st, err := os.Lstat(string(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return true
 	}
-	return err == nil && time.Since(st.ModTime()) < w.ackWait+w.cfg.LeaseTTL
+	return err == nil && now.Sub(st.ModTime()) < within
 }
 
 // align makes r's chain continue the run's published chain: it reads the

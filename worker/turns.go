@@ -57,12 +57,22 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 		waiting bool
 		idle    *time.Timer
 	)
-	startIdle := func(d time.Duration) {
-		if r.rec.IdleTimeout <= 0 {
+	// startIdle starts the clock of a wait begun waited ago: the idle
+	// timeout's, or a session's pause, whichever comes first.
+	startIdle := func(waited time.Duration) {
+		limit, pause := idleLimit(r.rec)
+		if limit <= 0 {
 			return
 		}
-		idle = time.AfterFunc(max(d, 0), func() {
-			r.log.Info().Dur("idle_timeout", r.rec.IdleTimeout).Msg("agent waited for input past its idle timeout; stopping it")
+		idle = time.AfterFunc(max(limit-waited, 0), func() {
+			if pause {
+				if !w.requestPause(ctx, r) {
+					return
+				}
+				r.log.Info().Dur("pause_after", limit).Msg("agent waited for input past its session's pauseAfter; checkpointing and ending its sandbox")
+			} else {
+				r.log.Info().Dur("idle_timeout", limit).Msg("agent waited for input past its idle timeout; stopping it")
+			}
 			if sent, err := pursueStop(ctx, r.dir, sandbox.StopIdle, sandbox.Alive, stopPursuit); errors.Is(err, errStopAbandoned) {
 				w.metrics.stopsAbandoned.WithLabelValues("idle").Inc()
 				r.log.Error().Err(err).Int("signals", sent).Msg("gave up stopping the idle run")
@@ -103,8 +113,9 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 			idle = nil
 		}
 		if wait {
-			startIdle(r.rec.IdleTimeout)
+			startIdle(0)
 		}
+		w.sessionTurn(ctx, r, wait)
 		return nil
 	}
 	if since := r.rec.WaitingSince; !since.IsZero() {
@@ -113,7 +124,7 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 			r.log.Warn().Err(err).Msg("restate waiting")
 		}
 		waiting = true
-		startIdle(r.rec.IdleTimeout - time.Since(since))
+		startIdle(time.Since(since))
 	}
 	return func() {
 		endTracking()

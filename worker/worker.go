@@ -11,14 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/consumer"
@@ -28,7 +26,7 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
-	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/session"
 )
 
 // InboxPrefix is the inbox prefix of a worker's connection: replies to the
@@ -67,17 +65,17 @@ type Worker struct {
 	// holds (package lease).
 	live  *lease.Liveness
 	nodes *kv.Nodes
-	// nodeRuns indexes the unfinished runs by node (see indexRun).
-	nodeRuns jetstream.KeyValue
+	// index holds the unfinished runs by node, for the reaper.
+	index nodeIndex
 	// outputs is the bucket runs' captures go to (see captureOutputs).
 	outputs jetstream.ObjectStore
 	// workspaces is the stream of archives jobs seed their workspaces
 	// from (see seedWorkspace).
 	workspaces jetstream.Stream
-
-	// beatFailed is when this worker's node heartbeat last failed (unix
-	// nanoseconds): the reaper trusts no absence it saw around then.
-	beatFailed atomic.Int64
+	// sessions and checkpoints keep sessions' records and checkpoints
+	// (session.go).
+	sessions    *session.Store
+	checkpoints jetstream.ObjectStore
 
 	mu     sync.Mutex
 	active map[string]*run
@@ -91,8 +89,9 @@ type Worker struct {
 	// testBeforeMark, set by tests, runs before a start marks its run
 	// spawning.
 	testBeforeMark func(runID string)
-	// clock is what the background services read and sleep on
-	// (clock.Real; a test's clock.Manual).
+	// clock is what the background services (services.go) and the
+	// liveness read and wait on: clock.Real (each service's test gives it
+	// a clock.Manual).
 	clock clock.Clock
 	// inputPokes wake the input feeders of the runs held here (input.go).
 	inputPokes map[string]chan struct{}
@@ -109,9 +108,6 @@ type Worker struct {
 	// pools are the profiles' prestarted sandboxes (pool.go), by profile;
 	// set before the worker consumes.
 	pools map[string]*chainPool
-	// siblings are the node's other workers whose processes are watched
-	// (siblings.go).
-	siblings map[string]bool
 	// refusals bounds the log of requests refused for their reply
 	// subject (service.go).
 	refusals refusalLog
@@ -270,7 +266,7 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 		log:     zerolog.Nop(),
 		grace:   10 * time.Second,
 		ackWait: 60 * time.Second,
-		active:  map[string]*run{}, starting: map[string]bool{}, stoppingLost: map[string]bool{}, siblings: map[string]bool{}, admitted: map[string]runNeed{},
+		active:  map[string]*run{}, starting: map[string]bool{}, stoppingLost: map[string]bool{}, admitted: map[string]runNeed{},
 		boundedDisk: os.Geteuid() == 0,
 		ready:       make(chan struct{}),
 		notice:      defaultNoticeTiming,
@@ -323,7 +319,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	// Renewed until every run is handed off and every background loop
 	// has returned (the deferred calls below run first), whatever ctx.
-	live, err := lease.Live(ctx, w.js, w.leases, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL, lease.WithLogger(w.log))
+	live, err := lease.Live(ctx, w.js, w.leases, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
+		lease.WithLogger(w.log), lease.WithClock(w.clock))
 	if err != nil {
 		return fmt.Errorf("worker: liveness: %w", err)
 	}
@@ -360,7 +357,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	w.log.Info().Str("state_dir", w.stateDir).Str("runner", w.runner).Int("concurrency", w.cfg.Concurrency).Msg("worker ready")
-	w.warnHeartbeatGap()
 	close(w.ready)
 	err = w.intake.Run(ctx, w.cfg.Concurrency, w.node, consumer.Handlers{Run: w.dispatch, Attach: w.dispatchAttach, Admit: w.admit})
 	if parent.Err() != nil {
@@ -389,14 +385,19 @@ func (w *Worker) openStores(ctx context.Context) error {
 		EventsMaxBytes: int64(w.cfg.EventsMaxBytes),
 		JobsMaxBytes:   int64(w.cfg.JobsMaxBytes), JobsMaxMsgs: w.cfg.JobsMaxMsgs,
 		DLQMaxBytes: int64(w.cfg.DLQMaxBytes), DLQMaxMsgs: w.cfg.DLQMaxMsgs,
+		CheckpointsMaxBytes: w.cfg.CheckpointsBytes(),
 	})
 	if err != nil {
 		return explainNATS(w.nc, err)
 	}
+	w.checkpoints = res.Checkpoints
+	if w.sessions, err = session.NewStore(kv.NewStore[kv.SessionRecord](res.Sessions), res.Checkpoints); err != nil {
+		return err
+	}
 	w.runs = kv.NewStore[kv.RunRecord](res.Runs)
 	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)
 	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
-	w.nodeRuns = res.NodeRuns
+	w.index = nodeIndex{kv: res.NodeRuns, log: w.log}
 	w.outputs, w.workspaces = res.Outputs, res.Workspaces
 	if res.LegacyWorkspaces != "" {
 		w.log.Warn().Str("stream", res.LegacyWorkspaces).Msgf("the workspaces object store of an older baton is no longer read (archives are uploaded to the stream %s): delete it with `nats stream rm %s` once no queued job names one of its archives",
@@ -408,67 +409,6 @@ func (w *Worker) openStores(ctx context.Context) error {
 		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }),
 		consumer.WithOnDrop(func(r protocol.Reason) { w.metrics.dropped.WithLabelValues(string(r)).Inc() }))
 	return nil
-}
-
-// service is a background activity of the worker: run returns when ctx
-// ends, or once its work is done (the one-off clean-ups).
-type service struct {
-	name string
-	run  func(ctx context.Context)
-}
-
-// startBackground starts the worker's services in bg, before it is ready.
-func (w *Worker) startBackground(ctx context.Context, bg *sync.WaitGroup) {
-	// Watching before Ready: a lease written once the worker is ready is
-	// seen (with no bucket TTL, nothing would bring it back later).
-	leaseWatch, err := w.openLeaseWatch(ctx)
-	if err != nil {
-		w.log.Warn().Err(err).Msg("watch leases; retrying")
-	}
-	// Before Ready, the watch open: a worker dead before this one started
-	// (a restart after a crash) has its liveness ended at once, and the
-	// watch sees it end.
-	w.watchSiblings(ctx)
-	w.pools = w.newPools()
-	for _, s := range w.services(leaseWatch) {
-		bg.Go(func() {
-			s.run(ctx)
-			w.log.Debug().Str("service", s.name).Msg("background service ended")
-		})
-	}
-}
-
-// services are the worker's background activities, the one list of them.
-func (w *Worker) services(leaseWatch <-chan kv.Entry[kv.LeaseRecord]) []service {
-	s := []service{
-		{"heartbeat", w.heartbeat},
-		{"cancel notices", w.cancelNotices().run},
-		{"input notices", w.inputNotices().run},
-		{"recovery", func(ctx context.Context) { w.recoverLoop(ctx, leaseWatch) }},
-		{"reaper", w.reapLoop},
-		{"pruner", w.pruner().run},
-		{"stale pool entries", w.removeStalePoolEntries},
-		{"finished workspaces", func(context.Context) { w.discardFinishedWorkspaces() }},
-	}
-	for _, p := range w.pools {
-		s = append(s, service{"pool " + p.profile, p.run})
-	}
-	return s
-}
-
-// removeStalePoolEntries removes the directories that a killed worker's
-// prestarted sandboxes left (a pool's chains die with their worker), now
-// and once those of a worker killed just before have settled; the prune
-// catches any later.
-func (w *Worker) removeStalePoolEntries(ctx context.Context) {
-	for _, wait := range []time.Duration{0, poolEntrySettled + time.Second} {
-		if !w.clock.Sleep(ctx, wait) {
-			return
-		}
-		if err := sandbox.RemoveStalePoolEntries(filepath.Join(w.stateDir, "runs"), poolEntrySettled); err != nil {
-			w.log.Warn().Err(err).Msg("remove prestarted sandboxes' directories of a worker gone")
-		}
-	}
 }
 
 // fitMaxPayload lowers, on a copy of the worker's configuration, the
@@ -573,52 +513,13 @@ func installBinary(src, dir, name string) (string, error) {
 // directory that root reads and writes files in.
 var errInvalidRunID = errors.New("invalid run id")
 
-// runDir is the directory of a run on this node; it refuses an id that is
+// runDir is the directory of a run in stateDir; it refuses an id that is
 // not a valid run id (errInvalidRunID).
-func (w *Worker) runDir(runID string) (journal.Dir, error) {
+func runDir(stateDir, runID string) (journal.Dir, error) {
 	if !protocol.ValidRunID(runID) {
 		return "", fmt.Errorf("%w %q: a run id is 1 to 128 letters, digits, '_' or '-'", errInvalidRunID, runID)
 	}
-	return journal.Dir(filepath.Join(w.stateDir, "runs", runID)), nil
-}
-
-// heartbeat keeps this worker's entry in the nodes bucket alive.
-func (w *Worker) heartbeat(ctx context.Context) {
-	key := w.node + "." + w.id
-	every := max(w.cfg.LeaseTTL/3, 100*time.Millisecond)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	var last time.Time      // the last heartbeat put
-	var worst time.Duration // the longest gap this worker recorded
-	for {
-		w.mu.Lock()
-		n := len(w.active)
-		w.mu.Unlock()
-		rec := kv.NodeRecord{ID: w.node, Workers: 1, Capacity: w.cfg.Concurrency - n, Version: Version, Heartbeat: time.Now()}
-		if b, err := msgpack.Marshal(rec); err == nil {
-			if _, err := w.nodes.KV().Put(ctx, key, b); err != nil && ctx.Err() == nil {
-				w.beatFailed.Store(time.Now().UnixNano())
-				w.log.Warn().Err(err).Msg("node heartbeat")
-			} else if err == nil {
-				now := time.Now()
-				if !last.IsZero() {
-					gap := now.Sub(last)
-					w.metrics.heartbeatGaps.Observe(gap.Seconds())
-					// Only a notably late beat is worth a write.
-					if gap > worst && gap > 2*every {
-						worst = gap
-						w.noteHeartbeatGap(heartbeatGap{Gap: gap, At: now.UTC(), LeaseTTL: w.cfg.LeaseTTL, Worker: w.id})
-					}
-				}
-				last = now
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	return journal.Dir(filepath.Join(stateDir, "runs", runID)), nil
 }
 
 func randomHex(n int) string {

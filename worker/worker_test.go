@@ -144,15 +144,14 @@ func (h *harness) chain(runID string, timeout time.Duration) []jetstream.Msg {
 				md, _ := msgs[n-1].Metadata()
 				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, md.Sequence.Stream+1
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			var err error
-			c, err = h.js.OrderedConsumer(ctx, h.names.EventsStream(), cfg)
-			cancel()
-			if err != nil {
-				c = nil
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
+			what := fmt.Sprintf("a consumer of run %s's chain after %d messages (the server may be restarting)", runID, len(msgs))
+			testenv.WaitFor(h.t, time.Until(end), what, func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				var err error
+				c, err = h.js.OrderedConsumer(ctx, h.names.EventsStream(), cfg)
+				return err == nil
+			})
 		}
 		m, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
 		if err != nil {
@@ -359,17 +358,16 @@ func TestTerminalStatusFollowsAgentExit(t *testing.T) {
 				t.Fatalf("stderr tail %q lacks %q", last.StderrTail, tt.stderr)
 			}
 			// The record is settled right after the terminal status.
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				rec := h.record(id)
-				if string(rec.State) == string(tt.status) && !rec.FinishedAt.IsZero() && rec.ExitCode != nil && *rec.ExitCode == tt.exit {
-					break
+			var rec kv.RunRecord
+			defer func() {
+				if t.Failed() {
+					t.Logf("the last record read: %+v", rec)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("record %+v", rec)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			}()
+			testenv.WaitFor(t, 5*time.Second, fmt.Sprintf("the record to say %s, finished, exit code %d", tt.status, tt.exit), func() bool {
+				rec = h.record(id)
+				return string(rec.State) == string(tt.status) && !rec.FinishedAt.IsZero() && rec.ExitCode != nil && *rec.ExitCode == tt.exit
+			})
 		})
 	}
 }
@@ -406,8 +404,8 @@ func TestDuplicateRunIDStartsNothing(t *testing.T) {
 	if entry.Header.Get(protocol.HeaderReason) != string(protocol.ReasonDuplicate) || !bytes.Equal(entry.Data, b) {
 		t.Fatalf("DLQ entry %v %q", entry.Header, entry.Data)
 	}
-	// Nothing was added to the run's chain.
-	time.Sleep(500 * time.Millisecond)
+	// Nothing was added to the run's chain by the time the job was settled.
+	h.waitJobsSettled("the duplicate job settled")
 	info, err := h.js.Stream(context.Background(), h.names.EventsStream())
 	if err != nil {
 		t.Fatal(err)
@@ -420,6 +418,33 @@ func TestDuplicateRunIDStartsNothing(t *testing.T) {
 	if last.Sequence != md.Sequence.Stream {
 		t.Fatalf("chain grew after the duplicate: last seq %d, was %d", last.Sequence, md.Sequence.Stream)
 	}
+}
+
+// waitJobsSettled waits, bounded, until no job is left on the jobs
+// stream's run subject: each was acknowledged, rejected or terminated, so
+// the worker that had it is done with it.
+func (h *harness) waitJobsSettled(what string) {
+	h.t.Helper()
+	ctx := h.t.Context()
+	testenv.WaitFor(h.t, 20*time.Second, what, func() bool {
+		stream, err := h.js.Stream(ctx, h.names.JobsStream())
+		if err != nil {
+			return false
+		}
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(h.names.RunJobSubject()))
+		return err == nil && info.State.Subjects[h.names.RunJobSubject()] == 0
+	})
+}
+
+// logged counts the lines of a worker's JSON log about runID that say msg.
+func logged(log *testenv.Buffer, runID, msg string) int {
+	n := 0
+	for line := range strings.SplitSeq(log.String(), "\n") {
+		if strings.Contains(line, `"run_id":"`+runID+`"`) && strings.Contains(line, `"message":"`+msg+`"`) {
+			n++
+		}
+	}
+	return n
 }
 
 // waitDLQ waits for n DLQ entries and returns them.
@@ -720,6 +745,7 @@ func TestCancelAmidANoticeFlood(t *testing.T) {
 	defer flooder.Close()
 	stop := make(chan struct{})
 	flooded := make(chan error, 1)
+	var sent atomic.Int64
 	go func() {
 		for {
 			select {
@@ -732,18 +758,22 @@ func TestCancelAmidANoticeFlood(t *testing.T) {
 				flooded <- err
 				return
 			}
+			sent.Add(1)
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	testenv.WaitFor(t, 10*time.Second, "the flood of notices to be under way (10,000 sent)", func() bool { return sent.Load() >= 10_000 })
 	asked := time.Now()
-	_, err = c.Cancel(t.Context(), id)
-	time.Sleep(time.Second)
-	close(stop)
-	if ferr := <-flooded; ferr != nil || err != nil {
-		t.Fatal(ferr, err)
+	if _, err := c.Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
 	}
+	// The flood goes on until the run is cancelled.
 	h.waitStatus(id, protocol.StatusCancelled)
-	if took := time.Since(asked); took > 6*time.Second {
+	took := time.Since(asked)
+	close(stop)
+	if err := <-flooded; err != nil {
+		t.Fatal(err)
+	}
+	if took > 6*time.Second {
 		t.Fatalf("cancelled %v after the request, amid a flood of notices: its notice was lost", took)
 	}
 }
@@ -814,7 +844,13 @@ func TestRestartedWorkerReattaches(t *testing.T) {
 	h.waitStatus(id, protocol.StatusStarted)
 	h.waitLines(id, 40)
 	h.stopWorker("w1") // hands off; nobody is there to attach
-	time.Sleep(time.Second)
+	// The run goes on unheld: the worker started later has lines to catch
+	// up on (or the whole end, on a machine slow enough).
+	at := h.waitStatus(id, protocol.StatusHandoff).Offset
+	testenv.WaitFor(t, 20*time.Second, fmt.Sprintf("the agent to write 50 lines past the hand-off at %d, or its end, unheld", at), func() bool {
+		b, err := os.ReadFile(filepath.Join(h.stateDir, "runs", id, "journal.ndjson"))
+		return err == nil && (bytes.Count(b[min(at, int64(len(b))):], []byte("\n")) >= 50 || bytes.Contains(b, []byte(`"__nonce"`)))
+	})
 	h.addWorker("w9")
 	if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
 		t.Fatalf("terminal %+v", st)
@@ -900,6 +936,8 @@ func TestNATSOutageLongerThanLease(t *testing.T) {
 	h.waitLines(id, 90)
 	h.s.Shutdown()
 	h.s.WaitForShutdown()
+	// The outage's length is what is under test: nothing to wait for but
+	// time, with the server down.
 	time.Sleep(outage)
 	testenv.RunServerIn(t, dir, port)
 	st := h.terminal(id)
@@ -1055,7 +1093,7 @@ func TestRunOfWorkerDeadBeforeSpawn(t *testing.T) {
 				}
 				return
 			}
-			time.Sleep(3 * time.Second)
+			h.waitJobsSettled("the redelivered job settled by w2")
 			if _, err := os.Stat(filepath.Join(h.stateDir, "runs", id)); !os.IsNotExist(err) {
 				t.Fatalf("this node started a run being spawned on another: %v", err)
 			}
@@ -1147,7 +1185,12 @@ func TestFinishedRecordsExpireLiveOnesStay(t *testing.T) {
 		_, _, err := runs.Get(ctx, done)
 		return errors.Is(err, kv.ErrNotFound)
 	})
-	time.Sleep(2 * time.Second) // past the retention again
+	// A record with the retention's TTL would be gone by then: the
+	// finished one went sooner.
+	testenv.WaitFor(t, 15*time.Second, "the live run's record to be older than twice the record retention", func() bool {
+		e, err := runs.KV().Get(ctx, live)
+		return err != nil || time.Since(e.Created()) > 2*h.cfg.RecordRetention
+	})
 	if rec, _, err := runs.Get(ctx, live); err != nil || rec.State != kv.RunRunning {
 		t.Fatalf("the live run's record: %+v, %v", rec, err)
 	}
@@ -1247,8 +1290,13 @@ func TestRecoveryLeavesARunBeingPrepared(t *testing.T) {
 	}
 	const ackWait = 4 * time.Second
 	prepared := time.Now()
-	h.addWorker("w2", worker.WithAckWait(ackWait))
-	time.Sleep(3 * time.Second) // scans every half lease TTL
+	var log testenv.Buffer
+	h.addWorker("w2", worker.WithAckWait(ackWait), worker.WithLogger(zerolog.New(&log)))
+	// Its scans, at start and every half lease TTL, offer the run; it
+	// leaves the run each time.
+	testenv.WaitFor(t, 10*time.Second, "w2 to leave the run being prepared twice", func() bool {
+		return logged(&log, id, "run being prepared, its runner not started yet; attach job dropped") >= 2
+	})
 	if rec := h.record(id); rec.State != kv.RunStarting {
 		t.Fatalf("a run being prepared was taken over: record %+v", rec)
 	}
@@ -1324,7 +1372,7 @@ func TestRedeliveredJobOfEndedRunStartsNothing(t *testing.T) {
 	testenv.WaitFor(t, 15*time.Second, "the record to take the chain's end", func() bool {
 		return h.record(id).State == kv.RunState(protocol.StatusFailed)
 	})
-	time.Sleep(time.Second)
+	h.waitJobsSettled("the redelivered job settled by w2")
 	if msgs := h.chain(id, 5*time.Second); len(msgs) != 1 {
 		t.Fatalf("the chain holds %d messages after its terminal status, want it alone", len(msgs))
 	}
@@ -1346,8 +1394,12 @@ func (h *harness) takeJobThenStop(ctx context.Context, runID string) jetstream.M
 		return err == nil
 	})
 	h.stopWorker("w1")
-	// Past the pull requests w1 left waiting (its fetch wait is 2 s).
-	time.Sleep(2500 * time.Millisecond)
+	// Past the pull requests w1 left waiting (its fetch wait is 2 s): they
+	// would take the job into the void.
+	testenv.WaitFor(t, 10*time.Second, "the pull requests of the stopped worker to end", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumWaiting == 0
+	})
 	h.submit(map[string]any{"runId": runID, "profile": "fake", "args": []string{"--lines", "20"}})
 	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	if err != nil {
@@ -1516,18 +1568,24 @@ func TestRedeliveredJobWhileStartingStartsOnce(t *testing.T) {
 	}
 	id := newRunID(t)
 	var calls atomic.Int32
-	second := make(chan struct{})
+	second, firstGone := make(chan struct{}), make(chan struct{})
 	h.addWorker("w2", worker.WithAckWait(time.Second), worker.WithBeforeMark(func(runID string) {
 		if runID != id {
 			return
 		}
 		if calls.Add(1) > 1 {
 			// The second start, having taken the run over, lets the
-			// first one go on to its mark first.
+			// first one go on to its mark first. (A start of a run under
+			// way holds its redelivery back, so that one has ended.)
 			close(second)
-			time.Sleep(300 * time.Millisecond)
+			select {
+			case <-firstGone:
+			case <-time.After(10 * time.Second):
+				t.Error("the first start never went on to its mark")
+			}
 			return
 		}
+		defer close(firstGone)
 		// The first start loses its lease while it prepares, and
 		// prepares past AckWait.
 		if err := leases.Delete(ctx, id); err != nil {

@@ -33,6 +33,9 @@ type Options struct {
 	// and a full stream refuses new uploads, so they never take room
 	// another stream needs.
 	WorkspacesMaxBytes int64
+	// CheckpointsMaxBytes bounds the checkpoints bucket (0: none);
+	// reserved as WorkspacesMaxBytes is.
+	CheckpointsMaxBytes int64
 	// MaxJobBytes bounds one job; the jobs stream refuses larger ones, so the
 	// bound is stated once, by the server.
 	MaxJobBytes int32
@@ -85,6 +88,10 @@ type Resources struct {
 	NodeRuns          jetstream.KeyValue
 	// Outputs is the Object Store bucket of captured run outputs.
 	Outputs jetstream.ObjectStore
+	// Sessions and Checkpoints are the session records and their
+	// checkpoints (packages session and checkpoint).
+	Sessions    jetstream.KeyValue
+	Checkpoints jetstream.ObjectStore
 	// Workspaces is the stream of archives jobs seed their workspaces
 	// from (package wsarchive reads them).
 	Workspaces jetstream.Stream
@@ -235,6 +242,30 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 	}); err != nil {
+		return nil, err
+	}
+	if r.Sessions, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      n.SessionsBucket(),
+		Description: "baton session records (msgpack): live run, runs, checkpoints kept; a worker deletes one unused for sessionsMaxAge",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return nil, err
+	}
+	if r.Checkpoints, err = ensureObjectStore(ctx, js, jetstream.ObjectStoreConfig{
+		Bucket:      n.CheckpointsBucket(),
+		Description: "baton sessions' checkpoints: <session>/<runId> (a tar of workspace/ and home/) and its manifest; no TTL: a checkpoint lives while a session keeps it",
+		MaxBytes:    limit(o.CheckpointsMaxBytes),
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		// Workspaces are mostly text: s2 in the server costs little CPU.
+		Compression: true,
+	}); err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeInsufficientResources || apiErr.ErrorCode == errCodeStorageExceeded) {
+			err = fmt.Errorf("%w (checkpointsMaxBytes is reserved in the server's max_file_store, or the account's max_file: lower it, or raise those)", err)
+		}
 		return nil, err
 	}
 	if r.Workspaces, err = ensureStream(ctx, js, workspacesConfig(n, o)); err != nil {

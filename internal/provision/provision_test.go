@@ -277,3 +277,37 @@ func TestEnsureWorkspacesStream(t *testing.T) {
 		t.Fatalf("the older bucket's archive: %v", err)
 	}
 }
+
+// TestEnsureSessions: the sessions bucket, the checkpoints bucket
+// (compressed, bounded, no TTL) and the jobs stream's session subjects;
+// an older jobs stream gains them in place.
+func TestEnsureSessions(t *testing.T) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := protocol.MustNames("")
+	old := n.JobsSubjects()[:3]
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: n.JobsStream(), Subjects: old, Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := provision.Ensure(ctx, js, n, provision.Options{CheckpointsMaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.Jobs.Info(ctx)
+	if err != nil || !slices.Contains(info.Config.Subjects, "baton.jobs.session.*") {
+		t.Fatalf("jobs stream subjects %v (%v)", info.Config.Subjects, err)
+	}
+	st, err := r.Checkpoints.Status(ctx)
+	if err != nil || !st.IsCompressed() || st.TTL() != 0 || st.Bucket() != "BATON_CHECKPOINTS" {
+		t.Fatalf("checkpoints bucket: %+v, %v", st, err)
+	}
+	if r.Sessions.Bucket() != "BATON_SESSIONS" {
+		t.Fatalf("sessions bucket %s", r.Sessions.Bucket())
+	}
+	cs, err := js.Stream(ctx, "OBJ_BATON_CHECKPOINTS")
+	if err != nil || cs.CachedInfo().Config.MaxBytes != 64<<20 {
+		t.Fatalf("checkpoints stream bound: %v", err)
+	}
+}

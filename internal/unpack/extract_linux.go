@@ -234,7 +234,7 @@ func (x *extractor) symlink(name string, parts []string, target string) error {
 	switch {
 	case target == "":
 		return fmt.Errorf("%w: the link %s has no target", ErrUnsafe, fstree.Quote(name))
-	case strings.HasPrefix(target, "/"):
+	case strings.HasPrefix(target, "/") && !x.o.LinksAsIs:
 		return fmt.Errorf("%w: the link %s points out, to %s", ErrUnsafe, fstree.Quote(name), fstree.Quote(target))
 	case strings.IndexByte(target, 0) >= 0:
 		return fmt.Errorf("%w: the link %s has a NUL byte", ErrUnsafe, fstree.Quote(name))
@@ -250,7 +250,9 @@ func (x *extractor) symlink(name string, parts []string, target string) error {
 	if err := x.Create(parent, name, leaf, func() error { return unix.Symlinkat(target, parent, leaf) }); err != nil {
 		return x.Fail(name, err)
 	}
-	x.links[name] = target
+	if !x.o.LinksAsIs {
+		x.links[name] = target // checked once every entry is in
+	}
 	if err := x.Chown(parent, leaf); err != nil {
 		return x.Fail(name, err)
 	}

@@ -76,6 +76,12 @@ type Options struct {
 	// sandbox ids); else it is the caller's.
 	Chown    bool
 	UID, GID int
+	// LinksAsIs keeps every symbolic link with the target it has, one
+	// that leads out of the directory too: for a tree its agent made
+	// itself (a session's checkpoint), whose links were its own. Links
+	// are written and never followed, by the extraction or by the tree's
+	// writer, whatever their target.
+	LinksAsIs bool
 }
 
 // Stats describe an extraction.

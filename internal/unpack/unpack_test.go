@@ -291,3 +291,37 @@ func TestExtractCancel(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestExtractLinksAsIs: a checkpoint's links keep their targets, an
+// absolute one or one climbing out too, and are never written through.
+func TestExtractLinksAsIs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"kept", tarOf(t, sl("python", "/usr/bin/python3"), d("a"), sl("a/up", "../../x"), file("f", "x")), nil},
+		{"not through one", tarOf(t, sl("l", "/tmp"), file("l/x", "evil")), unpack.ErrUnsafe},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := t.TempDir()
+			root, err := os.OpenRoot(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			_, err = unpack.Extract(t.Context(), bytes.NewReader(tc.data), root, unpack.Options{LinksAsIs: true})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if err != nil {
+				return
+			}
+			for name, want := range map[string]string{"python": "/usr/bin/python3", "a/up": "../../x"} {
+				if got, err := os.Readlink(filepath.Join(ws, name)); err != nil || got != want {
+					t.Errorf("%s: %q, %v; want %q", name, got, err, want)
+				}
+			}
+		})
+	}
+}

@@ -1,4 +1,4 @@
-package outputs
+package fsat
 
 import (
 	"errors"
@@ -10,21 +10,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errNotRegular: the name no longer is a regular file (swapped for a link,
+// ErrNotRegular: the name no longer is a regular file (swapped for a link,
 // a FIFO or a directory since it was listed).
-var errNotRegular = errors.New("not a regular file")
+var ErrNotRegular = errors.New("not a regular file")
 
-// Every open of the walk is relative to its parent's descriptor, one
-// syscall per step, and never follows a link: the agent may swap any name
-// for a link at any time.
 const (
 	dirFlags  = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fileFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
 )
 
 // openAt opens name of the directory dirfd with flags, making it readable
-// again (mode) when the agent took its permissions away and we own it
-// (root reads it anyway). The chmod never follows a link either.
+// again (mode) when its owner took its permissions away and we own it.
+// The chmod never follows a link either.
 func openAt(dirfd int, name string, flags int, mode uint32) (int, error) {
 	for {
 		fd, err := unix.Openat(dirfd, name, flags, 0)
@@ -38,8 +35,9 @@ func openAt(dirfd int, name string, flags int, mode uint32) (int, error) {
 	}
 }
 
-// openDirAt opens the directory name of dirfd.
-func openDirAt(dirfd int, name string) (*os.File, error) {
+// OpenDir opens the directory name of dirfd (unix.AT_FDCWD: of the
+// working directory).
+func OpenDir(dirfd int, name string) (*os.File, error) {
 	fd, err := openAt(dirfd, name, dirFlags, 0o700)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
@@ -47,10 +45,11 @@ func openDirAt(dirfd int, name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-// openFileAt opens the regular file name of dirfd for reading without
+// OpenFile opens the regular file name of dirfd for reading without
 // following a link and without blocking on a FIFO swapped in, and checks
-// what it opened.
-func openFileAt(dirfd int, name string) (*os.File, os.FileInfo, error) {
+// what it opened; quote shows the name in the error that says it is not
+// a regular file.
+func OpenFile(dirfd int, name string, quote func(string) string) (*os.File, os.FileInfo, error) {
 	fd, err := openAt(dirfd, name, fileFlags, 0o600)
 	if err != nil {
 		return nil, nil, &fs.PathError{Op: "open", Path: name, Err: err}
@@ -63,19 +62,19 @@ func openFileAt(dirfd int, name string) (*os.File, os.FileInfo, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", EscapePath(name), errNotRegular)
+		return nil, nil, fmt.Errorf("%s: %w", quote(name), ErrNotRegular)
 	}
 	return f, st, nil
 }
 
-// openBeneath opens the regular file rel (slash separated, at most
-// maxPathBytes) of the directory rootfd: its parent in one syscall that
-// the kernel keeps beneath rootfd without following any link, then the
-// file itself as openFileAt does.
-func openBeneath(rootfd int, rel string) (*os.File, os.FileInfo, error) {
+// OpenBeneath opens the regular file rel (slash separated) of the
+// directory rootfd: its parent in one syscall that the kernel keeps
+// beneath rootfd without following any link, then the file itself as
+// OpenFile does.
+func OpenBeneath(rootfd int, rel string, quote func(string) string) (*os.File, os.FileInfo, error) {
 	dir, base := path.Split(rel)
 	if dir == "" {
-		return openFileAt(rootfd, base)
+		return OpenFile(rootfd, base, quote)
 	}
 	var fd int
 	var err error
@@ -89,14 +88,14 @@ func openBeneath(rootfd int, rel string) (*os.File, os.FileInfo, error) {
 		}
 	}
 	if err != nil {
-		return nil, nil, &fs.PathError{Op: "open", Path: EscapePath(dir), Err: err}
+		return nil, nil, &fs.PathError{Op: "open", Path: quote(dir), Err: err}
 	}
 	defer unix.Close(fd)
-	return openFileAt(fd, base)
+	return OpenFile(fd, base, quote)
 }
 
-// lstatAt is the lstat of name of dirfd.
-func lstatAt(dirfd int, name string) (unix.Stat_t, error) {
+// Lstat is the lstat of name of dirfd.
+func Lstat(dirfd int, name string) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	for {
 		err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
@@ -110,9 +109,9 @@ func lstatAt(dirfd int, name string) (unix.Stat_t, error) {
 	}
 }
 
-// readlinkAt reads the target of the link name of dirfd (at most
-// PATH_MAX bytes, as the kernel keeps them).
-func readlinkAt(dirfd int, name string) (string, error) {
+// Readlink reads the target of the link name of dirfd (at most PATH_MAX
+// bytes, as the kernel keeps them).
+func Readlink(dirfd int, name string) (string, error) {
 	buf := make([]byte, unix.PathMax)
 	n, err := unix.Readlinkat(dirfd, name, buf)
 	if err != nil {
@@ -121,8 +120,9 @@ func readlinkAt(dirfd int, name string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// fileMode is the fs.FileMode type bits of a stat's mode.
-func fileMode(st *unix.Stat_t) fs.FileMode {
+// FileMode is the fs.FileMode of a stat's mode: its permission and type
+// bits.
+func FileMode(st *unix.Stat_t) fs.FileMode {
 	m := fs.FileMode(st.Mode & 0o777)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:

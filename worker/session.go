@@ -1,0 +1,350 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/checkpoint"
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/consumer"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/session"
+)
+
+// A session's runs (protocol.Job.Session): their jobs wait in the stream,
+// in the order they were submitted on the session's subject, until the
+// session has no live run; a run starts from the session's head
+// checkpoint, and its end stores a checkpoint before its terminal status
+// (as outputs are, I9), which moves the head once the status is out.
+
+// sessionWait is how long a session's job waits in the stream before it
+// is delivered again, its delivery count n: soon at first, then at most
+// every few seconds while the session's live run goes on.
+func sessionWait(n uint64) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	return min(time.Second<<min(n-1, 3), 5*time.Second)
+}
+
+// claim makes the run its session's live run, in the order the session's
+// jobs were submitted: a job that is not the first left on its session's
+// subject, or whose session has another live run, waits in the stream,
+// holding no slot. A job of a session that arrived on the run subject is
+// moved to its session's, where the order is kept.
+func (s *starter) claim(ctx context.Context) (consumer.Disposition, bool) {
+	job, w := s.job, s.w
+	if job.Session == "" {
+		return consumer.Disposition{}, false
+	}
+	subject := w.names.SessionJobSubject(job.Session)
+	if s.msg.Subject() != subject {
+		if err := w.moveToSession(ctx, s.msg, subject, job.RunID); err != nil {
+			return consumer.Nak(time.Second, "move a session's job to its subject", err), true
+		}
+		return consumer.Ack("moved to its session's subject, where its runs start in order"), true
+	}
+	md, err := s.msg.Metadata()
+	if err != nil {
+		return consumer.Nak(time.Second, "read the job's stream sequence", err), true
+	}
+	first, err := w.firstPending(ctx, subject)
+	if err != nil {
+		return consumer.Nak(time.Second, "find the session's first job", err), true
+	}
+	if first != md.Sequence.Stream {
+		return consumer.Nak(sessionWait(md.NumDelivered), fmt.Sprintf("session %s: a job submitted before (stream sequence %d) starts first", job.Session, first), nil), true
+	}
+	c, err := w.sessions.Claim(ctx, job.Session, s.inv.Profile, job.RunID, job.Labels, w.lookupRun)
+	switch {
+	case errors.Is(err, session.ErrRefused):
+		return consumer.Reject(fmt.Errorf("%w: %v", protocol.ErrInvalidJob, err)), true
+	case err != nil:
+		return consumer.Nak(time.Second, "claim the session", err), true
+	case c.Wait:
+		return consumer.Nak(sessionWait(md.NumDelivered), c.Why, nil), true
+	}
+	s.claimed = &c
+	if c.Record.Head() != nil && job.Workspace != nil {
+		s.unclaim(ctx)
+		return consumer.Reject(fmt.Errorf("%w: session %s has a checkpoint, which its runs start from: a workspace archive seeds only its first run", protocol.ErrInvalidJob, job.Session)), true
+	}
+	return consumer.Disposition{}, false
+}
+
+// unclaim gives the session up: the job that claimed it is refused.
+func (s *starter) unclaim(ctx context.Context) {
+	if s.claimed == nil {
+		return
+	}
+	if err := s.w.sessions.Unclaim(ctx, s.job.Session, s.job.RunID, *s.claimed); err != nil {
+		s.log.Warn().Err(err).Msg("give up the session's claim (its next run takes it over in 2 minutes)")
+	}
+	s.claimed = nil
+}
+
+// head is the checkpoint the run starts from, nil for a session's first
+// run (or a run of none).
+func (s *starter) head() *kv.SessionCheckpoint {
+	if s.claimed == nil {
+		return nil
+	}
+	return s.claimed.Record.Head()
+}
+
+// moveToSession publishes msg's job again on its session's subject, where
+// its order among the session's jobs is kept, under a message id of its
+// own (the run subject's is the runId, and the two may meet within the
+// duplicates window).
+func (w *Worker) moveToSession(ctx context.Context, msg jetstream.Msg, subject, runID string) error {
+	m := nats.NewMsg(subject)
+	m.Data = msg.Data()
+	for k, v := range msg.Headers() {
+		m.Header[k] = v
+	}
+	m.Header.Set(nats.MsgIdHdr, "session-move-"+runID)
+	_, err := w.js.PublishMsg(ctx, m, jetstream.WithExpectStream(w.names.JobsStream()))
+	return err
+}
+
+// firstPending is the stream sequence of the first job left on subject,
+// read from the stream's leader (the work queue keeps a job until it is
+// acknowledged, so it is the oldest not yet started).
+func (w *Worker) firstPending(ctx context.Context, subject string) (uint64, error) {
+	st, err := w.js.Stream(ctx, w.names.JobsStream())
+	if err != nil {
+		return 0, err
+	}
+	m, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
+}
+
+// lookupRun reads a run's record for the session store: nil when it has
+// none.
+func (w *Worker) lookupRun(ctx context.Context, runID string) (*kv.RunRecord, error) {
+	rec, _, err := w.runs.Get(ctx, runID)
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// idleLimit is how long a run may wait for input, and whether reaching it
+// pauses the run (a session's pauseAfter, when it comes first) rather
+// than ends it for idleness; 0: no bound.
+func idleLimit(rec kv.RunRecord) (time.Duration, bool) {
+	switch p, i := rec.PauseAfter, rec.IdleTimeout; {
+	case rec.Session != "" && p > 0 && (i <= 0 || p <= i):
+		return p, true
+	default:
+		return i, false
+	}
+}
+
+// requestPause records that r is paused, before its agent is stopped as
+// an idle one: whoever holds the run when its sentinel comes ends it
+// "paused". It reports whether the pause may go on.
+func (w *Worker) requestPause(ctx context.Context, r *run) bool {
+	rec, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
+		if rec.State.Terminal() {
+			return errors.New("the run has ended")
+		}
+		if rec.PauseRequested {
+			return kv.ErrUnchanged
+		}
+		rec.PauseRequested = true
+		return nil
+	})
+	if err != nil {
+		r.log.Warn().Err(err).Msg("record the pause; the run goes on waiting")
+		return false
+	}
+	r.rec.PauseRequested = rec.PauseRequested
+	return true
+}
+
+// pausedStatus turns the idle end of a run whose pause was asked into
+// "paused".
+func pausedStatus(rec kv.RunRecord, st protocol.Status) protocol.Status {
+	if rec.PauseRequested && st.Status == protocol.StatusTimeout && st.Reason == sandbox.IdleReason {
+		st.Status = protocol.StatusPaused
+		st.Reason = fmt.Sprintf("paused after waiting %s for input", rec.PauseAfter)
+	}
+	return st
+}
+
+// sessionTurn records in r's session that its run waits for input, or
+// runs a turn; a failure costs only the state a client sees.
+func (w *Worker) sessionTurn(ctx context.Context, r *run, waiting bool) {
+	if r.rec.Session == "" {
+		return
+	}
+	if err := w.sessions.SetWaiting(ctx, r.rec.Session, r.id, waiting); err != nil {
+		r.log.Warn().Err(err).Msg("record the session's state")
+	}
+}
+
+// checkpointTimeout bounds one checkpoint: a tree of a GiB on a slow disk.
+const checkpointTimeout = 10 * time.Minute
+
+// checkpointRun stores the checkpoint of r, a session's run that ended,
+// and names it on st, its terminal status about to go out; a checkpoint
+// that fails for the tree's own reasons (a limit) is named in
+// st.CheckpointError, and the session keeps its head. It reports false
+// when the run is left to a successor instead (the lease lost, NATS
+// gone), which checkpoints again under the same names.
+func (w *Worker) checkpointRun(ctx context.Context, r *run, st *protocol.Status) bool {
+	st.Session = r.rec.Session
+	if st.Status == protocol.StatusLost {
+		return true
+	}
+	sess := w.profileSession(r.rec.Profile)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case <-time.After(w.grace):
+			cancel()
+		case <-cctx.Done():
+		}
+	})
+	defer stop()
+	go func() {
+		select {
+		case <-r.lease.Lost():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	start := time.Now()
+	parent, index := w.loadIndex(cctx, r)
+	m, _, err := checkpoint.Write(cctx, w.checkpoints, w.sessionTree(r, sess), checkpoint.Options{
+		Session: r.rec.Session, Run: r.id, Object: checkpoint.Name(r.rec.Session, r.id), Parent: parent, Index: index,
+	})
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		r.log.Warn().Err(err).Msg("stopped while checkpointing; handing the run off")
+		w.handoff(r)
+		return false
+	case r.lease.Err() != nil || w.disconnected(err):
+		r.log.Error().Err(err).Msg("checkpoint; a successor will checkpoint again")
+		r.lease.Stop()
+		return false
+	default:
+		st.CheckpointError = err.Error()
+		r.log.Warn().Err(err).Msg("checkpoint failed; the session keeps its previous one")
+		return true
+	}
+	info, err := w.checkpoints.GetInfo(cctx, m.Object)
+	if err != nil {
+		r.lease.Stop()
+		r.log.Error().Err(err).Msg("read the checkpoint's info; a successor will checkpoint again")
+		return false
+	}
+	r.checkpoint = sessionCheckpoint(m, info)
+	wire := r.checkpoint.Wire()
+	st.Checkpoint = &wire
+	r.log.Info().Str("checkpoint", m.Object).Bool("base", m.Full()).Int("files", m.Files).Int64("bytes", m.Bytes).
+		Dur("took", time.Since(start)).Msg("session checkpointed")
+	return true
+}
+
+// sessionCheckpoint is the session's view of the checkpoint m, stored as
+// info.
+func sessionCheckpoint(m *checkpoint.Manifest, info *jetstream.ObjectInfo) *kv.SessionCheckpoint {
+	return &kv.SessionCheckpoint{
+		Object: m.Object, Digest: info.Digest, Size: info.Size, Files: m.Files, TreeBytes: m.TreeBytes,
+		Run: m.Run, Created: m.Created, Chain: m.Chain,
+	}
+}
+
+// profileSession is profile's session block, with its defaults.
+func (w *Worker) profileSession(profile string) config.Session {
+	return w.cfg.Profiles[profile].Session.OrDefault()
+}
+
+// sessionTree is what a checkpoint of r stores: its workspace and home.
+func (w *Worker) sessionTree(r *run, sess config.Session) checkpoint.Tree {
+	return checkpoint.Tree{Workspace: r.dir.Workspace(), Home: r.dir.Home(), Exclude: sess.Exclude, MaxBytes: int64(sess.MaxBytes)}
+}
+
+// saveIndex writes, for r's checkpoint to build on, the checkpoint parent
+// its tree was restored from and the index of that tree: the parent's
+// object on a line, then the index.
+func saveIndex(r *run, parent string, x *checkpoint.Index) error {
+	b, err := checkpoint.MarshalIndex(x)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(r.dir.CheckpointIndex(), append([]byte(parent+"\n"), b...), 0o600)
+}
+
+// loadIndex reads what saveIndex wrote, and the parent's manifest; nil,
+// nil when there is none (the run's checkpoint is then a base).
+func (w *Worker) loadIndex(ctx context.Context, r *run) (*checkpoint.Manifest, *checkpoint.Index) {
+	b, err := os.ReadFile(r.dir.CheckpointIndex())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	var x *checkpoint.Index
+	var m *checkpoint.Manifest
+	if err == nil {
+		parent, rest, _ := bytes.Cut(b, []byte("\n"))
+		if x, err = checkpoint.UnmarshalIndex(rest); err == nil {
+			m, err = checkpoint.ReadManifest(ctx, w.checkpoints, string(parent))
+		}
+	}
+	if err != nil {
+		r.log.Warn().Err(err).Msg("the session's index is unreadable; the checkpoint holds the whole tree")
+		return nil, nil
+	}
+	return m, x
+}
+
+// endSession ends r's session's claim on r, whose terminal status st is
+// out: its checkpoint becomes the session's head. A status read from the
+// chain (a holder that died after it) names its checkpoint, whose chain
+// its manifest says.
+func (w *Worker) endSession(ctx context.Context, r *run, st protocol.Status) {
+	id := r.rec.Session
+	if id == "" {
+		return
+	}
+	cp := r.checkpoint
+	if cp == nil && st.Checkpoint != nil {
+		m, err := checkpoint.ReadManifest(ctx, w.checkpoints, st.Checkpoint.Object)
+		if err != nil {
+			r.log.Warn().Err(err).Msg("read the checkpoint's manifest; the session keeps its head")
+		} else {
+			cp = &kv.SessionCheckpoint{Object: m.Object, Digest: st.Checkpoint.Digest, Size: st.Checkpoint.Size,
+				Files: m.Files, TreeBytes: m.TreeBytes, Run: m.Run, Created: m.Created, Chain: m.Chain}
+		}
+	}
+	r.checkpoint = cp
+	var err error
+	if st.Status == protocol.StatusLost {
+		err = w.sessions.Lost(ctx, id, r.id)
+	} else {
+		err = w.sessions.End(ctx, id, r.id, st.Status == protocol.StatusPaused, cp, st.CheckpointError, w.profileSession(r.rec.Profile).Keep)
+	}
+	if err != nil {
+		// The session's next job finishes it (session.Store.Claim).
+		r.log.Warn().Err(err).Msg("record the session's end")
+	}
+}

@@ -1,0 +1,163 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/internal/runid"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/session"
+)
+
+// addSessionEndpoints registers the session requests (protocol/session.go)
+// on the worker's service: one worker of the queue group answers each.
+func (w *Worker) addSessionEndpoints(ctx context.Context, svc micro.Service) error {
+	for op, h := range map[string]func(context.Context, micro.Request, string){
+		"send": w.handleSessionSend, "fork": w.handleSessionFork, "delete": w.handleSessionDelete,
+	} {
+		handler := micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
+			id, ok := w.names.ParseSessionSubject(op, req.Subject())
+			if !ok {
+				_ = req.Error(protocol.SessionBad, "a session id must match [A-Za-z0-9_-]{1,128}", nil)
+				return
+			}
+			h(ctx, req, id)
+		})
+		if err := svc.AddEndpoint("session-"+op, w.answerable("session-"+op, false, handler),
+			micro.WithEndpointSubject(w.names.SessionRequests(op))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sessionError answers req with the session error code of err.
+func sessionError(req micro.Request, err error) {
+	code := protocol.SessionFailed
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		code = protocol.SessionNotFound
+	case errors.Is(err, session.ErrExists):
+		code = protocol.SessionExists
+	case errors.Is(err, session.ErrLive):
+		code = protocol.SessionLive
+	}
+	_ = req.Error(code, err.Error(), nil)
+}
+
+// handleSessionSend gives a message to session id's agent: its live run
+// takes it as input when it can (stdin "stream", not ending or pausing),
+// else it is the input of the session's next run, submitted on the
+// session's subject, where it starts once the live run (if any) ended. A
+// request's Nats-Msg-Id names that run, so a retried send starts nothing
+// twice.
+func (w *Worker) handleSessionSend(ctx context.Context, req micro.Request, id string) {
+	if n := len(req.Data()); n > int(w.cfg.MaxInputBytes) {
+		_ = req.Error(protocol.InputTooLarge, fmt.Sprintf("a message of %d bytes is over maxInputBytes (%d)", n, w.cfg.MaxInputBytes), nil)
+		return
+	}
+	life := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
+	defer cancel()
+	rec, _, err := w.sessions.Get(ctx, id)
+	if err != nil {
+		sessionError(req, err)
+		return
+	}
+	msgID := req.Headers().Get(nats.MsgIdHdr)
+	eof := req.Headers().Get(protocol.HeaderInputEOF) == "true"
+	if rec.Live != "" {
+		live, err := w.lookupRun(ctx, rec.Live)
+		if err != nil {
+			sessionError(req, err)
+			return
+		}
+		if live != nil && !live.State.Terminal() && live.Interactive && !live.PauseRequested {
+			seq, code, desc := w.acceptInput(ctx, life, rec.Live, *live, req.Data(), eof, msgID)
+			if code == "" {
+				b, _ := json.Marshal(protocol.SessionSendReply{Session: id, RunID: rec.Live, Seq: seq})
+				_ = req.Respond(b)
+				return
+			}
+			if code != protocol.InputTerminal {
+				_ = req.Error(code, desc, nil)
+				return
+			}
+			// It ended meanwhile: the message starts the next run.
+		}
+	}
+	job := protocol.Job{RunID: sessionRunID(id, msgID), Profile: rec.Profile, Input: string(req.Data()), Session: id}
+	body, err := protocol.EncodeJob(job)
+	if err != nil {
+		_ = req.Error(protocol.SessionBad, err.Error(), nil)
+		return
+	}
+	m := nats.NewMsg(w.names.SessionJobSubject(id))
+	m.Data = body
+	m.Header.Set(nats.MsgIdHdr, job.RunID)
+	if _, err := w.js.PublishMsg(ctx, m, jetstream.WithExpectStream(w.names.JobsStream())); err != nil {
+		sessionError(req, fmt.Errorf("submit the session's next run: %w", err))
+		return
+	}
+	b, _ := json.Marshal(protocol.SessionSendReply{Session: id, RunID: job.RunID, Started: true})
+	_ = req.Respond(b)
+}
+
+// sessionRunID names the run a send to session starts: from the send's
+// message id (a retry names the same run, which starts once), else at
+// random.
+func sessionRunID(session, msgID string) string {
+	var tail string
+	if msgID != "" {
+		sum := sha256.Sum256([]byte(session + "\x00" + msgID))
+		tail = hex.EncodeToString(sum[:8])
+	} else {
+		tail = hex.EncodeToString([]byte(rand.Text())[:8])
+	}
+	return session[:min(len(session), runid.MaxLen-len(tail)-1)] + "-" + tail
+}
+
+// handleSessionFork makes a new session from a checkpoint of id.
+func (w *Worker) handleSessionFork(ctx context.Context, req micro.Request, id string) {
+	fr, err := protocol.DecodeSessionForkRequest(req.Data())
+	if err != nil {
+		_ = req.Error(protocol.SessionBad, err.Error(), nil)
+		return
+	}
+	n := -1
+	if fr.Checkpoint != nil {
+		n = *fr.Checkpoint
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
+	defer cancel()
+	rec, err := w.sessions.Fork(ctx, id, n, fr.As, fr.Labels)
+	if err != nil {
+		sessionError(req, err)
+		return
+	}
+	w.log.Info().Str("session", fr.As).Str("from", id).Int("checkpoint", rec.ForkedFrom.Checkpoint).Msg("session forked")
+	b, _ := json.Marshal(client.NewSessionView(rec))
+	_ = req.Respond(b)
+}
+
+// handleSessionDelete deletes session id (not one with a live run).
+func (w *Worker) handleSessionDelete(ctx context.Context, req micro.Request, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
+	defer cancel()
+	if err := w.sessions.Delete(ctx, id); err != nil {
+		sessionError(req, err)
+		return
+	}
+	w.log.Info().Str("session", id).Msg("session deleted")
+	_ = req.Respond([]byte("{}"))
+}
