@@ -1,6 +1,9 @@
 package journal
 
-import "path/filepath"
+import (
+	"os"
+	"path/filepath"
+)
 
 // Dir is a run directory on a node: everything the runner and the worker
 // keep about one run. Root opens its files only through Open (or
@@ -16,6 +19,11 @@ const (
 	LockName      = "runner.lock"
 	PIDName       = "runner.pid"
 	InputName     = "input"
+	// AgentName is the directory holding what the agent reaches: its
+	// WorkspaceName and HomeName (a root worker's: a filesystem of
+	// limits.disk). Run directories made before it hold the workspace
+	// itself, and no home.
+	AgentName     = "agent"
 	WorkspaceName = "workspace"
 	HomeName      = "home"
 	// CheckpointIndexName holds the index of a session's tree as its run
@@ -51,14 +59,34 @@ func (d Dir) PID() string { return filepath.Join(string(d), PIDName) }
 // Input is the agent's stdin content (0600).
 func (d Dir) Input() string { return filepath.Join(string(d), InputName) }
 
-// Workspace is the agent's working directory: the only part of the run
-// directory the agent can reach, or write.
-func (d Dir) Workspace() string { return filepath.Join(string(d), WorkspaceName) }
+// Agent is the directory of what the agent reaches, its workspace and
+// its home: the only parts of the run directory it can reach, or write.
+func (d Dir) Agent() string { return filepath.Join(string(d), AgentName) }
 
-// Home is the agent's home directory (HOME): with the workspace, the only
-// parts of the run directory the agent can reach, and what a session's
-// checkpoint keeps.
-func (d Dir) Home() string { return filepath.Join(string(d), HomeName) }
+// Workspace is the agent's working directory (/workspace inside the
+// sandbox). In a run directory made before AgentName, it is WorkspaceName
+// at the top, which is where this looks first when the directory has no
+// AgentName: a run in flight across an upgrade keeps its workspace.
+func (d Dir) Workspace() string {
+	if d.legacy() {
+		return filepath.Join(string(d), WorkspaceName)
+	}
+	return filepath.Join(d.Agent(), WorkspaceName)
+}
+
+// Home is the agent's home directory (HOME, /home/agent inside the
+// sandbox), which a session's checkpoint keeps with the workspace.
+func (d Dir) Home() string { return filepath.Join(d.Agent(), HomeName) }
+
+// legacy reports whether d was made before AgentName: it has a workspace
+// at its top and no agent directory.
+func (d Dir) legacy() bool {
+	if _, err := os.Lstat(d.Agent()); err == nil {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(string(d), WorkspaceName))
+	return err == nil
+}
 
 // CheckpointIndex is the index of a session's tree (CheckpointIndexName).
 func (d Dir) CheckpointIndex() string { return filepath.Join(string(d), CheckpointIndexName) }

@@ -32,79 +32,59 @@ const WorkspaceImageName = "workspace.img"
 // when idle).
 const mkfsTimeout = 30 * time.Second
 
-// mountWorkspace makes ws the root of a fresh ext4 filesystem of size
-// bytes, owned by uid:gid, in a sparse image beside it, and mounts it in
-// the caller's (the host's) mount namespace, so the workspace outlives the
-// worker and the runner and stays readable after the run until
-// ReleaseWorkspace. The loop device clears itself at unmount.
+// mountWorkspace makes the run's agent directory, which holds its
+// workspace and home, the root of a fresh ext4 filesystem of size bytes
+// in a sparse image beside it, mounted in the caller's (the host's)
+// mount namespace: the agent's files and its home's share limits.disk,
+// and outlive the worker and the runner, readable after the run until
+// ReleaseWorkspace. The loop device clears itself at unmount. The
+// workspace and home are made there, owned by uid:gid.
 func mountWorkspace(ctx context.Context, dir journal.Dir, size uint64, uid, gid int) error {
 	img := workspaceImage(dir)
+	// A pooled image comes formatted, and mounted unless that failed.
 	mnt, pooled := takeImage(dir, size, uid, gid)
-	if !pooled {
-		f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if mnt == nil {
+		flags := os.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if !pooled {
+			flags |= os.O_CREATE | os.O_EXCL
+		}
+		f, err := os.OpenFile(img, flags, 0o600)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrDiskSetup, err)
 		}
-		err = formatImage(ctx, f, size, uid, gid)
+		if !pooled {
+			err = formatImage(ctx, f, size, uid, gid)
+		}
+		if err == nil {
+			mnt, err = mountDetached(f)
+		}
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrDiskSetup, err)
 		}
 	}
-	// A pooled image comes mounted: the move attaches it here. If it
-	// fails, closing mnt unmounts it, and the image is mounted anew.
-	moved := false
-	if mnt != nil {
-		moved = unix.MoveMount(int(mnt.Fd()), "", unix.AT_FDCWD, dir.Workspace(), unix.MOVE_MOUNT_F_EMPTY_PATH) == nil
-		mnt.Close()
-	}
-	if !moved {
-		if err := mountImage(img, dir.Workspace()); err != nil {
-			return err
-		}
+	err := unix.MoveMount(int(mnt.Fd()), "", unix.AT_FDCWD, dir.Agent(), unix.MOVE_MOUNT_F_EMPTY_PATH)
+	mnt.Close() // unmounts it if the move failed
+	if err != nil {
+		return fmt.Errorf("%w: mount the image on %s: %w", ErrDiskSetup, dir.Agent(), err)
 	}
 	// mkfs leaves lost+found, which the agent has no use for.
-	_ = os.Remove(filepath.Join(dir.Workspace(), "lost+found"))
+	_ = os.Remove(filepath.Join(dir.Agent(), "lost+found"))
 	// The filesystem's root is 0755: make it the agent's alone, as an
-	// unbounded workspace is.
-	ws, err := os.OpenFile(dir.Workspace(), os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%w: open the workspace: %w", ErrDiskSetup, err)
-	}
-	defer ws.Close()
-	if err := ws.Chmod(0o700); err != nil {
-		return fmt.Errorf("%w: chmod the workspace: %w", ErrDiskSetup, err)
+	// unbounded agent directory is.
+	if err := os.Chmod(dir.Agent(), 0o700); err != nil {
+		return fmt.Errorf("%w: chmod the agent's directory: %w", ErrDiskSetup, err)
 	}
 	return nil
 }
 
-// The workspace filesystem's mount options, as flags, as attributes of a
-// detached mount, and as data: no set-id programs or devices, no access
-// times, and inode tables never zeroed (mkfs left them lazy, and a fresh
-// image reads as zeroes anyway).
+// The workspace filesystem's mount attributes and data: no set-id
+// programs or devices, no access times, and inode tables never zeroed
+// (mkfs left them lazy, and a fresh image reads as zeroes anyway).
 const (
-	mountFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME
 	mountAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOATIME
 	mountData  = "noinit_itable"
 )
-
-// mountImage mounts the image at path on target, through a loop device.
-func mountImage(path, target string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrDiskSetup, err)
-	}
-	defer f.Close()
-	loop, err := attachLoop(f)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrDiskSetup, err)
-	}
-	defer loop.Close() // the mount holds the device; autoclear frees it at unmount
-	if err := unix.Mount(loop.Name(), target, "ext4", mountFlags, mountData); err != nil {
-		return fmt.Errorf("%w: mount %s on the workspace: %w", ErrDiskSetup, loop.Name(), err)
-	}
-	return nil
-}
 
 // mountDetached mounts image f, through a loop device, in no mount
 // namespace (fsmount), and returns the mount's descriptor: moved onto a
@@ -177,20 +157,24 @@ func attachLoop(f *os.File) (*os.File, error) {
 	return nil, errors.New("no free loop device after 16 tries")
 }
 
-// ReleaseWorkspace unmounts the run's bounded workspace, if it is mounted,
-// which frees its loop device; the image stays until the run directory is
-// removed. Call it before removing a run directory: a run made by a root
-// worker has its workspace on its own filesystem.
+// ReleaseWorkspace unmounts the run's bounded agent directory (its
+// workspace and home), if it is mounted, which frees its loop device; the
+// image stays until the run directory is removed. Call it before removing
+// a run directory: a run made by a root worker has its workspace on a
+// filesystem of its own.
 func ReleaseWorkspace(dir journal.Dir) error {
-	ws := dir.Workspace()
-	err := unix.Unmount(ws, unix.UMOUNT_NOFOLLOW|unix.MNT_DETACH)
-	switch {
-	case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
-		// EINVAL: not a mount point (a non-root run, or after a reboot).
-		return nil
-	default:
-		return fmt.Errorf("sandbox: unmount the workspace of %s: %w", dir, err)
+	// A run directory made before the agent directory had its image on
+	// the workspace.
+	for _, p := range []string{dir.Agent(), dir.Workspace()} {
+		err := unix.Unmount(p, unix.UMOUNT_NOFOLLOW|unix.MNT_DETACH)
+		switch {
+		case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
+			// EINVAL: not a mount point (a non-root run, or after a reboot).
+		default:
+			return fmt.Errorf("sandbox: unmount %s: %w", p, err)
+		}
 	}
+	return nil
 }
 
 // DiscardWorkspace gives back a finished run's bounded workspace: it

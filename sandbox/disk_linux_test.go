@@ -78,16 +78,16 @@ echo unreachable`)...)
 		t.Fatalf("neighbour: stdout %q, detail %q", stdout, s.Detail)
 	}
 
-	// Released, the workspace is an empty directory again and the run
-	// directory can go.
+	// Released, the agent directory (workspace and home) is an empty
+	// directory again and the run directory can go.
 	if err := sandbox.ReleaseWorkspace(hogDir); err != nil {
 		t.Fatal(err)
 	}
 	if err := sandbox.ReleaseWorkspace(hogDir); err != nil {
 		t.Fatalf("a second ReleaseWorkspace: %v", err)
 	}
-	if ents, err := os.ReadDir(hogDir.Workspace()); err != nil || len(ents) != 0 {
-		t.Fatalf("released workspace has %d entries (%v)", len(ents), err)
+	if ents, err := os.ReadDir(hogDir.Agent()); err != nil || len(ents) != 0 {
+		t.Fatalf("released agent directory has %d entries (%v)", len(ents), err)
 	}
 	if err := os.RemoveAll(string(hogDir)); err != nil {
 		t.Fatal(err)

@@ -26,16 +26,20 @@ import (
 func TestSandboxFilesystem(t *testing.T) {
 	t.Parallel()
 	spec := newSpec(t)
-	ws := journal.Dir(spec.RunDir).Workspace()
+	hostWS := journal.Dir(spec.RunDir).Workspace()
+	ws := runspec.WorkspacePath
 	script := fmt.Sprintf(`
 echo "root=$(ls -A / | tr '\n' ' ')"
+echo "home=$(ls -A /home | tr '\n' ' ')"
+touch /home/agent/x && echo "home-writable=yes"
+touch /home/y 2>/dev/null && echo "writable=/home"
 echo "etc=$(ls -A /etc | tr '\n' ' ')"
 echo "dev=$(ls -A /dev | tr '\n' ' ')"
 echo "tmp=$(ls -A /tmp | tr '\n' ' ')"
 echo "whoami=$(id -un):$(id -gn)"
 echo "passwd=$(grep '^agent:' /etc/passwd)"
 echo "hostname=$(hostname)"
-for p in /etc/shadow /root /home /run /var/run /sys /work /mnt %[2]s/journal.ndjson %[2]s/spec.json; do
+for p in /etc/shadow /root /run /var/run /sys /work /mnt %[2]s %[2]s/journal.ndjson %[2]s/spec.json; do
 	[ -e "$p" ] && echo "visible=$p"
 done
 for p in / /usr /etc /dev /proc/sys; do
@@ -46,19 +50,20 @@ touch %[1]s/x && echo "workspace-writable=yes"
 echo hi > /dev/null && echo "devnull=ok"
 head -c 4 /dev/urandom | wc -c | sed 's/^/urandom=/'
 echo 1 > /proc/sys/kernel/hostname 2>/dev/null && echo "proc-sys=writable"
-awk '$5 == "/" || $5 == "/usr" || $5 == "/tmp" || $5 == "/proc/sys" || $5 == "%[1]s" || $5 == "/dev" || $5 == "/etc/ssl/certs" { print "mnt" $5 "=" $6 }' /proc/self/mountinfo
+awk '$5 == "/" || $5 == "/usr" || $5 == "/tmp" || $5 == "/proc/sys" || $5 == "%[1]s" || $5 == "/home/agent" || $5 == "/dev" || $5 == "/etc/ssl/certs" { print "mnt" $5 "=" $6 }' /proc/self/mountinfo
 `, ws, spec.RunDir)
 	m, stdout := facts(t, spec, script)
-	// / holds the system directories the host has, the sandbox's own, and
-	// the top of the workspace's path; nothing else.
-	allowed := []string{"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr", strings.Split(ws, "/")[1]}
+	// / holds the system directories the host has, the sandbox's own, the
+	// workspace and the home; nothing else (no path of the host's run
+	// directory).
+	allowed := []string{"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr", "workspace", "home"}
 	root := strings.Fields(m["root"])
 	for _, e := range root {
 		if !slices.Contains(allowed, e) {
 			t.Errorf("/ holds %q: %q", e, root)
 		}
 	}
-	for _, e := range []string{"dev", "etc", "proc", "tmp", "usr"} {
+	for _, e := range []string{"dev", "etc", "proc", "tmp", "usr", "workspace", "home"} {
 		if !slices.Contains(root, e) {
 			t.Errorf("/ lacks %s: %q", e, root)
 		}
@@ -76,7 +81,10 @@ awk '$5 == "/" || $5 == "/usr" || $5 == "/tmp" || $5 == "/proc/sys" || $5 == "%[
 	if got, want := strings.Fields(m["dev"]), []string{"fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "tty", "urandom", "zero"}; !sameSet(got, want) {
 		t.Errorf("/dev = %q, want %q", got, want)
 	}
-	if m["whoami"] != "agent:agent" || !strings.HasPrefix(m["passwd"], "agent:x:1000:1000:") || !strings.Contains(m["passwd"], ":"+ws+":") {
+	if m["home"] != "agent" || m["home-writable"] != "yes" {
+		t.Errorf("/home holds %q (the agent's writable: %q), want agent alone", m["home"], m["home-writable"])
+	}
+	if m["whoami"] != "agent:agent" || !strings.HasPrefix(m["passwd"], "agent:x:1000:1000:") || !strings.Contains(m["passwd"], ":/home/agent:") {
 		t.Errorf("identity %q, passwd %q", m["whoami"], m["passwd"])
 	}
 	if m["hostname"] != "baton" {
@@ -94,6 +102,7 @@ awk '$5 == "/" || $5 == "/usr" || $5 == "/tmp" || $5 == "/proc/sys" || $5 == "%[
 	for mnt, want := range map[string][]string{
 		"/": {"ro", "nosuid", "nodev"}, "/usr": {"ro", "nosuid", "nodev"}, "/proc/sys": {"ro"}, "/dev": {"ro", "nosuid", "noexec"},
 		"/etc/ssl/certs": {"ro", "nosuid", "nodev"}, "/tmp": {"rw", "nosuid", "nodev"}, ws: {"rw", "nosuid", "nodev"},
+		"/home/agent": {"rw", "nosuid", "nodev"},
 	} {
 		opts := strings.Split(m["mnt"+mnt], ",")
 		for _, o := range want {
@@ -102,8 +111,10 @@ awk '$5 == "/" || $5 == "/usr" || $5 == "/tmp" || $5 == "/proc/sys" || $5 == "%[
 			}
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(ws, "x")); err != nil || len(b) != 0 {
-		t.Errorf("the agent's file is not in the host's workspace: %v", err)
+	for _, p := range []string{filepath.Join(hostWS, "x"), filepath.Join(journal.Dir(spec.RunDir).Home(), "x")} {
+		if b, err := os.ReadFile(p); err != nil || len(b) != 0 {
+			t.Errorf("the agent's file is not on the host: %v", err)
+		}
 	}
 }
 

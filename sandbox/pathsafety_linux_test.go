@@ -173,9 +173,19 @@ func TestOnlyTheWorkspaceIsTheAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := fi.Sys().(*syscall.Stat_t)
-		if e.Name() == journal.WorkspaceName {
-			if !fi.IsDir() || int(st.Uid) != uid || fi.Mode().Perm() != 0o700 {
-				t.Errorf("workspace: mode %v owner %d, want a 0700 directory of uid %d", fi.Mode(), st.Uid, uid)
+		if e.Name() == journal.AgentName {
+			// The agent directory, and in it the workspace and home.
+			for _, p := range []string{dir.Agent(), dir.Workspace(), dir.Home()} {
+				fi, err := os.Lstat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || int(st.Uid) != uid || fi.Mode().Perm() != 0o700 {
+					t.Errorf("%s: mode %v owner %d, want a 0700 directory of uid %d", p, fi.Mode(), st.Uid, uid)
+				}
+			}
+			if ents, err := os.ReadDir(dir.Agent()); err != nil || len(ents) != 2 {
+				t.Errorf("the agent directory holds %v (%v), want its workspace and home alone", ents, err)
 			}
 			continue
 		}

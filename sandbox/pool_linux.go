@@ -65,8 +65,8 @@ var (
 
 // takeImage links a ready image of the size and owner into dir as its
 // workspace image, and has the pool refilled. It returns the image's
-// detached mount, if it has one, for the caller to move onto the
-// workspace (and close). It reports false when it had none (the caller
+// detached mount, if it has one, for the caller to clone the workspace
+// and home from (and close). It reports false when it had none (the caller
 // makes one): the pool is empty or the link failed.
 func takeImage(dir journal.Dir, size uint64, uid, gid int) (*os.File, bool) {
 	p := pool(poolKey{runs: filepath.Dir(string(dir)), size: size, uid: uid, gid: gid})

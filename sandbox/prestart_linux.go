@@ -220,7 +220,7 @@ func (p *Prestarted) layOut(ctx context.Context, spec Spec, input []byte, seed S
 	}
 	ws := p.dir.Workspace()
 	if seed != nil {
-		if err := seedWorkspace(ctx, ws, seed, uid, gid); err != nil {
+		if err := seedRun(ctx, p.dir, seed, uid, gid); err != nil {
 			return err
 		}
 	}

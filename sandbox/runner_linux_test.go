@@ -378,9 +378,9 @@ env
 	if m["init-fds"] != "hidden" {
 		t.Errorf("the agent can reach its init's descriptors (status pipe, spec)")
 	}
-	ws := journal.Dir(spec.RunDir).Workspace()
-	if m["pwd"] != ws || m["env_pwd"] != ws || m["home"] != ws {
-		t.Errorf("pwd %q, $PWD %q, $HOME %q: want the workspace %q", m["pwd"], m["env_pwd"], m["home"], ws)
+	// The same places in every run, whatever its directory on the host.
+	if m["pwd"] != "/workspace" || m["env_pwd"] != "/workspace" || m["home"] != "/home/agent" {
+		t.Errorf("pwd %q, $PWD %q, $HOME %q: want /workspace and /home/agent", m["pwd"], m["env_pwd"], m["home"])
 	}
 	if m["secret"] != "s3cret" {
 		t.Errorf("the spec's environment did not reach the agent: SECRET_TOKEN=%q", m["secret"])
@@ -429,19 +429,20 @@ echo "rundir=$(ls -A %[2]s | tr '\n' ' ')"
 cat %[3]s >/dev/null 2>&1 && echo "journal=readable" || echo "journal=hidden"
 cat %[4]s >/dev/null 2>&1 && echo "spec=readable" || echo "spec=hidden"
 cat %[5]s >/dev/null 2>&1 && echo "other=readable" || echo "other=hidden"
-echo x > %[6]s/mine && echo "workspace=writable"
-d=%[6]s
+echo x > /workspace/mine && echo "workspace=writable"
+d=/workspace
 while [ "$d" != / ]; do
 	umount "$d" 2>/dev/null && echo "umounted=$d"
 	umount -l "$d" 2>/dev/null && echo "umounted=$d"
 	d=$(dirname "$d")
 done
 cat %[3]s >/dev/null 2>&1 && echo "journal-after-umount=readable" || echo "journal-after-umount=hidden"
-`, filepath.Dir(spec.RunDir), spec.RunDir, dir.Journal(), dir.Spec(), filepath.Join(other, "journal.ndjson"), dir.Workspace())
+`, filepath.Dir(spec.RunDir), spec.RunDir, dir.Journal(), dir.Spec(), filepath.Join(other, "journal.ndjson"))
 	m, _ := facts(t, spec, script)
 	want := map[string]string{
-		"runs":      spec.RunID,
-		"rundir":    "workspace",
+		// No path of the host's runs directory is in the sandbox.
+		"runs":      "",
+		"rundir":    "",
 		"journal":   "hidden",
 		"spec":      "hidden",
 		"other":     "hidden",
@@ -945,8 +946,8 @@ func TestStateRecordsEveryPhase(t *testing.T) {
 		"outer/init", "outer/init-exit",
 		"inner/loopback-up", "inner/network", "inner/clone-child",
 		"inner-child/mount-private", "inner-child/host-sources", "inner-child/root-tmpfs", "inner-child/system-dirs", "inner-child/etc", "inner-child/dev",
-		"inner-child/proc", "inner-child/tmp", "inner-child/workspace", "inner-child/mounts", "inner-child/pivot-root",
-		"inner-child/seal", "inner-child/hostname", "inner-child/resolve-agent", "inner-child/start-agent", "inner-child/agent-exit",
+		"inner-child/proc", "inner-child/tmp", "inner-child/workspace", "inner-child/home", "inner-child/mounts", "inner-child/pivot-root",
+		"inner-child/hostname", "inner-child/resolve-agent", "inner-child/start-agent", "inner-child/agent-exit",
 		"inner-child/report",
 	} {
 		if !seen[p] {

@@ -60,15 +60,15 @@ type startOptions struct {
 	seed        SeedFunc
 }
 
-// SeedFunc fills a new run's workspace, ws, before its seed files are
-// written over it and before the runner is spawned. uid and gid are
-// whom what it creates must belong to (the sandbox ids of a root
-// worker's run), or -1 when the files stay the caller's.
-type SeedFunc func(ctx context.Context, ws *os.Root, uid, gid int) error
+// SeedFunc fills a new run's workspace, ws, and home (HOME) before its
+// seed files are written over them and before the runner is spawned. uid
+// and gid are whom what it creates must belong to (the sandbox ids of a
+// root worker's run), or -1 when the files stay the caller's.
+type SeedFunc func(ctx context.Context, ws, home *os.Root, uid, gid int) error
 
-// WithSeed has Start fill the workspace with fn (a workspace archive)
-// once it exists, with its disk limit, and before the spec's seed files
-// are written. If fn fails, Start removes the run directory, spawns
+// WithSeed has Start fill the workspace and home with fn (a workspace
+// archive, a session's checkpoint) once they exist, with their disk
+// limit, and before the spec's seed files are written. If fn fails, Start removes the run directory, spawns
 // nothing and returns fn's error: no agent ever sees a half-filled
 // workspace.
 func WithSeed(fn SeedFunc) StartOption {
@@ -197,22 +197,31 @@ func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte
 	if euid == 0 {
 		uid, gid = spec.SandboxIDs(euid, egid)
 	}
-	ws := dir.Workspace()
-	if err := os.Mkdir(ws, 0o700); err != nil {
-		return nil, fmt.Errorf("sandbox: create the workspace: %w", err)
+	if err := os.Mkdir(dir.Agent(), 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox: create the agent's directory: %w", err)
 	}
 	if euid == 0 {
 		// limits.disk bounds everything the agent writes in its
-		// workspace: it is a filesystem of that size.
+		// workspace and home: they are a filesystem of that size.
 		if err := mountWorkspace(ctx, dir, spec.Limits.DiskBytes(), uid, gid); err != nil {
 			return nil, err
 		}
 	}
-	if err := os.Lchown(ws, uid, gid); err != nil {
-		return nil, fmt.Errorf("sandbox: give the workspace to the sandbox uid: %w", err)
+	// The agent's, as an agent is the sandbox uid on the host (a root
+	// runner's), or the caller.
+	ws := dir.Workspace()
+	for _, d := range []string{ws, dir.Home()} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, fmt.Errorf("sandbox: create %s: %w", d, err)
+		}
+	}
+	for _, d := range []string{dir.Agent(), ws, dir.Home()} {
+		if err := os.Lchown(d, uid, gid); err != nil {
+			return nil, fmt.Errorf("sandbox: give %s to the sandbox uid: %w", d, err)
+		}
 	}
 	if seed != nil {
-		if err := seedWorkspace(ctx, ws, seed, uid, gid); err != nil {
+		if err := seedRun(ctx, dir, seed, uid, gid); err != nil {
 			return nil, err
 		}
 	}
@@ -246,13 +255,19 @@ func removeRunDir(dir journal.Dir, made *os.File) {
 	_ = os.RemoveAll(string(dir))
 }
 
-func seedWorkspace(ctx context.Context, ws string, seed SeedFunc, uid, gid int) error {
-	root, err := os.OpenRoot(ws)
+// seedRun has seed fill the run's workspace and home.
+func seedRun(ctx context.Context, dir journal.Dir, seed SeedFunc, uid, gid int) error {
+	ws, err := os.OpenRoot(dir.Workspace())
 	if err != nil {
 		return fmt.Errorf("sandbox: open the workspace: %w", err)
 	}
-	defer root.Close()
-	if err := seed(ctx, root, uid, gid); err != nil {
+	defer ws.Close()
+	home, err := os.OpenRoot(dir.Home())
+	if err != nil {
+		return fmt.Errorf("sandbox: open the home: %w", err)
+	}
+	defer home.Close()
+	if err := seed(ctx, ws, home, uid, gid); err != nil {
 		return fmt.Errorf("sandbox: seed the workspace: %w", err)
 	}
 	return nil

@@ -72,7 +72,7 @@ func (w *Worker) pinWorkspace(ctx context.Context, job protocol.Job) (*sandbox.W
 // ids, and keeps the job from being redelivered meanwhile (a large
 // archive may take longer than AckWait).
 func (w *Worker) seedWorkspace(object string, arch *sandbox.WorkspaceArchive, pinErr error, inProgress func() error, log zerolog.Logger) sandbox.SeedFunc {
-	return func(ctx context.Context, ws *os.Root, uid, gid int) error {
+	return func(ctx context.Context, ws, _ *os.Root, uid, gid int) error {
 		if arch == nil {
 			return &archiveError{object, pinErr}
 		}

@@ -65,3 +65,13 @@ func (m Mount) Validate() error {
 	}
 	return nil
 }
+
+// Where the agent finds its workspace and its home (HOME, unless the
+// profile sets one) inside the sandbox, whatever the run, node or
+// prestarted chain: an agent that keys its state by the working
+// directory (Claude Code's conversations) finds it again in the next run
+// of a session.
+const (
+	WorkspacePath = "/workspace"
+	HomePath      = "/home/agent"
+)

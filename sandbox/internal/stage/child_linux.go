@@ -18,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/internal/pidfd"
-	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
@@ -183,7 +182,7 @@ func runChild(ctx context.Context, specPath string, st *state, sigs <-chan os.Si
 		return setupFailed(st, "binary", err)
 	}
 	defer exe.Close()
-	workspace := journal.Dir(spec.RunDir).Workspace()
+	workspace := runspec.WorkspacePath
 	// Every setup error is a fail record naming its phase and the run's
 	// status: a step records its own; an error that did not come through
 	// one is recorded as the setup's.
@@ -264,11 +263,11 @@ func loopbackUp() error {
 // the wait stage then waits for the take on the control pipe, and
 // resolves and starts the agent it names.
 func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
-	w := waitSpec{AgentUID: spec.AgentUID, AgentGID: spec.AgentGID, Dir: ws, Exe: int(exe.Fd()), ExecSpec: -1}
+	w := waitSpec{AgentUID: spec.AgentUID, AgentGID: spec.AgentGID, Dir: ws, Home: defaultHome(spec.Home), Exe: int(exe.Fd()), ExecSpec: -1}
 	if spec.Pooled {
 		w.Pooled, w.Rlimits = true, spec.Rlimits
 	} else {
-		b, res, ok := resolveAgent(spec.Argv, spec.Env, ws, spec.Rlimits, st)
+		b, res, ok := resolveAgent(spec.Argv, spec.Env, ws, w.Home, spec.Rlimits, st)
 		if !ok {
 			return res
 		}
@@ -301,9 +300,10 @@ func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *
 }
 
 // resolveAgent finds the agent argv names on env's PATH, from the
-// workspace ws, and returns the exec stage's spec.
-func resolveAgent(argv, env []string, ws string, rlimits []rlimit, st *state) ([]byte, chainStatus, bool) {
-	env = agentEnv(env, ws)
+// workspace ws (its HOME home unless env sets one), and returns the exec
+// stage's spec.
+func resolveAgent(argv, env []string, ws, home string, rlimits []rlimit, st *state) ([]byte, chainStatus, bool) {
+	env = agentEnv(env, ws, home)
 	path, err := lookPath(argv[0], env, ws)
 	if err != nil {
 		st.fail("resolve-agent", err)
@@ -319,6 +319,7 @@ type waitSpec struct {
 	AgentUID int    `json:"agentUid"`
 	AgentGID int    `json:"agentGid"`
 	Dir      string `json:"dir"`
+	Home     string `json:"home"`            // HOME unless the agent's environment sets one
 	Exe      int    `json:"exe"`             // descriptor of the runner binary
 	ExecSpec int    `json:"execSpec"`        // descriptor of the exec stage's spec; -1 until a pooled chain's take
 	Stops    []int  `json:"stops,omitempty"` // read by the init before the exec
@@ -483,7 +484,7 @@ func startAgent(ctx context.Context, w waitSpec, st *state, stops *stopReader) (
 	t, res, ok := awaitTake(ctx, w.Take, st, stops)
 	var spec []byte
 	if ok {
-		spec, res, ok = resolveAgent(t.Argv, t.Env, w.Dir, w.Rlimits, st)
+		spec, res, ok = resolveAgent(t.Argv, t.Env, w.Dir, w.Home, w.Rlimits, st)
 	}
 	if !ok {
 		stage.kill()

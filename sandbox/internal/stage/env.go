@@ -16,9 +16,9 @@ import (
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // agentEnv is the agent's environment: the spec's (the last entry for a
-// key wins, as with os/exec), HOME defaulting to the workspace, and PWD
-// naming the workspace it starts in.
-func agentEnv(env []string, workspace string) []string {
+// key wins, as with os/exec), HOME defaulting to home, and PWD naming the
+// workspace it starts in.
+func agentEnv(env []string, workspace, home string) []string {
 	idx := make(map[string]int, len(env)+2)
 	out := make([]string, 0, len(env)+2)
 	set := func(kv string) {
@@ -34,7 +34,7 @@ func agentEnv(env []string, workspace string) []string {
 		set(kv)
 	}
 	if _, ok := idx["HOME"]; !ok {
-		set("HOME=" + workspace)
+		set("HOME=" + home)
 	}
 	set("PWD=" + workspace)
 	return out

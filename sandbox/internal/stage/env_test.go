@@ -16,14 +16,14 @@ func TestAgentEnv(t *testing.T) {
 		in   []string
 		want []string
 	}{
-		{"empty", nil, []string{"HOME=/ws", "PWD=/ws"}},
+		{"empty", nil, []string{"HOME=/h", "PWD=/ws"}},
 		{"keeps HOME", []string{"HOME=/home/a", "X=1"}, []string{"HOME=/home/a", "X=1", "PWD=/ws"}},
-		{"PWD replaced", []string{"PWD=/elsewhere", "A=b"}, []string{"PWD=/ws", "A=b", "HOME=/ws"}},
-		{"last wins", []string{"A=1", "B=2", "A=3"}, []string{"A=3", "B=2", "HOME=/ws", "PWD=/ws"}},
-		{"value with =", []string{"A=b=c"}, []string{"A=b=c", "HOME=/ws", "PWD=/ws"}},
+		{"PWD replaced", []string{"PWD=/elsewhere", "A=b"}, []string{"PWD=/ws", "A=b", "HOME=/h"}},
+		{"last wins", []string{"A=1", "B=2", "A=3"}, []string{"A=3", "B=2", "HOME=/h", "PWD=/ws"}},
+		{"value with =", []string{"A=b=c"}, []string{"A=b=c", "HOME=/h", "PWD=/ws"}},
 	}
 	for _, c := range cases {
-		if got := agentEnv(c.in, "/ws"); !slices.Equal(got, c.want) {
+		if got := agentEnv(c.in, "/ws", "/h"); !slices.Equal(got, c.want) {
 			t.Errorf("%s: agentEnv(%q) = %q, want %q", c.name, c.in, got, c.want)
 		}
 	}

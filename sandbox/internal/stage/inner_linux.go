@@ -24,7 +24,7 @@ const (
 	fdStatus    = 3 // status pipe, read by runner-outer
 	fdSpec      = 4 // this stage's spec (a sealed memfd)
 	fdState     = 5 // state.ndjson
-	fdWorkspace = 6 // runner-inner: the workspace directory
+	fdWorkspace = 6 // runner-inner: the agent directory (a run directory made before it: the workspace), its cwd
 	fdChain     = 7 // runner-inner: socket pair with runner-outer (egress sockets, the init's pidfd)
 	fdStops     = 8 // runner-inner: the control pipe's read end, passed on to the init
 	fdControl   = 6 // runner-inner-child: stop requests from runner-outer

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/batonhq/baton/journal"
+	"github.com/batonhq/baton/sandbox/runspec"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,7 +74,6 @@ func openChecked(m bindMount) (source, error) {
 type rootBuilder struct {
 	spec    childSpec
 	sources []source // closed once the root is built
-	seal    []string // tmpfs mounts turned read-only once everything is bound
 }
 
 func (b *rootBuilder) close() {
@@ -175,12 +176,21 @@ func (b *rootBuilder) open() (srcs map[string]source, err error) {
 			return nil, fmt.Errorf("host /dev/%s is missing", d)
 		}
 	}
-	ws, err := unix.Open(".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("the workspace: %w", err)
+	// This process's cwd, the agent directory (or, in a run directory
+	// made before it, the workspace), is in this mount namespace, where
+	// the clone moved it: what it holds is opened from it.
+	agent := map[string]string{"workspace": "."}
+	if b.spec.Home {
+		agent = map[string]string{"workspace": journal.WorkspaceName, "home": journal.HomeName}
 	}
-	b.sources = append(b.sources, source{fd: ws, dir: true})
-	srcs["workspace"] = source{fd: ws, dir: true}
+	for _, key := range slices.Sorted(maps.Keys(agent)) {
+		fd, err := unix.Open(agent[key], unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("the %s: %w", key, err)
+		}
+		b.sources = append(b.sources, source{fd: fd, dir: true})
+		srcs[key] = source{fd: fd, dir: true}
+	}
 	if b.spec.Binary != "" {
 		// By its path (/proc/self/exe would name the file on a mount of
 		// the namespace this process was cloned from, which cannot be
@@ -264,16 +274,17 @@ func (b *rootBuilder) build(workspace string, step func(phase string, do func() 
 			return fmt.Sprintf("tmpfs, %d bytes", s.TmpBytes), mountFS("tmpfs", at("/tmp"), unix.MS_NOSUID|unix.MS_NODEV,
 				fmt.Sprintf("mode=1777,size=%d", s.TmpBytes))
 		}},
-		{"workspace", func() (string, error) { return b.workspace(srcs["workspace"], workspace) }},
-		{"mounts", func() (string, error) { return b.profileMounts(srcs) }},
-		{"seal", func() (string, error) {
-			for _, p := range b.seal {
-				if err := newRoot.setattr(at(p), unix.MOUNT_ATTR_RDONLY, false); err != nil {
-					return "", err
-				}
-			}
-			return strings.Join(b.seal, " "), nil
+		{"workspace", func() (string, error) {
+			return workspace + " rw", bind(srcs["workspace"], at(workspace), true, false)
 		}},
+		{"home", func() (string, error) {
+			src, ok := srcs["home"]
+			if !ok {
+				return "none: HOME is the workspace (a run directory made before homes)", nil
+			}
+			return runspec.HomePath + " rw", bind(src, at(runspec.HomePath), true, false)
+		}},
+		{"mounts", func() (string, error) { return b.profileMounts(srcs) }},
 	}
 	for _, st := range steps {
 		if err := step(st.phase, st.do); err != nil {
@@ -281,25 +292,6 @@ func (b *rootBuilder) build(workspace string, step func(phase string, do func() 
 		}
 	}
 	return nil
-}
-
-// workspace binds the workspace read-write at its host path. The
-// directories leading to it are empty stand-ins: in the read-only root,
-// or, for a path under /tmp, on a tmpfs of their own sealed read-only
-// once everything is bound, so the agent cannot fake files there (a
-// journal next to its workspace) even in its private /tmp.
-func (b *rootBuilder) workspace(src source, ws string) (string, error) {
-	detail := ws + " rw"
-	if rest, ok := strings.CutPrefix(ws, "/tmp/"); ok {
-		first, _, _ := strings.Cut(rest, "/")
-		top := "/tmp/" + first
-		if err := mountFS("tmpfs", at(top), unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
-			return "", fmt.Errorf("tmpfs on %s: %w", top, err)
-		}
-		b.seal = append(b.seal, top)
-		detail += ", its parents from " + top + " read-only"
-	}
-	return detail, bind(src, at(ws), true, false)
 }
 
 func (b *rootBuilder) etc(srcs map[string]source) (string, error) {

@@ -53,6 +53,19 @@ type childSpec struct {
 	// Pooled: Argv and Env are empty, and come with the take on the
 	// control pipe (sandbox.Prestart).
 	Pooled bool `json:"pooled,omitempty"`
+	// Home: the sandbox's cwd is the run's agent directory, whose
+	// workspace and home are bound at runspec.WorkspacePath and HomePath;
+	// else it is the workspace of a run directory made before homes, and
+	// the agent's HOME is its workspace.
+	Home bool `json:"home,omitempty"`
+}
+
+// defaultHome is the agent's HOME when its profile sets none.
+func defaultHome(home bool) string {
+	if home {
+		return runspec.HomePath
+	}
+	return runspec.WorkspacePath
 }
 
 // bindMount is a profile mount whose source runner-outer resolved.
@@ -168,10 +181,10 @@ var hostEtc = []string{
 var systemDirs = runspec.SystemDirs()
 
 // checkDests refuses mounts whose targets would hide or land in the
-// workspace, collide with each other, with the baton binary's bind or
-// with the sandbox's own /etc files, or hide the binary.
-func checkDests(mounts []bindMount, workspace, binary string) error {
-	taken := []string{workspace}
+// workspace or the home, collide with each other, with the baton
+// binary's bind or with the sandbox's own /etc files, or hide the binary.
+func checkDests(mounts []bindMount, binary string) error {
+	taken := []string{runspec.WorkspacePath, runspec.HomePath}
 	if binary != "" {
 		taken = append(taken, binary)
 	}

@@ -113,7 +113,7 @@ func TestPastaArgs(t *testing.T) {
 }
 
 func TestCheckDests(t *testing.T) {
-	ws := "/var/lib/baton/runs/r1/workspace"
+	ws := "/workspace"
 	m := func(dest string) bindMount { return bindMount{Source: "/src", Dest: dest} }
 	for _, c := range []struct {
 		name   string
@@ -123,15 +123,17 @@ func TestCheckDests(t *testing.T) {
 	}{
 		{"fine", []bindMount{m("/opt/tools"), m("/opt/tools/sub"), m("/srv/cache")}, "/var/lib/baton/bin/baton", ""},
 		{"the workspace", []bindMount{m(ws)}, "", "overlaps " + ws},
-		{"above the workspace", []bindMount{m("/var/lib")}, "", "overlaps " + ws},
 		{"inside the workspace", []bindMount{m(ws + "/x")}, "", "overlaps " + ws},
+		{"the home", []bindMount{m("/home/agent")}, "", "overlaps /home/agent"},
+		{"above the home", []bindMount{m("/home")}, "", "overlaps /home/agent"},
+		{"where the run directory is on the host", []bindMount{m("/var/lib/baton/runs/r1/workspace")}, "", ""},
 		{"the binary", []bindMount{m("/opt/baton")}, "/opt/baton/baton", "overlaps /opt/baton/baton"},
 		{"a generated /etc file", []bindMount{m("/etc/passwd")}, "", "overlaps /etc/passwd"},
 		{"the CA certificates", []bindMount{m("/etc/ssl/certs")}, "", "overlaps /etc/ssl/certs"},
 		{"another /etc file", []bindMount{m("/etc/gitconfig")}, "", ""},
 		{"twice", []bindMount{m("/opt/x"), m("/opt/x")}, "", "two mounts land on /opt/x"},
 	} {
-		err := checkDests(c.mounts, ws, c.binary)
+		err := checkDests(c.mounts, c.binary)
 		if c.bad == "" && err != nil || c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)) {
 			t.Errorf("%s: checkDests = %v, want %q", c.name, err, c.bad)
 		}

@@ -3,6 +3,7 @@ package stage
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -29,7 +30,7 @@ type outerPlan struct {
 	inner     innerSpec
 	input     *os.File // the agent's stdin
 	state     *os.File // state.ndjson, for the stages below
-	workspace *os.File // O_PATH, for runner-inner's fchdir
+	workspace *os.File // the agent directory, O_PATH, for runner-inner's fchdir
 	cgroup    *runCgroup
 	pasta     string // pasta's path, for chain.NetPasta
 	policy    *egress.Policy
@@ -95,11 +96,20 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 	if p.state, err = o.dir.Open(journal.StateName, os.O_WRONLY|os.O_APPEND, 0); err != nil {
 		return nil, fmt.Errorf("open the state file: %w", err)
 	}
-	if p.workspace, err = o.dir.Open(journal.WorkspaceName, unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
-		return nil, fmt.Errorf("open the workspace: %w", err)
-	}
 	c := &p.inner.Child
 	c.RunDir, c.AgentUID, c.AgentGID = s.RunDir, auid, agid
+	// The agent directory, which runner-inner makes the sandbox's cwd:
+	// in a run directory made before it, the workspace, and no home.
+	switch p.workspace, err = o.dir.Open(journal.AgentName, unix.O_PATH|unix.O_DIRECTORY, 0); {
+	case err == nil:
+		c.Home = true
+	case errors.Is(err, fs.ErrNotExist):
+		if p.workspace, err = o.dir.Open(journal.WorkspaceName, unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
+			return nil, fmt.Errorf("open the workspace: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("open the agent's directory: %w", err)
+	}
 	env := chain.AgentSpecEnv(s)
 	if s.Pooled {
 		// The agent's argv and environment come with the take.
@@ -113,12 +123,12 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 	if c.Mounts, err = resolveMounts(s, ws); err != nil {
 		return nil, err
 	}
-	if err := checkDests(c.Mounts, ws, c.Binary); err != nil {
+	if err := checkDests(c.Mounts, c.Binary); err != nil {
 		return nil, err
 	}
 	home, ok := chain.EnvValue(env, "HOME")
 	if !ok {
-		home = ws
+		home = defaultHome(c.Home)
 	}
 	c.Etc = etcFiles(auid, agid, home, mode)
 	c.TmpBytes, c.ShmBytes = tmpSizes(s.Limits)
