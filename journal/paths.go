@@ -12,13 +12,13 @@ type Dir string
 
 // The files of a run directory, by name.
 const (
-	JournalName   = "journal.ndjson"
-	StderrName    = "stderr.log"
-	StateName     = "state.ndjson"
-	SpecName      = "spec.json"
-	LockName      = "runner.lock"
-	PIDName       = "runner.pid"
-	InputName     = "input"
+	JournalName = "journal.ndjson"
+	StderrName  = "stderr.log"
+	StateName   = "state.ndjson"
+	SpecName    = "spec.json"
+	LockName    = "runner.lock"
+	PIDName     = "runner.pid"
+	InputName   = "input"
 	// AgentName is the directory holding what the agent reaches: its
 	// WorkspaceName and HomeName (a root worker's: a filesystem of
 	// limits.disk). Run directories made before it hold the workspace
