@@ -82,7 +82,7 @@ type Config struct {
 	// SessionsMaxAge is how long a session no run used is kept, with its
 	// checkpoints (default 30 days).
 	SessionsMaxAge time.Duration `yaml:"sessionsMaxAge"`
-	// CheckpointsMaxBytes bounds the checkpoints bucket (default 4 GiB):
+	// CheckpointsMaxBytes bounds the checkpoints bucket (default 2 GiB):
 	// a full bucket fails new checkpoints, and their sessions keep their
 	// previous heads.
 	CheckpointsMaxBytes ByteSize `yaml:"checkpointsMaxBytes"`

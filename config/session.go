@@ -44,7 +44,7 @@ const (
 	DefaultSessionsMaxAge = 30 * 24 * time.Hour
 	// DefaultCheckpointsMaxBytes bounds the checkpoints bucket when
 	// checkpointsMaxBytes is not set (reserved in the server's store, as workspacesMaxBytes is).
-	DefaultCheckpointsMaxBytes ByteSize = 4 << 30
+	DefaultCheckpointsMaxBytes ByteSize = 2 << 30
 	// minPauseAfter keeps a pause from ending every short wait.
 	minPauseAfter = time.Second
 	maxSetup      = 32

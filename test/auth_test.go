@@ -422,6 +422,17 @@ func attacks(t *testing.T, c *conn, user string, deniedPublish func(*conn, strin
 		{"purge the workspace archives", "$JS.API.STREAM.PURGE." + names.WorkspacesStream(), ""},
 		{"delete the workspaces stream", "$JS.API.STREAM.DELETE." + names.WorkspacesStream(), ""},
 		{"change the workspaces stream's max age", "$JS.API.STREAM.UPDATE." + names.WorkspacesStream(), `{"name":"` + names.WorkspacesStream() + `"}`},
+		// Sessions: only workers write their records and checkpoints, and
+		// a client reads the records through the relay alone.
+		{"write a session record", "$KV." + names.SessionsBucket() + ".auth-s", `{}`},
+		{"purge the session records", "$JS.API.STREAM.PURGE.KV_" + names.SessionsBucket(), ""},
+		{"direct get a session record", "$JS.API.DIRECT.GET.KV_" + names.SessionsBucket() + ".$KV." + names.SessionsBucket() + ".auth-s", ""},
+		{"add a checkpoint chunk", "$O." + names.CheckpointsBucket() + ".C.evil", "x"},
+		{"overwrite a checkpoint's info", "$O." + names.CheckpointsBucket() + ".M.YXV0aC1zL2F1dGgtMQ==", `{}`},
+		{"read a checkpoint", "$JS.API.DIRECT.GET.OBJ_" + names.CheckpointsBucket(), `{"seq":1}`},
+		{"delete a checkpoint", "$JS.API.STREAM.MSG.DELETE.OBJ_" + names.CheckpointsBucket(), `{"seq":1}`},
+		{"delete the checkpoints bucket", "$JS.API.STREAM.DELETE.OBJ_" + names.CheckpointsBucket(), ""},
+		{"forge a session's moved job as a worker would", names.RetryJobSubject(), `{"runId":"auth-r","profile":"demo","session":"s"}`},
 	} {
 		t.Logf("%s tries to %s", user, a.what)
 		deniedPublish(c, a.subject, []byte(a.body))
@@ -432,6 +443,8 @@ func attacks(t *testing.T, c *conn, user string, deniedPublish func(*conn, strin
 		names.Prefix() + ".control.>", // cancel requests and notices
 		names.Prefix() + ".ingest.>",  // chains before the stream fences them
 		"$KV." + runs + ".>",          // records as they are written
+		"$KV." + names.SessionsBucket() + ".>",
+		"$O." + names.CheckpointsBucket() + ".>",
 	} {
 		t.Logf("%s tries to subscribe to %s", user, subject)
 		deniedSubscribe(c, subject)

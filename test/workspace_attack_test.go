@@ -52,6 +52,7 @@ func TestClientWorkspaceAttacks(t *testing.T) {
 dlqMaxBytes: 8MiB
 maxWorkspaceBytes: 1MiB
 workspacesMaxBytes: 4MiB
+checkpointsMaxBytes: 4MiB
 profiles:
   ws:
     command: [/bin/sh, -c, 'test "$(cat secret.env)" = `+secret+` && echo "{\"seeded\":true}"']
