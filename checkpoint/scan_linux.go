@@ -51,6 +51,35 @@ type scanner struct {
 // skipped with a note. It fails with ErrLimit past MaxBytes, MaxEntries,
 // MaxDepth or a path of fstree.MaxPath bytes.
 func Scan(ctx context.Context, t Tree) (*Index, []string, error) {
+	var tops [2]*os.File
+	for i, r := range t.roots() {
+		top, err := fsat.OpenDir(unix.AT_FDCWD, r[1])
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoint: the %s: %w", r[0], err)
+		}
+		defer top.Close()
+		tops[i] = top
+	}
+	return scan(ctx, t, tops)
+}
+
+// ScanRoots is Scan of the tree whose workspace and home are open as ws
+// and home (t's paths are not read).
+func ScanRoots(ctx context.Context, ws, home *os.Root, t Tree) (*Index, []string, error) {
+	var tops [2]*os.File
+	for i, r := range []*os.Root{ws, home} {
+		top, err := r.OpenFile(".", os.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		defer top.Close()
+		tops[i] = top
+	}
+	return scan(ctx, t, tops)
+}
+
+// scan lists the tree whose roots are open as tops (workspace, home).
+func scan(ctx context.Context, t Tree, tops [2]*os.File) (*Index, []string, error) {
 	if t.MaxBytes <= 0 {
 		t.MaxBytes = DefaultMaxBytes
 	}
@@ -58,17 +87,18 @@ func Scan(ctx context.Context, t Tree) (*Index, []string, error) {
 		t.MaxEntries = DefaultMaxEntries
 	}
 	s := &scanner{ctx: ctx, t: t, x: &Index{Entries: map[string]Entry{}}}
-	for _, r := range t.roots() {
-		top, err := fsat.OpenDir(unix.AT_FDCWD, r[1])
+	for i, name := range []string{RootWorkspace, RootHome} {
+		// The walk's own descriptor: dir reads it to its end.
+		top, err := fsat.OpenDir(int(tops[i].Fd()), ".")
 		if err != nil {
-			return nil, nil, fmt.Errorf("checkpoint: the %s: %w", r[0], err)
+			return nil, nil, fmt.Errorf("checkpoint: the %s: %w", name, err)
 		}
 		glob := ""
-		s.root = len(r[0]) + 1
-		if r[0] == RootHome {
+		s.root = len(name) + 1
+		if name == RootHome {
 			glob = "~/"
 		}
-		err = s.dir(top, r[0], glob, 1)
+		err = s.dir(top, name, glob, 1)
 		top.Close()
 		if err != nil {
 			return nil, nil, err

@@ -122,7 +122,9 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	var resume, setup []string
 	if job.Session != "" {
 		sess, setup = p.Session.OrDefault(), slices.Clone(p.Setup)
-		resume = ArgPolicy{}.place(argv, sess.ResumeArgs)
+		// After the command's leading words, as a subcommand or a flag of
+		// the profile's; the job's args then go where they would.
+		resume = p.AllowArgs.place(ArgPolicy{}.place(command, sess.ResumeArgs), job.Args)
 	}
 
 	limits := Limits{Pids: p.Limits.Pids, Memory: p.Limits.Memory, CPUs: p.Limits.CPUs, Tmp: p.Limits.Tmp, Disk: p.Limits.Disk, Rlimits: maps.Clone(p.Limits.Rlimits), Output: output, Outputs: p.Limits.Outputs, Stderr: p.Limits.Stderr}

@@ -265,8 +265,8 @@ profiles:
 
 // TestResolveSession: a session's job gets the profile's session block
 // with its defaults, the command with its resume args placed after the
-// leading words (before the job's own args there), and the setup; any
-// other job gets none of them.
+// profile command's leading words (the job's args then go where they
+// would), and the setup; any other job gets none of them.
 func TestResolveSession(t *testing.T) {
 	c, err := config.Parse([]byte(`
 profiles:
@@ -285,7 +285,7 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"codex", "exec", "resume", "--last", "--model", "o3", "--json", "-"}; !reflect.DeepEqual(inv.ResumeArgv, want) {
+	if want := []string{"codex", "exec", "resume", "--model", "o3", "--last", "--json", "-"}; !reflect.DeepEqual(inv.ResumeArgv, want) {
 		t.Errorf("resume argv %q, want %q", inv.ResumeArgv, want)
 	}
 	if want := []string{"codex", "exec", "--model", "o3", "--json", "-"}; !reflect.DeepEqual(inv.Argv, want) {

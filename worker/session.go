@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/checkpoint"
 	"github.com/batonhq/baton/config"
@@ -196,6 +197,61 @@ func (w *Worker) sessionTurn(ctx context.Context, r *run, waiting bool) {
 	}
 	if err := w.sessions.SetWaiting(ctx, r.rec.Session, r.id, waiting); err != nil {
 		r.log.Warn().Err(err).Msg("record the session's state")
+	}
+}
+
+// restoreError is a session's checkpoint that could not be restored: the
+// run fails, and the session keeps its head for the next.
+type restoreError struct {
+	object string
+	err    error
+}
+
+func (e *restoreError) Error() string {
+	return fmt.Sprintf("the session's checkpoint %s could not be restored: %v", e.object, e.err)
+}
+func (e *restoreError) Unwrap() error { return e.err }
+
+// restoredTree is what a session's seed restored, for its checkpoint to
+// build on: the checkpoint and the index of the tree it left.
+type restoredTree struct {
+	parent string
+	index  *checkpoint.Index
+}
+
+// seedSession is the sandbox.SeedFunc of a session's run: then (a
+// workspace archive of its first run), or the session's head checkpoint
+// restored into the workspace and home with a workspace archive's rules,
+// before the job's files and before the agent; into out it puts the
+// index of the tree as restored, which the run's checkpoint builds on.
+func (w *Worker) seedSession(head *kv.SessionCheckpoint, sess config.Session, then sandbox.SeedFunc, out *restoredTree, log zerolog.Logger) sandbox.SeedFunc {
+	return func(ctx context.Context, ws, home *os.Root, uid, gid int) error {
+		if then != nil {
+			if err := then(ctx, ws, home, uid, gid); err != nil {
+				return err
+			}
+		}
+		if head == nil {
+			return nil
+		}
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+		defer cancel()
+		m, err := checkpoint.Restore(rctx, w.checkpoints, head.Object, checkpoint.Dest{
+			Workspace: ws, Home: home, Chown: uid >= 0, UID: uid, GID: gid, MaxBytes: int64(sess.MaxBytes),
+		})
+		if err != nil {
+			return &restoreError{head.Object, err}
+		}
+		x, _, err := checkpoint.ScanRoots(ctx, ws, home, checkpoint.Tree{Exclude: sess.Exclude, MaxBytes: int64(sess.MaxBytes)})
+		if err != nil {
+			log.Warn().Err(err).Msg("index the restored tree; the run's checkpoint will hold the whole tree")
+		} else {
+			out.parent, out.index = head.Object, x
+		}
+		log.Info().Str("checkpoint", head.Object).Int("files", m.Files).Int64("bytes", m.TreeBytes).Int("objects", len(m.Chain)).
+			Dur("took", time.Since(start)).Msg("session restored")
+		return nil
 	}
 }
 

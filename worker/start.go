@@ -285,12 +285,29 @@ func (s *starter) spawn(ctx context.Context) (consumer.Disposition, bool) {
 		return err
 	}
 	startOpts := []sandbox.StartOption{sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)}
+	var seed sandbox.SeedFunc
 	if s.job.Workspace != nil {
-		startOpts = append(startOpts, sandbox.WithSeed(w.seedWorkspace(s.job.Workspace.Object, s.arch, s.archErr, s.msg.InProgress, r.log)))
+		seed = w.seedWorkspace(s.job.Workspace.Object, s.arch, s.archErr, s.msg.InProgress, r.log)
+	}
+	var restored *restoredTree
+	if s.claimed != nil {
+		if s.head() != nil {
+			spec.Argv = inv.ResumeArgv
+		}
+		restored = &restoredTree{}
+		seed = w.seedSession(s.head(), inv.Session, seed, restored, r.log)
+	}
+	if seed != nil {
+		startOpts = append(startOpts, sandbox.WithSeed(seed))
 	}
 	runner, pooled, err := w.startRunner(startCtx, inv.Profile, spec, inv.Input, startOpts...)
 	if err == nil {
 		r.runner, s.pooled = runner, pooled
+		if restored != nil && restored.index != nil {
+			if err := saveIndex(r, restored.parent, restored.index); err != nil {
+				r.log.Warn().Err(err).Msg("keep the session's index; the run's checkpoint will hold the whole tree")
+			}
+		}
 		return consumer.Disposition{}, false
 	}
 	switch decideSpawn(err, startCtx.Err() != nil, marked) {
@@ -311,6 +328,8 @@ func (s *starter) spawn(ctx context.Context) (consumer.Disposition, bool) {
 	reason := "sandbox did not start: " + err.Error()
 	if ae := (*archiveError)(nil); errors.As(err, &ae) {
 		reason = "the workspace was not seeded: " + ae.Error()
+	} else if re := (*restoreError)(nil); errors.As(err, &re) {
+		reason = re.Error()
 	}
 	w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: reason})
 	return consumer.Ack("the run failed to start"), true
