@@ -186,4 +186,3 @@ func TestSessionJobMovedAndRefused(t *testing.T) {
 		t.Fatalf("refused jobs changed the session: %+v", rec)
 	}
 }
-
