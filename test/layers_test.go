@@ -20,6 +20,8 @@ var layers = [][]string{
 		"sandbox/runspec", "sandbox/internal/seccomp", "test", "test/escapeagent"},
 	// The wire and the disk: names, jobs, the journal's writer.
 	{"protocol", "journal", "internal/unpack", "internal/testenv", "sandbox/internal/egress"},
+	// The wire read for people: the chain as AG-UI events.
+	{"agui"},
 	// One store or one mechanism each.
 	{"internal/provision", "internal/wsarchive", "kv", "outputs", "runtoken", "journal/follow", "sandbox"},
 	// What is built on them.
