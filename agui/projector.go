@@ -341,6 +341,9 @@ func (p *Projector) openRun(status json.RawMessage) {
 // without a result for one they must run themselves), and finishes the
 // run by st (waiting or terminal) and the agent's account of the turn.
 func (p *Projector) closeRun(st protocol.Status, status json.RawMessage) {
+	if p.st.Run == "" {
+		p.openRun(nil)
+	}
 	for len(p.st.Open) > 0 {
 		p.end(p.st.Open[0].Key)
 	}
