@@ -27,7 +27,7 @@ const (
 )
 
 // ErrUnknownDialect is returned for a name that is no Dialect.
-var ErrUnknownDialect = errors.New("agui: unknown dialect")
+var ErrUnknownDialect = errors.New("unknown dialect")
 
 // Dialects lists every dialect, for messages and documentation.
 var Dialects = []Dialect{DialectClaude, DialectCodexExec, DialectCodexAppServer, DialectRaw}

@@ -112,7 +112,7 @@ type Position struct {
 }
 
 // ErrBadPosition is returned for a string that is no Position.
-var ErrBadPosition = errors.New("agui: bad position")
+var ErrBadPosition = errors.New("bad position")
 
 // String is "<seq>:<index>", e.g. "42:3".
 func (p Position) String() string {

@@ -159,7 +159,7 @@ type chunk struct {
 
 // ErrBadState is returned by Restore for bytes that are no state of this
 // run's projector.
-var ErrBadState = errors.New("agui: bad projector state")
+var ErrBadState = errors.New("bad projector state")
 
 // New returns a projector for runID's chain.
 func New(runID string, opts ...Option) *Projector {
