@@ -98,17 +98,22 @@
 //	system/init                               CUSTOM claude.init (the line)
 //	stream_event content_block_start text     TEXT_MESSAGE_START (role assistant)
 //	  ... thinking                            REASONING_START, REASONING_MESSAGE_START
-//	  ... tool_use                            TOOL_CALL_START (parentMessageId: the message's text)
+//	  ... tool_use                            TOOL_CALL_START (parentMessageId: the
+//	                                          assistant's latest text, if any since the
+//	                                          last tool result)
 //	stream_event text_delta, thinking_delta,  TEXT_MESSAGE_CONTENT, REASONING_MESSAGE_CONTENT,
 //	  input_json_delta                        TOOL_CALL_ARGS
 //	stream_event content_block_stop           TEXT_MESSAGE_END; REASONING_MESSAGE_END, REASONING_END;
 //	                                          TOOL_CALL_END
-//	assistant (whole message, one line per    the same events at once; skipped when its
-//	  block)                                  message came as stream_events
+//	assistant (whole message, one line per    the same events at once; when its message
+//	  block)                                  came as stream_events, only a tool_use that
+//	                                          did not (baton's fake agent streams text only)
 //	user tool_result                          TOOL_CALL_RESULT (metadata isError when is_error)
 //	result                                    the turn's end: usage per model, total_cost_usd
 //	                                          and the rest in RUN_FINISHED's result.turn
-//	control_request can_use_tool              CUSTOM baton.approval
+//	control_request can_use_tool              CUSTOM baton.approval {dialect, requestId,
+//	                                          toolCallId, toolName, input, request}, after
+//	                                          the call's TOOL_CALL_* if it was not printed
 //	control_cancel_request                    CUSTOM baton.approval_cancelled
 //	a sub-agent's line (parent_tool_use_id),  RAW
 //	  anything else
