@@ -36,8 +36,8 @@ func (p *Projector) itemStarted(it item, line []byte, source string) {
 }
 
 // itemText sends what a text or reasoning item holds beyond what was
-// sent, opening it first. An item whose text is not an extension of what
-// was sent (rewritten) sends nothing more.
+// sent, opening it first. An item whose text does not begin with what was
+// sent (rewritten) sends nothing more.
 func (p *Projector) itemText(it item, key string) *entity {
 	e := p.open(key)
 	if e == nil {
@@ -47,10 +47,8 @@ func (p *Projector) itemText(it item, key string) *entity {
 			e = p.startReasoning(key)
 		}
 	}
-	if rest, ok := strings.CutPrefix(it.Text, e.Text); ok && rest != "" {
-		p.delta(e, rest)
-		e = p.open(key)
-		e.Text = it.Text
+	if len(it.Text) > e.Sent && fnvAdd(fnvOffset, it.Text[:e.Sent]) == e.Sum {
+		e = p.send(key, it.Text[e.Sent:])
 	}
 	return e
 }
@@ -58,13 +56,19 @@ func (p *Projector) itemText(it item, key string) *entity {
 // itemDelta appends a streamed piece of a text or reasoning item.
 func (p *Projector) itemDelta(id string, k kind, delta string) {
 	key := "item:" + id
-	e := p.open(key)
-	if e == nil {
-		e = p.itemText(item{ID: id, Kind: k}, key)
+	if p.open(key) == nil {
+		p.itemText(item{ID: id, Kind: k}, key)
 	}
-	p.delta(e, delta)
-	e = p.open(key)
-	e.Text += delta
+	p.send(key, delta)
+}
+
+// send sends text on the open item stream key and counts it sent.
+func (p *Projector) send(key, text string) *entity {
+	p.delta(p.open(key), text)
+	e := p.open(key)
+	e.Sent += len(text)
+	e.Sum = fnvAdd(e.Sum, text)
+	return e
 }
 
 // itemCompleted ends a text or reasoning item with what it adds, or gives

@@ -31,10 +31,14 @@
 //   - replay: New(runID, After(P)) and feed it the chain from its start;
 //     it reads every message and returns only the events after P;
 //   - carry: State, taken after any message, holds all a projector keeps
-//     between messages (a few ids, the text of an open Codex item, a
-//     chunked line's pieces so far); Restore it into a projector made with
-//     the same options plus After(P), and feed it the messages after the
-//     one State was taken after.
+//     between messages (the ids of what is open, of the tool calls waiting,
+//     of the open run; a chunked line's pieces so far); Restore it into a
+//     projector made with the same options plus After(P), and feed it the
+//     messages after the one State was taken after.
+//
+// The state stays small whatever the agent prints: past 256 open streams
+// the oldest is ended, past 256 tool calls waiting the oldest gets a
+// result saying it got none.
 //
 // Both give the very events the uninterrupted projection gave after P.
 // A message at or before the last one read is skipped, so overlapping

@@ -132,9 +132,31 @@ type entity struct {
 	ID   string `json:"id"`
 	// Tool is a tool call's id in the agent's own terms.
 	Tool string `json:"tool,omitempty"`
-	// Text is what was sent of a message given whole each time (Codex
-	// items), so only what it adds is.
-	Text string `json:"text,omitempty"`
+	// Sent is how many bytes of a Codex item's text were sent, Sum their
+	// FNV-1a hash: an item told whole again (updated, completed) sends
+	// only what it adds to them, and nothing if it changed them.
+	Sent int    `json:"sent,omitempty"`
+	Sum  uint64 `json:"sum,omitempty"`
+}
+
+// Bounds of what a projector keeps, so that no chain makes it slow or
+// big (an agent's output is not to be trusted): past them the oldest
+// open stream is ended, and the oldest tool call waiting gets a result
+// saying it got none.
+const (
+	maxOpen    = 256
+	maxPending = 256
+)
+
+const fnvOffset, fnvPrime = 14695981039346656037, 1099511628211
+
+// fnvAdd extends the FNV-1a hash h with s.
+func fnvAdd(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 // turn is the agent's account of a turn: its turn-end line, an error,
@@ -351,10 +373,9 @@ func (p *Projector) closeRun(st protocol.Status, status json.RawMessage) {
 	if st.Status.Terminal() {
 		why = "no result: the run ended (" + string(st.Status) + ")"
 	}
-	for _, t := range p.st.Pending {
-		p.emit(Event{Type: ToolCallResult, MessageID: p.newID(), ToolCallID: t.ID, Content: &why, Role: "tool", Metadata: errorMeta})
+	for len(p.st.Pending) > 0 {
+		p.abandon(why)
 	}
-	p.st.Pending = nil
 	t := p.st.Turn
 	if t == nil {
 		t = &turn{}
@@ -485,8 +506,33 @@ func (p *Projector) startText(key string) *entity {
 	id := p.newID()
 	p.emit(Event{Type: TextMessageStart, MessageID: id, Role: "assistant"})
 	p.st.Parent = id
-	p.st.Open = append(p.st.Open, entity{Key: key, Kind: kindText, ID: id})
+	return p.opened(entity{Key: key, Kind: kindText, ID: id, Sum: fnvOffset})
+}
+
+// opened adds e to the open streams, ending the oldest past maxOpen.
+func (p *Projector) opened(e entity) *entity {
+	p.st.Open = append(p.st.Open, e)
+	if len(p.st.Open) > maxOpen {
+		p.end(p.st.Open[0].Key)
+	}
 	return &p.st.Open[len(p.st.Open)-1]
+}
+
+// waiting adds a tool call to those waiting for a result, giving the
+// oldest one up past maxPending.
+func (p *Projector) waiting(t entity) {
+	p.st.Pending = append(p.st.Pending, t)
+	if len(p.st.Pending) > maxPending {
+		p.abandon("no result: too many tool calls were waiting for theirs")
+	}
+}
+
+// abandon gives the oldest tool call waiting a result saying why it has
+// none.
+func (p *Projector) abandon(why string) {
+	t := p.st.Pending[0]
+	p.st.Pending = p.st.Pending[1:]
+	p.emit(Event{Type: ToolCallResult, MessageID: p.newID(), ToolCallID: t.ID, Content: &why, Role: "tool", Metadata: errorMeta})
 }
 
 // startReasoning opens a reasoning span and its message under key; both
@@ -495,8 +541,7 @@ func (p *Projector) startReasoning(key string) *entity {
 	id := p.newID()
 	p.emit(Event{Type: ReasoningStart, MessageID: id})
 	p.emit(Event{Type: ReasoningMessageStart, MessageID: id, Role: "reasoning"})
-	p.st.Open = append(p.st.Open, entity{Key: key, Kind: kindReasoning, ID: id})
-	return &p.st.Open[len(p.st.Open)-1]
+	return p.opened(entity{Key: key, Kind: kindReasoning, ID: id, Sum: fnvOffset})
 }
 
 // startTool opens a tool call under key (its arguments to stream), for
@@ -507,7 +552,7 @@ func (p *Projector) startTool(key, toolID, name string) {
 	}
 	id := p.newID()
 	p.emit(Event{Type: ToolCallStart, ToolCallID: id, ToolCallName: name, ParentMessageID: p.st.Parent})
-	p.st.Open = append(p.st.Open, entity{Key: key, Kind: kindTool, ID: id, Tool: toolID})
+	p.opened(entity{Key: key, Kind: kindTool, ID: id, Tool: toolID})
 }
 
 // delta appends text to the open stream e.
@@ -550,7 +595,7 @@ func (p *Projector) end(key string) {
 		p.emit(Event{Type: ReasoningEnd, MessageID: e.ID})
 	case kindTool:
 		p.emit(Event{Type: ToolCallEnd, ToolCallID: e.ID})
-		p.st.Pending = append(p.st.Pending, entity{Key: e.Tool, Kind: kindTool, ID: e.ID})
+		p.waiting(entity{Key: e.Tool, Kind: kindTool, ID: e.ID})
 	}
 }
 

@@ -3,6 +3,7 @@ package agui_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -385,4 +386,45 @@ func TestParseDialect(t *testing.T) {
 	if _, err := agui.ParseDialect("gemini"); !errors.Is(err, agui.ErrUnknownDialect) || !strings.Contains(err.Error(), "codex-app-server") {
 		t.Errorf("ParseDialect(gemini) = %v, want ErrUnknownDialect naming the dialects", err)
 	}
+}
+
+// TestBounds: a chain that leaves ever more streams open and tool calls
+// waiting (an agent's output is not to be trusted) keeps the projector's
+// state bounded: the oldest are ended and given up, in order.
+func TestBounds(t *testing.T) {
+	chain := []string{status("started"), `events {"type":"stream_event","event":{"type":"message_start","message":{"id":"m"}}}`}
+	for i := range 300 {
+		chain = append(chain, fmt.Sprintf(`events {"type":"stream_event","event":{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":"t%d","name":"Bash"}}}`, i, i))
+	}
+	p := agui.New("r", agui.WithDialect(agui.DialectClaude))
+	var evs []agui.Projected
+	for _, m := range msgs(chain...) {
+		evs = append(evs, p.Project(m)...)
+	}
+	if ends := countSummaries(evs, "TOOL_CALL_END"); ends != 44 {
+		t.Errorf("%d tool calls ended while 300 were open, want the 44 oldest", ends)
+	}
+	if n := len(p.State()); n > 64<<10 {
+		t.Errorf("the state of 300 open tool calls is %d bytes", n)
+	}
+	evs = append(evs, p.Project(msgs(append(chain, status("succeeded"))...)[len(chain)])...)
+	if err := checkStream(evs, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := countSummaries(evs, "TOOL_CALL_RESULT no result: too many tool calls were waiting for theirs"); n != 44 {
+		t.Errorf("%d tool calls given up for too many waiting, want 44", n)
+	}
+	if n := countSummaries(evs, "TOOL_CALL_RESULT no result: the run ended (succeeded)"); n != 256 {
+		t.Errorf("%d tool calls given up at the end, want 256", n)
+	}
+}
+
+func countSummaries(evs []agui.Projected, s string) int {
+	n := 0
+	for _, e := range evs {
+		if summary(e.Event) == s {
+			n++
+		}
+	}
+	return n
 }
