@@ -124,8 +124,8 @@ type approval struct {
 }
 
 // claudeStream projects a partial message's stream event: blocks start,
-// grow and stop by index; the whole message that follows is then
-// skipped (claudeAssistant).
+// grow and stop by index; the message's whole lines then add only what
+// was not streamed (claudeAssistant).
 func (p *Projector) claudeStream(e *claudeStreamEvent, line []byte) {
 	key := "block:" + strconv.Itoa(e.Index)
 	switch e.Type {
