@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/batonhq/baton/agui"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
 
@@ -160,6 +161,11 @@ type Profile struct {
 	// chain, and the session's first checkpoint is taken after them, so
 	// later runs start from it without running them again.
 	Setup []string `yaml:"setup"`
+	// Events is the dialect of the agent's JSON lines, which the AG-UI
+	// projection of its runs translates (package agui): claude,
+	// codex-exec, codex-app-server or raw (translate nothing). Empty,
+	// the projection tells it from the lines.
+	Events agui.Dialect `yaml:"events"`
 }
 
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is

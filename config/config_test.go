@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/agui"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/protocol"
 )
@@ -34,6 +35,7 @@ func TestDefault(t *testing.T) {
 			Command:   []string{"{baton}", "fake-agent", "--story", "--rate", "25", "--echo-input"},
 			AllowArgs: config.AnyArgs,
 			Timeout:   10 * time.Minute,
+			Events:    agui.DialectClaude,
 		}},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -195,7 +197,7 @@ func TestParseRejects(t *testing.T) {
 		{"unknown top key", "prefix: a\nprefx: b\n",
 			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, outputsMaxAge, workspacesMaxAge, maxWorkspaceBytes, maxWorkspaceEntries, workspacesMaxBytes, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, maxInputBytes, diskBudget, diskReserve, sessionsMaxAge, checkpointsMaxBytes, profiles)`}},
 		{"unknown profile key", "profiles:\n  x:\n    command: [a]\n    comand: [b]\n",
-			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, pool, timeout, network, mounts, limits, outputs, agentUID, agentGID, stdin, interrupt, turnEnd, idleTimeout, nice, session, setup)`}},
+			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, pool, timeout, network, mounts, limits, outputs, agentUID, agentGID, stdin, interrupt, turnEnd, idleTimeout, nice, session, setup, events)`}},
 		{"every problem", "concurrency: four\nfoo: 1\nprofiles:\n  x:\n    timeout: soon\n",
 			[]string{`line 1: want an integer, got "four"`, `line 2: unknown key "foo"`, `line 5: want a duration with a unit, like "15s" or "1h", got "soon"`}},
 		{"duration without unit", "leaseTTL: 15\n", []string{`line 1: want a duration with a unit, like "15s" or "1h", got 15 (int)`}},
@@ -258,6 +260,7 @@ func TestParseRejects(t *testing.T) {
 		{"max job bytes", "maxJobBytes: 10\n", []string{`maxJobBytes: 10 is out of range 1024..67108864`}},
 		{"max input bytes", "maxInputBytes: 1MiB\n", []string{`maxInputBytes: 1048576 is out of range 1..262144`}},
 		{"stdin mode", "profiles:\n  x:\n    command: [a]\n    stdin: pipe\n", []string{`profiles.x.stdin: "pipe" must be once or stream`}},
+		{"events dialect", "profiles:\n  x:\n    command: [a]\n    events: gemini\n", []string{`profiles.x.events: unknown dialect "gemini" (one of claude, codex-exec, codex-app-server, raw)`}},
 		{"interrupt form", "profiles:\n  x:\n    command: [a]\n    interrupt: sigint\n", []string{"interrupt is `signal` or {line: '<a line>'}, not \"sigint\""}},
 		{"interrupt keys", "profiles:\n  x:\n    command: [a]\n    stdin: stream\n    interrupt: {text: x}\n", []string{"the mapping has exactly the key line"}},
 		{"interrupt line needs stream", "profiles:\n  x:\n    command: [a]\n    interrupt: {line: x}\n", []string{`profiles.x.interrupt: an interrupt line is written to stdin, which needs stdin: stream`}},

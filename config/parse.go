@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/batonhq/baton/agui"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -46,6 +47,7 @@ func demoProfile() Profile {
 		Command:   []string{BatonToken, "fake-agent", "--story", "--rate", "25", "--echo-input"},
 		AllowArgs: AnyArgs,
 		Timeout:   10 * time.Minute,
+		Events:    agui.DialectClaude,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/agui"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
@@ -191,6 +192,9 @@ func (c *Config) Validate() error {
 			bad(at+".turnEnd", "needs both field and equals, e.g. {field: type, equals: result}")
 		case p.Stdin.OrDefault() != StdinStream:
 			bad(at+".turnEnd", "needs stdin: stream (only then does the agent wait for input)")
+		}
+		if _, err := agui.ParseDialect(string(p.Events)); err != nil {
+			bad(at+".events", "%v (or left out: told from the lines)", err)
 		}
 		if p.Nice < -20 || p.Nice > 19 {
 			bad(at+".nice", "%d is not a nice value (-20 to 19)", p.Nice)

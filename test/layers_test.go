@@ -20,8 +20,9 @@ var layers = [][]string{
 		"sandbox/internal/seccomp", "test", "test/escapeagent"},
 	// The wire and the disk: names, jobs, the journal's writer.
 	{"protocol", "journal", "internal/unpack", "internal/testenv"},
-	// A run's spec: the file the worker writes and every runner stage reads.
-	{"sandbox/runspec"},
+	// A run's spec: the file the worker writes and every runner stage
+	// reads; and the chain read for people, as AG-UI events.
+	{"sandbox/runspec", "agui"},
 	// What the sandbox's worker side and its runner stages share (the
 	// chain's records, pipes and frames), and the egress proxy and DNS
 	// stub the runner serves.
