@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,10 +12,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/worker"
 )
 
 // sessionAgent writes script as an agent the sandbox can run (a mount of
@@ -184,5 +189,152 @@ func TestSessionJobMovedAndRefused(t *testing.T) {
 	}
 	if rec := h.session("s2"); rec.Live != "" || rec.RunCount != 1 {
 		t.Fatalf("refused jobs changed the session: %+v", rec)
+	}
+}
+
+// TestSessionOnAnotherNode: run 1 of a session on node n1, whose worker
+// then stops for good; run 2 on node n2, with a state directory of its
+// own, finds run 1's workspace and home where run 1 left them.
+func TestSessionOnAnotherNode(t *testing.T) {
+	const script = `cat notes.txt ~/.cfg 2>/dev/null; echo "on $(hostname) $*" >> notes.txt; echo "home of $*" > ~/.cfg; echo '{"type":"result"}'`
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		c.Profiles["sess"] = sessionAgent(t, script, nil)
+	}))
+	first := newRunID(t)
+	h.submitSession(map[string]any{"runId": first, "profile": "sess", "session": "s3", "args": []string{"one"}})
+	if st := h.terminal(first); st.Status != protocol.StatusSucceeded || st.Checkpoint == nil || st.Node != "n1" {
+		t.Fatalf("run 1 ended %+v", st)
+	}
+	testenv.WaitFor(t, 10*time.Second, "session s3 to have no live run", func() bool { return h.session("s3").Live == "" })
+	h.stopWorker("w1")
+	h.addWorker("w2", worker.WithNode("n2"), worker.WithStateDir(testenv.StateDir(t)))
+	second := newRunID(t)
+	h.submitSession(map[string]any{"runId": second, "profile": "sess", "session": "s3", "args": []string{"two"}})
+	msgs := h.chain(second, time.Minute)
+	sts := statuses(t, msgs)
+	if st := sts[len(sts)-1]; st.Status != protocol.StatusSucceeded || st.Node != "n2" {
+		t.Fatalf("run 2 ended %+v", st)
+	}
+	var lines []string
+	for _, m := range msgs {
+		if strings.HasSuffix(m.Subject(), ".raw") {
+			lines = append(lines, string(m.Data()))
+		}
+	}
+	if want := []string{"on baton one", "home of one"}; strings.Join(lines, "|") != strings.Join(want, "|") {
+		t.Fatalf("run 2 on n2 printed %q, want %q", lines, want)
+	}
+}
+
+// TestSessionPauseAndSend: a session's run that waits for input past
+// pauseAfter is checkpointed and its sandbox ended (status paused, the
+// session paused, no runner left); a send to the session starts its next
+// run with the message as its first turn, from the paused run's files; a
+// retried send (the same message id) starts nothing twice.
+func TestSessionPauseAndSend(t *testing.T) {
+	const script = `n=$(cat count 2>/dev/null || echo 0)
+while read -r line; do
+	n=$((n+1)); echo $n > count
+	echo "{\"type\":\"assistant\",\"said\":\"$line\",\"turn\":$n}"
+	echo '{"type":"result"}'
+done`
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		p := sessionAgent(t, script, &config.Session{PauseAfter: time.Second})
+		p.Stdin, p.TurnEnd = config.StdinStream, &config.TurnEnd{Field: "type", Equals: "result"}
+		c.Profiles["chat"] = p
+	}))
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := newRunID(t)
+	h.submitSession(map[string]any{"runId": first, "profile": "chat", "session": "s4", "input": "hello"})
+	st := h.terminal(first)
+	if st.Status != protocol.StatusPaused || st.Checkpoint == nil || !strings.Contains(st.Reason, "paused after waiting 1s") {
+		t.Fatalf("a waiting run ended %+v, want paused with a checkpoint", st)
+	}
+	dir := journal.Dir(filepath.Join(h.stateDir, "runs", first))
+	if alive, err := sandbox.Alive(dir); alive || err != nil {
+		t.Fatalf("a paused run's runner is still alive (%v)", err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "session s4 to be paused", func() bool { return h.session("s4").State == kv.SessionPaused })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := c.SendSession(ctx, "s4", []byte("again"), client.WithMsgID("send-1"))
+	if err != nil || !rep.Started || rep.RunID == "" {
+		t.Fatalf("send to a paused session: %+v, %v", rep, err)
+	}
+	again, err := c.SendSession(ctx, "s4", []byte("again"), client.WithMsgID("send-1"))
+	if err != nil || again.RunID != rep.RunID {
+		t.Fatalf("a retried send: %+v, %v; want run %s again", again, err, rep.RunID)
+	}
+	second := h.terminal(rep.RunID)
+	if second.Status != protocol.StatusPaused {
+		t.Fatalf("the resumed run ended %+v", second)
+	}
+	out := h.journalText(rep.RunID)
+	if !strings.Contains(out, `"said":"again","turn":2`) || strings.Count(out, `"type":"assistant"`) != 1 {
+		t.Fatalf("the resumed run's journal:\n%s", out)
+	}
+	if rec := h.session("s4"); rec.RunCount != 2 {
+		t.Fatalf("session after a send and its retry: %+v", rec)
+	}
+	if _, err := c.SendSession(ctx, "nosuch", []byte("x")); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("send to no session: %v", err)
+	}
+}
+
+// TestSessionFork: a fork starts from its source's checkpoint without
+// copying it and goes its own way; the source is unchanged.
+func TestSessionFork(t *testing.T) {
+	const script = `cat notes.txt 2>/dev/null; echo "$*" >> notes.txt; echo '{"type":"result"}'`
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		c.Profiles["sess"] = sessionAgent(t, script, nil)
+	}))
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(session, arg string) string {
+		t.Helper()
+		id := newRunID(t)
+		h.submitSession(map[string]any{"runId": id, "profile": "sess", "session": session, "args": []string{arg}})
+		if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+			t.Fatalf("%s ended %+v", id, st)
+		}
+		testenv.WaitFor(t, 10*time.Second, "session "+session+" to have no live run", func() bool { return h.session(session).Live == "" })
+		return strings.TrimSuffix(h.journalText(id), `{"type":"result"}`+"\n")
+	}
+	run("src", "one")
+	run("src", "two")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	one := 1
+	v, err := c.ForkSession(ctx, "src", protocol.SessionForkRequest{As: "fork", Checkpoint: &one, Labels: map[string]string{"try": "b"}})
+	if err != nil || v.ForkedFrom == nil || v.ForkedFrom.Checkpoint != 1 || v.Head == nil || v.Head.N != 0 || v.Labels["try"] != "b" {
+		t.Fatalf("fork: %+v, %v", v, err)
+	}
+	if got := run("fork", "three"); got != "one\n" {
+		t.Fatalf("the fork's first run saw %q, want checkpoint 1's notes", got)
+	}
+	if got := run("src", "four"); got != "one\ntwo\n" {
+		t.Fatalf("the source after the fork saw %q", got)
+	}
+	if _, err := c.ForkSession(ctx, "src", protocol.SessionForkRequest{As: "fork"}); !errors.Is(err, client.ErrSessionExists) {
+		t.Fatalf("a fork onto an existing session: %v", err)
+	}
+	if err := c.DeleteSession(ctx, "src"); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("fork", "five"); got != "one\nthree\n" {
+		t.Fatalf("the fork after its source's delete saw %q", got)
+	}
+	if _, err := c.Session(ctx, "src"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("a deleted session read: %v", err)
+	}
+	list, err := c.Sessions(ctx, map[string]string{"try": "b"})
+	if err != nil || len(list) != 1 || list[0].ID != "fork" {
+		t.Fatalf("sessions labelled try=b: %+v, %v", list, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,6 +77,13 @@ func (w *Worker) handleSessionSend(ctx context.Context, req micro.Request, id st
 	}
 	msgID := req.Headers().Get(nats.MsgIdHdr)
 	eof := req.Headers().Get(protocol.HeaderInputEOF) == "true"
+	runID := sessionRunID(id, msgID)
+	if msgID != "" && slices.Contains(rec.Runs, runID) {
+		// A retry of a send that started a run: that run has the message.
+		b, _ := json.Marshal(protocol.SessionSendReply{Session: id, RunID: runID, Started: true})
+		_ = req.Respond(b)
+		return
+	}
 	if rec.Live != "" {
 		live, err := w.lookupRun(ctx, rec.Live)
 		if err != nil {
@@ -96,7 +104,7 @@ func (w *Worker) handleSessionSend(ctx context.Context, req micro.Request, id st
 			// It ended meanwhile: the message starts the next run.
 		}
 	}
-	job := protocol.Job{RunID: sessionRunID(id, msgID), Profile: rec.Profile, Input: string(req.Data()), Session: id}
+	job := protocol.Job{RunID: runID, Profile: rec.Profile, Input: string(req.Data()), Session: id}
 	body, err := protocol.EncodeJob(job)
 	if err != nil {
 		_ = req.Error(protocol.SessionBad, err.Error(), nil)
