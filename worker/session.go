@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -199,6 +200,25 @@ func (w *Worker) sessionTurn(ctx context.Context, r *run, waiting bool) {
 		r.log.Warn().Err(err).Msg("record the session's state")
 	}
 }
+
+// setupArgv runs a profile's setup commands before the agent argv of a
+// session's first run (one with no checkpoint yet): a shell runs each in
+// turn in the sandbox, as the agent, with its output on the run's chain
+// (a line naming it first), stops the run at the first that fails, and
+// then becomes the agent. The run's checkpoint holds what they made, so
+// the session's later runs, which start from it, never run them again.
+func setupArgv(setup, argv []string) []string {
+	var b strings.Builder
+	for i, c := range setup {
+		fmt.Fprintf(&b, "printf '%%s\\n' %s\n", shellQuote(fmt.Sprintf("baton setup %d/%d: %s", i+1, len(setup), c)))
+		fmt.Fprintf(&b, "( %s ) 2>&1 || { s=$?; printf 'baton setup %d/%d failed with exit code %%s\\n' \"$s\" >&2; exit \"$s\"; }\n", c, i+1, len(setup))
+	}
+	b.WriteString(`exec "$@"` + "\n")
+	return append([]string{"/bin/sh", "-c", b.String(), "baton-setup"}, argv...)
+}
+
+// shellQuote quotes s as one word for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // restoreError is a session's checkpoint that could not be restored: the
 // run fails, and the session keeps its head for the next.

@@ -338,3 +338,38 @@ func TestSessionFork(t *testing.T) {
 		t.Fatalf("sessions labelled try=b: %+v, %v", list, err)
 	}
 }
+
+// TestSessionSetupOnce: a profile's setup runs in the sandbox before the
+// agent of a session's first run, its output on the chain; the next run
+// starts from the first's checkpoint and runs no setup; a setup that
+// fails fails the run and says which command.
+func TestSessionSetupOnce(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		p := sessionAgent(t, `cat setup.log; echo '{"type":"result"}'`, nil)
+		p.Setup = []string{"echo installed >> setup.log", "echo to stderr >&2"}
+		c.Profiles["setup"] = p
+		bad := sessionAgent(t, `echo agent`, nil)
+		bad.Setup = []string{"true", "exit 7"}
+		c.Profiles["bad"] = bad
+	}))
+	first, second := newRunID(t), newRunID(t)
+	h.submitSession(map[string]any{"runId": first, "profile": "setup", "session": "s5"})
+	h.submitSession(map[string]any{"runId": second, "profile": "setup", "session": "s5"})
+	for _, id := range []string{first, second} {
+		if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+			t.Fatalf("%s ended %+v", id, st)
+		}
+	}
+	if got, want := h.journalText(first), "baton setup 1/2: echo installed >> setup.log\nbaton setup 2/2: echo to stderr >&2\nto stderr\ninstalled\n"; !strings.HasPrefix(got, want) {
+		t.Fatalf("the first run printed %q, want it to start %q", got, want)
+	}
+	if got := h.journalText(second); got != "installed\n{\"type\":\"result\"}\n" {
+		t.Fatalf("the second run printed %q: setup ran again, or its work is gone", got)
+	}
+	failed := newRunID(t)
+	h.submitSession(map[string]any{"runId": failed, "profile": "bad", "session": "s6"})
+	st := h.terminal(failed)
+	if st.Status != protocol.StatusFailed || st.ExitCode == nil || *st.ExitCode != 7 || !strings.Contains(st.StderrTail, "baton setup 2/2 failed with exit code 7") {
+		t.Fatalf("a failed setup ended %+v", st)
+	}
+}

@@ -293,6 +293,8 @@ func (s *starter) spawn(ctx context.Context) (consumer.Disposition, bool) {
 	if s.claimed != nil {
 		if s.head() != nil {
 			spec.Argv = inv.ResumeArgv
+		} else if len(inv.Setup) > 0 {
+			spec.Argv = setupArgv(inv.Setup, spec.Argv)
 		}
 		restored = &restoredTree{}
 		seed = w.seedSession(s.head(), inv.Session, seed, restored, r.log)

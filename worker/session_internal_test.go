@@ -1,0 +1,97 @@
+package worker
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// TestSetupArgv runs the setup wrapper with sh: each command named, then
+// its output (stderr too), in order; the first that fails ends it with
+// its exit code, said on stderr; else the agent takes its place.
+func TestSetupArgv(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		setup  []string
+		stdout string
+		stderr string
+		exit   int
+	}{
+		{"all pass", []string{"echo one", "echo 'two' >&2", `printf '%s\n' "it's quoted"`},
+			"baton setup 1/3: echo one\none\nbaton setup 2/3: echo 'two' >&2\ntwo\nbaton setup 3/3: printf '%s\\n' \"it's quoted\"\nit's quoted\nagent ran with a b\n", "", 0},
+		{"the second fails", []string{"echo one", "exit 3", "echo never"},
+			"baton setup 1/3: echo one\none\nbaton setup 2/3: exit 3\n", "baton setup 2/3 failed with exit code 3\n", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			argv := setupArgv(tc.setup, []string{"/bin/sh", "-c", `echo "agent ran with $*"`, "agent", "a", "b"})
+			cmd := exec.Command(argv[0], argv[1:]...)
+			var out, errOut bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			cmd.WaitDelay = time.Second
+			err := cmd.Run()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tc.stdout || errOut.String() != tc.stderr || code != tc.exit {
+				t.Fatalf("stdout %q\nstderr %q\nexit %d\nwant %q, %q, %d", out.String(), errOut.String(), code, tc.stdout, tc.stderr, tc.exit)
+			}
+		})
+	}
+}
+
+// TestIdleLimitAndPausedStatus: a session's pauseAfter comes before an
+// idle timeout it is not longer than, and turns the idle end into
+// "paused" only when the pause was asked.
+func TestIdleLimitAndPausedStatus(t *testing.T) {
+	for _, tc := range []struct {
+		rec   kv.RunRecord
+		limit time.Duration
+		pause bool
+	}{
+		{kv.RunRecord{IdleTimeout: time.Minute}, time.Minute, false},
+		{kv.RunRecord{Session: "s", PauseAfter: 10 * time.Second, IdleTimeout: time.Minute}, 10 * time.Second, true},
+		{kv.RunRecord{Session: "s", PauseAfter: 2 * time.Minute, IdleTimeout: time.Minute}, time.Minute, false},
+		{kv.RunRecord{Session: "s", PauseAfter: 10 * time.Second}, 10 * time.Second, true},
+		{kv.RunRecord{PauseAfter: 10 * time.Second}, 0, false}, // no session: no pause
+	} {
+		if l, p := idleLimit(tc.rec); l != tc.limit || p != tc.pause {
+			t.Errorf("idleLimit(%+v) = %v, %v; want %v, %v", tc.rec, l, p, tc.limit, tc.pause)
+		}
+	}
+	idle := protocol.Status{Status: protocol.StatusTimeout, Reason: "idle"}
+	if st := pausedStatus(kv.RunRecord{PauseRequested: true, PauseAfter: time.Second}, idle); st.Status != protocol.StatusPaused || !strings.Contains(st.Reason, "1s") {
+		t.Errorf("a pause's idle end: %+v", st)
+	}
+	if st := pausedStatus(kv.RunRecord{}, idle); st.Status != protocol.StatusTimeout {
+		t.Errorf("an idle end with no pause: %+v", st)
+	}
+	if st := pausedStatus(kv.RunRecord{PauseRequested: true}, protocol.Status{Status: protocol.StatusSucceeded}); st.Status != protocol.StatusSucceeded {
+		t.Errorf("a run that ended on its own while pausing: %+v", st)
+	}
+}
+
+func TestSessionRunID(t *testing.T) {
+	long := strings.Repeat("s", 128)
+	for _, tc := range []struct{ session, msgID string }{{"s1", "m1"}, {long, "m1"}, {"s1", ""}} {
+		id := sessionRunID(tc.session, tc.msgID)
+		if !protocol.ValidRunID(id) || !strings.HasPrefix(id, tc.session[:min(len(tc.session), 100)]) {
+			t.Errorf("sessionRunID(%.10q, %q) = %q", tc.session, tc.msgID, id)
+		}
+		if tc.msgID != "" && sessionRunID(tc.session, tc.msgID) != id {
+			t.Errorf("two sends of one message id name two runs")
+		}
+	}
+	if sessionRunID("s1", "") == sessionRunID("s1", "") {
+		t.Error("two sends without a message id name one run")
+	}
+}
