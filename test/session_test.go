@@ -1,0 +1,146 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/batonhq/baton/checkpoint"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// TestSessionCheckpointSurvivesSIGKILL kills the worker holding a
+// session's run while it stores the run's checkpoint (chunks in the
+// bucket, the object not yet whole): the session keeps its head (none,
+// for a first run) until a successor stores the checkpoint again under
+// the same names, publishes the one terminal status naming it and moves
+// the head to it; the head restores to exactly what the run left.
+func TestSessionCheckpointSurvivesSIGKILL(t *testing.T) {
+	bin := testenv.BatonBinary(t)
+	s := testenv.RunServer(t)
+	dir := testenv.StateDir(t)
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, []byte(`leaseTTL: 3s
+profiles:
+  make:
+    command: [/bin/sh, -c]
+    allowArgs: true
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := func(id string) *testenv.Proc {
+		logs := &testenv.Buffer{}
+		cmd := exec.Command(bin, "worker", "--nats", s.ClientURL(), "--state-dir", dir, "--node", "k1",
+			"--config", cfg, "--log-format", "json")
+		cmd.Stdout, cmd.Stderr = logs, logs
+		p := testenv.Start(t, cmd)
+		t.Cleanup(func() {
+			p.Stop(os.Interrupt, 15*time.Second)
+			if t.Failed() {
+				t.Logf("worker %s logs:\n%s", id, logs.String())
+			}
+		})
+		testenv.WaitFor(t, 60*time.Second, "worker "+id+" ready", func() bool { return bytes.Contains([]byte(logs.String()), []byte("worker ready")) })
+		return p
+	}
+	first := start("doomed")
+	_, js := testenv.Connect(t, s)
+	names := protocol.MustNames("")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	const runID = "sigkill-checkpoint"
+	script := `head -c 48000000 /dev/urandom > ~/big; sha256sum ~/big | cut -c1-64; mkdir -p src; i=0; while [ $i -lt 200 ]; do echo "file $i" > src/f$i.txt; i=$((i+1)); done`
+	job, _ := json.Marshal(map[string]any{"runId": runID, "profile": "make", "session": "killed", "args": []string{script}})
+	msg := nats.NewMsg(names.SessionJobSubject("killed"))
+	msg.Data = job
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	cps, err := js.Stream(ctx, "OBJ_"+names.CheckpointsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Killed once the checkpoint's first chunks are stored.
+	testenv.WaitFor(t, 90*time.Second, "the checkpoint's first chunks in the bucket", func() bool {
+		info, err := cps.Info(ctx)
+		return err == nil && info.State.Msgs > 0
+	})
+	if !first.Stop(syscall.SIGKILL, 10*time.Second) {
+		t.Fatal("worker did not die of SIGKILL")
+	}
+	if st := lastStatus(t, js, names, runID); st.Status.Terminal() {
+		t.Fatalf("last status %s at the kill: the test did not test a checkpoint cut short", st.Status)
+	}
+	obs, err := js.ObjectStore(ctx, names.CheckpointsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions, err := kv.Open[kv.SessionRecord](ctx, js, names.SessionsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, err := sessions.Get(ctx, "killed"); err != nil || rec.Head() != nil || rec.Live != runID {
+		t.Fatalf("the session at the kill: %+v (%v): want its run live and no head", rec, err)
+	}
+	start("successor")
+
+	var rec kv.SessionRecord
+	testenv.WaitFor(t, 90*time.Second, "the session's head", func() bool {
+		rec, _, err = sessions.Get(ctx, "killed")
+		return err == nil && rec.Head() != nil && rec.Live == ""
+	})
+	st := lastStatus(t, js, names, runID)
+	if st.Status != protocol.StatusSucceeded || st.Checkpoint == nil || st.Checkpoint.Object != rec.Head().Object || st.Checkpoint.Digest != rec.Head().Digest {
+		t.Fatalf("terminal status %+v, head %+v", st, rec.Head())
+	}
+	// The head is whole: restored, it is the run's tree, file for file.
+	ws, home := t.TempDir(), t.TempDir()
+	wsRoot, err := os.OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wsRoot.Close()
+	homeRoot, err := os.OpenRoot(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer homeRoot.Close()
+	m, err := checkpoint.Restore(ctx, obs, rec.Head().Object, checkpoint.Dest{Workspace: wsRoot, Home: homeRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal, err := os.ReadFile(filepath.Join(dir, "runs", runID, "journal.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := os.ReadFile(filepath.Join(home, "big"))
+	if sum := sha256.Sum256(big); err != nil || !bytes.HasPrefix(journal, []byte(hex.EncodeToString(sum[:])+"\n")) {
+		t.Fatalf("~/big restored (%d bytes, %v) is not the run's, whose SHA-256 it printed: %.70q", len(big), err, journal)
+	}
+	for _, i := range []int{0, 199} {
+		if b, err := os.ReadFile(filepath.Join(ws, "src", fmt.Sprintf("f%d.txt", i))); err != nil || string(b) != fmt.Sprintf("file %d\n", i) {
+			t.Fatalf("src/f%d.txt restored: %q, %v", i, b, err)
+		}
+	}
+	if m.Files != 201 || m.TreeBytes < 48000000 {
+		t.Fatalf("the head holds %d files, %d bytes", m.Files, m.TreeBytes)
+	}
+	info, err := obs.GetInfo(ctx, rec.Head().Object)
+	if err != nil || info.Digest != rec.Head().Digest || info.Size != rec.Head().Size {
+		t.Fatalf("the head's object: %+v, %v", info, err)
+	}
+}
