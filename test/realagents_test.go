@@ -10,14 +10,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/protocol"
 )
 
 // The CLI versions the mock API was written against; the mock follows
@@ -133,6 +136,7 @@ func TestRealAgents(t *testing.T) {
 	}
 	t.Run("claude-chat-recipe", func(t *testing.T) { claudeChatRecipe(t, api, bin, s.ClientURL()) })
 	t.Run("gateway-recipe", func(t *testing.T) { gatewayRecipe(t, prefix, bin) })
+	t.Run("claude-session", func(t *testing.T) { claudeSessionAcrossNodes(t, api, bin, cfg) })
 }
 
 // realProfiles writes a worker config holding the named profiles of
@@ -333,5 +337,48 @@ func gatewayRecipe(t *testing.T, prefix, bin string) {
 	}
 	if !hasResult(api.toolResults(), "written by claude") {
 		t.Errorf("the gateway got no tool result with the command's output: %q", api.toolResults())
+	}
+}
+
+// claudeSessionAcrossNodes runs two turns of one session with the claude
+// profile as written (its session.resumeArgs, --continue), each on a
+// worker of another node with a state directory of its own, the first
+// node's worker stopped before the second turn: the second run's request
+// to the API carries the first run's conversation, which Claude found in
+// the home the session's checkpoint restored.
+func claudeSessionAcrossNodes(t *testing.T, api *mockAPI, bin, cfg string) {
+	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
+	c, err := client.New(js, protocol.MustNames(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	turn := func(runID, input string) {
+		t.Helper()
+		if err := c.Submit(ctx, protocol.Job{RunID: runID, Profile: "claude", Input: input}, client.WithSession("real-session")); err != nil {
+			t.Fatal(err)
+		}
+		watch := bounded.Command(ctx, bin, "watch", "--nats", s.ClientURL(), runID)
+		if out, err := watch.CombinedOutput(); err != nil || !strings.Contains(string(out), "● succeeded") {
+			t.Fatalf("turn %s: %v\n%s\nmock saw %q", runID, err, out, api.requests())
+		}
+	}
+	_, a := startWorkerProc(t, bin, s.ClientURL(), testenv.StateDir(t), "node-a", "--config", cfg)
+	turn("session-turn-1", "Write proof.txt, first turn.")
+	if !a.Stop(syscall.SIGTERM, 30*time.Second) {
+		t.Fatal("node a's worker did not stop")
+	}
+	startWorker(t, bin, s.ClientURL(), testenv.StateDir(t), "node-b", "--config", cfg)
+	before := len(api.userPrompts())
+	turn("session-turn-2", "Now the second turn.")
+	prompts := api.userPrompts()[before:]
+	if len(prompts) == 0 || !inOrder(prompts[0], "Write proof.txt, first turn.", "Now the second turn.") {
+		t.Fatalf("the second turn's first request holds no first turn before it (the conversation did not follow the session): %q", prompts)
+	}
+	rec, err := c.Session(ctx, "real-session")
+	if err != nil || rec.RunCount != 2 || rec.Head() == nil || rec.Head().Run != "session-turn-2" {
+		t.Fatalf("session record %+v, %v", rec, err)
 	}
 }
