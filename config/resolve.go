@@ -27,11 +27,13 @@ type Invocation struct {
 	Argv []string
 	// Env is "K=V", sorted by key, each key once: the base environment
 	// (PATH, LANG), then the profile's env, then the job's; later wins.
-	Env     []string
-	Input   []byte
-	Files   map[string]string
-	Timeout time.Duration
-	Network runspec.Network
+	Env   []string
+	Input []byte
+	// Files are the job's files of the workspace, HomeFiles those of the
+	// agent's home (protocol.HomeFilePrefix, which they lose).
+	Files, HomeFiles map[string]string
+	Timeout          time.Duration
+	Network          runspec.Network
 	// Outputs is what the run's capture stores (the profile's).
 	Outputs runspec.Outputs
 	// Mounts, Limits, AgentUID and AgentGID are the profile's, for the
@@ -159,6 +161,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		mounts = append(mounts, runspec.Mount(m))
 	}
 
+	wsFiles, homeFiles := protocol.SplitFiles(job.Files)
 	env := maps.Clone(baseEnv)
 	maps.Copy(env, p.Env)
 	maps.Copy(env, job.Env)
@@ -172,7 +175,8 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Argv:        argv,
 		Env:         envv,
 		Input:       jobInput(job.Input, p.Stdin.OrDefault()),
-		Files:       maps.Clone(job.Files),
+		Files:       wsFiles,
+		HomeFiles:   homeFiles,
 		Timeout:     timeout,
 		Network:     runspec.Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
 		Mounts:      mounts,

@@ -1,6 +1,9 @@
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Job asks for a run. It arrives on RunJobSubject as JSON, or as msgpack when
 // the Content-Type header is ContentTypeMsgpack. Unknown fields are rejected.
@@ -18,7 +21,9 @@ type Job struct {
 	// Timeout bounds the run ("90s", "10m"); it may only shorten the
 	// profile's timeout.
 	Timeout Duration `json:"timeout,omitempty" msgpack:"timeout,omitempty"`
-	// Files are small seed files for the workspace: relative path to content.
+	// Files are small seed files for the workspace: relative path to
+	// content; a path after "~/" (HomeFilePrefix) is in the agent's home
+	// instead (/home/agent: an agent's own configuration).
 	Files map[string]string `json:"files,omitempty" msgpack:"files,omitempty"`
 	// Labels are copied to the run record for the caller's bookkeeping.
 	Labels map[string]string `json:"labels,omitempty" msgpack:"labels,omitempty"`
@@ -88,3 +93,26 @@ const (
 
 // RetryRunID names attempt n (n ≥ 2) of the run first named first.
 func RetryRunID(first string, n int) string { return fmt.Sprintf("%s-a%d", first, n) }
+
+// HomeFilePrefix starts a job file's path that is in the agent's home
+// rather than its workspace.
+const HomeFilePrefix = "~/"
+
+// SplitFiles splits a job's files into the workspace's and the home's,
+// the latter without their HomeFilePrefix.
+func SplitFiles(files map[string]string) (workspace, home map[string]string) {
+	for p, c := range files {
+		if rest, ok := strings.CutPrefix(p, HomeFilePrefix); ok {
+			if home == nil {
+				home = map[string]string{}
+			}
+			home[rest] = c
+			continue
+		}
+		if workspace == nil {
+			workspace = map[string]string{}
+		}
+		workspace[p] = c
+	}
+	return workspace, home
+}

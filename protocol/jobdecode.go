@@ -363,6 +363,9 @@ func text(s string) string {
 
 // checkFilePath says what is wrong with p as a workspace file path, or "".
 func checkFilePath(p string) string {
+	if rest, home := strings.CutPrefix(p, HomeFilePrefix); home {
+		p = rest
+	}
 	switch {
 	case p == "":
 		return "must not be empty"
@@ -373,7 +376,7 @@ func checkFilePath(p string) string {
 	case !utf8.ValidString(p):
 		return "is not valid UTF-8"
 	case p[0] == '/':
-		return "must be relative to the workspace"
+		return "must be relative to the workspace (or, after ~/, to the agent's home)"
 	case p[len(p)-1] == '/':
 		return "must name a file, not end in /"
 	case p == ".":

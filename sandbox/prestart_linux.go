@@ -218,13 +218,12 @@ func (p *Prestarted) layOut(ctx context.Context, spec Spec, input []byte, seed S
 	if os.Geteuid() == 0 {
 		uid, gid = spec.SandboxIDs(0, 0)
 	}
-	ws := p.dir.Workspace()
 	if seed != nil {
 		if err := seedRun(ctx, p.dir, seed, uid, gid); err != nil {
 			return err
 		}
 	}
-	if err := WriteSeeds(ctx, ws, spec.Files, uid, gid); err != nil {
+	if err := writeRunSeeds(ctx, p.dir, spec, uid, gid); err != nil {
 		return err
 	}
 	// Rewritten in place, as their directory entries cost more to make

@@ -227,7 +227,7 @@ func prepareRunDir(ctx context.Context, dir journal.Dir, spec Spec, input []byte
 	}
 	// The job's files go over the archive's: a job tweaks a shared
 	// archive with a few files of its own.
-	if err := WriteSeeds(ctx, ws, spec.Files, uid, gid); err != nil {
+	if err := writeRunSeeds(ctx, dir, spec, uid, gid); err != nil {
 		return nil, err
 	}
 	if err := writeNew(dir.Spec(), chain.MustJSON(spec)); err != nil {
@@ -269,6 +269,18 @@ func seedRun(ctx context.Context, dir journal.Dir, seed SeedFunc, uid, gid int) 
 	defer home.Close()
 	if err := seed(ctx, ws, home, uid, gid); err != nil {
 		return fmt.Errorf("sandbox: seed the workspace: %w", err)
+	}
+	return nil
+}
+
+// writeRunSeeds writes a run's seed files into its workspace, and its
+// home's into its home.
+func writeRunSeeds(ctx context.Context, dir journal.Dir, spec Spec, uid, gid int) error {
+	if err := WriteSeeds(ctx, dir.Workspace(), spec.Files, uid, gid); err != nil {
+		return err
+	}
+	if err := WriteSeeds(ctx, dir.Home(), spec.HomeFiles, uid, gid); err != nil {
+		return fmt.Errorf("%w (in the home)", err)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ type mockAPI struct {
 	results []string // tool results, as the CLIs sent them back
 	paths   []string // every request, "METHOD /path"
 	prompts []string // the user's texts of each Messages request, joined by " | "
+	bodies  []string // every model request's body, as sent
 }
 
 // mockDone is the closing text of every conversation.
@@ -34,6 +35,9 @@ func (m *mockAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	m.mu.Lock()
 	m.paths = append(m.paths, r.Method+" "+r.URL.Path)
+	if r.Method == http.MethodPost {
+		m.bodies = append(m.bodies, string(body))
+	}
 	m.mu.Unlock()
 	switch {
 	case err != nil:
@@ -84,6 +88,13 @@ func userTexts(messages []struct {
 		}
 	}
 	return strings.Join(texts, " | ")
+}
+
+// requestBodies is every model request's body, in order.
+func (m *mockAPI) requestBodies() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.bodies...)
 }
 
 func (m *mockAPI) requests() []string {

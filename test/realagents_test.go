@@ -60,8 +60,8 @@ func TestRealAgents(t *testing.T) {
 		// docs/interactive.md's recipe runs it.
 		"claude-chat": {"ANTHROPIC_API_KEY": "sk-mock", "ANTHROPIC_BASE_URL": base},
 	})
-	// Codex reads its provider from $CODEX_HOME/config.toml, and HOME is
-	// the workspace: the job seeds it, as a user pointing Codex at a
+	// Codex reads its provider from $CODEX_HOME/config.toml, in HOME: the
+	// job seeds it (a file under ~/), as a user pointing Codex at a
 	// gateway would. A provider of its own also spares Codex's WebSocket
 	// attempts, which the built-in one makes first.
 	codexConfig := filepath.Join(t.TempDir(), "config.toml")
@@ -80,7 +80,7 @@ func TestRealAgents(t *testing.T) {
 		want    []string // in what `baton submit --watch` prints
 	}{
 		{"claude", nil, []string{"→ Bash: " + mockCommand("claude"), mockDone, "● succeeded"}},
-		{"codex", []string{"--file", ".codex/config.toml=" + codexConfig}, []string{"→ shell: ", mockCommand("codex"), mockDone, "● succeeded"}},
+		{"codex", []string{"--file", "~/.codex/config.toml=" + codexConfig}, []string{"→ shell: ", mockCommand("codex"), mockDone, "● succeeded"}},
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
 			runID := "real-" + tc.profile
@@ -136,7 +136,14 @@ func TestRealAgents(t *testing.T) {
 	}
 	t.Run("claude-chat-recipe", func(t *testing.T) { claudeChatRecipe(t, api, bin, s.ClientURL()) })
 	t.Run("gateway-recipe", func(t *testing.T) { gatewayRecipe(t, prefix, bin) })
-	t.Run("claude-session", func(t *testing.T) { claudeSessionAcrossNodes(t, api, bin, cfg) })
+	t.Run("claude-session", func(t *testing.T) { sessionAcrossNodes(t, api, bin, cfg, "claude", nil) })
+	t.Run("codex-session", func(t *testing.T) {
+		b, err := os.ReadFile(codexConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessionAcrossNodes(t, api, bin, cfg, "codex", map[string]string{"~/.codex/config.toml": string(b)})
+	})
 }
 
 // realProfiles writes a worker config holding the named profiles of
@@ -340,13 +347,15 @@ func gatewayRecipe(t *testing.T, prefix, bin string) {
 	}
 }
 
-// claudeSessionAcrossNodes runs two turns of one session with the claude
-// profile as written (its session.resumeArgs, --continue), each on a
-// worker of another node with a state directory of its own, the first
-// node's worker stopped before the second turn: the second run's request
-// to the API carries the first run's conversation, which Claude found in
-// the home the session's checkpoint restored.
-func claudeSessionAcrossNodes(t *testing.T, api *mockAPI, bin, cfg string) {
+// sessionAcrossNodes runs two turns of one session with profile as
+// written in deploy/baton.example.yaml (its session.resumeArgs: Claude's
+// --continue, codex exec's resume --last), each on a worker of another
+// node with a state directory of its own, the first node's worker stopped
+// before the second turn; the first turn seeds files (Codex's provider
+// in ~/.codex/config.toml), which the second finds in the home the
+// checkpoint restored: the second turn's first request to the API
+// carries the first turn's prompt, which the CLI found in its home.
+func sessionAcrossNodes(t *testing.T, api *mockAPI, bin, cfg, profile string, files map[string]string) {
 	s := testenv.RunServer(t)
 	_, js := testenv.Connect(t, s)
 	c, err := client.New(js, protocol.MustNames(""))
@@ -355,9 +364,11 @@ func claudeSessionAcrossNodes(t *testing.T, api *mockAPI, bin, cfg string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	turn := func(runID, input string) {
+	session := profile + "-session"
+	turn := func(runID, input string, files map[string]string) {
 		t.Helper()
-		if err := c.Submit(ctx, protocol.Job{RunID: runID, Profile: "claude", Input: input}, client.WithSession("real-session")); err != nil {
+		job := protocol.Job{RunID: runID, Profile: profile, Input: input, Files: files}
+		if err := c.Submit(ctx, job, client.WithSession(session)); err != nil {
 			t.Fatal(err)
 		}
 		watch := bounded.Command(ctx, bin, "watch", "--nats", s.ClientURL(), runID)
@@ -366,19 +377,20 @@ func claudeSessionAcrossNodes(t *testing.T, api *mockAPI, bin, cfg string) {
 		}
 	}
 	_, a := startWorkerProc(t, bin, s.ClientURL(), testenv.StateDir(t), "node-a", "--config", cfg)
-	turn("session-turn-1", "Write proof.txt, first turn.")
+	first, second := profile+"-turn-1", profile+"-turn-2"
+	turn(first, "Write proof.txt, first turn.", files)
 	if !a.Stop(syscall.SIGTERM, 30*time.Second) {
 		t.Fatal("node a's worker did not stop")
 	}
 	startWorker(t, bin, s.ClientURL(), testenv.StateDir(t), "node-b", "--config", cfg)
-	before := len(api.userPrompts())
-	turn("session-turn-2", "Now the second turn.")
-	prompts := api.userPrompts()[before:]
-	if len(prompts) == 0 || !inOrder(prompts[0], "Write proof.txt, first turn.", "Now the second turn.") {
-		t.Fatalf("the second turn's first request holds no first turn before it (the conversation did not follow the session): %q", prompts)
+	before := len(api.requestBodies())
+	turn(second, "Now the second turn.", nil)
+	bodies := api.requestBodies()[before:]
+	if len(bodies) == 0 || !inOrder(bodies[0], "Write proof.txt, first turn.", "Now the second turn.") {
+		t.Fatalf("the second turn's first request holds no first turn before it (the conversation did not follow the session): %.2000q", bodies)
 	}
-	rec, err := c.Session(ctx, "real-session")
-	if err != nil || rec.RunCount != 2 || rec.Head() == nil || rec.Head().Run != "session-turn-2" {
+	rec, err := c.Session(ctx, session)
+	if err != nil || rec.RunCount != 2 || rec.Head() == nil || rec.Head().Run != second {
 		t.Fatalf("session record %+v, %v", rec, err)
 	}
 }

@@ -440,7 +440,7 @@ func readMark(ctx context.Context, js jetstream.JetStream, runs *kv.Store[kv.Run
 // start's own (nonce, deadline, workspace archive).
 func (w *Worker) sandboxSpec(id string, dir journal.Dir, inv config.Invocation) sandbox.Spec {
 	return sandbox.Spec{
-		RunID: id, RunDir: string(dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files,
+		RunID: id, RunDir: string(dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files, HomeFiles: inv.HomeFiles,
 		KillGrace: 5 * time.Second,
 		Network:   inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
 		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,

@@ -34,6 +34,9 @@ type Spec struct {
 	// Kept here, where the agent cannot write, they are the baseline the
 	// workspace's diff is taken against when the run ends.
 	Files map[string]string `json:"files,omitempty"`
+	// HomeFiles are seed files written into the agent's home, after it is
+	// seeded (the job's files under "~/").
+	HomeFiles map[string]string `json:"homeFiles,omitempty"`
 	// Workspace is the archive the workspace was seeded from before its
 	// Files, pinned by its digest: the diff's baseline is that archive,
 	// read again from the store when the run ends.
