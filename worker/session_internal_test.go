@@ -95,3 +95,17 @@ func TestSessionRunID(t *testing.T) {
 		t.Error("two sends without a message id name one run")
 	}
 }
+
+func TestExpired(t *testing.T) {
+	now := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	old, fresh := now.Add(-31*24*time.Hour), now.Add(-time.Hour)
+	recs := []kv.SessionRecord{
+		{ID: "old", UpdatedAt: old},
+		{ID: "fresh", UpdatedAt: fresh},
+		{ID: "old-but-live", UpdatedAt: old, Live: "r"},
+		{ID: "tombstone", UpdatedAt: old, Deleted: true},
+	}
+	if got := expired(recs, now.Add(-30*24*time.Hour)); strings.Join(got, " ") != "old" {
+		t.Fatalf("expired %q, want old", got)
+	}
+}
