@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -39,7 +40,7 @@ func TestEscape(t *testing.T) {
 	w.submit(map[string]any{"runId": victim, "profile": "sh",
 		"args": []string{`echo victim-start; echo secret > victim.txt; sleep 8; cat victim.txt; echo victim-end`}})
 	victimDir := filepath.Join(w.stateDir, "runs", victim)
-	escapeWaitFile(t, filepath.Join(victimDir, "workspace", "victim.txt"))
+	escapeWaitFile(t, filepath.Join(journal.Dir(victimDir).Workspace(), "victim.txt"))
 
 	marker := fmt.Sprintf("baton-escape-%d", os.Getpid())
 	runDir := func(id string) string { return filepath.Join(w.stateDir, "runs", id) }
@@ -106,7 +107,7 @@ func TestEscape(t *testing.T) {
 				r.attempts(t, "fork until it breaks", "exhaust memory", "write a huge file", "fill /tmp", "open files until it breaks")
 				// A root worker's workspace goes with its image once the
 				// run has ended; an unbounded one's file stays.
-				if st, err := os.Stat(filepath.Join(runDir(id), "workspace", "huge")); err == nil && st.Size() > escapeFsize || err != nil && !os.IsNotExist(err) {
+				if st, err := os.Stat(filepath.Join(journal.Dir(runDir(id)).Workspace(), "huge")); err == nil && st.Size() > escapeFsize || err != nil && !os.IsNotExist(err) {
 					t.Errorf("the huge file on the host: %v, %v", st, err)
 				}
 			})
@@ -211,7 +212,7 @@ func TestEscape(t *testing.T) {
 	}
 	// Its journal shows the file read back at its end; a root worker's
 	// workspace is given back after that.
-	if b, err := os.ReadFile(filepath.Join(victimDir, "workspace", "victim.txt")); err == nil && string(b) != "secret\n" || err != nil && !os.IsNotExist(err) {
+	if b, err := os.ReadFile(filepath.Join(journal.Dir(victimDir).Workspace(), "victim.txt")); err == nil && string(b) != "secret\n" || err != nil && !os.IsNotExist(err) {
 		t.Errorf("the victim's workspace file = %q, %v", b, err)
 	}
 }

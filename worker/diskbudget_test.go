@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
 )
@@ -303,7 +304,7 @@ func TestDiskBudgetHoldsRunBack(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", second)); !os.IsNotExist(err) {
 		t.Fatalf("the held run was started: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(h.stateDir, "runs", first, "workspace", "go"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(journal.Dir(filepath.Join(h.stateDir, "runs", first)).Workspace(), "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{first, second} {

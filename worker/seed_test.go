@@ -21,6 +21,7 @@ import (
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
@@ -117,7 +118,7 @@ echo new > new.txt`
 	h.waitStatus(id, protocol.StatusStarted)
 	dir := filepath.Join(h.stateDir, "runs", id)
 	if os.Geteuid() == 0 {
-		fi, err := os.Lstat(filepath.Join(dir, "workspace", "docs", "keep.md"))
+		fi, err := os.Lstat(filepath.Join(journal.Dir(dir).Workspace(), "docs", "keep.md"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +126,7 @@ echo new > new.txt`
 			t.Errorf("a seeded file is uid %d's, not the sandbox uid %d's", uid, h.cfg.SandboxUID)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "workspace", "go"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(journal.Dir(dir).Workspace(), "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	st := h.terminal(id)
@@ -213,7 +214,7 @@ func TestSeedBadArchiveFailsRun(t *testing.T) {
 		if len(msgs) != 1 || len(sts) != 1 || sts[0].Status != protocol.StatusFailed || !strings.Contains(sts[0].Reason, tc.want) {
 			t.Fatalf("%s: chain of %d messages, statuses %+v; want one failed status with %q", tc.object, len(msgs), sts, tc.want)
 		}
-		if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", id, "workspace")); !os.IsNotExist(err) {
+		if _, err := os.Lstat(journal.Dir(filepath.Join(h.stateDir, "runs", id)).Agent()); !os.IsNotExist(err) {
 			t.Errorf("%s: the half-extracted workspace is still there: %v", tc.object, err)
 		}
 	}
@@ -331,7 +332,7 @@ func TestSeedArchiveGoneBeforeCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The agent goes on once the archive is gone.
-	if err := os.WriteFile(filepath.Join(h.stateDir, "runs", id, "workspace", "go"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(journal.Dir(filepath.Join(h.stateDir, "runs", id)).Workspace(), "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	st := h.terminal(id)
@@ -394,7 +395,7 @@ func TestSeedSquattedArchiveFailsRun(t *testing.T) {
 			(tc.object == squatted && !strings.Contains(sts[0].Reason, "uploaded with other content")) {
 			t.Fatalf("%s: chain of %d messages, statuses %+v; want one failed status with %q", tc.object, len(msgs), sts, tc.want)
 		}
-		if _, err := os.Lstat(filepath.Join(h.stateDir, "runs", id, "workspace")); !os.IsNotExist(err) {
+		if _, err := os.Lstat(journal.Dir(filepath.Join(h.stateDir, "runs", id)).Agent()); !os.IsNotExist(err) {
 			t.Errorf("%s: the half-extracted workspace is still there: %v", tc.object, err)
 		}
 	}

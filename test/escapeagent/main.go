@@ -119,7 +119,7 @@ func files(stateDir, runDir, victim string, hostPid int, hostUser, marker string
 	read("read this run's spec (the nonce)", filepath.Join(runDir, "spec.json"))
 	read("read this run's state", filepath.Join(runDir, "state.ndjson"))
 	read("read another run's journal", filepath.Join(victim, "journal.ndjson"))
-	read("read another run's workspace", filepath.Join(victim, "workspace", "victim.txt"))
+	read("read another run's workspace", filepath.Join(victim, "agent", "workspace", "victim.txt"))
 	read("read another run's spec", filepath.Join(victim, "spec.json"))
 	passwd, err := os.ReadFile("/etc/passwd")
 	switch {
@@ -130,7 +130,8 @@ func files(stateDir, runDir, victim string, hostPid int, hostUser, marker string
 	default:
 		report("read the host's /etc/passwd", true, "only the sandbox's users")
 	}
-	// The state directory shows only this run's path to its workspace.
+	// No path of the host's state directory is in the sandbox, and its /
+	// and /home are its own (/home holds only the agent's home).
 	for _, d := range []string{stateDir, filepath.Join(stateDir, "runs"), filepath.Dir(victim), "/", "/home", "/var/lib", "/run", "/sys"} {
 		ents, err := os.ReadDir(d)
 		var names []string
@@ -138,7 +139,8 @@ func files(stateDir, runDir, victim string, hostPid int, hostUser, marker string
 			names = append(names, e.Name())
 		}
 		leak := slices.Contains(names, filepath.Base(victim)) || slices.Contains(names, "bin") && d == stateDir ||
-			slices.Contains(names, "root") || slices.Contains(names, "home") || slices.Contains(names, "work")
+			slices.Contains(names, "root") || slices.Contains(names, "home") && d != "/" || slices.Contains(names, "work") ||
+			d == "/home" && !slices.Equal(names, []string{"agent"})
 		report("list "+d, err != nil || !leak, fmt.Sprintf("%v %q", err, names))
 	}
 	write := func(attempt, path string) {
@@ -150,7 +152,7 @@ func files(stateDir, runDir, victim string, hostPid int, hostUser, marker string
 	write("write /bin/"+marker, "/bin/"+marker)
 	write("write the state dir", filepath.Join(stateDir, marker))
 	write("write this run's journal", filepath.Join(runDir, "journal.ndjson"))
-	write("write another run's workspace", filepath.Join(victim, "workspace", "victim.txt"))
+	write("write another run's workspace", filepath.Join(victim, "agent", "workspace", "victim.txt"))
 	write("write /proc/sys/kernel/hostname", "/proc/sys/kernel/hostname")
 	write("write /proc/sys/kernel/core_pattern", "/proc/sys/kernel/core_pattern")
 	write("write /proc/sysrq-trigger", "/proc/sysrq-trigger")

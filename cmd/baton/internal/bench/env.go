@@ -198,6 +198,14 @@ profiles:
     timeout: 1h
     network: none
     stdin: stream
+  chat:
+    command: ["{baton}", "fake-agent", "--chat"]
+    env: {GOMAXPROCS: "1"}
+    timeout: 1h
+    network: none
+    stdin: stream
+    turnEnd: {field: type, equals: result}
+    session: {pauseAfter: 1s}
 `
 }
 

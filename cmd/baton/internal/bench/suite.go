@@ -30,6 +30,7 @@ const (
 	RowConsole    = "console"
 	RowDensity    = "density"
 	RowOutputs    = "outputs"
+	RowSessions   = "sessions"
 )
 
 // row is one row of the suite: its name, what it measures (for the
@@ -59,6 +60,7 @@ var rows = []row{
 	{RowConsole, "a run's live view in the web console against a plain NATS subscription, and the runs list with 10,000 records", (*env).console},
 	{RowDensity, "200 idle runs on one worker: the CPU and memory an idle run costs", (*env).density},
 	{RowOutputs, "capture of a 100 MiB workspace's diff and its store against an object put of the same bytes", (*env).outputs},
+	{RowSessions, "a session's checkpoint and restore of a 200 MiB tree, a one-file change, and a paused session woken by a send", (*env).sessions},
 }
 
 // AllRows lists every row's name, in the order they run.
@@ -156,6 +158,7 @@ type sizes struct {
 	inputFirsts        int   // short runs whose first input the input row times
 	outputsBytes       int64 // the outputs row's workspace
 	outputsReps        int
+	sessionBytes       int64 // the sessions row's tree
 }
 
 var fullSizes = sizes{
@@ -168,6 +171,7 @@ var fullSizes = sizes{
 	// was not told of) falls in it once per run.
 	densityRuns: 200, densityWindow: 15 * time.Second, densityIdleWindow: 4 * densityLeaseTTL, densityStartWithin: 10 * time.Minute,
 	outputsBytes: 100 << 20, outputsReps: 5,
+	sessionBytes: 200 << 20,
 }
 
 var quickSizes = sizes{
@@ -177,6 +181,7 @@ var quickSizes = sizes{
 	historyRecords: 5_000, historyReps: 1, inputMsgs: 100, inputFirsts: 2,
 	densityRuns: 10, densityWindow: 3 * time.Second, densityIdleWindow: 3 * time.Second, densityStartWithin: time.Minute,
 	outputsBytes: 8 << 20, outputsReps: 1,
+	sessionBytes: 8 << 20,
 }
 
 // Run runs the suite and returns its table. A row that fails to run
