@@ -39,12 +39,14 @@ func TestSubmitInteractive(t *testing.T) {
 }
 
 // TestAttachAnswersPermissionPrompts: attach shows a permission prompt as
-// one line and answers it with a typed y or n, which the agent acts on.
+// one line and answers it with a typed y or n, which the agent acts on. A
+// prompt an interrupt withdrew is shown so, and a y typed then is a message
+// like any other, not the answer to a prompt nobody waits on.
 func TestAttachAnswersPermissionPrompts(t *testing.T) {
 	e := newCLIEnv(t)
 	cfg := config.Default()
 	cfg.Profiles["chat"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: time.Minute,
-		Stdin: config.StdinStream}
+		Stdin: config.StdinStream, Interrupt: config.Interrupt{Line: `{"type":"control_request","request_id":"baton-interrupt","request":{"subtype":"interrupt"}}`}}
 	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
 	in, typed := io.Pipe()
 	var out, errOut testenv.Buffer
@@ -77,6 +79,16 @@ func TestAttachAnswersPermissionPrompts(t *testing.T) {
 	shows("you › deny req-2: too risky\n")
 	typeLine("y") // no prompt waits: a message like any other
 	shows("echo: y")
+	typeLine("approve: make deploy")
+	shows("? Bash asks: make deploy  (y: allow, n [why]: deny)\n")
+	runID, _, _ := strings.Cut(out.String(), "\n") // submit prints it first
+	if _, errOut, err := e.run("", "interrupt", runID); err != nil {
+		t.Fatalf("interrupt %s: %v %s", runID, err, errOut)
+	}
+	shows("? request req-4 withdrawn: the agent no longer waits for its answer\n")
+	shows("↳ [Request interrupted by user for tool use]\n")
+	typeLine("yes")
+	shows("echo: yes")
 	typed.Close()
 	select {
 	case err := <-done:

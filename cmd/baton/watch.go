@@ -526,10 +526,13 @@ type agentMsg struct {
 	Message *struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"message"`
-	IsError      bool    `json:"is_error"`
-	NumTurns     int     `json:"num_turns"`
-	DurationMS   float64 `json:"duration_ms"`
-	TotalCostUSD float64 `json:"total_cost_usd"`
+	// Response is a control_response's: the agent's answer to a control
+	// request sent to it (an interrupt line).
+	Response     *controlResponse `json:"response"`
+	IsError      bool             `json:"is_error"`
+	NumTurns     int              `json:"num_turns"`
+	DurationMS   float64          `json:"duration_ms"`
+	TotalCostUSD float64          `json:"total_cost_usd"`
 }
 
 type contentBlock struct {
@@ -553,6 +556,10 @@ func (p *eventPrinter) agentLine(data []byte) {
 		p.approval(a)
 		return
 	}
+	if id, withdrawn, ok := parseSettled(line); ok {
+		p.settled(id, withdrawn)
+		return
+	}
 	var m agentMsg
 	_ = json.Unmarshal(line, &m) // a line of another shape leaves m empty: shown as JSON below
 	switch {
@@ -572,7 +579,12 @@ func (p *eventPrinter) agentLine(data []byte) {
 		if blocks, ok := parseBlocks(m.Message.Content); ok && hasToolResult(blocks) {
 			p.toolResults(blocks)
 			return
+		} else if ok && p.notes(blocks) {
+			return
 		}
+	case m.Type == "control_response" && m.Response != nil:
+		p.controlResponse(*m.Response)
+		return
 	case m.Type == "result":
 		p.result(m)
 		return
@@ -601,6 +613,50 @@ func (p *eventPrinter) approval(a approval) {
 		how = "  (y: allow, n [why]: deny)"
 	}
 	p.line(p.paint(styleBold+styleYellow, "? "+sanitize([]byte(a.tool), false)+" asks: ") + what + p.paint(styleDim, how))
+}
+
+// settled shows that the agent no longer waits on permission prompt id:
+// withdrawn (an interrupt ended its turn), or settled by an answer.
+func (p *eventPrinter) settled(id json.RawMessage, withdrawn bool) {
+	if p.prompts != nil {
+		p.prompts.resolve(id)
+	}
+	if withdrawn {
+		p.line(p.paint(styleYellow, "? request "+idText(id)+" withdrawn: the agent no longer waits for its answer"))
+		return
+	}
+	p.line(p.paint(styleDim, "  request "+idText(id)+" settled"))
+}
+
+// controlResponse is the agent's answer to a control request written to its
+// stdin, such as Claude Code's interrupt line.
+type controlResponse struct {
+	Subtype   string          `json:"subtype"`
+	RequestID json.RawMessage `json:"request_id"`
+	Error     string          `json:"error"`
+}
+
+func (p *eventPrinter) controlResponse(r controlResponse) {
+	if r.Subtype == "error" || r.Error != "" {
+		p.line(p.paint(styleRed, "↳ the agent refused request "+idText(r.RequestID)+": "+sanitize([]byte(r.Error), false)))
+		return
+	}
+	p.line(p.paint(styleDim, "↳ the agent took request "+idText(r.RequestID)))
+}
+
+// notes shows the text of a user message the agent printed itself, such as
+// Claude Code's "[Request interrupted by user]", and reports whether the
+// message was only text.
+func (p *eventPrinter) notes(blocks []contentBlock) bool {
+	for _, b := range blocks {
+		if b.Type != "text" {
+			return false
+		}
+	}
+	for _, b := range blocks {
+		p.line(p.paint(styleDim, "↳ "+sanitize([]byte(b.Text), false)))
+	}
+	return len(blocks) > 0
 }
 
 func parseBlocks(raw json.RawMessage) ([]contentBlock, bool) {
