@@ -46,7 +46,8 @@ func RejectedSince(t time.Time) AwaitOption {
 // OnWaiting has AwaitRecord call fn once, on the caller's goroutine, when the
 // run still has no record after d: the moment to tell a person that no
 // worker has taken the job yet. A record soon after a submit is the normal
-// case, and saying so for it would be noise.
+// case, and saying so for it would be noise. While no worker answers, the
+// record cannot be read: fn waits for a worker's answer that there is none.
 func OnWaiting(d time.Duration, fn func()) AwaitOption {
 	return func(o *awaitOptions) { o.after, o.waiting = d, fn }
 }
@@ -64,7 +65,8 @@ const rejectionGrace = 1500 * time.Millisecond
 // none it also reads the dead-letter stream, each entry once, and returns
 // a *RejectedError (wrapping ErrRejected) when that holds the run's job and
 // no record follows within a second and a half (a retry's).
-// It waits until ctx is done; any other error reading is returned.
+// It waits until ctx is done, through times when no worker answers (none
+// runs, or all restart: ErrNoWorker); any other error reading is returned.
 func (c *Client) AwaitRecord(ctx context.Context, runID string, opts ...AwaitOption) (kv.RunRecord, error) {
 	var o awaitOptions
 	for _, opt := range opts {
@@ -74,24 +76,27 @@ func (c *Client) AwaitRecord(ctx context.Context, runID string, opts ...AwaitOpt
 	from := uint64(1) // the dead-letter stream is read from here on
 	for {
 		rec, err := c.Run(ctx, runID)
-		if !errors.Is(err, ErrNotFound) {
+		absent := relayAbsent(err)
+		if !errors.Is(err, ErrNotFound) && !absent {
 			return rec, err
 		}
 		var found *DLQEntry
-		err = c.pages(ctx, c.names.ReadDLQSubject(), from, "", func(s stored) error {
-			from = s.seq + 1
-			if e := dlqEntry(s); e.RunID == runID && !e.Time.Before(o.since) {
-				found = &e
+		if !absent {
+			err = c.pages(ctx, c.names.ReadDLQSubject(), from, "", func(s stored) error {
+				from = s.seq + 1
+				if e := dlqEntry(s); e.RunID == runID && !e.Time.Before(o.since) {
+					found = &e
+				}
+				return nil
+			})
+			if absent = relayAbsent(err); err != nil && !absent {
+				return kv.RunRecord{}, fmt.Errorf("read dead-letter stream %s: %w", c.names.DLQStream(), err)
 			}
-			return nil
-		})
-		if err != nil {
-			return kv.RunRecord{}, fmt.Errorf("read dead-letter stream %s: %w", c.names.DLQStream(), err)
 		}
 		if found != nil {
 			return c.rejectedUnlessRecord(ctx, runID, *found)
 		}
-		if o.waiting != nil && time.Since(start) >= o.after {
+		if o.waiting != nil && !absent && time.Since(start) >= o.after {
 			o.waiting()
 			o.waiting = nil
 		}
@@ -108,7 +113,7 @@ func (c *Client) AwaitRecord(ctx context.Context, runID string, opts ...AwaitOpt
 func (c *Client) rejectedUnlessRecord(ctx context.Context, runID string, e DLQEntry) (kv.RunRecord, error) {
 	until := time.Now().Add(rejectionGrace)
 	for {
-		if rec, err := c.Run(ctx, runID); !errors.Is(err, ErrNotFound) {
+		if rec, err := c.Run(ctx, runID); !errors.Is(err, ErrNotFound) && !relayAbsent(err) {
 			return rec, err
 		}
 		if time.Now().After(until) {

@@ -49,16 +49,9 @@ func TestAttachAnswersPermissionPrompts(t *testing.T) {
 		Stdin: config.StdinStream, Interrupt: config.Interrupt{Line: `{"type":"control_request","request_id":"baton-interrupt","request":{"subtype":"interrupt"}}`}}
 	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
 	in, typed := io.Pipe()
-	var out, errOut testenv.Buffer
-	root := newRootCmd()
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetIn(in)
-	root.SetArgs([]string{"--nats", e.url, "submit", "--profile", "chat", "--interactive", "--stream-json", "--input", "approve: make test"})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
+	out, errOut, done := e.start(ctx, in, "submit", "--profile", "chat", "--interactive", "--stream-json", "--input", "approve: make test")
 	shows := func(s string) {
 		t.Helper()
 		testenv.WaitFor(t, 30*time.Second, "attach to show "+s, func() bool { return strings.Contains(out.String(), s) })

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,8 @@ type cliEnv struct {
 	url string
 	js  jetstream.JetStream
 	res *provision.Resources
+	// stopRelay stops the read relay the workers would serve.
+	stopRelay func() error
 }
 
 func newCLIEnv(t *testing.T) *cliEnv {
@@ -37,13 +40,35 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Client commands read through the workers' read relay.
-	stop, err := worker.ServeReadRelay(t.Context(), js.Conn(), protocol.MustNames(""), zerolog.Nop())
+	e := &cliEnv{t: t, url: s.ClientURL(), js: js, res: res}
+	e.startRelay()
+	return e
+}
+
+// startRelay serves the read relay that client commands read through, as
+// workers do.
+func (e *cliEnv) startRelay() {
+	e.t.Helper()
+	stop, err := worker.ServeReadRelay(e.t.Context(), e.js.Conn(), protocol.MustNames(""), zerolog.Nop())
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = stop() })
-	return &cliEnv{t: t, url: s.ClientURL(), js: js, res: res}
+	e.t.Cleanup(func() { _ = stop() })
+	e.stopRelay = stop
+}
+
+// start runs `baton --nats URL args...` with stdin in until ctx ends, and
+// returns its stdout and stderr as they are written, and its end.
+func (e *cliEnv) start(ctx context.Context, stdin io.Reader, args ...string) (out, errOut *testenv.Buffer, done <-chan error) {
+	root := newRootCmd()
+	out, errOut = &testenv.Buffer{}, &testenv.Buffer{}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.SetIn(stdin)
+	root.SetArgs(append([]string{"--nats", e.url}, args...))
+	end := make(chan error, 1)
+	go func() { end <- root.ExecuteContext(ctx) }()
+	return out, errOut, end
 }
 
 // run executes `baton --nats URL args...` and returns stdout, stderr and

@@ -39,8 +39,9 @@ outputs the run's capture stored. A permission prompt shows as one line
 (answer it with 'baton send', or type y or n in 'baton attach'). A run lost
 with its node and retried is followed on to its retry. When the job was
 rejected to the dead-letter stream it says why; when no worker has taken
-the job after a few seconds, or none holds the run after a hand-off, it
-says that too.
+the job after a few seconds, none holds the run after a hand-off, or none
+answers at all (none runs, or the only one crashed), it says that on stderr
+and waits.
 
 The exit status is 0 if the run (or its last retry) succeeded, 1 if it
 failed, was cancelled, timed out, was lost or its job was rejected, and 2 if
@@ -72,10 +73,12 @@ func (s *session) watch(ctx context.Context, runID string, asJSON bool, out, err
 	return s.watchSince(ctx, runID, time.Time{}, "", asJSON, out, errOut)
 }
 
-// noRecordNotice is how long a watch waits for a run's first record or
-// message before it says that no worker has taken the job: a worker takes
-// one in milliseconds, and saying so at once would be noise in every run.
-const noRecordNotice = 3 * time.Second
+// noticeAfter is how long a condition lasts before a watch tells it on
+// stderr: no worker has taken the job, no worker holds the run after a
+// hand-off, no worker answers at all. Each lasts milliseconds in a healthy
+// run (a worker takes a job, or a hand-off, at once; a restarted worker
+// answers within a second or two), and saying so then would be noise.
+const noticeAfter = 3 * time.Second
 
 // watchSince is watch for a job with input submitted at submitted (zero:
 // unknown): a rejection of its runId stored before then is an older job's.
@@ -129,18 +132,19 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 	var seen atomic.Bool // a message arrived: the run is under way
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	unheld := &unheldNotice{runID: runID, w: errOut}
-	defer unheld.stop()
+	unheld, noWorker := &notice{w: errOut}, &notice{w: errOut}
+	defer unheld.disarm()
+	defer noWorker.disarm()
 	// While the run has no record its job may be in the dead-letter stream,
-	// where the watch alone would wait for ever. A run with a record (or a
-	// relay that cannot be read) has no rejection to look for.
+	// where the watch alone would wait for ever. A run with a record has no
+	// rejection to look for; while no worker answers, the record is unknown.
 	var rejected *client.RejectedError
 	awaited := make(chan struct{})
-	if errors.Is(err, client.ErrNotFound) {
+	if errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrNoWorker) {
 		go func() {
 			defer close(awaited)
 			_, err := s.c.AwaitRecord(wctx, runID, client.RejectedSince(submitted),
-				client.OnWaiting(noRecordNotice, func() {
+				client.OnWaiting(noticeAfter, func() {
 					if !seen.Load() {
 						fmt.Fprintf(errOut, "run %s has no record yet: waiting for a worker to start it (Ctrl-C to stop)\n", runID)
 					}
@@ -154,10 +158,22 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 	}
 	st, err := s.c.Watch(wctx, runID, func(ev client.Event) error {
 		seen.Store(true)
-		unheld.saw(ev)
+		if ev.Kind == protocol.KindStatus && ev.Status.Status == protocol.StatusHandoff {
+			unheld.arm(fmt.Sprintf("run %s: no worker holds it since %s handed it off at %s; its agent runs on, and it resumes when a worker of its node takes it",
+				runID, sanitize([]byte(ev.Status.Worker), false), ev.Status.Time.Local().Format(time.TimeOnly)))
+		} else {
+			unheld.disarm()
+		}
 		return p.print(ev)
-	})
-	unheld.stop()
+	}, client.OnWorkers(func(answering bool) {
+		if !answering {
+			noWorker.arm(fmt.Sprintf("run %s: no worker answers (is a `baton worker` running?): waiting for one (Ctrl-C to stop); a run's agent goes on meanwhile", runID))
+		} else if noWorker.disarm() {
+			fmt.Fprintf(errOut, "run %s: a worker answers again\n", runID)
+		}
+	}))
+	unheld.disarm()
+	noWorker.disarm()
 	stop()
 	<-awaited
 	p.finish()
@@ -177,51 +193,49 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 	return st, nil
 }
 
-// unheldAfter is how long after a hand-off a watch waits for the run's next
-// holder before it says that nobody holds it: a hand-off takes a worker of
-// the node milliseconds, unless none is left.
-const unheldAfter = 3 * time.Second
-
-// unheldNotice tells a person, when a hand-off is followed by silence, that
-// no worker holds the run, so that a watch does not just go quiet.
-type unheldNotice struct {
-	runID string
+// notice is a line a watch prints on stderr when a condition lasts
+// noticeAfter: armed when the condition begins, disarmed when it ends.
+type notice struct {
 	w     io.Writer
 	mu    sync.Mutex
 	timer *time.Timer
-	gen   int // a timer prints only if nothing disarmed it since it was armed
+	gen   int  // a timer prints only if nothing disarmed it since it was armed
+	shown bool // the armed notice was printed
 }
 
-// saw arms the notice on a hand-off and disarms it on anything else.
-func (u *unheldNotice) saw(ev client.Event) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.disarm()
-	if ev.Kind != protocol.KindStatus || ev.Status.Status != protocol.StatusHandoff {
-		return
-	}
-	by, at, gen := ev.Status.Worker, ev.Status.Time.Local().Format(time.TimeOnly), u.gen
-	u.timer = time.AfterFunc(unheldAfter, func() {
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		if u.gen == gen {
-			fmt.Fprintf(u.w, "run %s: no worker holds it since %s handed it off at %s; its agent runs on, and it resumes when a worker of its node takes it\n", u.runID, by, at)
+// arm prints msg noticeAfter from now, unless disarmed before; a notice
+// armed already is replaced.
+func (n *notice) arm(msg string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stop()
+	gen := n.gen
+	n.timer = time.AfterFunc(noticeAfter, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.gen == gen {
+			fmt.Fprintln(n.w, msg)
+			n.shown = true
 		}
 	})
 }
 
-// stop disarms the notice; once it returns, the notice prints nothing.
-func (u *unheldNotice) stop() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.disarm()
+// disarm ends the condition: once it returns, the notice prints nothing.
+// It reports whether the notice was printed.
+func (n *notice) disarm() (shown bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	shown = n.shown
+	n.stop()
+	return shown
 }
 
-func (u *unheldNotice) disarm() {
-	u.gen++
-	if u.timer != nil {
-		u.timer.Stop()
-		u.timer = nil
+func (n *notice) stop() {
+	n.gen++
+	n.shown = false
+	if n.timer != nil {
+		n.timer.Stop()
+		n.timer = nil
 	}
 }
 
