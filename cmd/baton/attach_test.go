@@ -9,7 +9,6 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/worker"
 )
 
 // submit --interactive: each line of stdin is a turn of the conversation,
@@ -19,7 +18,7 @@ func TestSubmitInteractive(t *testing.T) {
 	cfg := config.Default()
 	cfg.Profiles["chat"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: time.Minute,
 		Stdin: config.StdinStream}
-	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+	e.startWorker(cfg)
 	out, errOut, err := e.run("second turn\nthird turn\n", "submit", "--profile", "chat", "--interactive", "--stream-json", "--input", "first turn")
 	if err != nil {
 		t.Fatalf("submit --interactive: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
@@ -47,7 +46,7 @@ func TestAttachAnswersPermissionPrompts(t *testing.T) {
 	cfg := config.Default()
 	cfg.Profiles["chat"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: time.Minute,
 		Stdin: config.StdinStream, Interrupt: config.Interrupt{Line: `{"type":"control_request","request_id":"baton-interrupt","request":{"subtype":"interrupt"}}`}}
-	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+	e.startWorker(cfg)
 	in, typed := io.Pipe()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

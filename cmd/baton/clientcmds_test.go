@@ -45,6 +45,13 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	return e
 }
 
+// startWorker runs a real worker of cfg, from the baton binary under test,
+// until the test ends.
+func (e *cliEnv) startWorker(cfg *config.Config) {
+	e.t.Helper()
+	startWorkerWith(e.t, e.js, cfg, worker.WithStateDir(testenv.StateDir(e.t)), worker.WithBinary(testenv.BatonBinary(e.t)))
+}
+
 // startRelay serves the read relay that client commands read through, as
 // workers do.
 func (e *cliEnv) startRelay() {
@@ -338,7 +345,7 @@ func TestClientCommandsHaveExamples(t *testing.T) {
 	}{
 		{"submit", newSubmitCmd(g).Example}, {"watch", newWatchCmd(g).Example}, {"runs", newRunsCmd(g).Example},
 		{"cancel", newCancelCmd(g).Example}, {"dlq", newDLQCmd(g).Example}, {"send", newSendCmd(g).Example},
-		{"interrupt", newInterruptCmd(g).Example},
+		{"interrupt", newInterruptCmd(g).Example}, {"rerun", newRerunCmd(g).Example},
 	} {
 		if !strings.Contains(cmd.ex, "baton "+cmd.name) {
 			t.Errorf("%s --help has no example of itself: %q", cmd.name, cmd.ex)

@@ -208,6 +208,7 @@ func printRunsTable(w io.Writer, runs []kv.RunRecord) error {
 	return tw.Flush()
 }
 
+// printRun shows every field of a run record.
 func printRun(w io.Writer, r kv.RunRecord) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
@@ -217,6 +218,7 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 	row("Node", cell(r.Node))
 	row("Worker", cell(r.Worker))
 	row("Attempt", fmt.Sprint(r.Attempt))
+	row("Retries", fmt.Sprint(r.Retries))
 	row("Cancel requested", fmt.Sprint(r.CancelRequested))
 	row("Created", fmtTime(r.CreatedAt))
 	row("Started", fmtTime(r.StartedAt))
@@ -226,6 +228,25 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 	row("Reason", cell(r.Reason))
 	row("Journal offset", fmt.Sprint(r.Offset))
 	row("Last event seq", fmt.Sprint(r.LastSeq))
+	row("Input", cell(cut(r.Input, 200)))
+	job := "not kept (too large to keep beside the record: no retry, no re-run)"
+	if len(r.Job) > 0 {
+		job = fmt.Sprintf("kept, %s ('baton rerun %s' runs it again)", byteSize(int64(len(r.Job))), r.RunID)
+	}
+	row("Job", job)
+	interactive := "no (stdin: once)"
+	if r.Interactive {
+		interactive = "yes (stdin: stream)"
+		if r.TurnEndField != "" {
+			interactive += fmt.Sprintf("; a turn ends at %s=%s", sanitize([]byte(r.TurnEndField), false), sanitize([]byte(r.TurnEndEquals), false))
+		}
+		if r.IdleTimeout > 0 {
+			interactive += fmt.Sprintf("; idle timeout %v", r.IdleTimeout)
+		}
+	}
+	row("Interactive", interactive)
+	row("Waiting since", fmtTime(r.WaitingSince))
+	row("Spawning", fmt.Sprint(r.Spawning))
 	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
 		row("Label "+sanitize([]byte(k), false), sanitize([]byte(r.Labels[k]), false))
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
-	"github.com/batonhq/baton/worker"
 )
 
 // TestWatchRejectedJob: a job the worker rejects to the DLQ has no record
@@ -20,7 +19,7 @@ import (
 // long enough to mean it.
 func TestWatchRejectedJob(t *testing.T) {
 	e := newCLIEnv(t)
-	startWorkerWith(t, e.js, config.Default(), worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+	e.startWorker(config.Default())
 
 	start := time.Now()
 	_, errOut, err := e.run("", "submit", "--profile", "nosuch", "--run-id", "rej-1", "--watch")
@@ -124,7 +123,7 @@ func TestSendWaitsForAJustSubmittedRun(t *testing.T) {
 	cfg := config.Default()
 	cfg.Profiles["chat"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: time.Minute,
 		Stdin: config.StdinStream, MaxConcurrent: 1}
-	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+	e.startWorker(cfg)
 	for _, id := range []string{"busy-1", "early-1"} {
 		if out, errOut, err := e.run("", "submit", "--profile", "chat", "--run-id", id, "--stream-json", "--input", "first"); err != nil {
 			t.Fatalf("submit %s: %v %s %s", id, err, out, errOut)
@@ -205,7 +204,7 @@ func TestWatchSaysWhenNoWorkerAnswers(t *testing.T) {
 	if strings.Contains(errOut.String(), "no record yet") {
 		t.Errorf("with no worker answering, watch said the run has no record: %q", errOut.String())
 	}
-	startWorkerWith(t, e.js, config.Default(), worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+	e.startWorker(config.Default())
 	select {
 	case err := <-done:
 		if exitCode(err) != 1 || !strings.Contains(errOut.String(), "run early was rejected (unknown_profile)") {

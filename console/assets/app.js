@@ -312,12 +312,12 @@ function runPage(runId) {
   // it holds one of them: a finished run without tokens has neither.
   function showActions() { actions.hidden = cancelBtn.hidden && !rerunBox.childElementCount && !tokenBox.childElementCount; }
 
-  // Re-run needs the job, which a run's record keeps only when the job
-  // has retries: other runs say so instead of offering it.
+  // Re-run needs the job, which a run's record keeps unless it was too
+  // large: such a run says so instead of offering it.
   function showRerun() {
     if (cfg.readOnly || state.info.readOnly) return;
     if (!state.info.rerun) {
-      rerunBox.replaceChildren(h('p', { class: 'muted', text: 'No re-run: the record keeps a job to run again only when it has retries.' }));
+      rerunBox.replaceChildren(h('p', { class: 'muted', text: 'No re-run: its job was too large to keep beside its record.' }));
       return;
     }
     const btn = h('button', { id: 'rerun-button', text: 'Re-run' });
