@@ -50,7 +50,8 @@ func chromium(t *testing.T) string {
 // gets it; the workers page shows the nodes; a finished run's page has no
 // empty card and does not scroll sideways for a long digest; the runs
 // list counts the runs per state, cancels several at once, and says when
-// NATS cannot be reached. Times show in the browser's time zone, named,
+// NATS cannot be reached; a second console on another port of the host
+// does not log the first out. Times show in the browser's time zone, named,
 // and as durations or how long ago. A dead letter is retried and deleted
 // from its page; a finished run shows its job's input as its first turn
 // and is re-run; a run's page that NATS's outage cut off resumes once NATS
@@ -148,6 +149,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	// Logged in once with ?token=, then by the cookie.
 	step("open the runs list", 60*time.Second, chromedp.Navigate(srv.URL+"/?token=browser-token"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+	// A second console on another port of the host, logged into in the same
+	// browser, keeps its own session beside the first's (cookies are per
+	// host, not per port): the first does not ask to log in again.
+	other, err := console.New(t.Context(), js, names, console.WithToken("other-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSrv := httptest.NewServer(other)
+	t.Cleanup(otherSrv.Close)
+	step("log into a second console on another port", 30*time.Second, chromedp.Navigate(otherSrv.URL+"/?token=other-token"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+	step("the first console still logged in", 15*time.Second, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+	step("the second console still logged in", 15*time.Second, chromedp.Navigate(otherSrv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+	step("back to the first console", 15*time.Second, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
 
 	submit := func(id string, args ...string) {
 		t.Helper()
