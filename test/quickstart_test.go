@@ -139,7 +139,7 @@ func TestQuickstart(t *testing.T) {
 		{`{"words":3}`, "● succeeded"},
 		{"Fix the failing test", "● succeeded"},
 		{`{"words":4}`, "● succeeded"}, // hello-1, from the nats CLI
-		{"echo: hello", "● waiting", "echo: a second turn", "● succeeded"},
+		{"echo: hello", "echo: a second turn", "● succeeded"},
 		{"hello-1"}, // baton runs list
 	} {
 		if !inOrder(out, want...) {

@@ -241,7 +241,7 @@ func claudeChatRecipe(t *testing.T, api *mockAPI, bin, url string) {
 	if err != nil {
 		t.Fatalf("the claude-chat recipe of docs/interactive.md: %v (the page says it succeeds)\n%s\nmock saw %q", err, out, api.requests())
 	}
-	if want := []string{"↳ the agent took request baton-interrupt", "■ error error_during_execution", "● waiting", "■ done success", "● succeeded"}; !inOrder(out, want...) {
+	if want := []string{"↳ the agent took request baton-interrupt", "■ error error_during_execution", "■ done success", "● succeeded"}; !inOrder(out, want...) {
 		t.Errorf("the recipe printed no %q, in that order:\n%s", want, out)
 	}
 	// The page tells two cases apart: the lines all reach Claude before it

@@ -293,22 +293,53 @@ func TestTurnStatusesAndIdleTimeout(t *testing.T) {
 	}
 	msgs := h.chain(id, time.Minute)
 	h.assertChainMatchesJournal(id, msgs)
+	if got := turnKinds(msgs); got != "started,result,waiting,input,running,result,waiting,timeout" {
+		t.Fatalf("chain: %s", got)
+	}
+	if st, _ := protocol.ParseStatus(msgs[len(msgs)-1].Data()); st.Reason != sandbox.IdleReason {
+		t.Fatalf("terminal status %+v, want reason %q", st, sandbox.IdleReason)
+	}
+}
+
+// turnKinds sums up a chain's turns: its statuses, inputs and result lines.
+func turnKinds(msgs []jetstream.Msg) string {
 	var kinds []string
 	for _, m := range msgs {
 		switch {
 		case strings.HasSuffix(m.Subject(), ".status"):
 			st, _ := protocol.ParseStatus(m.Data())
 			kinds = append(kinds, string(st.Status))
-			if st.Status.Terminal() && st.Reason != sandbox.IdleReason {
-				t.Fatalf("terminal status %+v, want reason %q", st, sandbox.IdleReason)
-			}
 		case strings.HasSuffix(m.Subject(), ".input"):
 			kinds = append(kinds, "input")
 		case strings.Contains(string(m.Data()), `"type":"result"`):
 			kinds = append(kinds, "result")
 		}
 	}
-	if got := strings.Join(kinds, ","); got != "started,result,waiting,input,running,result,waiting,timeout" {
+	return strings.Join(kinds, ",")
+}
+
+// TestNoWaitAfterEndOfInput: a turn that ends after the run's end of input
+// is not followed by "waiting", where the run showed waiting for input it
+// could no longer take, just before it ended; one sent while the agent
+// waits ends the wait.
+func TestNoWaitAfterEndOfInput(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		c.Profiles["turns"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
+			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: time.Minute}
+	}))
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "turns", "input": "hello\n"})
+	h.waitStatus(id, protocol.StatusWaiting)
+	if _, err := c.Send(ctx, id, []byte("last"), client.WithEOF()); err != nil {
+		t.Fatal(err)
+	}
+	if got := turnKinds(h.chain(id, time.Minute)); got != "started,result,waiting,input,running,result,succeeded" {
 		t.Fatalf("chain: %s", got)
 	}
 }
