@@ -383,9 +383,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		return err == nil && len(d) == 2
 	})
 	step("delete the dead letter", 30*time.Second, clickInPage(row+` button.delete`), chromedp.WaitNotPresent(chromedp.CSS(row)))
-	if d, err := c.DLQ(ctx, 10); err != nil || len(d) != 1 || d[0].Seq == dead[0].Seq {
+	d, err := c.DLQ(ctx, 10)
+	if err != nil || len(d) != 1 || d[0].Seq == dead[0].Seq {
 		t.Fatalf("the DLQ after the delete: %+v %v, want the retry's entry only", d, err)
 	}
+	// The last one deleted, the page says there is none.
+	if err := c.DeleteDLQ(ctx, d[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	step("the empty dead letters page says so", 30*time.Second, chromedp.Navigate(srv.URL+"/#/"), chromedp.Navigate(srv.URL+"/#/dlq"),
+		chromedp.WaitVisible(chromedp.CSS(`#dlq-empty`)))
 
 	// A finished run's page: a tool call with its result, the result
 	// line, a raw line, the stderr tail, and an output to download. Its

@@ -294,7 +294,7 @@ func TestCLIRunsCancelDLQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err = e.run("", "send", "r-chat", "--stream-json", "hello")
-	if err != nil || !strings.Contains(out, "sent to run r-chat (input ") {
+	if err != nil || !strings.Contains(out, "sent to run r-chat (BATON_INPUT seq ") {
 		t.Errorf("send: %v, %q", err, out)
 	}
 	if _, _, err := e.run("", "send", "r-new", "hi"); err == nil || !strings.Contains(err.Error(), "takes no input") {
@@ -310,7 +310,7 @@ func TestCLIRunsCancelDLQ(t *testing.T) {
 		t.Errorf("send without text: %v", err)
 	}
 	out, _, err = e.run("", "interrupt", "r-new")
-	if err != nil || !strings.Contains(out, "interrupt sent to run r-new (input ") {
+	if err != nil || !strings.Contains(out, "interrupt sent to run r-new (BATON_INPUT seq ") {
 		t.Errorf("interrupt: %v, %q", err, out)
 	}
 	if _, _, err := e.run("", "interrupt", "r-old"); err == nil || !strings.Contains(err.Error(), "already ended") {

@@ -65,15 +65,21 @@ func newRunsCmd(g *globals) *cobra.Command {
 		if err != nil && !errors.Is(err, kv.ErrDecode) {
 			return err
 		}
+		all := len(runs)
 		runs, _ = filter.apply(runs) // its flags were checked above
 		var werr error
-		if asJSON {
+		switch {
+		case asJSON:
 			views := make([]client.RunView, len(runs))
 			for i, r := range runs {
 				views[i] = client.NewRunView(r)
 			}
 			werr = writeJSON(cmd.OutOrStdout(), views)
-		} else {
+		case len(runs) == 0 && all == 0:
+			_, werr = fmt.Fprintln(cmd.OutOrStdout(), "no runs: the runs bucket holds no record")
+		case len(runs) == 0:
+			_, werr = fmt.Fprintf(cmd.OutOrStdout(), "no runs match (of %d)\n", all)
+		default:
 			werr = printRunsTable(cmd.OutOrStdout(), runs)
 		}
 		return cmp.Or(werr, err)

@@ -61,6 +61,12 @@ func TestRunFilter(t *testing.T) {
 // TestCLIRunsListFilters lists a real server's records through the flags.
 func TestCLIRunsListFilters(t *testing.T) {
 	e := newCLIEnv(t)
+	// Nothing to list is said, where a header stood alone.
+	for args, want := range map[string]string{"runs": "no runs: the runs bucket holds no record\n", "dlq": "no rejected jobs: the dead-letter stream is empty\n"} {
+		if out, _, err := e.run("", args); err != nil || out != want {
+			t.Errorf("baton %s with nothing to list: %v %q, want %q", args, err, out, want)
+		}
+	}
 	runs := kv.NewStore[kv.RunRecord](e.res.Runs)
 	t0 := time.Now().Add(-time.Hour)
 	for i, r := range []kv.RunRecord{
@@ -94,6 +100,9 @@ func TestCLIRunsListFilters(t *testing.T) {
 		if err != nil || ids(out) != tc.want {
 			t.Errorf("%q: %v, %s\n%s\nwant %s", tc.args, err, errOut, out, tc.want)
 		}
+	}
+	if out, _, err := e.run("", "runs", "list", "--profile", "codex"); err != nil || out != "no runs match (of 4)\n" {
+		t.Errorf("runs list matching none: %v %q", err, out)
 	}
 	if _, _, err := e.run("", "runs", "list", "--state", "done"); err == nil || !strings.Contains(err.Error(), "not a run state") {
 		t.Errorf("runs list --state done: %v", err)

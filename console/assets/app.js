@@ -724,6 +724,10 @@ function dlqPage() {
   }
   function load() {
     api('api/dlq').then(list => {
+      if (!list.length) {
+        body.replaceChildren(h('p', { id: 'dlq-empty', text: 'No rejected jobs: the dead-letter stream is empty.' }));
+        return;
+      }
       body.replaceChildren(h('table', { id: 'dlq' },
         h('thead', {}, h('tr', {}, ...['seq', 'time', 'reason', 'error', 'subject', 'job', ''].map(t => h('th', { text: t })))),
         h('tbody', {}, ...list.map(e => {
