@@ -71,7 +71,7 @@ func TestQuickstart(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var printed, consoleOut testenv.Buffer
+	var printed, consoleOut, workerOut testenv.Buffer
 	for i, b := range blocks {
 		script := subst.Replace(b.Script)
 		if !b.KeepsRunning {
@@ -89,8 +89,11 @@ func TestQuickstart(t *testing.T) {
 			t.Fatalf("block %d of %s keeps running, so it is one command: %q", i+1, page, line)
 		}
 		logs := &testenv.Buffer{}
-		if strings.HasPrefix(line, "baton console") {
+		switch {
+		case strings.HasPrefix(line, "baton console"):
 			logs = &consoleOut
+		case strings.HasPrefix(line, "baton worker"):
+			logs = &workerOut
 		}
 		cmd := exec.Command("/bin/sh", "-c", "exec "+line)
 		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = "..", env, logs, logs
@@ -152,6 +155,18 @@ func TestQuickstart(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^ok +profile ` + p + ` `).MatchString(out) {
 			t.Errorf("baton doctor --config deploy/baton.yaml did not say ok for profile %s:\n%s", p, out)
 		}
+	}
+	// The worker logged what the page says: ready, and one warning, about
+	// its service's NATS connection.
+	var warnings []string
+	for l := range strings.Lines(workerOut.String()) {
+		if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) {
+			warnings = append(warnings, l)
+		}
+	}
+	if !strings.Contains(workerOut.String(), `"message":"worker ready"`) || len(warnings) != 1 ||
+		!strings.Contains(warnings[0], "the micro service answers on the main connection") {
+		t.Errorf("the worker logged warnings %q, want the one %s names (and worker ready):\n%s", warnings, page, workerOut.String())
 	}
 	// The console the page opens lists the runs.
 	m := regexp.MustCompile(`http://\S+/\?token=(\S+)`).FindStringSubmatch(consoleOut.String())
