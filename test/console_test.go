@@ -305,6 +305,11 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("nodes table row %q: workers and capacity must be numbers", node)
 		}
 	}
+	// One version, in both tables.
+	if worker, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#workers tbody tr:first-child td')].map(td => td.textContent)`)); err != nil ||
+		len(worker) < 3 || worker[2] != node[3] {
+		t.Errorf("the workers table's row %q (%v) and the nodes table's %q name different versions", worker, err, node)
+	}
 
 	// The header follows the chain: running, waiting at the end of a
 	// turn, running again once input comes (typed in the input box), and
