@@ -267,11 +267,12 @@ func cell(s string) string {
 	return sanitize([]byte(s), false)
 }
 
+// fmtTime shows a time in the local zone, naming it ("-" for none).
 func fmtTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05")
+	return t.Local().Format("2006-01-02 15:04:05 MST")
 }
 
 func fmtExit(code *int) string {

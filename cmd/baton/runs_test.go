@@ -147,3 +147,16 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestFmtTimeNamesTheZone: the CLI's times name their zone, the local one
+// (runs, runs get, dlq, watch's rejection), where they showed a bare
+// local time.
+func TestFmtTimeNamesTheZone(t *testing.T) {
+	at := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+	if got, want := fmtTime(at), at.Local().Format("2006-01-02 15:04:05 ")+at.Local().Format("MST"); got != want {
+		t.Fatalf("fmtTime = %q, want %q", got, want)
+	}
+	if fmtTime(time.Time{}) != "-" {
+		t.Fatal("a time never set is not shown as -")
+	}
+}

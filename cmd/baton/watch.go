@@ -160,7 +160,7 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 		seen.Store(true)
 		if ev.Kind == protocol.KindStatus && ev.Status.Status == protocol.StatusHandoff {
 			unheld.arm(fmt.Sprintf("run %s: no worker holds it since %s handed it off at %s; its agent runs on, and it resumes when a worker of its node takes it",
-				runID, sanitize([]byte(ev.Status.Worker), false), ev.Status.Time.Local().Format(time.TimeOnly)))
+				runID, sanitize([]byte(ev.Status.Worker), false), ev.Status.Time.Local().Format("15:04:05 MST")))
 		} else {
 			unheld.disarm()
 		}
@@ -180,7 +180,7 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 	switch {
 	case rejected != nil:
 		e := rejected.Entry
-		fmt.Fprintf(errOut, "run %s was rejected (%s) at %s: %s\n", runID, e.Reason, e.Time.Local().Format(time.DateTime), sanitize([]byte(e.Error), false))
+		fmt.Fprintf(errOut, "run %s was rejected (%s) at %s: %s\n", runID, e.Reason, fmtTime(e.Time), sanitize([]byte(e.Error), false))
 		fmt.Fprintf(errOut, "  'baton dlq' lists it; submit it again fixed, or under a new runId\n")
 		return protocol.Status{}, exitCodeError(1)
 	case err != nil && ctx.Err() != nil:
