@@ -28,7 +28,7 @@ func (c *Client) Rerun(ctx context.Context, runID, newID string) (protocol.Job, 
 		return protocol.Job{}, err
 	}
 	if len(rec.Job) == 0 {
-		return protocol.Job{}, fmt.Errorf("run %s cannot be re-run: %w (its job was too large to keep beside the record: over %d KiB, or half the server's max payload)",
+		return protocol.Job{}, fmt.Errorf("run %s cannot be re-run: %w (a worker keeps a job in its run's record only up to %d KiB, or half the server's max payload)",
 			runID, ErrNoJob, protocol.MaxKeptJob>>10)
 	}
 	job, err := protocol.DecodeJob(rec.Job, protocol.ContentTypeJSON, protocol.Limits{ReservedLabels: true})

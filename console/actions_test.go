@@ -83,7 +83,7 @@ func TestRerun(t *testing.T) {
 		path, want string
 		code       int
 	}{
-		{"/api/runs/large-1/rerun", "its job was too large to keep beside the record", 409},
+		{"/api/runs/large-1/rerun", "a worker keeps a job in its run's record only up to 256 KiB", 409},
 		{"/api/runs/nosuchrun/rerun", "not found", 404},
 	} {
 		if code, body := post(t, e.srv.URL+tc.path, ""); code != tc.code || !strings.Contains(body, tc.want) {

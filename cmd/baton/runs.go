@@ -235,7 +235,7 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 	row("Journal offset", fmt.Sprint(r.Offset))
 	row("Last event seq", fmt.Sprint(r.LastSeq))
 	row("Input", cell(cut(r.Input, 200)))
-	job := "not kept (too large to keep beside the record: no retry, no re-run)"
+	job := fmt.Sprintf("not kept: no retry, no re-run (a worker keeps a job of up to %d KiB)", protocol.MaxKeptJob>>10)
 	if len(r.Job) > 0 {
 		job = fmt.Sprintf("kept, %s ('baton rerun %s' runs it again)", byteSize(int64(len(r.Job))), r.RunID)
 	}

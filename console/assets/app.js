@@ -317,7 +317,7 @@ function runPage(runId) {
   function showRerun() {
     if (cfg.readOnly || state.info.readOnly) return;
     if (!state.info.rerun) {
-      rerunBox.replaceChildren(h('p', { class: 'muted', text: 'No re-run: its job was too large to keep beside its record.' }));
+      rerunBox.replaceChildren(h('p', { class: 'muted', text: 'No re-run: its record keeps no job (a worker keeps one of up to 256 KiB).' }));
       return;
     }
     const btn = h('button', { id: 'rerun-button', text: 'Re-run' });
