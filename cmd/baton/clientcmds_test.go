@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -374,4 +375,24 @@ func startWorkerWith(t *testing.T, js jetstream.JetStream, cfg *config.Config, o
 		t.Fatal(err)
 	}
 	return testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
+}
+
+// TestClientCommandsWithoutNATS: against a server that cannot be reached, a
+// client command says so as the console does, naming the URL but not its
+// password, where it said "connect to NATS at" with the URL as given.
+func TestClientCommandsWithoutNATS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	root := newRootCmd()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"--nats", "nats://u:secret@" + addr, "runs", "list"})
+	err = root.ExecuteContext(t.Context())
+	if err == nil || !strings.HasPrefix(err.Error(), "cannot reach NATS at nats://u:xxxxx@"+addr+": ") || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("runs list without NATS: %v", err)
+	}
 }
