@@ -76,7 +76,9 @@ type wireEvent struct {
 // so a reconnect neither misses nor repeats a line. client.Watch reads the
 // chain through the workers' read relay and fills any gap from it.
 // After the terminal status an "end" event closes the stream; a "failure"
-// event says why one ended before it.
+// event says why one ended before it. A "workers" event, {"answering":
+// false}, says that no worker answers the watch's reads (it waits for
+// one), and {"answering": true} that one does again.
 func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.runID(w, r)
 	if !ok {
@@ -116,6 +118,16 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	// per line, so a fast run costs few writes.
 	events := make(chan client.Event, 512)
 	done := make(chan error, 1)
+	// Whether a worker answers the watch's reads (none runs, or the only
+	// one crashed): the page says so, where it went silent.
+	workers := make(chan bool, 1)
+	opts = append(opts, client.OnWorkers(func(answering bool) {
+		select {
+		case <-workers: // an older state not written yet: this one replaces it
+		default:
+		}
+		workers <- answering
+	}))
 	go func() {
 		_, err := c.client.Watch(ctx, id, func(ev client.Event) error {
 			select {
@@ -146,6 +158,12 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 				s.failure(down)
 				return
 			}
+		case answering := <-workers:
+			b, _ := json.Marshal(map[string]bool{"answering": answering})
+			if s.event("", "workers", b) != nil {
+				return
+			}
+			s.flush()
 		case ev, open := <-events:
 			if !open {
 				if err := <-done; err != nil {

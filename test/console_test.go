@@ -52,7 +52,8 @@ func chromium(t *testing.T) string {
 // list counts the runs per state, cancels several at once, and says when
 // NATS cannot be reached; a second console on another port of the host
 // does not log the first out. Times show in the browser's time zone, named,
-// and as durations or how long ago. A dead letter is retried and deleted
+// and as durations or how long ago. A run's page says when no worker
+// answers (its only worker stopped). A dead letter is retried and deleted
 // from its page; a finished run shows its job's input as its first turn
 // and is re-run; a run's page that NATS's outage cut off resumes once NATS
 // is back, each message shown once.
@@ -190,7 +191,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Logf("transcript grew live from %d to %d entries", before, count())
 
 	// Hand-off: worker 2 of the same node starts, worker 1 is told to stop.
-	_, logs2 := startProc("worker 2")
+	w2, logs2 := startProc("worker 2")
 	testenv.WaitFor(t, 60*time.Second, "worker 2 ready", func() bool { return strings.Contains(logs2.String(), "worker ready") })
 	if !w1.Stop(os.Interrupt, 30*time.Second) {
 		t.Fatal("worker 1 did not stop within 30s of SIGINT")
@@ -505,6 +506,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		rec, err := c.Run(ctx, rerun)
 		return err == nil && rec.State == "succeeded" && rec.Input == "list the files"
 	})
+
+	// Its only worker stops under a run's page, which says, once it lasts,
+	// that no worker answers, and stops saying it once one does again.
+	submit("console-alone", "--rate", "20", "--duration", "60s")
+	step("open the run whose worker stops", 60*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-alone"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="started"]`)))
+	if !w2.Stop(os.Interrupt, 30*time.Second) {
+		t.Fatal("worker 2 did not stop within 30s of SIGINT")
+	}
+	noWorker := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`(t => `+cond+`)(document.getElementById('no-worker').textContent)`,
+			chromedp.WithPollingInterval(50*time.Millisecond))
+	}
+	step("the page says no worker answers", 30*time.Second, noWorker(`t.startsWith('No worker answers')`))
+	_, logs3 := startProc("worker 3")
+	testenv.WaitFor(t, 60*time.Second, "worker 3 ready", func() bool { return strings.Contains(logs3.String(), "worker ready") })
+	step("the page says so no more once a worker answers", 30*time.Second, noWorker(`t === ''`),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="attached"]`)))
+	if _, err := c.Cancel(ctx, "console-alone"); err != nil {
+		t.Fatal(err)
+	}
 
 	// NATS goes away under a run's page, which says so, and comes back:
 	// the page resumes its stream after the last message it showed, so

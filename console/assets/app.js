@@ -236,13 +236,14 @@ function runPage(runId) {
   const inputBox = h('div', { class: 'inputbox', hidden: true });
   const tokenBox = h('div', { class: 'token' });
   const errLine = h('p', { class: 'error' });
+  const workersLine = h('p', { class: 'error', id: 'no-worker' });
   const cancelBtn = h('button', { class: 'danger', id: 'cancel', text: 'Cancel run', hidden: true });
   const rerunBox = h('div', { id: 'rerun' });
   const actions = h('div', { class: 'card', id: 'actions', hidden: true }, cancelBtn, rerunBox, tokenBox);
   const follow = h('input', { type: 'checkbox', checked: true, id: 'follow' });
   main.replaceChildren(
     h('p', {}, h('a', { href: '#/', text: '‹ runs' })),
-    head, errLine,
+    head, errLine, workersLine,
     h('div', { class: 'run-grid' },
       h('section', {},
         h('div', { class: 'pager' }, h('label', {}, follow, ' follow'), h('span', { class: 'muted', id: 'count' })),
@@ -407,7 +408,7 @@ function runPage(runId) {
   // and a reconnect made here (after a refused or failed stream, as while
   // NATS cannot be reached) asks for what comes after the last sequence
   // shown. A sequence seen twice is dropped.
-  let es = null, retry = 0, streamErr = false;
+  let es = null, retry = 0, streamErr = false, workersTimer = 0;
   function connect() {
     const url = 'api/runs/' + encodeURIComponent(runId) + '/events' + (state.lastSeq ? '?after=' + state.lastSeq : '');
     es = new EventSource(url);
@@ -423,6 +424,18 @@ function runPage(runId) {
     es.addEventListener('watching', () => {
       if (streamErr) errLine.textContent = '';
       streamErr = false;
+      clearTimeout(workersTimer); // a new stream says it again if so
+      workersLine.textContent = '';
+    });
+    // No worker answers the console's reads of the chain (none runs, or
+    // the only one crashed): said once it lasts 3 s, as baton watch does
+    // (a restarted worker answers within a second or two).
+    es.addEventListener('workers', e => {
+      clearTimeout(workersTimer);
+      if (JSON.parse(e.data).answering) { workersLine.textContent = ''; return; }
+      workersTimer = setTimeout(() => {
+        workersLine.textContent = 'No worker answers (is a baton worker running?): waiting for one; the run\'s agent goes on meanwhile.';
+      }, 3000);
     });
     es.addEventListener('failure', e => {
       es.close();
@@ -463,6 +476,7 @@ function runPage(runId) {
   return () => {
     state.closed = true;
     clearTimeout(retry);
+    clearTimeout(workersTimer);
     if (es) es.close();
     if (frame) cancelAnimationFrame(frame);
   };
