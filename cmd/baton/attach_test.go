@@ -23,6 +23,10 @@ func TestSubmitInteractive(t *testing.T) {
 	if err != nil {
 		t.Fatalf("submit --interactive: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
+	// The job's input is the first turn, as in submit --watch.
+	if !strings.HasPrefix(out, "run-") || !strings.Contains(out, "\nyou › first turn\n● started") {
+		t.Fatalf("output lacks the job's input, first:\n%s", out)
+	}
 	// The inputs may reach the agent before it answers the first turn.
 	if !strings.Contains(out, "you › second turn\n") {
 		t.Fatalf("output lacks the second turn's input:\n%s", out)

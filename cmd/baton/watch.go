@@ -125,9 +125,19 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 			}
 			return protocol.Status{}, err
 		}
-		if submitted.IsZero() && rec.Input != "" {
-			p.jobInput(rec.Input) // a submitter shows its own
+	}
+	// The job's input is the run's first turn: a submitter shows its own;
+	// a watcher, the record's, read again at the first message when the
+	// record came after the watch began (a run just submitted).
+	inputShown := !submitted.IsZero()
+	showInput := func(rec kv.RunRecord) {
+		if !inputShown && rec.Input != "" {
+			p.jobInput(rec.Input)
 		}
+		inputShown = true
+	}
+	if err == nil {
+		showInput(rec)
 	}
 	var seen atomic.Bool // a message arrived: the run is under way
 	wctx, stop := context.WithCancel(ctx)
@@ -158,6 +168,10 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 	}
 	st, err := s.c.Watch(wctx, runID, func(ev client.Event) error {
 		seen.Store(true)
+		if !inputShown {
+			rec, _ := s.c.Run(wctx, runID) // once: a record it cannot read shows nothing
+			showInput(rec)
+		}
 		if ev.Kind == protocol.KindStatus && ev.Status.Status == protocol.StatusHandoff {
 			unheld.arm(fmt.Sprintf("run %s: no worker holds it since %s handed it off at %s; its agent runs on, and it resumes when a worker of its node takes it",
 				runID, sanitize([]byte(ev.Status.Worker), false), ev.Status.Time.Local().Format("15:04:05 MST")))

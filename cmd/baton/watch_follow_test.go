@@ -129,6 +129,11 @@ func TestSendWaitsForAJustSubmittedRun(t *testing.T) {
 			t.Fatalf("submit %s: %v %s %s", id, err, out, errOut)
 		}
 	}
+	// A watch begun before early-1 has a record shows its job's input all
+	// the same, as the run's first turn.
+	wctx, stopWatch := context.WithCancel(t.Context())
+	defer stopWatch()
+	watched, _, _ := e.start(wctx, nil, "watch", "early-1")
 	// early-1 waits in the stream, with no record, until busy-1 frees the
 	// profile's slot, a second after the send to early-1 is asked.
 	type result struct {
@@ -150,6 +155,11 @@ func TestSendWaitsForAJustSubmittedRun(t *testing.T) {
 	if out, _, err := e.run("", "interrupt", "early-1"); err != nil || !strings.Contains(out, "interrupt sent to run early-1") {
 		t.Fatalf("interrupt: %v %q", err, out)
 	}
+	testenv.WaitFor(t, 20*time.Second, "the watch of early-1 to show it started", func() bool { return strings.Contains(watched.String(), "● started") })
+	if out := watched.String(); !strings.HasPrefix(out, "you › first\n● started") {
+		t.Errorf("the watch begun before early-1 had a record shows %q, want its job's input first", out)
+	}
+	stopWatch()
 	start := time.Now()
 	if _, _, err := e.run("", "send", "never-submitted", "hi"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("send to a run nobody submitted: %v", err)
