@@ -68,6 +68,10 @@ type wireEvent struct {
 	Kind   string `json:"kind"`
 	Offset int64  `json:"offset"`
 	Data   string `json:"data"`
+	// On an input: the agent's stdin closed after it, or it is an
+	// interrupt.
+	EOF       bool `json:"eof,omitempty"`
+	Interrupt bool `json:"interrupt,omitempty"`
 }
 
 // serveEvents streams the chain of a run as server-sent events, each with
@@ -210,7 +214,7 @@ func (s *sse) failure(err error) {
 }
 
 func (s *sse) writeEvent(ev client.Event) error {
-	b, err := json.Marshal(wireEvent{Seq: ev.Seq, Kind: string(ev.Kind), Offset: ev.Offset, Data: string(ev.Data)})
+	b, err := json.Marshal(wireEvent{Seq: ev.Seq, Kind: string(ev.Kind), Offset: ev.Offset, Data: string(ev.Data), EOF: ev.EOF, Interrupt: ev.Interrupt})
 	if err != nil {
 		return err
 	}

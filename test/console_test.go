@@ -67,7 +67,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
 	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"+
 		// A run that ends a turn and waits for input, twice.
-		"  turns:\n    command: [\"{baton}\", fake-agent, --story, --follow-up, --rate, \"100\"]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"), 0o644); err != nil {
+		"  turns:\n    command: [\"{baton}\", fake-agent, --story, --follow-up, --rate, \"100\"]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"+
+		// A conversation that asks for permission.
+		"  chat:\n    command: [\"{baton}\", fake-agent, --chat]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	startProc := func(name string) (*testenv.Proc, *testenv.Buffer) {
@@ -360,6 +362,33 @@ func TestConsoleInBrowser(t *testing.T) {
 	if i := slices.Index(drawn, "running"); i < 0 || !slices.Equal(drawn[i:], want) || !slices.Contains(want, "waiting") {
 		t.Fatalf("the header showed %q, want it to follow the chain %q", drawn, chain)
 	}
+	// What was sent to the agent shows as the user's turns, the end of
+	// input included (it showed as an empty line).
+	sent, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#transcript .entry.user .text')].map(e => e.textContent)`))
+	if err != nil || !slices.Contains(sent, "you › fix the upload handler") || !slices.Contains(sent, "you › add a regression test") ||
+		!slices.Contains(sent, "you › end of input (the agent's stdin is closed)") {
+		t.Errorf("the user's turns on the page: %q (%v), want the two typed and the end of input", sent, err)
+	}
+	// A permission prompt is one line, as is its answer; a stream-json
+	// job input shows as its text.
+	if err := c.Submit(ctx, protocol.Job{RunID: "console-ask", Profile: "chat",
+		Input: string(client.StreamJSONUserMessage("approve: make test")) + "\n"}); err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "? Bash asks: make test  [request req-1]"
+	step("the prompt on the run's page", 60*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-ask"),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`[...document.querySelectorAll('#transcript .entry.prompt')].some(e => e.textContent === %q)`, prompt),
+			chromedp.WithPollingInterval(50*time.Millisecond)))
+	allow := `{"type":"control_response","response":{"subtype":"success","request_id":"req-1","response":{"behavior":"allow","updatedInput":{"command":"make test"}}}}`
+	if _, err := c.Send(ctx, "console-ask", []byte(allow), client.WithEOF()); err != nil {
+		t.Fatal(err)
+	}
+	step("the answer on the run's page, and the run's end", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="succeeded"]`)))
+	if sent, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#transcript .entry.user .text')].map(e => e.textContent)`)); err != nil ||
+		!slices.Equal(sent, []string{"you › approve: make test", "you › allow req-1", "you › end of input (the agent's stdin is closed)"}) {
+		t.Errorf("the user's turns of the conversation: %q (%v)", sent, err)
+	}
+
 	// Dead letters: a job for a profile no worker has.
 	if err := c.Submit(ctx, protocol.Job{RunID: "console-bad", Profile: "no-such-profile"}); err != nil {
 		t.Fatal(err)

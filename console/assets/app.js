@@ -460,7 +460,7 @@ function runPage(runId) {
       showRerun();
       showToken();
       // The job's own input (its first 1 KiB) is the run's first turn.
-      if (info.input) r.push(h('div', { class: 'entry user', id: 'job-input' }, h('div', { class: 'text', text: 'you › ' + info.input })));
+      if (info.input) r.push(h('div', { class: 'entry user', id: 'job-input' }, h('div', { class: 'text', text: 'you › ' + inputText(info.input.replace(/\r?\n$/, '')) })));
       connect();
     }).catch(e => {
       if (e.status === 404 && !state.closed) {
@@ -518,6 +518,10 @@ class Renderer {
   }
 
   add(ev) {
+    if (ev.kind === 'input') {
+      this.input(ev);
+      return;
+    }
     if (ev.kind !== 'events') {
       this.push(h('div', { class: 'entry raw mono', text: ev.data }));
       return;
@@ -528,6 +532,11 @@ class Renderer {
       this.push(h('div', { class: 'entry raw mono', text: ev.data }));
       return;
     }
+    const note = controlNote(m);
+    if (note) {
+      this.push(h('div', { class: 'entry prompt', text: note }));
+      return;
+    }
     switch (m.type) {
       case 'stream_event': if (this.streamEvent(m.event || {})) return; break;
       case 'assistant': if (this.assistant(m.message || {})) return; break;
@@ -535,7 +544,7 @@ class Renderer {
       case 'result': this.result(m); return;
       case 'system':
         if (m.subtype === 'init') {
-          this.push(h('div', { class: 'marker', text: `session ${m.session_id || ''} · ${m.model || ''} · ${m.cwd || ''}` }));
+          this.push(h('div', { class: 'marker', text: ['session', [m.session_id, m.model, m.cwd].filter(Boolean).join(' · ')].join(' ').trim() }));
           return;
         }
         break;
@@ -665,6 +674,18 @@ class Renderer {
     return true;
   }
 
+  // input shows a message written to the agent's stdin as the user's
+  // turn, as baton watch does: a user message's text, the answer to a
+  // permission prompt, an interrupt, the end of input; other lines as
+  // they were written.
+  input(ev) {
+    const you = text => this.push(h('div', { class: 'entry user' }, h('div', { class: 'text', text: 'you › ' + text })));
+    if (ev.interrupt) { you('interrupt'); return; }
+    const line = ev.data.replace(/\r?\n$/, '');
+    if (line) you(inputText(line));
+    if (ev.eof) you('end of input (the agent\'s stdin is closed)');
+  }
+
   result(m) {
     const bad = m.is_error || (m.subtype && m.subtype !== 'success');
     const bits = [m.subtype, m.num_turns !== undefined && `${m.num_turns} turns`,
@@ -674,6 +695,55 @@ class Renderer {
       h('strong', { text: 'result ' }), h('span', { text: bits.join(' · ') }),
       typeof m.result === 'string' ? h('div', { class: 'text', text: m.result }) : null));
   }
+}
+
+// inputText is an input line for a person: a stream-json user message's
+// text, an answer to a permission prompt (Claude Code's control_response,
+// Codex's decision), or the line as it was written.
+function inputText(line) {
+  let m;
+  try { m = JSON.parse(line); } catch (_) { return line; }
+  if (!m || typeof m !== 'object') return line;
+  if (m.type === 'user' && m.message) {
+    const c = m.message.content;
+    if (typeof c === 'string') return c;
+    const text = Array.isArray(c) ? c.filter(b => b && b.type === 'text').map(b => b.text || '').join('') : '';
+    if (text) return text;
+  }
+  const r = m.type === 'control_response' && m.response && m.response.response;
+  if (r && r.behavior) {
+    return (r.behavior === 'allow' ? 'allow ' : 'deny ') + m.response.request_id + (r.behavior !== 'allow' && r.message ? ': ' + r.message : '');
+  }
+  if (m.id !== undefined && m.result && typeof m.result.decision === 'string') {
+    return (m.result.decision.startsWith('accept') ? 'allow ' : 'deny ') + m.id + (m.result.decision.startsWith('accept') ? '' : ': ' + m.result.decision);
+  }
+  return line;
+}
+
+// controlNote is an agent's line about a permission prompt or a control
+// request, as one line, as baton watch shows it: a prompt (Claude Code's
+// can_use_tool, Codex's */requestApproval), a prompt an interrupt withdrew,
+// the agent's answer to a control request written to it (the interrupt
+// line); '' for any other line.
+function controlNote(m) {
+  if (m.type === 'control_request' && m.request && m.request.subtype === 'can_use_tool') {
+    return `? ${m.request.tool_name} asks: ${summarize(JSON.stringify(m.request.input || {}))}  [request ${m.request_id}]`;
+  }
+  if (typeof m.method === 'string' && m.method.endsWith('/requestApproval') && m.id !== undefined) {
+    const p = m.params || {};
+    return `? ${m.method.replace(/^item\//, '').replace(/\/requestApproval$/, '')} asks: ${String(p.command || p.reason || '').slice(0, 200)}  [request ${m.id}]`;
+  }
+  if (m.type === 'control_cancel_request' && m.request_id !== undefined) {
+    return `? request ${m.request_id} withdrawn: the agent no longer waits for its answer`;
+  }
+  if (m.method === 'serverRequest/resolved' && m.params && m.params.requestId !== undefined) {
+    return `request ${m.params.requestId} settled`;
+  }
+  if (m.type === 'control_response' && m.response) {
+    const r = m.response;
+    return r.subtype === 'error' || r.error ? `↳ the agent refused request ${r.request_id}: ${r.error || ''}` : `↳ the agent took request ${r.request_id}`;
+  }
+  return '';
 }
 
 function summarize(input) {
