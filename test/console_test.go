@@ -319,8 +319,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	// the end state. An observer in the page records each header drawn.
 	// The page is open before the job is submitted: it waits for the
 	// run's record.
+	// It says that no worker took the job only once that lasts, not in
+	// the milliseconds a worker takes to take one.
+	opened := time.Now()
 	step("open the page of a run not submitted yet", 30*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-turns"),
 		chromedp.Poll[chromedp.Void](`document.querySelector('p.error').textContent.includes('no record yet')`, chromedp.WithPollingInterval(50*time.Millisecond)))
+	if said := time.Since(opened); said < 2500*time.Millisecond {
+		t.Errorf("the page said the run has no record %v after it opened, want it to wait 3 s", said)
+	}
 	if err := c.Submit(ctx, protocol.Job{RunID: "console-turns", Profile: "turns"}); err != nil {
 		t.Fatal(err)
 	}

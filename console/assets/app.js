@@ -408,7 +408,7 @@ function runPage(runId) {
   // and a reconnect made here (after a refused or failed stream, as while
   // NATS cannot be reached) asks for what comes after the last sequence
   // shown. A sequence seen twice is dropped.
-  let es = null, retry = 0, streamErr = false, workersTimer = 0;
+  let es = null, retry = 0, streamErr = false, workersTimer = 0, noRecordSince = 0;
   function connect() {
     const url = 'api/runs/' + encodeURIComponent(runId) + '/events' + (state.lastSeq ? '?after=' + state.lastSeq : '');
     es = new EventSource(url);
@@ -464,8 +464,11 @@ function runPage(runId) {
       connect();
     }).catch(e => {
       if (e.status === 404 && !state.closed) {
-        errLine.textContent = 'no record yet: waiting for a worker to take the run';
-        retry = setTimeout(open, 1000);
+        // A worker takes a job in milliseconds: that none has is said only
+        // once it lasts 3 s, as baton watch does.
+        noRecordSince = noRecordSince || Date.now();
+        if (Date.now() - noRecordSince >= 3000) errLine.textContent = 'no record yet: waiting for a worker to take the run';
+        retry = setTimeout(open, 500);
         return;
       }
       errLine.textContent = String(e.message || e);
