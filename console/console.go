@@ -42,6 +42,7 @@ type Console struct {
 	issuer      TokenIssuer
 	interactive func(kv.RunRecord) bool
 	index       *runIndex
+	rejections  *client.Rejections // a run page's run whose job the DLQ took
 	handler     http.Handler
 }
 
@@ -137,7 +138,7 @@ func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{js: js, names: names, client: cl, index: newRunIndex()}
+	c := &Console{js: js, names: names, client: cl, index: newRunIndex(), rejections: cl.Rejections()}
 	c.auth.base = "/"
 	for _, o := range opts {
 		if err := o(c); err != nil {
@@ -380,6 +381,13 @@ func (c *Console) serveRun(w http.ResponseWriter, r *http.Request) {
 		}
 		got, err := c.client.Run(r.Context(), id)
 		if errors.Is(err, client.ErrNotFound) {
+			// No record: its job may be in the dead-letter stream, where
+			// the page would wait for ever.
+			if e, rejected, rerr := c.rejections.Of(r.Context(), id, time.Time{}); rerr == nil && rejected {
+				writeJSON(w, http.StatusNotFound, map[string]any{"rejected": true, "error": fmt.Sprintf(
+					"run %s was rejected (%s): %s; it is on the Dead letters page", id, e.Reason, e.Error)})
+				return
+			}
 			writeError(w, http.StatusNotFound, err)
 			return
 		}

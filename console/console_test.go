@@ -323,6 +323,18 @@ func TestResolveToken(t *testing.T) {
 
 func get(t *testing.T, u string, v any) {
 	t.Helper()
+	var raw json.RawMessage
+	if code := getStatus(t, u, &raw); code != 200 {
+		t.Fatalf("GET %s: %d %s", u, code, raw)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getStatus GETs u, decodes its JSON body into v, and returns its status.
+func getStatus(t *testing.T, u string, v any) int {
+	t.Helper()
 	req, _ := http.NewRequest("GET", u, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := noRedirect.Do(req)
@@ -330,13 +342,10 @@ func get(t *testing.T, u string, v any) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET %s: %d %s", u, resp.StatusCode, b)
-	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatal(err)
+		t.Fatalf("GET %s: %d, body: %v", u, resp.StatusCode, err)
 	}
+	return resp.StatusCode
 }
 
 type page struct {
@@ -517,7 +526,7 @@ func readEvents(t *testing.T, r io.Reader, n int) (evs []sseEvent, end string) {
 			if cur.data == "" && cur.name == "" {
 				continue
 			}
-			if cur.name == "watching" { // the stream's start, not its end
+			if cur.name == "watching" || cur.name == "workers" { // the stream's start, a notice: not its end
 				cur = sseEvent{}
 				continue
 			}
@@ -947,4 +956,31 @@ func TestEventsSayWhenNoWorkerAnswers(t *testing.T) {
 	await("word that no worker answers", "workers", `{"answering":false}`)
 	serveRelay(t, e.nc)
 	await("word that a worker answers again", "workers", `{"answering":true}`)
+}
+
+// TestRunOfARejectedJob: the page of a run whose job the DLQ took says
+// why (the API's 404 carries the rejection), where it waited for a record
+// for ever.
+func TestRunOfARejectedJob(t *testing.T) {
+	e := setup(t)
+	c := e.startWorker(t, config.Default())
+	if err := c.Submit(ctxT(t), protocol.Job{RunID: "bad-1", Profile: "nosuch"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 20*time.Second, "the job in the DLQ", func() bool {
+		d, err := c.DLQ(ctxT(t), 10)
+		return err == nil && len(d) == 1
+	})
+	var body struct {
+		Rejected bool
+		Error    string
+	}
+	code := getStatus(t, e.srv.URL+"/api/runs/bad-1", &body)
+	if code != http.StatusNotFound || !body.Rejected || !strings.HasPrefix(body.Error, "run bad-1 was rejected (unknown_profile): ") {
+		t.Fatalf("GET api/runs/bad-1: %d %+v, want 404 saying it was rejected", code, body)
+	}
+	var plain map[string]any
+	if code := getStatus(t, e.srv.URL+"/api/runs/never-submitted", &plain); code != http.StatusNotFound || plain["rejected"] != nil {
+		t.Fatalf("GET api/runs/never-submitted: %d %v, want a plain 404", code, plain)
+	}
 }

@@ -163,6 +163,10 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case answering := <-workers:
+			if down := c.natsDown(); down != nil {
+				s.failure(down) // no worker answers as NATS is gone: say that
+				return
+			}
 			b, _ := json.Marshal(map[string]bool{"answering": answering})
 			if s.event("", "workers", b) != nil {
 				return

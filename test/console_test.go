@@ -129,6 +129,12 @@ func TestConsoleInBrowser(t *testing.T) {
 			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
 		}
 	}()
+	// pageError waits for the page's error line to meet cond (of t, its
+	// text).
+	pageError := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`(t => `+cond+`)(document.querySelector('p.error').textContent)`,
+			chromedp.WithPollingInterval(50*time.Millisecond))
+	}
 	step := func(what string, within time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(bctx, within)
@@ -423,6 +429,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		d, err := c.DLQ(ctx, 10)
 		return err == nil && len(d) == 2
 	})
+	// The run's page says why it has no record, where it waited for one.
+	step("the rejected run's page says why", 30*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-bad"),
+		pageError(`t.startsWith('run console-bad was rejected (unknown_profile)')`), chromedp.Navigate(srv.URL+"/#/dlq"),
+		chromedp.WaitVisible(chromedp.CSS(row)))
 	step("delete the dead letter", 30*time.Second, clickInPage(row+` button.delete`), chromedp.WaitNotPresent(chromedp.CSS(row)))
 	d, err := c.DLQ(ctx, 10)
 	if err != nil || len(d) != 1 || d[0].Seq == dead[0].Seq {
@@ -570,10 +580,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("open the run the outage interrupts", 60*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-outage"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="started"]`)), chromedp.WaitVisible(chromedp.CSS(`#transcript .entry`)))
 	port := s.Addr().(*net.TCPAddr).Port
-	pageError := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](`(t => `+cond+`)(document.querySelector('p.error').textContent)`,
-			chromedp.WithPollingInterval(50*time.Millisecond))
-	}
 	s.Shutdown()
 	s.WaitForShutdown()
 	step("the run's page says NATS cannot be reached", 30*time.Second, pageError(`t.startsWith('stream: NATS cannot be reached')`))

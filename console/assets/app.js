@@ -29,7 +29,7 @@ async function api(path, opts = {}) {
   const r = await fetch(path, Object.assign({ credentials: 'same-origin' }, opts, { headers }));
   if (r.status === 401) { location.href = 'login'; throw new Error('unauthorized'); }
   const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw Object.assign(new Error(body.error || r.statusText), { status: r.status });
+  if (!r.ok) throw Object.assign(new Error(body.error || r.statusText), { status: r.status, rejected: !!body.rejected });
   return body;
 }
 
@@ -439,6 +439,8 @@ function runPage(runId) {
     });
     es.addEventListener('failure', e => {
       es.close();
+      clearTimeout(workersTimer); // whether workers answer is unknown until the stream is on again
+      workersLine.textContent = '';
       errLine.textContent = 'stream: ' + JSON.parse(e.data).error;
       streamErr = true;
       if (!state.closed) retry = setTimeout(connect, 2000);
@@ -467,8 +469,10 @@ function runPage(runId) {
         // A worker takes a job in milliseconds: that none has is said only
         // once it lasts 3 s, as baton watch does.
         noRecordSince = noRecordSince || Date.now();
-        if (Date.now() - noRecordSince >= 3000) errLine.textContent = 'no record yet: waiting for a worker to take the run';
-        retry = setTimeout(open, 500);
+        // A job the DLQ took gets no record, unless it is retried.
+        if (e.rejected) errLine.textContent = e.message;
+        else if (Date.now() - noRecordSince >= 3000) errLine.textContent = 'no record yet: waiting for a worker to take the run';
+        retry = setTimeout(open, e.rejected ? 2000 : 500);
         return;
       }
       errLine.textContent = String(e.message || e);
