@@ -232,8 +232,13 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 	row("Deadline", fmtTime(r.Deadline))
 	row("Exit code", fmtExit(r.ExitCode))
 	row("Reason", cell(r.Reason))
-	row("Journal offset", fmt.Sprint(r.Offset))
-	row("Last event seq", fmt.Sprint(r.LastSeq))
+	if r.State.Terminal() {
+		row("Journal offset", fmt.Sprint(r.Offset))
+		row("Last event seq", fmt.Sprint(r.LastSeq))
+	} else { // written when the run ends
+		row("Journal offset", "- (recorded when the run ends)")
+		row("Last event seq", "- (recorded when the run ends)")
+	}
 	row("Input", cell(cut(r.Input, 200)))
 	job := fmt.Sprintf("not kept: no retry, no re-run (a worker keeps a job of up to %d KiB)", protocol.MaxKeptJob>>10)
 	if len(r.Job) > 0 {

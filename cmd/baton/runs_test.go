@@ -115,7 +115,7 @@ func TestCLIRunsListFilters(t *testing.T) {
 func TestPrintRunShowsEveryField(t *testing.T) {
 	at := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
 	code := 3
-	full := kv.RunRecord{RunID: "r1", State: "running", Node: "n1", Worker: "w1", Profile: "chat", Attempt: 2, Deadline: at.Add(time.Hour),
+	full := kv.RunRecord{RunID: "r1", State: "failed", Node: "n1", Worker: "w1", Profile: "chat", Attempt: 2, Deadline: at.Add(time.Hour),
 		CancelRequested: true, Interactive: true, TurnEndField: "type", TurnEndEquals: "result", IdleTimeout: 30 * time.Minute,
 		WaitingSince: at.Add(time.Minute), CreatedAt: at, StartedAt: at, FinishedAt: at.Add(2 * time.Minute), ExitCode: &code,
 		Reason: "why not", Offset: 9, LastSeq: 4, Labels: map[string]string{"team": "a"}, Retries: 1,
@@ -125,7 +125,7 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{ // a field of the record: the row that shows it
-		"runId": "Run ID:            r1", "state": "State:             running", "profile": "Profile:           chat",
+		"runId": "Run ID:            r1", "state": "State:             failed", "profile": "Profile:           chat",
 		"node": "Node:              n1", "worker": "Worker:            w1", "attempt": "Attempt:           2",
 		"retries": "Retries:           1", "cancelRequested": "Cancel requested:  true", "createdAt": "Created:           " + fmtTime(at),
 		"startedAt": "Started:           " + fmtTime(at), "finishedAt": "Finished:          " + fmtTime(at.Add(2*time.Minute)),
@@ -136,6 +136,15 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		"turnEndEquals": "type=result", "idleTimeout": "idle timeout 30m0s",
 		"waitingSince": "Waiting since:     " + fmtTime(at.Add(time.Minute)), "spawning": "Spawning:          true",
 		"labels": "Label team:        a",
+	}
+	// A run under way has no offset and sequence recorded yet: not 0.
+	var running strings.Builder
+	full.State = kv.RunRunning
+	if err := printRun(&running, full); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(running.String(), "Journal offset:    - (recorded when the run ends)") {
+		t.Errorf("a running run's offset:\n%s", running.String())
 	}
 	for f := range reflect.TypeFor[kv.RunRecord]().Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("msgpack"), ",")
