@@ -257,6 +257,11 @@ func claudeChatRecipe(t *testing.T, api *mockAPI, bin, url string) {
 		t.Logf("the interrupt withdrew the first turn's permission prompt (the page's second case)")
 		return
 	}
+	// The end of input came before the first turn's end: no turn is a
+	// wait then.
+	if inOrder(out, "you › end of input", "■ error error_during_execution") && strings.Contains(out, "● waiting") {
+		t.Errorf("the run showed waiting after its end of input:\n%s", out)
+	}
 	if !inOrder(last, "Fix the failing test", "[Request interrupted by user]", "Now add a test for it") {
 		t.Errorf("the API's last request holds no first message, interruption and follow-up, in that order: %q", prompts)
 	}
