@@ -271,14 +271,19 @@ func (h *harness) follow(ctx context.Context, runID string) <-chan map[string]an
 	return out
 }
 
-// With turnEnd, the run is "waiting" after each turn and "running" once
-// input is written; past idleTimeout waiting it ends as a timeout, reason
-// idle.
-func TestTurnStatusesAndIdleTimeout(t *testing.T) {
-	h := newHarness(t, withConfig(func(c *config.Config) {
+// withTurns adds a profile "turns": the fake agent's chat, each result
+// line a turn's end, a run waiting past idle ending.
+func withTurns(idle time.Duration) harnessOption {
+	return withConfig(func(c *config.Config) {
 		c.Profiles["turns"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
-			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: 2 * time.Second}
-	}))
+			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: idle}
+	})
+}
+
+// sendAfterFirstTurn submits a run of profile turns with input "hello",
+// sends it data with opts once it first waits, and returns its id.
+func sendAfterFirstTurn(t *testing.T, h *harness, data []byte, opts ...client.SendOption) string {
+	t.Helper()
 	c, err := client.New(h.js, h.names)
 	if err != nil {
 		t.Fatal(err)
@@ -288,9 +293,18 @@ func TestTurnStatusesAndIdleTimeout(t *testing.T) {
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "turns", "input": "hello\n"})
 	h.waitStatus(id, protocol.StatusWaiting)
-	if _, err := c.Send(ctx, id, []byte("again")); err != nil {
+	if _, err := c.Send(ctx, id, data, opts...); err != nil {
 		t.Fatal(err)
 	}
+	return id
+}
+
+// With turnEnd, the run is "waiting" after each turn and "running" once
+// input is written; past idleTimeout waiting it ends as a timeout, reason
+// idle.
+func TestTurnStatusesAndIdleTimeout(t *testing.T) {
+	h := newHarness(t, withTurns(2*time.Second))
+	id := sendAfterFirstTurn(t, h, []byte("again"))
 	msgs := h.chain(id, time.Minute)
 	h.assertChainMatchesJournal(id, msgs)
 	if got := turnKinds(msgs); got != "started,result,waiting,input,running,result,waiting,timeout" {
@@ -323,22 +337,8 @@ func turnKinds(msgs []jetstream.Msg) string {
 // could no longer take, just before it ended; one sent while the agent
 // waits ends the wait.
 func TestNoWaitAfterEndOfInput(t *testing.T) {
-	h := newHarness(t, withConfig(func(c *config.Config) {
-		c.Profiles["turns"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
-			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: time.Minute}
-	}))
-	c, err := client.New(h.js, h.names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	id := newRunID(t)
-	h.submit(map[string]any{"runId": id, "profile": "turns", "input": "hello\n"})
-	h.waitStatus(id, protocol.StatusWaiting)
-	if _, err := c.Send(ctx, id, []byte("last"), client.WithEOF()); err != nil {
-		t.Fatal(err)
-	}
+	h := newHarness(t, withTurns(time.Minute))
+	id := sendAfterFirstTurn(t, h, []byte("last"), client.WithEOF())
 	if got := turnKinds(h.chain(id, time.Minute)); got != "started,result,waiting,input,running,result,succeeded" {
 		t.Fatalf("chain: %s", got)
 	}
@@ -351,10 +351,7 @@ func TestNoWaitAfterEndOfInput(t *testing.T) {
 // end only).
 func TestIdleClockSurvivesHandoff(t *testing.T) {
 	const idle = 3 * time.Second
-	h := newHarness(t, withConfig(func(c *config.Config) {
-		c.Profiles["turns"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
-			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: idle}
-	}))
+	h := newHarness(t, withTurns(idle))
 	_, stopSecond := h.addWorker("w2")
 	defer stopSecond()
 	id := newRunID(t)
