@@ -3,7 +3,9 @@ package client_test
 import (
 	"encoding/json"
 	"maps"
+	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -47,5 +49,23 @@ func TestRunViewHasEveryRecordField(t *testing.T) {
 	}
 	if got := slices.Sorted(maps.Keys(shown)); !slices.Equal(got, record) {
 		t.Fatalf("the view of a full record shows %q, want %q: %s", got, record, b)
+	}
+}
+
+// TestProtocolDocListsEveryRecordField: docs/protocol.md's Run records
+// names every field of the record (a field added without a word there
+// fails here).
+func TestProtocolDocListsEveryRecordField(t *testing.T) {
+	doc, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "## Run records")
+	section, _, _ = strings.Cut(section, "\n## ")
+	for f := range reflect.TypeFor[kv.RunRecord]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("msgpack"), ",")
+		if !regexp.MustCompile(`[\x60\s,(]` + name + `[\x60\s,)]`).MatchString(section) {
+			t.Errorf("docs/protocol.md's Run records does not name the record's field %s", name)
+		}
 	}
 }
