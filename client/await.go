@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/batonhq/baton/kv"
@@ -46,7 +47,8 @@ func RejectedSince(t time.Time) AwaitOption {
 // OnWaiting has AwaitRecord call fn once, on the caller's goroutine, when the
 // run still has no record after d: the moment to tell a person that no
 // worker has taken the job yet. A record soon after a submit is the normal
-// case, and saying so for it would be noise.
+// case, and saying so for it would be noise. While no worker answers, the
+// record cannot be read: fn waits for a worker's answer that there is none.
 func OnWaiting(d time.Duration, fn func()) AwaitOption {
 	return func(o *awaitOptions) { o.after, o.waiting = d, fn }
 }
@@ -60,38 +62,74 @@ const awaitEvery = 250 * time.Millisecond
 // taking it, and then that run is the one to follow.
 const rejectionGrace = 1500 * time.Millisecond
 
+// Rejections finds the dead letters of run ids: it reads the dead-letter
+// stream once, then only the entries stored since, and keeps the newest
+// entry of each run id, without its payload. It is safe for concurrent use.
+type Rejections struct {
+	c     *Client
+	mu    sync.Mutex
+	next  uint64 // the stream is read from here on
+	byRun map[string]DLQEntry
+}
+
+// Rejections returns a finder of the dead letters of run ids.
+func (c *Client) Rejections() *Rejections {
+	return &Rejections{c: c, next: 1, byRun: map[string]DLQEntry{}}
+}
+
+// Of returns the newest dead letter of runID stored at or after since (the
+// zero time: any), without its Payload; ok is false when there is none. It
+// reads through the workers' read relay: no worker answering is an error
+// wrapping ErrNoWorker.
+func (r *Rejections) Of(ctx context.Context, runID string, since time.Time) (e DLQEntry, ok bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err = r.c.pages(ctx, r.c.names.ReadDLQSubject(), r.next, "", func(s stored) error {
+		r.next = s.seq + 1
+		if e := dlqEntry(s); e.RunID != "" {
+			e.Payload = nil
+			r.byRun[e.RunID] = e
+		}
+		return nil
+	})
+	if err != nil {
+		return DLQEntry{}, false, fmt.Errorf("read dead-letter stream %s: %w", r.c.names.DLQStream(), err)
+	}
+	if e, ok = r.byRun[runID]; !ok || e.Time.Before(since) {
+		return DLQEntry{}, false, nil
+	}
+	return e, true, nil
+}
+
 // AwaitRecord returns runID's record as soon as it has one. While it has
 // none it also reads the dead-letter stream, each entry once, and returns
 // a *RejectedError (wrapping ErrRejected) when that holds the run's job and
 // no record follows within a second and a half (a retry's).
-// It waits until ctx is done; any other error reading is returned.
+// It waits until ctx is done, through times when no worker answers (none
+// runs, or all restart: ErrNoWorker); any other error reading is returned.
 func (c *Client) AwaitRecord(ctx context.Context, runID string, opts ...AwaitOption) (kv.RunRecord, error) {
 	var o awaitOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	start := time.Now()
-	from := uint64(1) // the dead-letter stream is read from here on
+	rejections := c.Rejections()
 	for {
 		rec, err := c.Run(ctx, runID)
-		if !errors.Is(err, ErrNotFound) {
+		absent := relayAbsent(err)
+		if !errors.Is(err, ErrNotFound) && !absent {
 			return rec, err
 		}
-		var found *DLQEntry
-		err = c.pages(ctx, c.names.ReadDLQSubject(), from, "", func(s stored) error {
-			from = s.seq + 1
-			if e := dlqEntry(s); e.RunID == runID && !e.Time.Before(o.since) {
-				found = &e
+		if !absent {
+			e, found, err := rejections.Of(ctx, runID, o.since)
+			if absent = relayAbsent(err); err != nil && !absent {
+				return kv.RunRecord{}, err
 			}
-			return nil
-		})
-		if err != nil {
-			return kv.RunRecord{}, fmt.Errorf("read dead-letter stream %s: %w", c.names.DLQStream(), err)
+			if found {
+				return c.rejectedUnlessRecord(ctx, runID, e)
+			}
 		}
-		if found != nil {
-			return c.rejectedUnlessRecord(ctx, runID, *found)
-		}
-		if o.waiting != nil && time.Since(start) >= o.after {
+		if o.waiting != nil && !absent && time.Since(start) >= o.after {
 			o.waiting()
 			o.waiting = nil
 		}
@@ -108,7 +146,7 @@ func (c *Client) AwaitRecord(ctx context.Context, runID string, opts ...AwaitOpt
 func (c *Client) rejectedUnlessRecord(ctx context.Context, runID string, e DLQEntry) (kv.RunRecord, error) {
 	until := time.Now().Add(rejectionGrace)
 	for {
-		if rec, err := c.Run(ctx, runID); !errors.Is(err, ErrNotFound) {
+		if rec, err := c.Run(ctx, runID); !errors.Is(err, ErrNotFound) && !relayAbsent(err) {
 			return rec, err
 		}
 		if time.Now().After(until) {

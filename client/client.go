@@ -24,7 +24,8 @@ var (
 	ErrNotFound = errors.New("client: run not found")
 	// ErrTerminal means the run has already ended, so there is nothing to cancel.
 	ErrTerminal = errors.New("client: run already ended")
-	// ErrNoWorker means no worker answered a cancel request in time.
+	// ErrNoWorker means no worker answered a request in time (a cancel, an
+	// input, a read through the relay): none is running, or all restart.
 	ErrNoWorker = errors.New("client: no worker answered")
 	// ErrDuplicate means the stream already held a job with this runId
 	// (within its duplicates window): the run was submitted before. Callers

@@ -338,3 +338,65 @@ func tarGz(files map[string]string) []byte {
 	}
 	return buf.Bytes()
 }
+
+// Run a run's job again as a new run: the job its record keeps (every
+// job up to protocol.MaxKeptJob). A record that keeps none says so.
+func ExampleClient_Rerun() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
+	job, err := protocol.EncodeWorkerJob(protocol.Job{RunID: "nightly-1", Profile: "demo", Input: "run the suite",
+		Labels: map[string]string{"team": "a", protocol.LabelAttempt: "2"}})
+	if err != nil {
+		fmt.Println("encode:", err)
+		return
+	}
+	fakeRecord(ctx, js, names, kv.RunRecord{RunID: "nightly-1", State: kv.RunState(protocol.StatusFailed), Profile: "demo", Job: job})
+	fakeRecord(ctx, js, names, kv.RunRecord{RunID: "jobless", State: kv.RunState(protocol.StatusFailed), Profile: "demo"})
+
+	again, err := c.Rerun(ctx, "nightly-1", "nightly-1-b")
+	if err != nil {
+		fmt.Println("rerun:", err)
+		return
+	}
+	fmt.Println(again.RunID, again.Profile, again.Input, again.Labels) // baton's own labels dropped
+	_, err = c.Rerun(ctx, "jobless", "jobless-b")
+	fmt.Println("no job:", errors.Is(err, client.ErrNoJob))
+	// Output:
+	// nightly-1-b demo run the suite map[team:a]
+	// no job: true
+}
+
+// Find why a run has no record: the dead letter of its job, if a worker
+// rejected it. A Rejections reads the stream once, then only what was
+// added, so it serves many questions.
+func ExampleClient_Rejections() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
+	fakeRejection(ctx, js, names, "r1", `{"runId":"r1","profile":"nope"}`, protocol.ReasonUnknownProfile, `no profile "nope"`)
+	rejections := c.Rejections()
+	for _, id := range []string{"r1", "r2"} {
+		e, ok, err := rejections.Of(ctx, id, time.Time{})
+		if err != nil {
+			fmt.Println("rejections:", err)
+			return
+		}
+		fmt.Println(id, ok, e.Reason, e.Error)
+	}
+	// Output:
+	// r1 true unknown_profile no profile "nope"
+	// r2 false
+}

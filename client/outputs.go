@@ -51,14 +51,20 @@ func (c *Client) Outputs(ctx context.Context, runID string) (RunOutputs, error) 
 	case err != nil:
 		return RunOutputs{}, fmt.Errorf("run %s: %w", runID, err)
 	case !ok:
-		return RunOutputs{}, fmt.Errorf("%w: %s has no status", ErrNotFound, runID)
+		// No status yet: a run just started has its record already.
+		if rec, err := c.Run(ctx, runID); err == nil {
+			return RunOutputs{}, fmt.Errorf("%w: %s is %s; its outputs are captured when it ends", ErrNotEnded, runID, rec.State)
+		} else if !errors.Is(err, ErrNotFound) {
+			return RunOutputs{}, err
+		}
+		return RunOutputs{}, fmt.Errorf("%w: %s (no worker has started it)", ErrNotFound, runID)
 	}
 	status, err := protocol.ParseStatus(m.data)
 	if err != nil {
 		return RunOutputs{}, fmt.Errorf("run %s: bad status: %w", runID, err)
 	}
 	if !status.Status.Terminal() {
-		return RunOutputs{}, fmt.Errorf("%w: %s is %s", ErrNotEnded, runID, status.Status)
+		return RunOutputs{}, fmt.Errorf("%w: %s is %s; its outputs are captured when it ends", ErrNotEnded, runID, status.Status)
 	}
 	return RunOutputs{RunID: runID, Status: status.Status, Outputs: status.Outputs, Error: status.OutputsError, Notes: status.OutputsNotes}, nil
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
 )
@@ -49,6 +51,14 @@ func TestOutputsListAndSave(t *testing.T) {
 	publish(t, e.js, "going", chainMsg{kind: protocol.KindStatus, data: status("going", protocol.StatusStarted, 0)})
 	if _, err := e.c.Outputs(ctxT(t), "going"); !errors.Is(err, client.ErrNotEnded) {
 		t.Fatalf("unfinished run: %v", err)
+	}
+	// A run just started has its record and no status yet: not ended, where
+	// it was said not to exist.
+	if _, err := kv.NewStore[kv.RunRecord](e.res.Runs).Create(ctxT(t), "starting", kv.RunRecord{RunID: "starting", State: kv.RunStarting}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Outputs(ctxT(t), "starting"); !errors.Is(err, client.ErrNotEnded) || !strings.Contains(err.Error(), "starting is starting; its outputs are captured when it ends") {
+		t.Fatalf("run with a record and no status: %v, want not ended", err)
 	}
 	st := captured(t, e, "r1", map[string]string{"out/a.txt": "A\n", "odd\nname": "odd"}, map[string]string{"ln": "/etc/passwd"})
 	ro, err := e.c.Outputs(ctxT(t), "r1")

@@ -32,8 +32,15 @@ var errRelaySilent = errors.New("no answer")
 // relayAbsent reports whether err says no worker answered (none running,
 // or all restarting), as opposed to a refusal or a broken answer.
 func relayAbsent(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, errRelaySilent)
+	return errors.Is(err, ErrNoWorker)
 }
+
+// noWorkerError is a relay request that no worker answered: an ErrRelay
+// that is also ErrNoWorker.
+type noWorkerError struct{ error }
+
+func (e noWorkerError) Unwrap() error      { return e.error }
+func (noWorkerError) Is(target error) bool { return target == ErrNoWorker }
 
 // Direct get answer headers (nats-server's JSApiMsgGet* reply).
 const (
@@ -98,9 +105,9 @@ func (c *Client) page(ctx context.Context, subject string, req protocol.ReadRequ
 		case ctx.Err() != nil:
 			return 0, ctx.Err()
 		case errors.Is(err, nats.ErrNoResponders):
-			return 0, fmt.Errorf("%w: nobody listens on %s (is a `baton worker` running?): %w", ErrRelay, subject, err)
+			return 0, noWorkerError{fmt.Errorf("%w: nobody listens on %s (is a `baton worker` running?): %w", ErrRelay, subject, err)}
 		case errors.Is(context.Cause(pctx), errRelaySilent):
-			return 0, fmt.Errorf("%w: %w on %s within %v (is a `baton worker` running?)", ErrRelay, errRelaySilent, subject, DefaultReadTimeout)
+			return 0, noWorkerError{fmt.Errorf("%w: %w on %s within %v (is a `baton worker` running?)", ErrRelay, errRelaySilent, subject, DefaultReadTimeout)}
 		case err != nil:
 			return 0, fmt.Errorf("%w: %s: %w", ErrRelay, subject, err)
 		}

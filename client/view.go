@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/batonhq/baton/kv"
@@ -8,8 +9,10 @@ import (
 )
 
 // RunView is a run record as baton's commands and console show it, in
-// JSON: times that were never set are left out rather than shown as the
-// zero time, and the fields kept for the worker's own use are left out.
+// JSON: every field of the record (docs/protocol.md, Run records), under
+// the same names, but times that were never set are left out rather than
+// shown as the zero time, the idle timeout is a duration string, and the
+// kept job is its JSON.
 type RunView struct {
 	RunID           string            `json:"runId"`
 	State           kv.RunState       `json:"state"`
@@ -27,10 +30,28 @@ type RunView struct {
 	Offset          int64             `json:"offset"`
 	LastSeq         uint64            `json:"lastSeq"`
 	Labels          map[string]string `json:"labels,omitempty"`
+	// Input is the start of the job's input (its first 1 KiB).
+	Input string `json:"input,omitempty"`
+	// Retries and Job: the job as submitted, which a retry and a re-run
+	// start from (absent when it was too large to keep).
+	Retries int             `json:"retries,omitempty"`
+	Job     json.RawMessage `json:"job,omitempty"`
+	// An interactive run's turn end, idle timeout, and since when its agent
+	// waits for input.
+	Interactive   bool              `json:"interactive,omitempty"`
+	TurnEndField  string            `json:"turnEndField,omitempty"`
+	TurnEndEquals string            `json:"turnEndEquals,omitempty"`
+	IdleTimeout   protocol.Duration `json:"idleTimeout,omitempty"`
+	WaitingSince  *time.Time        `json:"waitingSince,omitempty"`
+	// Spawning is set only while a worker spawns the run's runner.
+	Spawning bool `json:"spawning,omitempty"`
 	// Session is the session the run is a turn of, and Checkpoint the
-	// checkpoint its end stored.
-	Session    string               `json:"session,omitempty"`
-	Checkpoint *protocol.Checkpoint `json:"checkpoint,omitempty"`
+	// checkpoint its end stored; PauseAfter its profile's pauseAfter and
+	// PauseRequested whether its holder paused it.
+	Session        string               `json:"session,omitempty"`
+	Checkpoint     *protocol.Checkpoint `json:"checkpoint,omitempty"`
+	PauseAfter     protocol.Duration    `json:"pauseAfter,omitempty"`
+	PauseRequested bool                 `json:"pauseRequested,omitempty"`
 }
 
 // NewRunView returns the view of r.
@@ -41,13 +62,21 @@ func NewRunView(r kv.RunRecord) RunView {
 		}
 		return &t
 	}
-	return RunView{
+	v := RunView{
 		RunID: r.RunID, State: r.State, Profile: r.Profile, Node: r.Node, Worker: r.Worker,
 		Attempt: r.Attempt, CancelRequested: r.CancelRequested,
 		CreatedAt: t(r.CreatedAt), StartedAt: t(r.StartedAt), FinishedAt: t(r.FinishedAt), Deadline: t(r.Deadline),
 		ExitCode: r.ExitCode, Reason: r.Reason, Offset: r.Offset, LastSeq: r.LastSeq, Labels: r.Labels,
+		Input: r.Input, Retries: r.Retries,
+		Interactive: r.Interactive, TurnEndField: r.TurnEndField, TurnEndEquals: r.TurnEndEquals,
+		IdleTimeout: protocol.Duration(r.IdleTimeout), WaitingSince: t(r.WaitingSince), Spawning: r.Spawning,
 		Session: r.Session, Checkpoint: checkpointWire(r.Checkpoint),
+		PauseAfter: protocol.Duration(r.PauseAfter), PauseRequested: r.PauseRequested,
 	}
+	if json.Valid(r.Job) {
+		v.Job = r.Job
+	}
+	return v
 }
 
 func checkpointWire(c *kv.SessionCheckpoint) *protocol.Checkpoint {

@@ -42,7 +42,8 @@ type Event struct {
 type WatchOption func(*watchOptions)
 
 type watchOptions struct {
-	fromSeq uint64
+	fromSeq  uint64
+	answered func(bool)
 }
 
 // FromSequence starts the watch at stream sequence seq instead of the start
@@ -50,6 +51,14 @@ type watchOptions struct {
 // resume after it.
 func FromSequence(seq uint64) WatchOption {
 	return func(o *watchOptions) { o.fromSeq = seq }
+}
+
+// OnWorkers has Watch call fn(false) when no worker answers its reads of
+// the run's history (none runs, or all restart; it waits for one), and
+// fn(true) when one answers again after that. The run's agent goes on
+// meanwhile, and so do its live messages once a worker publishes them.
+func OnWorkers(fn func(answering bool)) WatchOption {
+	return func(o *watchOptions) { o.answered = fn }
 }
 
 // Watch replays the chain of runID from its start, then follows it live,
@@ -87,7 +96,7 @@ func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error, 
 	if err != nil {
 		return protocol.Status{}, fmt.Errorf("watch %s: subscribe to %s: %w", runID, c.names.RunFilter(runID), err)
 	}
-	w := &watcher{c: c, runID: runID, fn: fn, asm: assembler{maxLine: c.maxLine}}
+	w := &watcher{c: c, runID: runID, fn: fn, asm: assembler{maxLine: c.maxLine}, answered: o.answered}
 	if o.fromSeq > 0 {
 		w.last = o.fromSeq - 1
 	}
@@ -95,7 +104,7 @@ func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error, 
 	// job, a fleet restarting) waits for one, as it waits for the run's
 	// events: until ctx ends, paging again every absentRetry.
 	err = w.catchUp(ctx)
-	if w.absent = err != nil && relayAbsent(err); w.absent {
+	if w.setAbsent(err != nil && relayAbsent(err)) {
 		err = nil
 	}
 	if err != nil || w.end != nil {
@@ -118,7 +127,7 @@ func (c *Client) Watch(ctx context.Context, runID string, fn func(Event) error, 
 		// A watch outlives a worker restart: no relay answering now only
 		// means paging again later; live messages that follow on go on
 		// meanwhile.
-		if w.absent = err != nil && relayAbsent(err); w.absent {
+		if w.setAbsent(err != nil && relayAbsent(err)) {
 			err = nil
 		}
 		if err != nil || w.end != nil {
@@ -162,6 +171,18 @@ type watcher struct {
 	absent bool // the last page found no relay answering
 	end    *protocol.Status
 	fnErr  error
+	// answered, if set, is told when absent changes (OnWorkers).
+	answered func(bool)
+}
+
+// setAbsent records whether the last page found no relay answering, tells
+// OnWorkers's function of a change, and returns absent.
+func (w *watcher) setAbsent(absent bool) bool {
+	if absent != w.absent && w.answered != nil {
+		w.answered(!absent)
+	}
+	w.absent = absent
+	return absent
 }
 
 // result is what Watch returns after err: fn's own error unchanged, any

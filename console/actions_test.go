@@ -19,6 +19,7 @@ import (
 	"github.com/batonhq/baton/console"
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
 )
@@ -32,8 +33,12 @@ func TestRerun(t *testing.T) {
 	cfg := config.Default()
 	cfg.Profiles["echo"] = config.Profile{Command: []string{"/bin/sh", "-c", "echo ran"}, Timeout: time.Minute}
 	c := e.startWorker(t, cfg)
+	// Any run is re-run, retries or not; one whose job was too large to
+	// keep beside its record says why it cannot be.
 	kept := protocol.Job{RunID: "kept-1", Profile: "echo", Retries: 1, Input: "say hi", Labels: map[string]string{"team": "a"}}
-	for _, j := range []protocol.Job{kept, {RunID: "plain-1", Profile: "echo"}} {
+	plain := protocol.Job{RunID: "plain-1", Profile: "echo", Input: "once"}
+	large := protocol.Job{RunID: "large-1", Profile: "echo", Input: strings.Repeat("x", protocol.MaxKeptJob)}
+	for _, j := range []protocol.Job{kept, plain, large} {
 		if err := c.Submit(ctxT(t), j); err != nil {
 			t.Fatal(err)
 		}
@@ -43,41 +48,42 @@ func TestRerun(t *testing.T) {
 		Rerun bool
 	}
 	runInfo := func(id string) (i info) { get(t, e.srv.URL+"/api/runs/"+id, &i); return i }
-	testenv.WaitFor(t, 20*time.Second, "both runs to succeed", func() bool {
-		for _, id := range []string{"kept-1", "plain-1"} {
+	testenv.WaitFor(t, 20*time.Second, "the runs to succeed", func() bool {
+		for _, id := range []string{"kept-1", "plain-1", "large-1"} {
 			if rec, err := c.Run(ctxT(t), id); err != nil || rec.State != "succeeded" {
 				return false
 			}
 		}
 		return true
 	})
-	if i := runInfo("kept-1"); i != (info{Input: "say hi", Rerun: true}) {
-		t.Errorf("run kept-1's page: %+v, want its input and a re-run", i)
-	}
-	if i := runInfo("plain-1"); i != (info{}) {
-		t.Errorf("run plain-1's page: %+v, want no input and no re-run", i)
+	for id, want := range map[string]info{"kept-1": {"say hi", true}, "plain-1": {"once", true}, "large-1": {kv.InputPreview(large.Input), false}} {
+		if i := runInfo(id); i != want {
+			t.Errorf("run %s's page: %.60v, want %.60v", id, i, want)
+		}
 	}
 
-	code, body := post(t, e.srv.URL+"/api/runs/kept-1/rerun", "")
-	var rep struct{ RunID string }
-	if code != 200 || json.Unmarshal([]byte(body), &rep) != nil || !protocol.ValidRunID(rep.RunID) || rep.RunID == "kept-1" {
-		t.Fatalf("re-run of kept-1: %d %s", code, body)
-	}
-	testenv.WaitFor(t, 20*time.Second, "the re-run "+rep.RunID+" to succeed", func() bool {
+	for _, j := range []protocol.Job{kept, plain} {
+		code, body := post(t, e.srv.URL+"/api/runs/"+j.RunID+"/rerun", "")
+		var rep struct{ RunID string }
+		if code != 200 || json.Unmarshal([]byte(body), &rep) != nil || !protocol.ValidRunID(rep.RunID) || rep.RunID == j.RunID {
+			t.Fatalf("re-run of %s: %d %s", j.RunID, code, body)
+		}
+		testenv.WaitFor(t, 20*time.Second, "the re-run "+rep.RunID+" to succeed", func() bool {
+			rec, err := c.Run(ctxT(t), rep.RunID)
+			return err == nil && rec.State == "succeeded"
+		})
 		rec, err := c.Run(ctxT(t), rep.RunID)
-		return err == nil && rec.State == "succeeded"
-	})
-	rec, err := c.Run(ctxT(t), rep.RunID)
-	if err != nil || rec.Profile != "echo" || rec.Input != "say hi" || rec.Retries != 1 || rec.Attempt != 1 ||
-		len(rec.Labels) != 1 || rec.Labels["team"] != "a" {
-		t.Fatalf("the re-run's record %+v (%v), want kept-1's job", rec, err)
+		if err != nil || rec.Profile != "echo" || rec.Input != j.Input || rec.Retries != j.Retries || rec.Attempt != 1 ||
+			len(rec.Labels) != len(j.Labels) || rec.Labels["team"] != j.Labels["team"] {
+			t.Fatalf("the re-run's record %+v (%v), want %s's job", rec, err, j.RunID)
+		}
 	}
 
 	for _, tc := range []struct {
 		path, want string
 		code       int
 	}{
-		{"/api/runs/plain-1/rerun", "its record keeps no job to run again", 409},
+		{"/api/runs/large-1/rerun", "a worker keeps a job in its run's record only up to 256 KiB", 409},
 		{"/api/runs/nosuchrun/rerun", "not found", 404},
 	} {
 		if code, body := post(t, e.srv.URL+tc.path, ""); code != tc.code || !strings.Contains(body, tc.want) {

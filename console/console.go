@@ -2,14 +2,12 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -44,6 +42,7 @@ type Console struct {
 	issuer      TokenIssuer
 	interactive func(kv.RunRecord) bool
 	index       *runIndex
+	rejections  *client.Rejections // a run page's run whose job the DLQ took
 	handler     http.Handler
 }
 
@@ -139,7 +138,7 @@ func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{js: js, names: names, client: cl, index: newRunIndex()}
+	c := &Console{js: js, names: names, client: cl, index: newRunIndex(), rejections: cl.Rejections()}
 	c.auth.base = "/"
 	for _, o := range opts {
 		if err := o(c); err != nil {
@@ -380,9 +379,15 @@ func (c *Console) serveRun(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, err)
 			return
 		}
-		var err error
-		rec, err = c.client.Run(r.Context(), id)
+		got, err := c.client.Run(r.Context(), id)
 		if errors.Is(err, client.ErrNotFound) {
+			// No record: its job may be in the dead-letter stream, where
+			// the page would wait for ever.
+			if e, rejected, rerr := c.rejections.Of(r.Context(), id, time.Time{}); rerr == nil && rejected {
+				writeJSON(w, http.StatusNotFound, map[string]any{"rejected": true, "error": fmt.Sprintf(
+					"run %s was rejected (%s): %s; it is on the Dead letters page", id, e.Reason, e.Error)})
+				return
+			}
 			writeError(w, http.StatusNotFound, err)
 			return
 		}
@@ -390,11 +395,12 @@ func (c *Console) serveRun(w http.ResponseWriter, r *http.Request) {
 			c.unavailable(w, err)
 			return
 		}
+		rec = index(got)
 	}
 	writeJSON(w, http.StatusOK, runInfo{
-		Run: client.NewRunView(rec), ReadOnly: c.readOnly, Tokens: c.issuer != nil,
-		Interactive: rec.Interactive || (c.interactive != nil && c.interactive(rec)),
-		Input:       rec.Input, Rerun: len(rec.Job) > 0,
+		Run: client.NewRunView(rec.RunRecord), ReadOnly: c.readOnly, Tokens: c.issuer != nil,
+		Interactive: rec.Interactive || (c.interactive != nil && c.interactive(rec.RunRecord)),
+		Input:       rec.Input, Rerun: rec.keptJob,
 	})
 }
 
@@ -407,39 +413,20 @@ func (c *Console) serveCancel(w http.ResponseWriter, r *http.Request) {
 	c.writeReply(w, rep, err)
 }
 
-// errNoJob is a re-run's refusal of a run whose record keeps no job.
-var errNoJob = errors.New("its record keeps no job to run again: a run's record keeps its job only when the job has retries (retries > 0)")
-
-// serveRerun submits the job of a run again under a new runId, and
-// answers with it. Only the record holds the job, and only for a job with
-// retries (worker.starter.record); the labels baton set on a retry's job
-// (retry-of, attempt) are not the job's own and are dropped.
+// serveRerun submits the job of a run again under a new runId
+// (client.Rerun), and answers with it.
 func (c *Console) serveRerun(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.runID(w, r)
 	if !ok {
 		return
 	}
-	rec, found := c.index.get(id)
-	if !found {
-		var err error
-		if rec, err = c.client.Run(r.Context(), id); err != nil {
-			c.writeReply(w, nil, err)
-			return
-		}
-	}
-	if len(rec.Job) == 0 {
-		writeError(w, http.StatusConflict, fmt.Errorf("run %s cannot be re-run: %w", id, errNoJob))
+	job, err := c.client.Rerun(r.Context(), id, protocol.NewRunID())
+	if errors.Is(err, client.ErrNoJob) {
+		writeError(w, http.StatusConflict, err)
 		return
 	}
-	job, err := protocol.DecodeJob(rec.Job, protocol.ContentTypeJSON, protocol.Limits{ReservedLabels: true})
 	if err != nil {
-		writeError(w, http.StatusConflict, fmt.Errorf("run %s: its kept job: %w", id, err))
-		return
-	}
-	maps.DeleteFunc(job.Labels, func(k, _ string) bool { return strings.HasPrefix(k, protocol.ReservedLabelPrefix) })
-	job.RunID = "run-" + strings.ToLower(rand.Text()[:20]) // as baton submit names a run
-	if err := c.client.Submit(r.Context(), job); err != nil {
-		c.unavailable(w, err)
+		c.writeReply(w, nil, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"runId": job.RunID})

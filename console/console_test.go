@@ -42,6 +42,20 @@ type env struct {
 	js  jetstream.JetStream
 	res *provision.Resources
 	srv *httptest.Server
+	// stopRelay stops the read relay the workers would serve.
+	stopRelay func() error
+}
+
+// serveRelay serves the read relay, as workers do, until the test ends or
+// the stop it returns.
+func serveRelay(t *testing.T, nc *nats.Conn) (stop func() error) {
+	t.Helper()
+	stop, err := worker.ServeReadRelay(t.Context(), nc, names, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }
 
 // startWorker runs a real worker of cfg on node n1 until the test ends, and
@@ -71,18 +85,14 @@ func setup(t *testing.T, opts ...console.Option) env {
 	}
 	// The console reads run pages and records through the workers' read
 	// relay.
-	stop, err := worker.ServeReadRelay(t.Context(), nc, names, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stop() })
+	stop := serveRelay(t, nc)
 	c, err := console.New(t.Context(), js, names, append([]console.Option{console.WithToken(token)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	return env{nc: nc, js: js, res: res, srv: srv}
+	return env{nc: nc, js: js, res: res, srv: srv, stopRelay: stop}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -313,6 +323,18 @@ func TestResolveToken(t *testing.T) {
 
 func get(t *testing.T, u string, v any) {
 	t.Helper()
+	var raw json.RawMessage
+	if code := getStatus(t, u, &raw); code != 200 {
+		t.Fatalf("GET %s: %d %s", u, code, raw)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getStatus GETs u, decodes its JSON body into v, and returns its status.
+func getStatus(t *testing.T, u string, v any) int {
+	t.Helper()
 	req, _ := http.NewRequest("GET", u, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := noRedirect.Do(req)
@@ -320,13 +342,10 @@ func get(t *testing.T, u string, v any) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET %s: %d %s", u, resp.StatusCode, b)
-	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatal(err)
+		t.Fatalf("GET %s: %d, body: %v", u, resp.StatusCode, err)
 	}
+	return resp.StatusCode
 }
 
 type page struct {
@@ -507,7 +526,7 @@ func readEvents(t *testing.T, r io.Reader, n int) (evs []sseEvent, end string) {
 			if cur.data == "" && cur.name == "" {
 				continue
 			}
-			if cur.name == "watching" { // the stream's start, not its end
+			if cur.name == "watching" || cur.name == "workers" { // the stream's start, a notice: not its end
 				cur = sseEvent{}
 				continue
 			}
@@ -884,5 +903,84 @@ func TestNATSDown(t *testing.T) {
 	first, err := bufio.NewReader(again.Body).ReadString('\n')
 	if err != nil || first != "event: watching\n" {
 		t.Fatalf("a run's event stream once NATS is back starts %q (%v), want the watching event", first, err)
+	}
+}
+
+// TestEventsSayWhenNoWorkerAnswers: a run's event stream tells the page
+// when no worker answers its reads (none runs, or the only one crashed),
+// and when one does again, where it went silent.
+func TestEventsSayWhenNoWorkerAnswers(t *testing.T) {
+	e := setup(t)
+	if _, err := e.js.Publish(ctxT(t), names.IngestSubject("r1", protocol.KindStatus),
+		protocol.Status{Status: protocol.StatusStarted, RunID: "r1", Worker: "w1", Epoch: 1}.Marshal()); err != nil {
+		t.Fatal(err)
+	}
+	resp := openStream(t, e.srv.URL+"/api/runs/r1/events", "")
+	defer resp.Body.Close()
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	// await reads the stream until an event named name whose data holds
+	// data.
+	await := func(what, name, data string) {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		event := ""
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the stream ended before %s", what)
+				}
+				if e, ok := strings.CutPrefix(l, "event: "); ok {
+					event = e
+				} else if d, ok := strings.CutPrefix(l, "data: "); ok && event == name && strings.Contains(d, data) {
+					return
+				} else if l == "" {
+					event = ""
+				}
+			case <-deadline:
+				t.Fatalf("no %s within 20 s", what)
+			}
+		}
+	}
+	await("started status", "", `"kind":"status"`)
+	if err := e.stopRelay(); err != nil {
+		t.Fatal(err)
+	}
+	await("word that no worker answers", "workers", `{"answering":false}`)
+	serveRelay(t, e.nc)
+	await("word that a worker answers again", "workers", `{"answering":true}`)
+}
+
+// TestRunOfARejectedJob: the page of a run whose job the DLQ took says
+// why (the API's 404 carries the rejection), where it waited for a record
+// for ever.
+func TestRunOfARejectedJob(t *testing.T) {
+	e := setup(t)
+	c := e.startWorker(t, config.Default())
+	if err := c.Submit(ctxT(t), protocol.Job{RunID: "bad-1", Profile: "nosuch"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 20*time.Second, "the job in the DLQ", func() bool {
+		d, err := c.DLQ(ctxT(t), 10)
+		return err == nil && len(d) == 1
+	})
+	var body struct {
+		Rejected bool
+		Error    string
+	}
+	code := getStatus(t, e.srv.URL+"/api/runs/bad-1", &body)
+	if code != http.StatusNotFound || !body.Rejected || !strings.HasPrefix(body.Error, "run bad-1 was rejected (unknown_profile): ") {
+		t.Fatalf("GET api/runs/bad-1: %d %+v, want 404 saying it was rejected", code, body)
+	}
+	var plain map[string]any
+	if code := getStatus(t, e.srv.URL+"/api/runs/never-submitted", &plain); code != http.StatusNotFound || plain["rejected"] != nil {
+		t.Fatalf("GET api/runs/never-submitted: %d %v, want a plain 404", code, plain)
 	}
 }

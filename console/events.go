@@ -68,6 +68,10 @@ type wireEvent struct {
 	Kind   string `json:"kind"`
 	Offset int64  `json:"offset"`
 	Data   string `json:"data"`
+	// On an input: the agent's stdin closed after it, or it is an
+	// interrupt.
+	EOF       bool `json:"eof,omitempty"`
+	Interrupt bool `json:"interrupt,omitempty"`
 }
 
 // serveEvents streams the chain of a run as server-sent events, each with
@@ -76,7 +80,9 @@ type wireEvent struct {
 // so a reconnect neither misses nor repeats a line. client.Watch reads the
 // chain through the workers' read relay and fills any gap from it.
 // After the terminal status an "end" event closes the stream; a "failure"
-// event says why one ended before it.
+// event says why one ended before it. A "workers" event, {"answering":
+// false}, says that no worker answers the watch's reads (it waits for
+// one), and {"answering": true} that one does again.
 func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.runID(w, r)
 	if !ok {
@@ -116,6 +122,16 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 	// per line, so a fast run costs few writes.
 	events := make(chan client.Event, 512)
 	done := make(chan error, 1)
+	// Whether a worker answers the watch's reads (none runs, or the only
+	// one crashed): the page says so, where it went silent.
+	workers := make(chan bool, 1)
+	opts = append(opts, client.OnWorkers(func(answering bool) {
+		select {
+		case <-workers: // an older state not written yet: this one replaces it
+		default:
+		}
+		workers <- answering
+	}))
 	go func() {
 		_, err := c.client.Watch(ctx, id, func(ev client.Event) error {
 			select {
@@ -146,6 +162,16 @@ func (c *Console) serveEvents(w http.ResponseWriter, r *http.Request) {
 				s.failure(down)
 				return
 			}
+		case answering := <-workers:
+			if down := c.natsDown(); down != nil {
+				s.failure(down) // no worker answers as NATS is gone: say that
+				return
+			}
+			b, _ := json.Marshal(map[string]bool{"answering": answering})
+			if s.event("", "workers", b) != nil {
+				return
+			}
+			s.flush()
 		case ev, open := <-events:
 			if !open {
 				if err := <-done; err != nil {
@@ -192,7 +218,7 @@ func (s *sse) failure(err error) {
 }
 
 func (s *sse) writeEvent(ev client.Event) error {
-	b, err := json.Marshal(wireEvent{Seq: ev.Seq, Kind: string(ev.Kind), Offset: ev.Offset, Data: string(ev.Data)})
+	b, err := json.Marshal(wireEvent{Seq: ev.Seq, Kind: string(ev.Kind), Offset: ev.Offset, Data: string(ev.Data), EOF: ev.EOF, Interrupt: ev.Interrupt})
 	if err != nil {
 		return err
 	}

@@ -21,15 +21,29 @@ import (
 // no request reads the bucket, however many records it holds.
 type runIndex struct {
 	mu      sync.Mutex
-	runs    map[string]kv.RunRecord
+	runs    map[string]indexed
 	ready   bool   // the bucket's current values have all been read
 	err     string // why the index is not ready, for a person
 	version uint64 // bumped on every change
 	subs    map[chan struct{}]struct{}
 }
 
+// indexed is a record as the index keeps it: without its job (up to
+// protocol.MaxKeptJob each; a re-run reads it from the bucket), knowing
+// whether it kept one.
+type indexed struct {
+	kv.RunRecord
+	keptJob bool
+}
+
+func index(rec kv.RunRecord) indexed {
+	kept := len(rec.Job) > 0
+	rec.Job = nil
+	return indexed{RunRecord: rec, keptJob: kept}
+}
+
 func newRunIndex() *runIndex {
-	return &runIndex{runs: map[string]kv.RunRecord{}, subs: map[chan struct{}]struct{}{}, err: "reading run records"}
+	return &runIndex{runs: map[string]indexed{}, subs: map[chan struct{}]struct{}{}, err: "reading run records"}
 }
 
 // follow reads the bucket until ctx ends, starting over (after a pause)
@@ -61,7 +75,7 @@ func (x *runIndex) followOnce(ctx context.Context, js jetstream.JetStream, bucke
 	if err != nil {
 		return err
 	}
-	fresh := map[string]kv.RunRecord{}
+	fresh := map[string]indexed{}
 	if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
 		x.swap(fresh)
 		fresh = nil
@@ -90,7 +104,7 @@ func (x *runIndex) followOnce(ctx context.Context, js jetstream.JetStream, bucke
 		}
 		if fresh != nil { // still reading the current values
 			if rec != nil {
-				fresh[key] = *rec
+				fresh[key] = index(*rec)
 			} else {
 				delete(fresh, key)
 			}
@@ -105,7 +119,7 @@ func (x *runIndex) followOnce(ctx context.Context, js jetstream.JetStream, bucke
 }
 
 // swap installs a full read of the bucket.
-func (x *runIndex) swap(all map[string]kv.RunRecord) {
+func (x *runIndex) swap(all map[string]indexed) {
 	x.mu.Lock()
 	x.runs, x.ready, x.err = all, true, ""
 	x.changedLocked()
@@ -118,7 +132,7 @@ func (x *runIndex) put(key string, rec *kv.RunRecord) {
 	if rec == nil {
 		delete(x.runs, key)
 	} else {
-		x.runs[key] = *rec
+		x.runs[key] = index(*rec)
 	}
 	x.changedLocked()
 	x.mu.Unlock()
@@ -201,12 +215,12 @@ func (x *runIndex) list(f runFilter, offset, limit int) page {
 	anyState.State = ""
 	for _, r := range x.runs {
 		profiles[r.Profile], nodes[r.Node] = true, true
-		if !anyState.match(&r) {
+		if !anyState.match(&r.RunRecord) {
 			continue
 		}
 		states[string(r.State)]++
-		if f.match(&r) {
-			matched = append(matched, &r)
+		if f.match(&r.RunRecord) {
+			matched = append(matched, &r.RunRecord)
 		}
 	}
 	p := page{Total: len(matched), All: len(x.runs), Version: x.version, Ready: x.ready, Error: x.err, States: states}
@@ -233,7 +247,7 @@ func nonEmptyKeys(m map[string]bool) []string {
 }
 
 // get returns one record from the index.
-func (x *runIndex) get(runID string) (kv.RunRecord, bool) {
+func (x *runIndex) get(runID string) (indexed, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	r, ok := x.runs[runID]

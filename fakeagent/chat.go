@@ -22,6 +22,10 @@ import (
 //     control_response with the same request_id and reports the tool as
 //     run ("ran: CMD") if it allows, or refused with its message if it
 //     denies.
+//     An interrupt line while it waits withdraws the prompt, as Claude
+//     Code does: a control_cancel_request for it, the interrupt's
+//     control_response, a user message "[Request interrupted by user for
+//     tool use]" and a result with terminal_reason "aborted_tools".
 //   - "slow" starts a turn that writes a progress line every 100 ms for
 //     up to a minute, until it is interrupted: by a control_request
 //     interrupt line (answered with a control_response) or by a value on
@@ -184,8 +188,11 @@ func (c *chat) approval(cmd string) error {
 			return c.result("stdin ended while waiting for permission", "aborted_tools")
 		}
 		m, _ := parseChat(line)
+		if isInterrupt(m) {
+			return c.withdraw(id, m.RequestID)
+		}
 		if m.Type != "control_response" || m.Response.RequestID != id {
-			continue // only the answer moves this turn on
+			continue // only the answer, or an interrupt, moves this turn on
 		}
 		if m.Response.Response.Behavior == "allow" {
 			if err := c.emit(map[string]any{"type": "user", "message": map[string]any{"role": "user",
@@ -201,6 +208,27 @@ func (c *chat) approval(cmd string) error {
 		}
 		return c.result("denied: "+cmd, "completed")
 	}
+}
+
+// isInterrupt reports whether m is an interrupt line.
+func isInterrupt(m chatMessage) bool {
+	return m.Type == "control_request" && strings.Contains(string(m.Request), `"interrupt"`)
+}
+
+// withdraw ends a turn waiting on permission prompt id for the interrupt
+// request interrupt, as Claude Code does.
+func (c *chat) withdraw(id, interrupt string) error {
+	for _, v := range []map[string]any{
+		{"type": "control_cancel_request", "request_id": id},
+		{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": interrupt}},
+		{"type": "user", "message": map[string]any{"role": "user",
+			"content": []map[string]string{{"type": "text", "text": "[Request interrupted by user for tool use]"}}}},
+	} {
+		if err := c.emit(v); err != nil {
+			return err
+		}
+	}
+	return c.result("interrupted", "aborted_tools")
 }
 
 // slow writes progress until interrupted, or for a minute.
@@ -222,8 +250,7 @@ func (c *chat) slow() error {
 			if !ok {
 				return c.result("stdin ended", "aborted_streaming")
 			}
-			m, _ := parseChat(line)
-			if m.Type == "control_request" && strings.Contains(string(m.Request), `"interrupt"`) {
+			if m, _ := parseChat(line); isInterrupt(m) {
 				if err := c.emit(map[string]any{"type": "control_response", "response": map[string]any{"subtype": "success", "request_id": m.RequestID}}); err != nil {
 					return err
 				}

@@ -27,6 +27,9 @@ func TestChat(t *testing.T) {
 			[]string{`"can_use_tool"`, `"ran: ls"`}},
 		{"interrupt line", "slow\n" + `{"type":"control_request","request_id":"i1","request":{"subtype":"interrupt"}}` + "\n",
 			[]string{`"type":"control_response"`, `"terminal_reason":"aborted_streaming"`}},
+		{"interrupt withdraws a prompt", "approve: ls\n" + `{"type":"control_request","request_id":"i1","request":{"subtype":"interrupt"}}` + "\n" + "next\n",
+			[]string{`"can_use_tool"`, `{"request_id":"req-1","type":"control_cancel_request"}`, `"request_id":"i1"`,
+				`[Request interrupted by user for tool use]`, `"terminal_reason":"aborted_tools"`, `"echo: next"`}},
 		{"stdin ends while asking", "approve: ls\n", []string{`"can_use_tool"`, `"terminal_reason":"aborted_tools"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,9 +37,10 @@ func InputPreview(input string) string {
 func (s RunState) Terminal() bool { return protocol.StatusType(s).Terminal() }
 
 // RunRecord is the value of a run's key in the runs bucket (msgpack). It
-// holds no secret: clients read it. The journal's nonce is kept only in the
-// run directory's spec (a "nonce" field in records written by older
-// versions is ignored).
+// holds none of baton's secrets: clients read it. The journal's nonce is
+// kept only in the run directory's spec (a "nonce" field in records written
+// by older versions is ignored). The job it keeps is the submitter's, env
+// included.
 type RunRecord struct {
 	RunID           string    `msgpack:"runId"`
 	State           RunState  `msgpack:"state"`
@@ -71,8 +72,10 @@ type RunRecord struct {
 	Offset       int64             `msgpack:"offset"`
 	LastSeq      uint64            `msgpack:"lastSeq"`
 	Labels       map[string]string `msgpack:"labels,omitempty"`
-	// Retries and Job let a run lost with its node start again: Job is the
-	// job as submitted (JSON), kept only when Retries > 0.
+	// Job is the job as submitted (JSON), kept unless it is over
+	// protocol.MaxKeptJob or half the server's max payload: a run lost with
+	// its node starts again from it (Retries > 0 only with a kept job), and
+	// a person re-runs it (client.Rerun).
 	Retries int    `msgpack:"retries,omitempty"`
 	Job     []byte `msgpack:"job,omitempty"`
 	// Input is the start of the job's input (InputPreview): what a viewer

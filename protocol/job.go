@@ -78,6 +78,11 @@ func (j Job) OutputLimit() uint64 {
 	return n
 }
 
+// MaxKeptJob bounds the job a worker keeps in its run's record, for its
+// retries and re-runs (kv.RunRecord.Job); a larger one is not kept, and
+// neither is one over half the server's max payload.
+const MaxKeptJob = 256 << 10
+
 // Retry limits and the labels a retried run carries.
 const (
 	MaxRetries      = 10

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"crypto/rand"
 	"fmt"
 	"strings"
 
@@ -185,6 +186,12 @@ func ValidRunID(id string) bool { return runid.Valid(id) }
 // ValidSessionID reports whether id can name a session: one subject
 // token of [A-Za-z0-9_-], at most 128 bytes, as a runId.
 func ValidSessionID(id string) bool { return runid.Valid(id) }
+
+// NewRunID returns a new run id: "run-" and 20 random base32 characters
+// (100 bits), as baton submit and the console name runs.
+func NewRunID() string {
+	return "run-" + strings.ToLower(rand.Text()[:20])
+}
 
 // ValidNodeID reports whether id can name a node (one subject token).
 func ValidNodeID(id string) bool { return validToken(id) }

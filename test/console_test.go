@@ -50,8 +50,10 @@ func chromium(t *testing.T) string {
 // gets it; the workers page shows the nodes; a finished run's page has no
 // empty card and does not scroll sideways for a long digest; the runs
 // list counts the runs per state, cancels several at once, and says when
-// NATS cannot be reached. Times show in the browser's time zone, named,
-// and as durations or how long ago. A dead letter is retried and deleted
+// NATS cannot be reached; a second console on another port of the host
+// does not log the first out. Times show in the browser's time zone, named,
+// and as durations or how long ago. A run's page says when no worker
+// answers (its only worker stopped). A dead letter is retried and deleted
 // from its page; a finished run shows its job's input as its first turn
 // and is re-run; a run's page that NATS's outage cut off resumes once NATS
 // is back, each message shown once.
@@ -65,7 +67,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
 	if err := os.WriteFile(cfg, []byte("profiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n"+
 		// A run that ends a turn and waits for input, twice.
-		"  turns:\n    command: [\"{baton}\", fake-agent, --story, --follow-up, --rate, \"100\"]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"), 0o644); err != nil {
+		"  turns:\n    command: [\"{baton}\", fake-agent, --story, --follow-up, --rate, \"100\"]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"+
+		// A conversation that asks for permission.
+		"  chat:\n    command: [\"{baton}\", fake-agent, --chat]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	startProc := func(name string) (*testenv.Proc, *testenv.Buffer) {
@@ -125,6 +129,12 @@ func TestConsoleInBrowser(t *testing.T) {
 			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
 		}
 	}()
+	// pageError waits for the page's error line to meet cond (of t, its
+	// text).
+	pageError := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`(t => `+cond+`)(document.querySelector('p.error').textContent)`,
+			chromedp.WithPollingInterval(50*time.Millisecond))
+	}
 	step := func(what string, within time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(bctx, within)
@@ -148,6 +158,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	// Logged in once with ?token=, then by the cookie.
 	step("open the runs list", 60*time.Second, chromedp.Navigate(srv.URL+"/?token=browser-token"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+	// A second console on another port of the host, logged into in the same
+	// browser, keeps its own session beside the first's (cookies are per
+	// host, not per port): the first does not ask to log in again.
+	other, err := console.New(t.Context(), js, names, console.WithToken("other-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSrv := httptest.NewServer(other)
+	t.Cleanup(otherSrv.Close)
+	step("log into a second console on another port", 30*time.Second, chromedp.Navigate(otherSrv.URL+"/?token=other-token"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+	step("the first console still logged in", 15*time.Second, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+	step("the second console still logged in", 15*time.Second, chromedp.Navigate(otherSrv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+	step("back to the first console", 15*time.Second, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#runs`)))
 
 	submit := func(id string, args ...string) {
 		t.Helper()
@@ -176,7 +199,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Logf("transcript grew live from %d to %d entries", before, count())
 
 	// Hand-off: worker 2 of the same node starts, worker 1 is told to stop.
-	_, logs2 := startProc("worker 2")
+	w2, logs2 := startProc("worker 2")
 	testenv.WaitFor(t, 60*time.Second, "worker 2 ready", func() bool { return strings.Contains(logs2.String(), "worker ready") })
 	if !w1.Stop(os.Interrupt, 30*time.Second) {
 		t.Fatal("worker 1 did not stop within 30s of SIGINT")
@@ -291,14 +314,25 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("nodes table row %q: workers and capacity must be numbers", node)
 		}
 	}
+	// One version, in both tables.
+	if worker, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#workers tbody tr:first-child td')].map(td => td.textContent)`)); err != nil ||
+		len(worker) < 3 || worker[2] != node[3] {
+		t.Errorf("the workers table's row %q (%v) and the nodes table's %q name different versions", worker, err, node)
+	}
 
 	// The header follows the chain: running, waiting at the end of a
 	// turn, running again once input comes (typed in the input box), and
 	// the end state. An observer in the page records each header drawn.
 	// The page is open before the job is submitted: it waits for the
 	// run's record.
+	// It says that no worker took the job only once that lasts, not in
+	// the milliseconds a worker takes to take one.
+	opened := time.Now()
 	step("open the page of a run not submitted yet", 30*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-turns"),
 		chromedp.Poll[chromedp.Void](`document.querySelector('p.error').textContent.includes('no record yet')`, chromedp.WithPollingInterval(50*time.Millisecond)))
+	if said := time.Since(opened); said < 2500*time.Millisecond {
+		t.Errorf("the page said the run has no record %v after it opened, want it to wait 3 s", said)
+	}
 	if err := c.Submit(ctx, protocol.Job{RunID: "console-turns", Profile: "turns"}); err != nil {
 		t.Fatal(err)
 	}
@@ -340,6 +374,33 @@ func TestConsoleInBrowser(t *testing.T) {
 	if i := slices.Index(drawn, "running"); i < 0 || !slices.Equal(drawn[i:], want) || !slices.Contains(want, "waiting") {
 		t.Fatalf("the header showed %q, want it to follow the chain %q", drawn, chain)
 	}
+	// What was sent to the agent shows as the user's turns, the end of
+	// input included (it showed as an empty line).
+	sent, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#transcript .entry.user .text')].map(e => e.textContent)`))
+	if err != nil || !slices.Contains(sent, "you › fix the upload handler") || !slices.Contains(sent, "you › add a regression test") ||
+		!slices.Contains(sent, "you › end of input (the agent's stdin is closed)") {
+		t.Errorf("the user's turns on the page: %q (%v), want the two typed and the end of input", sent, err)
+	}
+	// A permission prompt is one line, as is its answer; a stream-json
+	// job input shows as its text.
+	if err := c.Submit(ctx, protocol.Job{RunID: "console-ask", Profile: "chat",
+		Input: string(client.StreamJSONUserMessage("approve: make test")) + "\n"}); err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "? Bash asks: make test  [request req-1]"
+	step("the prompt on the run's page", 60*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-ask"),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`[...document.querySelectorAll('#transcript .entry.prompt')].some(e => e.textContent === %q)`, prompt),
+			chromedp.WithPollingInterval(50*time.Millisecond)))
+	allow := `{"type":"control_response","response":{"subtype":"success","request_id":"req-1","response":{"behavior":"allow","updatedInput":{"command":"make test"}}}}`
+	if _, err := c.Send(ctx, "console-ask", []byte(allow), client.WithEOF()); err != nil {
+		t.Fatal(err)
+	}
+	step("the answer on the run's page, and the run's end", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="succeeded"]`)))
+	if sent, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#transcript .entry.user .text')].map(e => e.textContent)`)); err != nil ||
+		!slices.Equal(sent, []string{"you › approve: make test", "you › allow req-1", "you › end of input (the agent's stdin is closed)"}) {
+		t.Errorf("the user's turns of the conversation: %q (%v)", sent, err)
+	}
+
 	// Dead letters: a job for a profile no worker has.
 	if err := c.Submit(ctx, protocol.Job{RunID: "console-bad", Profile: "no-such-profile"}); err != nil {
 		t.Fatal(err)
@@ -368,10 +429,21 @@ func TestConsoleInBrowser(t *testing.T) {
 		d, err := c.DLQ(ctx, 10)
 		return err == nil && len(d) == 2
 	})
+	// The run's page says why it has no record, where it waited for one.
+	step("the rejected run's page says why", 30*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-bad"),
+		pageError(`t.startsWith('run console-bad was rejected (unknown_profile)')`), chromedp.Navigate(srv.URL+"/#/dlq"),
+		chromedp.WaitVisible(chromedp.CSS(row)))
 	step("delete the dead letter", 30*time.Second, clickInPage(row+` button.delete`), chromedp.WaitNotPresent(chromedp.CSS(row)))
-	if d, err := c.DLQ(ctx, 10); err != nil || len(d) != 1 || d[0].Seq == dead[0].Seq {
+	d, err := c.DLQ(ctx, 10)
+	if err != nil || len(d) != 1 || d[0].Seq == dead[0].Seq {
 		t.Fatalf("the DLQ after the delete: %+v %v, want the retry's entry only", d, err)
 	}
+	// The last one deleted, the page says there is none.
+	if err := c.DeleteDLQ(ctx, d[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	step("the empty dead letters page says so", 30*time.Second, chromedp.Navigate(srv.URL+"/#/"), chromedp.Navigate(srv.URL+"/#/dlq"),
+		chromedp.WaitVisible(chromedp.CSS(`#dlq-empty`)))
 
 	// A finished run's page: a tool call with its result, the result
 	// line, a raw line, the stderr tail, and an output to download. Its
@@ -480,6 +552,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		return err == nil && rec.State == "succeeded" && rec.Input == "list the files"
 	})
 
+	// Its only worker stops under a run's page, which says, once it lasts,
+	// that no worker answers, and stops saying it once one does again.
+	submit("console-alone", "--rate", "20", "--duration", "60s")
+	step("open the run whose worker stops", 60*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-alone"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="started"]`)))
+	if !w2.Stop(os.Interrupt, 30*time.Second) {
+		t.Fatal("worker 2 did not stop within 30s of SIGINT")
+	}
+	noWorker := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`(t => `+cond+`)(document.getElementById('no-worker').textContent)`,
+			chromedp.WithPollingInterval(50*time.Millisecond))
+	}
+	step("the page says no worker answers", 30*time.Second, noWorker(`t.startsWith('No worker answers')`))
+	_, logs3 := startProc("worker 3")
+	testenv.WaitFor(t, 60*time.Second, "worker 3 ready", func() bool { return strings.Contains(logs3.String(), "worker ready") })
+	step("the page says so no more once a worker answers", 30*time.Second, noWorker(`t === ''`),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="attached"]`)))
+	if _, err := c.Cancel(ctx, "console-alone"); err != nil {
+		t.Fatal(err)
+	}
+
 	// NATS goes away under a run's page, which says so, and comes back:
 	// the page resumes its stream after the last message it showed, so
 	// once the run ends it has shown each message of its chain once.
@@ -487,10 +580,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("open the run the outage interrupts", 60*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-outage"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="started"]`)), chromedp.WaitVisible(chromedp.CSS(`#transcript .entry`)))
 	port := s.Addr().(*net.TCPAddr).Port
-	pageError := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](`(t => `+cond+`)(document.querySelector('p.error').textContent)`,
-			chromedp.WithPollingInterval(50*time.Millisecond))
-	}
 	s.Shutdown()
 	s.WaitForShutdown()
 	step("the run's page says NATS cannot be reached", 30*time.Second, pageError(`t.startsWith('stream: NATS cannot be reached')`))

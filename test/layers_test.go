@@ -16,7 +16,7 @@ import (
 // and a new room is placed on purpose. Test files may import anything.
 var layers = [][]string{
 	// Leaves: the standard library and outside modules only.
-	{"internal/bounded", "internal/clock", "internal/fsat", "internal/fstree", "internal/leader", "internal/pidfd", "internal/runid", "fakeagent",
+	{"internal/bounded", "internal/clock", "internal/fsat", "internal/fstree", "internal/leader", "internal/natsurl", "internal/pidfd", "internal/runid", "fakeagent",
 		"sandbox/internal/seccomp", "test", "test/escapeagent"},
 	// The wire and the disk: names, jobs, the journal's writer.
 	{"protocol", "journal", "internal/unpack", "internal/testenv"},

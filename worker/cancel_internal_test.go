@@ -36,7 +36,8 @@ func TestPursueStop(t *testing.T) {
 		bounds *stopBounds
 	}{
 		{"gone", []error{sandbox.ErrNotRunning}, []bool{true}, nil, 0, 1, false, nil},
-		{"signalled, then gone", []error{nil}, []bool{false}, nil, 1, 1, false, nil},
+		{"signalled, then gone", []error{nil}, []bool{false}, nil, 1, 1, false,
+			&stopBounds{pauseMin: time.Millisecond, pauseMax: 2 * time.Second, within: 10 * time.Second}},
 		{"signalled, watched, then gone", []error{nil}, []bool{true, true, false}, nil, 1, 1, false,
 			&stopBounds{pauseMin: time.Millisecond, pauseMax: 2 * time.Second, within: 10 * time.Second}},
 		{"alive, then signalled, then gone", []error{sandbox.ErrTryAgain, sandbox.ErrTryAgain, nil}, []bool{false}, nil, 1, 3, false, nil},

@@ -3,11 +3,11 @@ package worker
 import (
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/natsurl"
 )
 
 var (
@@ -40,23 +40,10 @@ func explainNATS(nc *nats.Conn, err error) error {
 }
 
 // serverList is the servers nc tries, as a person gave them but for any
-// password.
+// password or token.
 func serverList(nc *nats.Conn) string {
-	var urls []string
-	for _, s := range append([]string{nc.Opts.Url}, nc.Opts.Servers...) {
-		if s == "" {
-			continue
-		}
-		if u, err := url.Parse(s); err == nil && u.User != nil {
-			if _, ok := u.User.Password(); ok {
-				u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			}
-			s = u.String()
-		}
-		urls = append(urls, s)
+	if urls := natsurl.Redact(append([]string{nc.Opts.Url}, nc.Opts.Servers...)...); urls != "" {
+		return urls
 	}
-	if len(urls) == 0 {
-		return nats.DefaultURL
-	}
-	return strings.Join(urls, ", ")
+	return nats.DefaultURL
 }

@@ -271,14 +271,19 @@ func (h *harness) follow(ctx context.Context, runID string) <-chan map[string]an
 	return out
 }
 
-// With turnEnd, the run is "waiting" after each turn and "running" once
-// input is written; past idleTimeout waiting it ends as a timeout, reason
-// idle.
-func TestTurnStatusesAndIdleTimeout(t *testing.T) {
-	h := newHarness(t, withConfig(func(c *config.Config) {
+// withTurns adds a profile "turns": the fake agent's chat, each result
+// line a turn's end, a run waiting past idle ending.
+func withTurns(idle time.Duration) harnessOption {
+	return withConfig(func(c *config.Config) {
 		c.Profiles["turns"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
-			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: 2 * time.Second}
-	}))
+			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: idle}
+	})
+}
+
+// sendAfterFirstTurn submits a run of profile turns with input "hello",
+// sends it data with opts once it first waits, and returns its id.
+func sendAfterFirstTurn(t *testing.T, h *harness, data []byte, opts ...client.SendOption) string {
+	t.Helper()
 	c, err := client.New(h.js, h.names)
 	if err != nil {
 		t.Fatal(err)
@@ -288,27 +293,53 @@ func TestTurnStatusesAndIdleTimeout(t *testing.T) {
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "turns", "input": "hello\n"})
 	h.waitStatus(id, protocol.StatusWaiting)
-	if _, err := c.Send(ctx, id, []byte("again")); err != nil {
+	if _, err := c.Send(ctx, id, data, opts...); err != nil {
 		t.Fatal(err)
 	}
+	return id
+}
+
+// With turnEnd, the run is "waiting" after each turn and "running" once
+// input is written; past idleTimeout waiting it ends as a timeout, reason
+// idle.
+func TestTurnStatusesAndIdleTimeout(t *testing.T) {
+	h := newHarness(t, withTurns(2*time.Second))
+	id := sendAfterFirstTurn(t, h, []byte("again"))
 	msgs := h.chain(id, time.Minute)
 	h.assertChainMatchesJournal(id, msgs)
+	if got := turnKinds(msgs); got != "started,result,waiting,input,running,result,waiting,timeout" {
+		t.Fatalf("chain: %s", got)
+	}
+	if st, _ := protocol.ParseStatus(msgs[len(msgs)-1].Data()); st.Reason != sandbox.IdleReason {
+		t.Fatalf("terminal status %+v, want reason %q", st, sandbox.IdleReason)
+	}
+}
+
+// turnKinds sums up a chain's turns: its statuses, inputs and result lines.
+func turnKinds(msgs []jetstream.Msg) string {
 	var kinds []string
 	for _, m := range msgs {
 		switch {
 		case strings.HasSuffix(m.Subject(), ".status"):
 			st, _ := protocol.ParseStatus(m.Data())
 			kinds = append(kinds, string(st.Status))
-			if st.Status.Terminal() && st.Reason != sandbox.IdleReason {
-				t.Fatalf("terminal status %+v, want reason %q", st, sandbox.IdleReason)
-			}
 		case strings.HasSuffix(m.Subject(), ".input"):
 			kinds = append(kinds, "input")
 		case strings.Contains(string(m.Data()), `"type":"result"`):
 			kinds = append(kinds, "result")
 		}
 	}
-	if got := strings.Join(kinds, ","); got != "started,result,waiting,input,running,result,waiting,timeout" {
+	return strings.Join(kinds, ",")
+}
+
+// TestNoWaitAfterEndOfInput: a turn that ends after the run's end of input
+// is not followed by "waiting", where the run showed waiting for input it
+// could no longer take, just before it ended; one sent while the agent
+// waits ends the wait.
+func TestNoWaitAfterEndOfInput(t *testing.T) {
+	h := newHarness(t, withTurns(time.Minute))
+	id := sendAfterFirstTurn(t, h, []byte("last"), client.WithEOF())
+	if got := turnKinds(h.chain(id, time.Minute)); got != "started,result,waiting,input,running,result,succeeded" {
 		t.Fatalf("chain: %s", got)
 	}
 }
@@ -320,10 +351,7 @@ func TestTurnStatusesAndIdleTimeout(t *testing.T) {
 // end only).
 func TestIdleClockSurvivesHandoff(t *testing.T) {
 	const idle = 3 * time.Second
-	h := newHarness(t, withConfig(func(c *config.Config) {
-		c.Profiles["turns"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
-			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"}, IdleTimeout: idle}
-	}))
+	h := newHarness(t, withTurns(idle))
 	_, stopSecond := h.addWorker("w2")
 	defer stopSecond()
 	id := newRunID(t)

@@ -85,7 +85,7 @@ func ServeReadRelay(ctx context.Context, nc *nats.Conn, names protocol.Names, lo
 	if err != nil {
 		return nil, err
 	}
-	svc, err := micro.AddService(o.svc, micro.Config{Name: ReadRelayName, Version: serviceVersion(),
+	svc, err := micro.AddService(o.svc, micro.Config{Name: ReadRelayName, Version: Version,
 		Description: "baton read relay: clients' reads of run chains, records, the DLQ and outputs"})
 	if err != nil {
 		return nil, err

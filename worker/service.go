@@ -30,7 +30,7 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 	}
 	svc, err := micro.AddService(w.svc, micro.Config{
 		Name:        protocol.WorkerService,
-		Version:     serviceVersion(),
+		Version:     Version,
 		Description: "baton worker: durable sandboxed agent runs",
 		Metadata:    map[string]string{"node": w.node, "worker": w.id},
 	})
@@ -168,12 +168,4 @@ func (w *Worker) statusInfo() protocol.WorkerStatus {
 	w.mu.Unlock()
 	sort.Slice(runs, func(i, j int) bool { return runs[i].RunID < runs[j].RunID })
 	return protocol.WorkerStatus{Worker: w.id, Node: w.node, Version: Version, Concurrency: w.cfg.Concurrency, Runs: runs}
-}
-
-// serviceVersion is Version when it is semver, as micro requires.
-func serviceVersion() string {
-	if Version == "dev" {
-		return "0.0.0-dev"
-	}
-	return Version
 }

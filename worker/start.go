@@ -25,10 +25,6 @@ import (
 // run's runner; another worker took the run over.
 var errSuperseded = errors.New("run taken over by another worker")
 
-// maxKeptJob bounds a job kept in its run record for retries, so the record
-// stays well under the server's max payload.
-const maxKeptJob = 256 << 10
-
 // spawnMarkTimeout bounds one write or read of the spawning mark.
 const spawnMarkTimeout = 5 * time.Second
 
@@ -149,16 +145,15 @@ func (s *starter) record(ctx context.Context) (consumer.Disposition, bool) {
 	if n, err := strconv.Atoi(job.Labels[protocol.LabelAttempt]); err == nil && n > 1 {
 		s.rec.Attempt = n
 	}
-	if job.Retries > 0 {
-		// Kept whole so a retry runs exactly the same job; a job too large
-		// to keep beside its record is run without retries.
-		// Half the server's max payload at most, so the record with its
-		// other fields fits one message on a server with a small one.
-		if b, err := protocol.EncodeWorkerJob(job); err == nil && len(b) <= min(maxKeptJob, int(w.nc.MaxPayload())/2) {
-			s.rec.Retries, s.rec.Job = job.Retries, b
-		} else {
-			s.log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
-		}
+	// The job is kept whole, so that a retry runs exactly the same job and a
+	// person can re-run it (client.Rerun); a job too large to keep beside
+	// its record is run without retries, and cannot be re-run. Half the
+	// server's max payload at most, so the record with its other fields
+	// fits one message on a server with a small one.
+	if b, err := protocol.EncodeWorkerJob(job); err == nil && len(b) <= min(protocol.MaxKeptJob, int(w.nc.MaxPayload())/2) {
+		s.rec.Retries, s.rec.Job = job.Retries, b
+	} else if job.Retries > 0 {
+		s.log.Warn().Int("bytes", len(b)).Msg("job too large to keep for retries; it will not be retried")
 	}
 	// Indexed before the record exists, so no run of this node is ever
 	// unknown to the node-loss reaper (a stale entry costs nothing: the

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
@@ -40,7 +42,9 @@ func (r *run) turn(ctx context.Context, waiting bool) error {
 
 // trackTurns makes r publish "waiting" after each turn-end line and
 // "running" after the first input that follows, and stop the agent when
-// it waits longer than its idleTimeout. The returned func ends it.
+// it waits longer than its idleTimeout. A turn that ends once the run's
+// end of input is stored is no wait: no input can come, and the agent
+// goes on to what it has read, or ends. The returned func ends it.
 //
 // The run's record keeps when the agent began to wait, written before the
 // status: a successor (after a hand-off or a crash) that finds it restates
@@ -82,7 +86,7 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 	r.onTurn = func(ctx context.Context, wait bool) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if wait == waiting {
+		if wait == waiting || wait && w.inputEnded(ctx, r) {
 			return nil
 		}
 		since := time.Time{}
@@ -134,4 +138,26 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 			idle.Stop()
 		}
 	}
+}
+
+// inputEnded reports whether an end-of-input message is stored for r (the
+// last input stored carries the mark, which an interrupt after it carries
+// on): the agent's stdin is closed, or is about to be. Any worker may have
+// stored it, so the stream is read; when it cannot be, the answer is no.
+func (w *Worker) inputEnded(ctx context.Context, r *run) bool {
+	ctx, cancel := context.WithTimeout(ctx, inputTimeout)
+	defer cancel()
+	s, err := w.inputStreamHandle(ctx)
+	if err != nil {
+		r.log.Debug().Err(err).Msg("look up the input stream")
+		return false
+	}
+	last, err := s.GetLastMsgForSubject(ctx, w.names.InputStoreSubject(r.id))
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			r.log.Debug().Err(err).Msg("read the run's last input")
+		}
+		return false
+	}
+	return last.Header.Get(protocol.HeaderInputEOF) == "true"
 }

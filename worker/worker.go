@@ -34,8 +34,9 @@ import (
 // deployment lets only workers subscribe to it.
 const InboxPrefix = protocol.WorkerInboxPrefix
 
-// Version is reported in node heartbeats; the build sets it.
-var Version = "dev"
+// Version is reported in node heartbeats, worker statuses and the micro
+// services (which need a semantic version); the build sets it.
+var Version = "0.0.0-dev"
 
 // Worker consumes jobs and publishes the runs it holds.
 type Worker struct {

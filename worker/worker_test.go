@@ -1609,14 +1609,15 @@ func TestRedeliveredJobWhileStartingStartsOnce(t *testing.T) {
 }
 
 // TestRecordNamesItsHolder: the run record names the worker that holds the
-// run, after a hand-off too, and its spawning mark, which only guards the
-// start, is gone once the run runs and when it ends.
+// run, after a hand-off too, and so does a cancel's reply; its spawning
+// mark, which only guards the start, is gone once the run runs and when it
+// ends.
 func TestRecordNamesItsHolder(t *testing.T) {
 	h := newHarness(t)
 	_, stopSecond := h.addWorker("w2")
 	defer stopSecond()
 	id := newRunID(t)
-	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "400", "--rate", "100", "--seed", "7"}})
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "3000", "--rate", "100", "--seed", "7"}})
 	holder := h.waitStatus(id, protocol.StatusStarted).Worker
 	holds := func(worker string) func() bool {
 		return func() bool {
@@ -1629,10 +1630,20 @@ func TestRecordNamesItsHolder(t *testing.T) {
 	h.stopWorker(holder)
 	next := h.waitStatus(id, protocol.StatusAttached).Worker
 	testenv.WaitFor(t, 10*time.Second, "the record to name "+next+", which took the run over", holds(next))
-	if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+	// baton cancel's reply names the holder too.
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if rep, err := c.Cancel(ctx, id); err != nil || rep.Worker != next {
+		t.Fatalf("cancel's reply %+v (%v), want it to name %s", rep, err, next)
+	}
+	if st := h.terminal(id); st.Status != protocol.StatusCancelled {
 		t.Fatalf("run ended %+v", st)
 	}
-	if rec := h.record(id); rec.State != kv.RunState(protocol.StatusSucceeded) || rec.Spawning || rec.Worker != next {
+	if rec := h.record(id); rec.State != kv.RunState(protocol.StatusCancelled) || rec.Spawning || rec.Worker != next {
 		t.Fatalf("record of the finished run: %+v", rec)
 	}
 }

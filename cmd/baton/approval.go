@@ -53,6 +53,32 @@ func parseApproval(line []byte) (approval, bool) {
 	return approval{}, false
 }
 
+// parseSettled reads a line by which an agent stops waiting on a permission
+// prompt without an answer of this run's input (Claude Code's
+// control_cancel_request: an interrupt withdrew it), or says that a prompt
+// was settled (Codex's serverRequest/resolved, after its answer or an
+// interrupt): the prompt's id, and whether it was withdrawn.
+func parseSettled(line []byte) (id json.RawMessage, withdrawn, ok bool) {
+	var m struct {
+		Type      string          `json:"type"`
+		RequestID json.RawMessage `json:"request_id"`
+		Method    string          `json:"method"`
+		Params    *struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil {
+		return nil, false, false
+	}
+	switch {
+	case m.Type == "control_cancel_request" && len(m.RequestID) > 0:
+		return m.RequestID, true, true
+	case m.Method == "serverRequest/resolved" && m.Params != nil && len(m.Params.RequestID) > 0:
+		return m.Params.RequestID, false, true
+	}
+	return nil, false, false
+}
+
 // answer is the input line that allows or denies a; why is a denial's
 // message for the agent.
 func (a approval) answer(allow bool, why string) []byte {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
-	"github.com/batonhq/baton/worker"
 )
 
 // submit --interactive: each line of stdin is a turn of the conversation,
@@ -19,10 +18,14 @@ func TestSubmitInteractive(t *testing.T) {
 	cfg := config.Default()
 	cfg.Profiles["chat"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: time.Minute,
 		Stdin: config.StdinStream}
-	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+	e.startWorker(cfg)
 	out, errOut, err := e.run("second turn\nthird turn\n", "submit", "--profile", "chat", "--interactive", "--stream-json", "--input", "first turn")
 	if err != nil {
 		t.Fatalf("submit --interactive: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	// The job's input is the first turn, as in submit --watch.
+	if !strings.HasPrefix(out, "run-") || !strings.Contains(out, "\nyou › first turn\n● started") {
+		t.Fatalf("output lacks the job's input, first:\n%s", out)
 	}
 	// The inputs may reach the agent before it answers the first turn.
 	if !strings.Contains(out, "you › second turn\n") {
@@ -39,24 +42,19 @@ func TestSubmitInteractive(t *testing.T) {
 }
 
 // TestAttachAnswersPermissionPrompts: attach shows a permission prompt as
-// one line and answers it with a typed y or n, which the agent acts on.
+// one line and answers it with a typed y or n, which the agent acts on. A
+// prompt an interrupt withdrew is shown so, and a y typed then is a message
+// like any other, not the answer to a prompt nobody waits on.
 func TestAttachAnswersPermissionPrompts(t *testing.T) {
 	e := newCLIEnv(t)
 	cfg := config.Default()
 	cfg.Profiles["chat"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: time.Minute,
-		Stdin: config.StdinStream}
-	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+		Stdin: config.StdinStream, Interrupt: config.Interrupt{Line: `{"type":"control_request","request_id":"baton-interrupt","request":{"subtype":"interrupt"}}`}}
+	e.startWorker(cfg)
 	in, typed := io.Pipe()
-	var out, errOut testenv.Buffer
-	root := newRootCmd()
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetIn(in)
-	root.SetArgs([]string{"--nats", e.url, "submit", "--profile", "chat", "--interactive", "--stream-json", "--input", "approve: make test"})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
+	out, errOut, done := e.start(ctx, in, "submit", "--profile", "chat", "--interactive", "--stream-json", "--input", "approve: make test")
 	shows := func(s string) {
 		t.Helper()
 		testenv.WaitFor(t, 30*time.Second, "attach to show "+s, func() bool { return strings.Contains(out.String(), s) })
@@ -77,6 +75,16 @@ func TestAttachAnswersPermissionPrompts(t *testing.T) {
 	shows("you › deny req-2: too risky\n")
 	typeLine("y") // no prompt waits: a message like any other
 	shows("echo: y")
+	typeLine("approve: make deploy")
+	shows("? Bash asks: make deploy  (y: allow, n [why]: deny)\n")
+	runID, _, _ := strings.Cut(out.String(), "\n") // submit prints it first
+	if _, errOut, err := e.run("", "interrupt", runID); err != nil {
+		t.Fatalf("interrupt %s: %v %s", runID, err, errOut)
+	}
+	shows("? request req-4 withdrawn: the agent no longer waits for its answer\n")
+	shows("↳ [Request interrupted by user for tool use]\n")
+	typeLine("yes")
+	shows("echo: yes")
 	typed.Close()
 	select {
 	case err := <-done:

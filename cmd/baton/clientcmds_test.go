@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,8 @@ type cliEnv struct {
 	url string
 	js  jetstream.JetStream
 	res *provision.Resources
+	// stopRelay stops the read relay the workers would serve.
+	stopRelay func() error
 }
 
 func newCLIEnv(t *testing.T) *cliEnv {
@@ -37,13 +41,42 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Client commands read through the workers' read relay.
-	stop, err := worker.ServeReadRelay(t.Context(), js.Conn(), protocol.MustNames(""), zerolog.Nop())
+	e := &cliEnv{t: t, url: s.ClientURL(), js: js, res: res}
+	e.startRelay()
+	return e
+}
+
+// startWorker runs a real worker of cfg, from the baton binary under test,
+// until the test ends.
+func (e *cliEnv) startWorker(cfg *config.Config) {
+	e.t.Helper()
+	startWorkerWith(e.t, e.js, cfg, worker.WithStateDir(testenv.StateDir(e.t)), worker.WithBinary(testenv.BatonBinary(e.t)))
+}
+
+// startRelay serves the read relay that client commands read through, as
+// workers do.
+func (e *cliEnv) startRelay() {
+	e.t.Helper()
+	stop, err := worker.ServeReadRelay(e.t.Context(), e.js.Conn(), protocol.MustNames(""), zerolog.Nop())
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = stop() })
-	return &cliEnv{t: t, url: s.ClientURL(), js: js, res: res}
+	e.t.Cleanup(func() { _ = stop() })
+	e.stopRelay = stop
+}
+
+// start runs `baton --nats URL args...` with stdin in until ctx ends, and
+// returns its stdout and stderr as they are written, and its end.
+func (e *cliEnv) start(ctx context.Context, stdin io.Reader, args ...string) (out, errOut *testenv.Buffer, done <-chan error) {
+	root := newRootCmd()
+	out, errOut = &testenv.Buffer{}, &testenv.Buffer{}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.SetIn(stdin)
+	root.SetArgs(append([]string{"--nats", e.url}, args...))
+	end := make(chan error, 1)
+	go func() { end <- root.ExecuteContext(ctx) }()
+	return out, errOut, end
 }
 
 // run executes `baton --nats URL args...` and returns stdout, stderr and
@@ -262,7 +295,7 @@ func TestCLIRunsCancelDLQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err = e.run("", "send", "r-chat", "--stream-json", "hello")
-	if err != nil || !strings.Contains(out, "sent to run r-chat (input ") {
+	if err != nil || !strings.Contains(out, "sent to run r-chat (BATON_INPUT seq ") {
 		t.Errorf("send: %v, %q", err, out)
 	}
 	if _, _, err := e.run("", "send", "r-new", "hi"); err == nil || !strings.Contains(err.Error(), "takes no input") {
@@ -278,7 +311,7 @@ func TestCLIRunsCancelDLQ(t *testing.T) {
 		t.Errorf("send without text: %v", err)
 	}
 	out, _, err = e.run("", "interrupt", "r-new")
-	if err != nil || !strings.Contains(out, "interrupt sent to run r-new (input ") {
+	if err != nil || !strings.Contains(out, "interrupt sent to run r-new (BATON_INPUT seq ") {
 		t.Errorf("interrupt: %v, %q", err, out)
 	}
 	if _, _, err := e.run("", "interrupt", "r-old"); err == nil || !strings.Contains(err.Error(), "already ended") {
@@ -313,7 +346,7 @@ func TestClientCommandsHaveExamples(t *testing.T) {
 	}{
 		{"submit", newSubmitCmd(g).Example}, {"watch", newWatchCmd(g).Example}, {"runs", newRunsCmd(g).Example},
 		{"cancel", newCancelCmd(g).Example}, {"dlq", newDLQCmd(g).Example}, {"send", newSendCmd(g).Example},
-		{"interrupt", newInterruptCmd(g).Example},
+		{"interrupt", newInterruptCmd(g).Example}, {"rerun", newRerunCmd(g).Example},
 	} {
 		if !strings.Contains(cmd.ex, "baton "+cmd.name) {
 			t.Errorf("%s --help has no example of itself: %q", cmd.name, cmd.ex)
@@ -342,4 +375,24 @@ func startWorkerWith(t *testing.T, js jetstream.JetStream, cfg *config.Config, o
 		t.Fatal(err)
 	}
 	return testenv.Serve(t, "worker", w.Ready(), 20*time.Second, w.Run)
+}
+
+// TestClientCommandsWithoutNATS: against a server that cannot be reached, a
+// client command says so as the console does, naming the URL but not its
+// password, where it said "connect to NATS at" with the URL as given.
+func TestClientCommandsWithoutNATS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	root := newRootCmd()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"--nats", "nats://u:secret@" + addr, "runs", "list"})
+	err = root.ExecuteContext(t.Context())
+	if err == nil || !strings.HasPrefix(err.Error(), "cannot reach NATS at nats://u:xxxxx@"+addr+": ") || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("runs list without NATS: %v", err)
+	}
 }

@@ -82,11 +82,8 @@ each run's page, and answers the NATS server's auth callout for them.`,
 				nats.ReconnectHandler(func(nc *nats.Conn) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "baton console: NATS reconnected at %s\n", nc.ConnectedUrlRedacted())
 				}))
-			if errors.Is(err, nats.ErrNoServers) {
-				return fmt.Errorf("cannot reach NATS at %s: %w (is nats-server running there?)", g.natsURL, err)
-			}
 			if err != nil {
-				return fmt.Errorf("connect to NATS at %s: %w", g.natsURL, err)
+				return g.connectError(err)
 			}
 			defer nc.Close()
 			js, err := jetstream.New(nc)

@@ -167,7 +167,7 @@ beyond 127.0.0.1, and the state is removed afterwards unless --keep.`,
 				return err
 			}
 			sess := &session{c: c, js: js, close: func() {}}
-			runID := "demo-" + newRunID()[len("run-"):]
+			runID := "demo-" + protocol.NewRunID()[len("run-"):]
 			fmt.Fprintf(out, "baton demo: NATS %s, worker %s, state %s\n", s.ClientURL(), w.ID(), dir)
 			job := protocol.Job{RunID: runID, Profile: demoTurnsProfile, Input: string(client.StreamJSONUserMessage(input)) + "\n"}
 			if err := sess.c.Submit(ctx, job); err != nil {

@@ -201,6 +201,10 @@ func newDLQView(e client.DLQEntry) dlqView {
 }
 
 func printDLQTable(w io.Writer, entries []client.DLQEntry) error {
+	if len(entries) == 0 {
+		_, err := fmt.Fprintln(w, "no rejected jobs: the dead-letter stream is empty")
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tREASON\tERROR\tPAYLOAD")
 	for _, e := range entries {

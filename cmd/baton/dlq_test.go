@@ -10,7 +10,6 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
-	"github.com/batonhq/baton/worker"
 )
 
 func TestParseSeq(t *testing.T) {
@@ -73,7 +72,7 @@ func TestCLIDLQRetryDelete(t *testing.T) {
 
 	cfg := config.Default()
 	cfg.Profiles["later"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--echo-input"}, Timeout: time.Minute}
-	startWorkerWith(t, e.js, cfg, worker.WithStateDir(testenv.StateDir(t)), worker.WithBinary(testenv.BatonBinary(t)))
+	e.startWorker(cfg)
 	seq := func(n uint64) string { return fmt.Sprint(n) }
 	out, errOut, err := e.run("", "dlq", "retry", seq(rejected))
 	if err != nil || out != "submitted DLQ entry "+seq(rejected)+" again as run dl-1\n" {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/natsurl"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -87,7 +88,7 @@ func (g *globals) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream,
 			fmt.Fprintf(os.Stderr, "baton: NATS: %v\n", err)
 		}))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", g.natsURL, err)
+		return nil, nil, g.connectError(err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -95,6 +96,15 @@ func (g *globals) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream,
 		return nil, nil, err
 	}
 	return nc, js, nil
+}
+
+// connectError says why connecting to --nats failed, naming the servers
+// (but no password or token).
+func (g *globals) connectError(err error) error {
+	if errors.Is(err, nats.ErrNoServers) {
+		return fmt.Errorf("cannot reach NATS at %s: %w (is nats-server running there?)", natsurl.Redact(g.natsURL), err)
+	}
+	return fmt.Errorf("connect to NATS at %s: %w", natsurl.Redact(g.natsURL), err)
 }
 
 // exitCodeError makes main exit with a code and no message.

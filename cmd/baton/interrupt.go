@@ -38,7 +38,7 @@ for, up to 5 s, until a worker has taken its job.`,
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "interrupt sent to run %s (input %d)\n", rep.RunID, rep.Seq)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "interrupt sent to run %s (BATON_INPUT seq %d)\n", rep.RunID, rep.Seq)
 			return err
 		},
 	}

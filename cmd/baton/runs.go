@@ -65,15 +65,21 @@ func newRunsCmd(g *globals) *cobra.Command {
 		if err != nil && !errors.Is(err, kv.ErrDecode) {
 			return err
 		}
+		all := len(runs)
 		runs, _ = filter.apply(runs) // its flags were checked above
 		var werr error
-		if asJSON {
+		switch {
+		case asJSON:
 			views := make([]client.RunView, len(runs))
 			for i, r := range runs {
 				views[i] = client.NewRunView(r)
 			}
 			werr = writeJSON(cmd.OutOrStdout(), views)
-		} else {
+		case len(runs) == 0 && all == 0:
+			_, werr = fmt.Fprintln(cmd.OutOrStdout(), "no runs: the runs bucket holds no record")
+		case len(runs) == 0:
+			_, werr = fmt.Fprintf(cmd.OutOrStdout(), "no runs match (of %d)\n", all)
+		default:
 			werr = printRunsTable(cmd.OutOrStdout(), runs)
 		}
 		return cmp.Or(werr, err)
@@ -208,6 +214,7 @@ func printRunsTable(w io.Writer, runs []kv.RunRecord) error {
 	return tw.Flush()
 }
 
+// printRun shows every field of a run record.
 func printRun(w io.Writer, r kv.RunRecord) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
@@ -217,6 +224,7 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 	row("Node", cell(r.Node))
 	row("Worker", cell(r.Worker))
 	row("Attempt", fmt.Sprint(r.Attempt))
+	row("Retries", fmt.Sprint(r.Retries))
 	row("Cancel requested", fmt.Sprint(r.CancelRequested))
 	row("Created", fmtTime(r.CreatedAt))
 	row("Started", fmtTime(r.StartedAt))
@@ -224,8 +232,32 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 	row("Deadline", fmtTime(r.Deadline))
 	row("Exit code", fmtExit(r.ExitCode))
 	row("Reason", cell(r.Reason))
-	row("Journal offset", fmt.Sprint(r.Offset))
-	row("Last event seq", fmt.Sprint(r.LastSeq))
+	if r.State.Terminal() {
+		row("Journal offset", fmt.Sprint(r.Offset))
+		row("Last event seq", fmt.Sprint(r.LastSeq))
+	} else { // written when the run ends
+		row("Journal offset", "- (recorded when the run ends)")
+		row("Last event seq", "- (recorded when the run ends)")
+	}
+	row("Input", cell(cut(r.Input, 200)))
+	job := fmt.Sprintf("not kept: no retry, no re-run (a worker keeps a job of up to %d KiB)", protocol.MaxKeptJob>>10)
+	if len(r.Job) > 0 {
+		job = fmt.Sprintf("kept, %s ('baton rerun %s' runs it again)", byteSize(int64(len(r.Job))), r.RunID)
+	}
+	row("Job", job)
+	interactive := "no (stdin: once)"
+	if r.Interactive {
+		interactive = "yes (stdin: stream)"
+		if r.TurnEndField != "" {
+			interactive += fmt.Sprintf("; a turn ends at %s=%s", sanitize([]byte(r.TurnEndField), false), sanitize([]byte(r.TurnEndEquals), false))
+		}
+		if r.IdleTimeout > 0 {
+			interactive += fmt.Sprintf("; idle timeout %v", r.IdleTimeout)
+		}
+	}
+	row("Interactive", interactive)
+	row("Waiting since", fmtTime(r.WaitingSince))
+	row("Spawning", fmt.Sprint(r.Spawning))
 	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
 		row("Label "+sanitize([]byte(k), false), sanitize([]byte(r.Labels[k]), false))
 	}
@@ -240,11 +272,12 @@ func cell(s string) string {
 	return sanitize([]byte(s), false)
 }
 
+// fmtTime shows a time in the local zone, naming it ("-" for none).
 func fmtTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05")
+	return t.Local().Format("2006-01-02 15:04:05 MST")
 }
 
 func fmtExit(code *int) string {

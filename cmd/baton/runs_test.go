@@ -1,6 +1,7 @@
 package main
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,12 @@ func TestRunFilter(t *testing.T) {
 // TestCLIRunsListFilters lists a real server's records through the flags.
 func TestCLIRunsListFilters(t *testing.T) {
 	e := newCLIEnv(t)
+	// Nothing to list is said, where a header stood alone.
+	for args, want := range map[string]string{"runs": "no runs: the runs bucket holds no record\n", "dlq": "no rejected jobs: the dead-letter stream is empty\n"} {
+		if out, _, err := e.run("", args); err != nil || out != want {
+			t.Errorf("baton %s with nothing to list: %v %q, want %q", args, err, out, want)
+		}
+	}
 	runs := kv.NewStore[kv.RunRecord](e.res.Runs)
 	t0 := time.Now().Add(-time.Hour)
 	for i, r := range []kv.RunRecord{
@@ -94,7 +101,71 @@ func TestCLIRunsListFilters(t *testing.T) {
 			t.Errorf("%q: %v, %s\n%s\nwant %s", tc.args, err, errOut, out, tc.want)
 		}
 	}
+	if out, _, err := e.run("", "runs", "list", "--profile", "codex"); err != nil || out != "no runs match (of 4)\n" {
+		t.Errorf("runs list matching none: %v %q", err, out)
+	}
 	if _, _, err := e.run("", "runs", "list", "--state", "done"); err == nil || !strings.Contains(err.Error(), "not a run state") {
 		t.Errorf("runs list --state done: %v", err)
+	}
+}
+
+// TestPrintRunShowsEveryField: `baton runs get` ("every field of one run's
+// record") shows each field of the record, where it left out the input,
+// retries, the kept job and the interactive fields.
+func TestPrintRunShowsEveryField(t *testing.T) {
+	at := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+	code := 3
+	full := kv.RunRecord{RunID: "r1", State: "failed", Node: "n1", Worker: "w1", Profile: "chat", Attempt: 2, Deadline: at.Add(time.Hour),
+		CancelRequested: true, Interactive: true, TurnEndField: "type", TurnEndEquals: "result", IdleTimeout: 30 * time.Minute,
+		WaitingSince: at.Add(time.Minute), CreatedAt: at, StartedAt: at, FinishedAt: at.Add(2 * time.Minute), ExitCode: &code,
+		Reason: "why not", Offset: 9, LastSeq: 4, Labels: map[string]string{"team": "a"}, Retries: 1,
+		Job: []byte(`{"runId":"r1","profile":"chat"}`), Input: "fix the\ntest", Spawning: true}
+	var b strings.Builder
+	if err := printRun(&b, full); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{ // a field of the record: the row that shows it
+		"runId": "Run ID:            r1", "state": "State:             failed", "profile": "Profile:           chat",
+		"node": "Node:              n1", "worker": "Worker:            w1", "attempt": "Attempt:           2",
+		"retries": "Retries:           1", "cancelRequested": "Cancel requested:  true", "createdAt": "Created:           " + fmtTime(at),
+		"startedAt": "Started:           " + fmtTime(at), "finishedAt": "Finished:          " + fmtTime(at.Add(2*time.Minute)),
+		"deadline": "Deadline:          " + fmtTime(at.Add(time.Hour)), "exitCode": "Exit code:         3",
+		"reason": "Reason:            why not", "offset": "Journal offset:    9", "lastSeq": "Last event seq:    4",
+		"input": `Input:             fix the\ntest`, "job": "Job:               kept, 31 B ('baton rerun r1' runs it again)",
+		"interactive": "Interactive:       yes (stdin: stream)", "turnEndField": "a turn ends at type=result",
+		"turnEndEquals": "type=result", "idleTimeout": "idle timeout 30m0s",
+		"waitingSince": "Waiting since:     " + fmtTime(at.Add(time.Minute)), "spawning": "Spawning:          true",
+		"labels": "Label team:        a",
+	}
+	// A run under way has no offset and sequence recorded yet: not 0.
+	var running strings.Builder
+	full.State = kv.RunRunning
+	if err := printRun(&running, full); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(running.String(), "Journal offset:    - (recorded when the run ends)") {
+		t.Errorf("a running run's offset:\n%s", running.String())
+	}
+	for f := range reflect.TypeFor[kv.RunRecord]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("msgpack"), ",")
+		row, ok := want[name]
+		if !ok {
+			t.Errorf("the record's field %s: this test knows no row that shows it", name)
+		} else if !strings.Contains(b.String(), row) {
+			t.Errorf("the record's field %s: no %q in\n%s", name, row, b.String())
+		}
+	}
+}
+
+// TestFmtTimeNamesTheZone: the CLI's times name their zone, the local one
+// (runs, runs get, dlq, watch's rejection), where they showed a bare
+// local time.
+func TestFmtTimeNamesTheZone(t *testing.T) {
+	at := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+	if got, want := fmtTime(at), at.Local().Format("2006-01-02 15:04:05 ")+at.Local().Format("MST"); got != want {
+		t.Fatalf("fmtTime = %q, want %q", got, want)
+	}
+	if fmtTime(time.Time{}) != "-" {
+		t.Fatal("a time never set is not shown as -")
 	}
 }

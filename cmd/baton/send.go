@@ -28,6 +28,10 @@ The run's chain shows it as an ".input" message where it went in.
 --eof closes the agent's stdin after this message (TEXT may then be
 omitted): the agent reads end of input after everything sent before it.
 
+It prints the message's sequence in the input stream (BATON_INPUT), the
+Baton-Input-Seq of its input message on the chain: the stream is every
+run's, so the numbers grow across runs and do not count this run's inputs.
+
 A run just submitted is waited for, up to 5 s, until a worker has taken
 its job. A run that does not exist by then, has ended, takes no input
 (stdin "once") or whose stdin was closed, and a message over maxInputBytes,
@@ -82,7 +86,7 @@ are refused with an error.`,
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "sent to run %s (input %d)\n", rep.RunID, rep.Seq)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "sent to run %s (BATON_INPUT seq %d)\n", rep.RunID, rep.Seq)
 			return err
 		},
 	}

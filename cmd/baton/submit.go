@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -169,7 +168,7 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet) {
 func (f *submitFlags) job(stdin io.Reader, readFile func(string) ([]byte, error)) (protocol.Job, error) {
 	job := protocol.Job{RunID: f.runID, Profile: f.profile, Input: f.input, Args: f.args}
 	if job.RunID == "" {
-		job.RunID = newRunID()
+		job.RunID = protocol.NewRunID()
 	}
 	if f.input == "-" {
 		b, err := io.ReadAll(stdin)
@@ -240,11 +239,6 @@ func (b *optBool) Set(s string) error {
 }
 
 func (*optBool) Type() string { return "bool" }
-
-// newRunID returns "run-" and 20 random base32 characters (100 bits).
-func newRunID() string {
-	return "run-" + strings.ToLower(rand.Text()[:20])
-}
 
 // parseAssignments reads repeated KEY=VALUE flags into a map; nil when none.
 func parseAssignments(flag string, values []string) (map[string]string, error) {

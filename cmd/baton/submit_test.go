@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io/fs"
 	"maps"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +165,44 @@ func TestSubmitFlagsJobJSON(t *testing.T) {
 		}
 		if want := `{"runId":"r","profile":"p"` + tc.want; err != nil || string(got) != want {
 			t.Errorf("%q:\n got %s, %v\nwant %s", tc.args, got, err, want)
+		}
+	}
+}
+
+// TestSubmitHasAFlagPerJobField: every field of a job has a flag of baton
+// submit, which the README's command table and docs/protocol.md list; a
+// field added to the job without one fails here.
+func TestSubmitHasAFlagPerJobField(t *testing.T) {
+	flags := map[string][]string{ // a job field: the flags that set it
+		"runId": {"run-id"}, "profile": {"profile"}, "input": {"input"}, "args": {"arg"}, "env": {"env"},
+		"timeout": {"timeout"}, "files": {"file"}, "labels": {"label"}, "retries": {"retries"}, "limits": {"limit"},
+		"outputs": {"outputs", "diff"}, "workspace": {"workspace"},
+	}
+	cmd := newSubmitCmd(&globals{})
+	var docs []string
+	for _, p := range []string{"../../README.md", "../../docs/protocol.md"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(b))
+	}
+	for f := range reflect.TypeFor[protocol.Job]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		names, ok := flags[name]
+		if !ok {
+			t.Errorf("job field %s: baton submit has no flag for it (or this test knows none)", name)
+			continue
+		}
+		for _, flag := range names {
+			if cmd.Flags().Lookup(flag) == nil {
+				t.Errorf("job field %s: baton submit has no --%s", name, flag)
+			}
+			for i, doc := range docs {
+				if !strings.Contains(doc, "`--"+flag) && !strings.Contains(doc, " --"+flag+" ") && !strings.Contains(doc, "[--"+flag) {
+					t.Errorf("job field %s: %s does not name baton submit's --%s", name, []string{"README.md", "docs/protocol.md"}[i], flag)
+				}
+			}
 		}
 	}
 }

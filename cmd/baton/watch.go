@@ -39,8 +39,9 @@ outputs the run's capture stored. A permission prompt shows as one line
 (answer it with 'baton send', or type y or n in 'baton attach'). A run lost
 with its node and retried is followed on to its retry. When the job was
 rejected to the dead-letter stream it says why; when no worker has taken
-the job after a few seconds, or none holds the run after a hand-off, it
-says that too.
+the job after a few seconds, none holds the run after a hand-off, or none
+answers at all (none runs, or the only one crashed), it says that on stderr
+and waits.
 
 The exit status is 0 if the run (or its last retry) succeeded, 1 if it
 failed, was cancelled, timed out, was lost or its job was rejected, and 2 if
@@ -72,10 +73,12 @@ func (s *session) watch(ctx context.Context, runID string, asJSON bool, out, err
 	return s.watchSince(ctx, runID, time.Time{}, "", asJSON, out, errOut)
 }
 
-// noRecordNotice is how long a watch waits for a run's first record or
-// message before it says that no worker has taken the job: a worker takes
-// one in milliseconds, and saying so at once would be noise in every run.
-const noRecordNotice = 3 * time.Second
+// noticeAfter is how long a condition lasts before a watch tells it on
+// stderr: no worker has taken the job, no worker holds the run after a
+// hand-off, no worker answers at all. Each lasts milliseconds in a healthy
+// run (a worker takes a job, or a hand-off, at once; a restarted worker
+// answers within a second or two), and saying so then would be noise.
+const noticeAfter = 3 * time.Second
 
 // watchSince is watch for a job with input submitted at submitted (zero:
 // unknown): a rejection of its runId stored before then is an older job's.
@@ -122,25 +125,36 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 			}
 			return protocol.Status{}, err
 		}
-		if submitted.IsZero() && rec.Input != "" {
-			p.jobInput(rec.Input) // a submitter shows its own
+	}
+	// The job's input is the run's first turn: a submitter shows its own;
+	// a watcher, the record's, read again at the first message when the
+	// record came after the watch began (a run just submitted).
+	inputShown := !submitted.IsZero()
+	showInput := func(rec kv.RunRecord) {
+		if !inputShown && rec.Input != "" {
+			p.jobInput(rec.Input)
 		}
+		inputShown = true
+	}
+	if err == nil {
+		showInput(rec)
 	}
 	var seen atomic.Bool // a message arrived: the run is under way
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	unheld := &unheldNotice{runID: runID, w: errOut}
-	defer unheld.stop()
+	unheld, noWorker := &notice{w: errOut}, &notice{w: errOut}
+	defer unheld.disarm()
+	defer noWorker.disarm()
 	// While the run has no record its job may be in the dead-letter stream,
-	// where the watch alone would wait for ever. A run with a record (or a
-	// relay that cannot be read) has no rejection to look for.
+	// where the watch alone would wait for ever. A run with a record has no
+	// rejection to look for; while no worker answers, the record is unknown.
 	var rejected *client.RejectedError
 	awaited := make(chan struct{})
-	if errors.Is(err, client.ErrNotFound) {
+	if errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrNoWorker) {
 		go func() {
 			defer close(awaited)
 			_, err := s.c.AwaitRecord(wctx, runID, client.RejectedSince(submitted),
-				client.OnWaiting(noRecordNotice, func() {
+				client.OnWaiting(noticeAfter, func() {
 					if !seen.Load() {
 						fmt.Fprintf(errOut, "run %s has no record yet: waiting for a worker to start it (Ctrl-C to stop)\n", runID)
 					}
@@ -154,17 +168,33 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 	}
 	st, err := s.c.Watch(wctx, runID, func(ev client.Event) error {
 		seen.Store(true)
-		unheld.saw(ev)
+		if !inputShown {
+			rec, _ := s.c.Run(wctx, runID) // once: a record it cannot read shows nothing
+			showInput(rec)
+		}
+		if ev.Kind == protocol.KindStatus && ev.Status.Status == protocol.StatusHandoff {
+			unheld.arm(fmt.Sprintf("run %s: no worker holds it since %s handed it off at %s; its agent runs on, and it resumes when a worker of its node takes it",
+				runID, sanitize([]byte(ev.Status.Worker), false), ev.Status.Time.Local().Format("15:04:05 MST")))
+		} else {
+			unheld.disarm()
+		}
 		return p.print(ev)
-	})
-	unheld.stop()
+	}, client.OnWorkers(func(answering bool) {
+		if !answering {
+			noWorker.arm(fmt.Sprintf("run %s: no worker answers (is a `baton worker` running?): waiting for one (Ctrl-C to stop); a run's agent goes on meanwhile", runID))
+		} else if noWorker.disarm() {
+			fmt.Fprintf(errOut, "run %s: a worker answers again\n", runID)
+		}
+	}))
+	unheld.disarm()
+	noWorker.disarm()
 	stop()
 	<-awaited
 	p.finish()
 	switch {
 	case rejected != nil:
 		e := rejected.Entry
-		fmt.Fprintf(errOut, "run %s was rejected (%s) at %s: %s\n", runID, e.Reason, e.Time.Local().Format(time.DateTime), sanitize([]byte(e.Error), false))
+		fmt.Fprintf(errOut, "run %s was rejected (%s) at %s: %s\n", runID, e.Reason, fmtTime(e.Time), sanitize([]byte(e.Error), false))
 		fmt.Fprintf(errOut, "  'baton dlq' lists it; submit it again fixed, or under a new runId\n")
 		return protocol.Status{}, exitCodeError(1)
 	case err != nil && ctx.Err() != nil:
@@ -177,51 +207,49 @@ func (s *session) watchRun(ctx context.Context, runID string, submitted time.Tim
 	return st, nil
 }
 
-// unheldAfter is how long after a hand-off a watch waits for the run's next
-// holder before it says that nobody holds it: a hand-off takes a worker of
-// the node milliseconds, unless none is left.
-const unheldAfter = 3 * time.Second
-
-// unheldNotice tells a person, when a hand-off is followed by silence, that
-// no worker holds the run, so that a watch does not just go quiet.
-type unheldNotice struct {
-	runID string
+// notice is a line a watch prints on stderr when a condition lasts
+// noticeAfter: armed when the condition begins, disarmed when it ends.
+type notice struct {
 	w     io.Writer
 	mu    sync.Mutex
 	timer *time.Timer
-	gen   int // a timer prints only if nothing disarmed it since it was armed
+	gen   int  // a timer prints only if nothing disarmed it since it was armed
+	shown bool // the armed notice was printed
 }
 
-// saw arms the notice on a hand-off and disarms it on anything else.
-func (u *unheldNotice) saw(ev client.Event) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.disarm()
-	if ev.Kind != protocol.KindStatus || ev.Status.Status != protocol.StatusHandoff {
-		return
-	}
-	by, at, gen := ev.Status.Worker, ev.Status.Time.Local().Format(time.TimeOnly), u.gen
-	u.timer = time.AfterFunc(unheldAfter, func() {
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		if u.gen == gen {
-			fmt.Fprintf(u.w, "run %s: no worker holds it since %s handed it off at %s; its agent runs on, and it resumes when a worker of its node takes it\n", u.runID, by, at)
+// arm prints msg noticeAfter from now, unless disarmed before; a notice
+// armed already is replaced.
+func (n *notice) arm(msg string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stop()
+	gen := n.gen
+	n.timer = time.AfterFunc(noticeAfter, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.gen == gen {
+			fmt.Fprintln(n.w, msg)
+			n.shown = true
 		}
 	})
 }
 
-// stop disarms the notice; once it returns, the notice prints nothing.
-func (u *unheldNotice) stop() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.disarm()
+// disarm ends the condition: once it returns, the notice prints nothing.
+// It reports whether the notice was printed.
+func (n *notice) disarm() (shown bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	shown = n.shown
+	n.stop()
+	return shown
 }
 
-func (u *unheldNotice) disarm() {
-	u.gen++
-	if u.timer != nil {
-		u.timer.Stop()
-		u.timer = nil
+func (n *notice) stop() {
+	n.gen++
+	n.shown = false
+	if n.timer != nil {
+		n.timer.Stop()
+		n.timer = nil
 	}
 }
 
@@ -526,10 +554,13 @@ type agentMsg struct {
 	Message *struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"message"`
-	IsError      bool    `json:"is_error"`
-	NumTurns     int     `json:"num_turns"`
-	DurationMS   float64 `json:"duration_ms"`
-	TotalCostUSD float64 `json:"total_cost_usd"`
+	// Response is a control_response's: the agent's answer to a control
+	// request sent to it (an interrupt line).
+	Response     *controlResponse `json:"response"`
+	IsError      bool             `json:"is_error"`
+	NumTurns     int              `json:"num_turns"`
+	DurationMS   float64          `json:"duration_ms"`
+	TotalCostUSD float64          `json:"total_cost_usd"`
 }
 
 type contentBlock struct {
@@ -553,6 +584,10 @@ func (p *eventPrinter) agentLine(data []byte) {
 		p.approval(a)
 		return
 	}
+	if id, withdrawn, ok := parseSettled(line); ok {
+		p.settled(id, withdrawn)
+		return
+	}
 	var m agentMsg
 	_ = json.Unmarshal(line, &m) // a line of another shape leaves m empty: shown as JSON below
 	switch {
@@ -572,7 +607,12 @@ func (p *eventPrinter) agentLine(data []byte) {
 		if blocks, ok := parseBlocks(m.Message.Content); ok && hasToolResult(blocks) {
 			p.toolResults(blocks)
 			return
+		} else if ok && p.notes(blocks) {
+			return
 		}
+	case m.Type == "control_response" && m.Response != nil:
+		p.controlResponse(*m.Response)
+		return
 	case m.Type == "result":
 		p.result(m)
 		return
@@ -601,6 +641,50 @@ func (p *eventPrinter) approval(a approval) {
 		how = "  (y: allow, n [why]: deny)"
 	}
 	p.line(p.paint(styleBold+styleYellow, "? "+sanitize([]byte(a.tool), false)+" asks: ") + what + p.paint(styleDim, how))
+}
+
+// settled shows that the agent no longer waits on permission prompt id:
+// withdrawn (an interrupt ended its turn), or settled by an answer.
+func (p *eventPrinter) settled(id json.RawMessage, withdrawn bool) {
+	if p.prompts != nil {
+		p.prompts.resolve(id)
+	}
+	if withdrawn {
+		p.line(p.paint(styleYellow, "? request "+idText(id)+" withdrawn: the agent no longer waits for its answer"))
+		return
+	}
+	p.line(p.paint(styleDim, "  request "+idText(id)+" settled"))
+}
+
+// controlResponse is the agent's answer to a control request written to its
+// stdin, such as Claude Code's interrupt line.
+type controlResponse struct {
+	Subtype   string          `json:"subtype"`
+	RequestID json.RawMessage `json:"request_id"`
+	Error     string          `json:"error"`
+}
+
+func (p *eventPrinter) controlResponse(r controlResponse) {
+	if r.Subtype == "error" || r.Error != "" {
+		p.line(p.paint(styleRed, "↳ the agent refused request "+idText(r.RequestID)+": "+sanitize([]byte(r.Error), false)))
+		return
+	}
+	p.line(p.paint(styleDim, "↳ the agent took request "+idText(r.RequestID)))
+}
+
+// notes shows the text of a user message the agent printed itself, such as
+// Claude Code's "[Request interrupted by user]", and reports whether the
+// message was only text.
+func (p *eventPrinter) notes(blocks []contentBlock) bool {
+	for _, b := range blocks {
+		if b.Type != "text" {
+			return false
+		}
+	}
+	for _, b := range blocks {
+		p.line(p.paint(styleDim, "↳ "+sanitize([]byte(b.Text), false)))
+	}
+	return len(blocks) > 0
 }
 
 func parseBlocks(raw json.RawMessage) ([]contentBlock, bool) {

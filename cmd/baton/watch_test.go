@@ -126,6 +126,14 @@ func TestHumanFormat(t *testing.T) {
 			evLine(protocol.KindInput, `{"id":1,"result":{"decision":"decline"}}`),
 		}, "? Bash asks: make test\\x1b[2J  [request req-1]\nyou › allow req-1\nyou › deny req-2: not now\n" +
 			"? commandExecution asks: /usr/bin/bash -lc 'echo hi'  [request 0]\nyou › allow 0\nyou › deny 1: decline\n"},
+		{"a prompt withdrawn by an interrupt, the agent's answers to control requests, its own notes", []client.Event{
+			evLine(ev, `{"type":"control_cancel_request","request_id":"req-1"}`),
+			evLine(ev, `{"type":"control_response","response":{"subtype":"success","request_id":"baton-interrupt"}}`),
+			evLine(ev, `{"type":"control_response","response":{"subtype":"error","request_id":"i2","error":"no turn\u001b[2J"}}`),
+			evLine(ev, `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user for tool use]"}]},"session_id":"s"}`),
+			evLine(ev, `{"method":"serverRequest/resolved","params":{"threadId":"t","requestId":0}}`),
+		}, "? request req-1 withdrawn: the agent no longer waits for its answer\n↳ the agent took request baton-interrupt\n" +
+			"↳ the agent refused request i2: no turn\\x1b[2J\n↳ [Request interrupted by user for tool use]\n  request 0 settled\n"},
 		{"message on an unknown subject kind", []client.Event{evLine("ctl", "x\x00y")}, "ctl│ x\\x00y\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/natsurl"
 	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
 )
@@ -140,14 +141,14 @@ func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url,
 				log.Warn().Err(err).Msg("NATS disconnected")
 			}),
 			nats.ReconnectHandler(func(c *nats.Conn) {
-				log.Info().Str("url", c.ConnectedUrl()).Msg("NATS reconnected")
+				log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("NATS reconnected")
 			}),
 			nats.ClosedHandler(func(c *nats.Conn) {
 				stop(fmt.Errorf("%w (%s): %w", errNATSClosed, name, cmp.Or(c.LastError(), nats.ErrConnectionClosed)))
 			}),
 		)
 		if err != nil {
-			return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+			return nil, fmt.Errorf("connect to NATS at %s: %w", natsurl.Redact(url), err)
 		}
 		return nc, nil
 	}

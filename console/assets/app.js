@@ -29,7 +29,7 @@ async function api(path, opts = {}) {
   const r = await fetch(path, Object.assign({ credentials: 'same-origin' }, opts, { headers }));
   if (r.status === 401) { location.href = 'login'; throw new Error('unauthorized'); }
   const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw Object.assign(new Error(body.error || r.statusText), { status: r.status });
+  if (!r.ok) throw Object.assign(new Error(body.error || r.statusText), { status: r.status, rejected: !!body.rejected });
   return body;
 }
 
@@ -236,13 +236,14 @@ function runPage(runId) {
   const inputBox = h('div', { class: 'inputbox', hidden: true });
   const tokenBox = h('div', { class: 'token' });
   const errLine = h('p', { class: 'error' });
+  const workersLine = h('p', { class: 'error', id: 'no-worker' });
   const cancelBtn = h('button', { class: 'danger', id: 'cancel', text: 'Cancel run', hidden: true });
   const rerunBox = h('div', { id: 'rerun' });
   const actions = h('div', { class: 'card', id: 'actions', hidden: true }, cancelBtn, rerunBox, tokenBox);
   const follow = h('input', { type: 'checkbox', checked: true, id: 'follow' });
   main.replaceChildren(
     h('p', {}, h('a', { href: '#/', text: '‹ runs' })),
-    head, errLine,
+    head, errLine, workersLine,
     h('div', { class: 'run-grid' },
       h('section', {},
         h('div', { class: 'pager' }, h('label', {}, follow, ' follow'), h('span', { class: 'muted', id: 'count' })),
@@ -312,12 +313,12 @@ function runPage(runId) {
   // it holds one of them: a finished run without tokens has neither.
   function showActions() { actions.hidden = cancelBtn.hidden && !rerunBox.childElementCount && !tokenBox.childElementCount; }
 
-  // Re-run needs the job, which a run's record keeps only when the job
-  // has retries: other runs say so instead of offering it.
+  // Re-run needs the job, which a run's record keeps unless it was too
+  // large: such a run says so instead of offering it.
   function showRerun() {
     if (cfg.readOnly || state.info.readOnly) return;
     if (!state.info.rerun) {
-      rerunBox.replaceChildren(h('p', { class: 'muted', text: 'No re-run: the record keeps a job to run again only when it has retries.' }));
+      rerunBox.replaceChildren(h('p', { class: 'muted', text: 'No re-run: its record keeps no job (a worker keeps one of up to 256 KiB).' }));
       return;
     }
     const btn = h('button', { id: 'rerun-button', text: 'Re-run' });
@@ -407,7 +408,7 @@ function runPage(runId) {
   // and a reconnect made here (after a refused or failed stream, as while
   // NATS cannot be reached) asks for what comes after the last sequence
   // shown. A sequence seen twice is dropped.
-  let es = null, retry = 0, streamErr = false;
+  let es = null, retry = 0, streamErr = false, workersTimer = 0, noRecordSince = 0;
   function connect() {
     const url = 'api/runs/' + encodeURIComponent(runId) + '/events' + (state.lastSeq ? '?after=' + state.lastSeq : '');
     es = new EventSource(url);
@@ -423,9 +424,23 @@ function runPage(runId) {
     es.addEventListener('watching', () => {
       if (streamErr) errLine.textContent = '';
       streamErr = false;
+      clearTimeout(workersTimer); // a new stream says it again if so
+      workersLine.textContent = '';
+    });
+    // No worker answers the console's reads of the chain (none runs, or
+    // the only one crashed): said once it lasts 3 s, as baton watch does
+    // (a restarted worker answers within a second or two).
+    es.addEventListener('workers', e => {
+      clearTimeout(workersTimer);
+      if (JSON.parse(e.data).answering) { workersLine.textContent = ''; return; }
+      workersTimer = setTimeout(() => {
+        workersLine.textContent = 'No worker answers (is a baton worker running?): waiting for one; the run\'s agent goes on meanwhile.';
+      }, 3000);
     });
     es.addEventListener('failure', e => {
       es.close();
+      clearTimeout(workersTimer); // whether workers answer is unknown until the stream is on again
+      workersLine.textContent = '';
       errLine.textContent = 'stream: ' + JSON.parse(e.data).error;
       streamErr = true;
       if (!state.closed) retry = setTimeout(connect, 2000);
@@ -447,12 +462,17 @@ function runPage(runId) {
       showRerun();
       showToken();
       // The job's own input (its first 1 KiB) is the run's first turn.
-      if (info.input) r.push(h('div', { class: 'entry user', id: 'job-input' }, h('div', { class: 'text', text: 'you › ' + info.input })));
+      if (info.input) r.push(h('div', { class: 'entry user', id: 'job-input' }, h('div', { class: 'text', text: 'you › ' + inputText(info.input.replace(/\r?\n$/, '')) })));
       connect();
     }).catch(e => {
       if (e.status === 404 && !state.closed) {
-        errLine.textContent = 'no record yet: waiting for a worker to take the run';
-        retry = setTimeout(open, 1000);
+        // A worker takes a job in milliseconds: that none has is said only
+        // once it lasts 3 s, as baton watch does.
+        noRecordSince = noRecordSince || Date.now();
+        // A job the DLQ took gets no record, unless it is retried.
+        if (e.rejected) errLine.textContent = e.message;
+        else if (Date.now() - noRecordSince >= 3000) errLine.textContent = 'no record yet: waiting for a worker to take the run';
+        retry = setTimeout(open, e.rejected ? 2000 : 500);
         return;
       }
       errLine.textContent = String(e.message || e);
@@ -463,6 +483,7 @@ function runPage(runId) {
   return () => {
     state.closed = true;
     clearTimeout(retry);
+    clearTimeout(workersTimer);
     if (es) es.close();
     if (frame) cancelAnimationFrame(frame);
   };
@@ -504,6 +525,10 @@ class Renderer {
   }
 
   add(ev) {
+    if (ev.kind === 'input') {
+      this.input(ev);
+      return;
+    }
     if (ev.kind !== 'events') {
       this.push(h('div', { class: 'entry raw mono', text: ev.data }));
       return;
@@ -514,6 +539,11 @@ class Renderer {
       this.push(h('div', { class: 'entry raw mono', text: ev.data }));
       return;
     }
+    const note = controlNote(m);
+    if (note) {
+      this.push(h('div', { class: 'entry prompt', text: note }));
+      return;
+    }
     switch (m.type) {
       case 'stream_event': if (this.streamEvent(m.event || {})) return; break;
       case 'assistant': if (this.assistant(m.message || {})) return; break;
@@ -521,7 +551,7 @@ class Renderer {
       case 'result': this.result(m); return;
       case 'system':
         if (m.subtype === 'init') {
-          this.push(h('div', { class: 'marker', text: `session ${m.session_id || ''} · ${m.model || ''} · ${m.cwd || ''}` }));
+          this.push(h('div', { class: 'marker', text: ['session', [m.session_id, m.model, m.cwd].filter(Boolean).join(' · ')].join(' ').trim() }));
           return;
         }
         break;
@@ -651,6 +681,18 @@ class Renderer {
     return true;
   }
 
+  // input shows a message written to the agent's stdin as the user's
+  // turn, as baton watch does: a user message's text, the answer to a
+  // permission prompt, an interrupt, the end of input; other lines as
+  // they were written.
+  input(ev) {
+    const you = text => this.push(h('div', { class: 'entry user' }, h('div', { class: 'text', text: 'you › ' + text })));
+    if (ev.interrupt) { you('interrupt'); return; }
+    const line = ev.data.replace(/\r?\n$/, '');
+    if (line) you(inputText(line));
+    if (ev.eof) you('end of input (the agent\'s stdin is closed)');
+  }
+
   result(m) {
     const bad = m.is_error || (m.subtype && m.subtype !== 'success');
     const bits = [m.subtype, m.num_turns !== undefined && `${m.num_turns} turns`,
@@ -660,6 +702,55 @@ class Renderer {
       h('strong', { text: 'result ' }), h('span', { text: bits.join(' · ') }),
       typeof m.result === 'string' ? h('div', { class: 'text', text: m.result }) : null));
   }
+}
+
+// inputText is an input line for a person: a stream-json user message's
+// text, an answer to a permission prompt (Claude Code's control_response,
+// Codex's decision), or the line as it was written.
+function inputText(line) {
+  let m;
+  try { m = JSON.parse(line); } catch (_) { return line; }
+  if (!m || typeof m !== 'object') return line;
+  if (m.type === 'user' && m.message) {
+    const c = m.message.content;
+    if (typeof c === 'string') return c;
+    const text = Array.isArray(c) ? c.filter(b => b && b.type === 'text').map(b => b.text || '').join('') : '';
+    if (text) return text;
+  }
+  const r = m.type === 'control_response' && m.response && m.response.response;
+  if (r && r.behavior) {
+    return (r.behavior === 'allow' ? 'allow ' : 'deny ') + m.response.request_id + (r.behavior !== 'allow' && r.message ? ': ' + r.message : '');
+  }
+  if (m.id !== undefined && m.result && typeof m.result.decision === 'string') {
+    return (m.result.decision.startsWith('accept') ? 'allow ' : 'deny ') + m.id + (m.result.decision.startsWith('accept') ? '' : ': ' + m.result.decision);
+  }
+  return line;
+}
+
+// controlNote is an agent's line about a permission prompt or a control
+// request, as one line, as baton watch shows it: a prompt (Claude Code's
+// can_use_tool, Codex's */requestApproval), a prompt an interrupt withdrew,
+// the agent's answer to a control request written to it (the interrupt
+// line); '' for any other line.
+function controlNote(m) {
+  if (m.type === 'control_request' && m.request && m.request.subtype === 'can_use_tool') {
+    return `? ${m.request.tool_name} asks: ${summarize(JSON.stringify(m.request.input || {}))}  [request ${m.request_id}]`;
+  }
+  if (typeof m.method === 'string' && m.method.endsWith('/requestApproval') && m.id !== undefined) {
+    const p = m.params || {};
+    return `? ${m.method.replace(/^item\//, '').replace(/\/requestApproval$/, '')} asks: ${String(p.command || p.reason || '').slice(0, 200)}  [request ${m.id}]`;
+  }
+  if (m.type === 'control_cancel_request' && m.request_id !== undefined) {
+    return `? request ${m.request_id} withdrawn: the agent no longer waits for its answer`;
+  }
+  if (m.method === 'serverRequest/resolved' && m.params && m.params.requestId !== undefined) {
+    return `request ${m.params.requestId} settled`;
+  }
+  if (m.type === 'control_response' && m.response) {
+    const r = m.response;
+    return r.subtype === 'error' || r.error ? `↳ the agent refused request ${r.request_id}: ${r.error || ''}` : `↳ the agent took request ${r.request_id}`;
+  }
+  return '';
 }
 
 function summarize(input) {
@@ -724,6 +815,10 @@ function dlqPage() {
   }
   function load() {
     api('api/dlq').then(list => {
+      if (!list.length) {
+        body.replaceChildren(h('p', { id: 'dlq-empty', text: 'No rejected jobs: the dead-letter stream is empty.' }));
+        return;
+      }
       body.replaceChildren(h('table', { id: 'dlq' },
         h('thead', {}, h('tr', {}, ...['seq', 'time', 'reason', 'error', 'subject', 'job', ''].map(t => h('th', { text: t })))),
         h('tbody', {}, ...list.map(e => {
