@@ -3,7 +3,6 @@ package test
 import (
 	"os"
 	"regexp"
-	"strings"
 	"testing"
 )
 
@@ -35,16 +34,4 @@ func docBlocks(t *testing.T, file, name string) []docBlock {
 		t.Fatalf("%s marks no sh or yaml block with <!-- test: %s -->", file, name)
 	}
 	return blocks
-}
-
-// inOrder reports whether s holds each of subs, one after another.
-func inOrder(s string, subs ...string) bool {
-	for _, sub := range subs {
-		i := strings.Index(s, sub)
-		if i < 0 {
-			return false
-		}
-		s = s[i+len(sub):]
-	}
-	return true
 }

@@ -78,7 +78,7 @@ func TestQuickstart(t *testing.T) {
 		{"echo: hello", "echo: a second turn", "● succeeded"},
 		{"hello-1"}, // baton runs list
 	} {
-		if !inOrder(out, want...) {
+		if !testenv.InOrder(out, want...) {
 			t.Errorf("the blocks of %s printed no %q, in that order:\n%s", page, want, out)
 		}
 	}
@@ -217,7 +217,7 @@ func TestReadmeCLI(t *testing.T) {
 	env := append(os.Environ(), "NATS_URL="+url, "BATON_STATE_DIR="+testenv.StateDir(t),
 		"PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	out, logs := walkBlocks(t, "../README.md", "readme-cli", subst, env, url)
-	if !inOrder(out, "you › Fix the failing test", "● succeeded", "you › hello", "● succeeded") {
+	if !testenv.InOrder(out, "you › Fix the failing test", "● succeeded", "you › hello", "● succeeded") {
 		t.Errorf("the README's CLI blocks printed no two runs succeeded:\n%s", out)
 	}
 	if !strings.Contains(logs["baton worker"].String(), "worker ready") {

@@ -252,7 +252,7 @@ func claudeChatRecipe(t *testing.T, api *mockAPI, bin, url string) {
 	if err != nil {
 		t.Fatalf("the claude-chat recipe of docs/interactive.md: %v (the page says it succeeds)\n%s\nmock saw %q", err, out, api.requests())
 	}
-	if want := []string{"↳ the agent took request baton-interrupt", "■ error error_during_execution", "■ done success", "● succeeded"}; !inOrder(out, want...) {
+	if want := []string{"↳ the agent took request baton-interrupt", "■ error error_during_execution", "■ done success", "● succeeded"}; !testenv.InOrder(out, want...) {
 		t.Errorf("the recipe printed no %q, in that order:\n%s", want, out)
 	}
 	// The page tells two cases apart: the lines all reach Claude before it
@@ -264,16 +264,16 @@ func claudeChatRecipe(t *testing.T, api *mockAPI, bin, url string) {
 	if len(prompts) > 0 {
 		last = prompts[len(prompts)-1]
 	}
-	if inOrder(out, "withdrawn: the agent no longer waits for its answer", "↳ [Request interrupted by user for tool use]") {
+	if testenv.InOrder(out, "withdrawn: the agent no longer waits for its answer", "↳ [Request interrupted by user for tool use]") {
 		t.Logf("the interrupt withdrew the first turn's permission prompt (the page's second case)")
 		return
 	}
 	// The end of input came before the first turn's end: no turn is a
 	// wait then.
-	if inOrder(out, "you › end of input", "■ error error_during_execution") && strings.Contains(out, "● waiting") {
+	if testenv.InOrder(out, "you › end of input", "■ error error_during_execution") && strings.Contains(out, "● waiting") {
 		t.Errorf("the run showed waiting after its end of input:\n%s", out)
 	}
-	if !inOrder(last, "Fix the failing test", "[Request interrupted by user]", "Now add a test for it") {
+	if !testenv.InOrder(last, "Fix the failing test", "[Request interrupted by user]", "Now add a test for it") {
 		t.Errorf("the API's last request holds no first message, interruption and follow-up, in that order: %q", prompts)
 	}
 	if !hasResult(api.toolResults(), "Tool permission request failed: Error: Stream closed") {
@@ -391,7 +391,7 @@ func sessionAcrossNodes(t *testing.T, api *mockAPI, bin, cfg, profile string, fi
 	before := len(api.requestBodies())
 	turn(second, "Now the second turn.", nil)
 	bodies := api.requestBodies()[before:]
-	if len(bodies) == 0 || !inOrder(bodies[0], "Write proof.txt, first turn.", "Now the second turn.") {
+	if len(bodies) == 0 || !testenv.InOrder(bodies[0], "Write proof.txt, first turn.", "Now the second turn.") {
 		t.Fatalf("the second turn's first request holds no first turn before it (the conversation did not follow the session): %.2000q", bodies)
 	}
 	rec, err := c.Session(ctx, session)

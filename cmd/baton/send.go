@@ -14,8 +14,9 @@ import (
 
 func newSendCmd(g *globals) *cobra.Command {
 	var streamJSON, eof bool
+	var sessionID string
 	cmd := &cobra.Command{
-		Use:   "send RUNID [TEXT|-]",
+		Use:   "send RUNID [TEXT|-] | send --session SESSION [TEXT|-]",
 		Short: "Send input to a running agent's stdin",
 		Long: `send sends TEXT (or, with "-", all of stdin) to the stdin of a running
 agent whose profile has "stdin: stream". A worker (on <prefix>.input.<runId>)
@@ -35,7 +36,12 @@ run's, so the numbers grow across runs and do not count this run's inputs.
 A run just submitted is waited for, up to 5 s, until a worker has taken
 its job. A run that does not exist by then, has ended, takes no input
 (stdin "once") or whose stdin was closed, and a message over maxInputBytes,
-are refused with an error.`,
+are refused with an error.
+
+--session sends to a session instead of a run: its live run gets the
+message as input when it can take it, and a session with no live run
+(paused, or idle) starts its next run with the message as the job's input
+(docs/sessions.md); it prints which run got it.`,
 		Example: `  baton send run-5kq2m8x3c1v7b0n4d6fa 'also update the changelog'
 
   # A Claude Code stream-json run: the text as a user message
@@ -45,9 +51,19 @@ are refused with an error.`,
   baton send run-5kq2m8x3c1v7b0n4d6fa - < allow.json
 
   # Close the agent's stdin: it ends once it has read everything
-  baton send run-5kq2m8x3c1v7b0n4d6fa --eof`,
-		Args: cobra.RangeArgs(1, 2),
+  baton send run-5kq2m8x3c1v7b0n4d6fa --eof
+
+  # A session: its live run, or the next run of a paused one
+  baton send --session chat-7 --stream-json 'and the other failing test?'`,
+		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if sessionID != "" {
+				// The session takes the place of RUNID.
+				args = append([]string{sessionID}, args...)
+			}
+			if len(args) == 0 || len(args) > 2 {
+				return errors.New("send: give RUNID (or --session SESSION), then TEXT or -")
+			}
 			if len(args) == 1 && !eof {
 				return errors.New("send: give TEXT, or - to read stdin (or --eof alone to close the agent's stdin)")
 			}
@@ -78,6 +94,19 @@ are refused with an error.`,
 			if eof {
 				opts = append(opts, client.WithEOF())
 			}
+			if sessionID != "" {
+				// One id for the request: a retry of it starts no second run.
+				rep, err := s.c.SendSession(cmd.Context(), sessionID, data, append(opts, client.WithMsgID(protocol.NewRunID()))...)
+				if err != nil {
+					return err
+				}
+				if rep.Started {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "session %s: started run %s with the message (baton watch %s)\n", rep.Session, rep.RunID, rep.RunID)
+				} else {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "sent to session %s's run %s (BATON_INPUT seq %d)\n", rep.Session, rep.RunID, rep.Seq)
+				}
+				return err
+			}
 			var rep protocol.InputReply
 			err = whenKnown(cmd.Context(), sendWaitRecord, func() (err error) {
 				rep, err = s.c.Send(cmd.Context(), args[0], data, opts...)
@@ -92,6 +121,7 @@ are refused with an error.`,
 	}
 	cmd.Flags().BoolVar(&streamJSON, "stream-json", false, "wrap the text as a Claude Code stream-json user message")
 	cmd.Flags().BoolVar(&eof, "eof", false, "close the agent's stdin after this message")
+	cmd.Flags().StringVar(&sessionID, "session", "", "send to this session: its live run, or a new run of it")
 	return cmd
 }
 

@@ -42,6 +42,8 @@ type submitFlags struct {
 	json                    bool
 	// workspace is a directory or archive uploaded to seed the workspace.
 	workspace string
+	// session makes the run a turn of that session.
+	session string
 }
 
 func newSubmitCmd(g *globals) *cobra.Command {
@@ -154,9 +156,10 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.outputs, "outputs", nil, "PATTERN: capture only the profile's output files that also match it, e.g. 'out/**' (repeatable)")
 	fl.Var(&f.diff, "diff", "keep (--diff) or drop (--diff=false) the profile's captured diff; refused when the profile captures none")
 	fl.Lookup("diff").NoOptDefVal = "true"
-	fl.StringArrayVar(&f.files, "file", nil, "PATH=LOCALFILE: seed the workspace's PATH with a local text file (repeatable)")
+	fl.StringArrayVar(&f.files, "file", nil, "PATH=LOCALFILE: seed the workspace's PATH (or, after ~/, the agent's home's) with a local text file (repeatable)")
 	fl.StringVar(&f.workspace, "workspace", "", "DIR or FILE.tar[.gz]: upload it to the workspaces stream (named by its SHA-256, so once) and seed the workspace with it")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label copied to the run record (repeatable)")
+	fl.StringVar(&f.session, "session", "", "make the run a turn of this session: it starts from the session's last checkpoint, after its earlier runs (docs/sessions.md)")
 	fl.BoolVar(&f.watch, "watch", false, "follow the run until it ends, like 'baton watch'")
 	fl.BoolVar(&f.interactive, "interactive", false, "then attach: follow the run and send each line of stdin as input, like 'baton attach' (profile stdin: stream)")
 	fl.BoolVar(&f.streamJSON, "stream-json", false, "wrap --input (and, with --interactive, each line) as a Claude Code stream-json user message")
@@ -166,7 +169,7 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet) {
 // job builds the Job the flags describe; stdin serves --input -, readFile
 // serves --file.
 func (f *submitFlags) job(stdin io.Reader, readFile func(string) ([]byte, error)) (protocol.Job, error) {
-	job := protocol.Job{RunID: f.runID, Profile: f.profile, Input: f.input, Args: f.args}
+	job := protocol.Job{RunID: f.runID, Profile: f.profile, Input: f.input, Args: f.args, Session: f.session}
 	if job.RunID == "" {
 		job.RunID = protocol.NewRunID()
 	}

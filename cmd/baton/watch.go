@@ -17,14 +17,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 )
 
 func newWatchCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, follow bool
+	var sessionID string
 	cmd := &cobra.Command{
-		Use:   "watch RUNID",
+		Use:   "watch RUNID | watch --session SESSION",
 		Short: "Replay a run's events from the start, then follow it until it ends",
 		Long: `watch prints every event, raw line and status of a run in order: first
 what the run has already published, then live, until its terminal status.
@@ -43,7 +45,12 @@ the job after a few seconds, none holds the run after a hand-off, or none
 answers at all (none runs, or the only one crashed), it says that on stderr
 and waits.
 
-The exit status is 0 if the run (or its last retry) succeeded, 1 if it
+--session watches a session instead: every run of it in order, each from its
+start, then each new run as it starts; with --follow=false it ends once the
+session has no live run and every run of it was shown.
+
+The exit status is 0 if the run (or its last retry) succeeded, or paused
+(a session's run that waited for input past its pauseAfter), 1 if it
 failed, was cancelled, timed out, was lost or its job was rejected, and 2 if
 watching itself failed.`,
 		Example: `  # Follow a run as it happens
@@ -51,18 +58,68 @@ watching itself failed.`,
 
   # Machine-readable: one payload per line, e.g. for jq
   baton watch run-5kq2m8x3c1v7b0n4d6fa --json | jq -c 'select(.type=="result")'`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if sessionID != "" {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := openSession(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
 			defer s.close()
+			if sessionID != "" {
+				return s.watchSession(cmd.Context(), sessionID, follow, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			return s.watch(cmd.Context(), args[0], asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each payload unchanged, one per line")
+	cmd.Flags().StringVar(&sessionID, "session", "", "watch every run of this session, in order (docs/sessions.md)")
+	cmd.Flags().BoolVar(&follow, "follow", true, "with --session: go on with the session's new runs (false: end once it has no live run)")
 	return cmd
+}
+
+// sessionPoll is how often a session watch looks for the session's next
+// run once it has shown every run so far.
+const sessionPoll = time.Second
+
+// watchSession prints every run of the session id in order, each as watch
+// does (its outcome does not end the watch), then, with follow, each new
+// run as it comes, until ctx ends; without, until the session has no live
+// run and every run was shown.
+func (s *session) watchSession(ctx context.Context, id string, follow, asJSON bool, out, errOut io.Writer) error {
+	shown := map[string]bool{}
+	for n := 0; ; {
+		rec, err := s.c.Session(ctx, id)
+		if err != nil {
+			return err
+		}
+		before := n
+		for _, run := range rec.Runs {
+			if shown[run] {
+				continue
+			}
+			shown[run] = true
+			n++
+			if !asJSON {
+				fmt.Fprintf(out, "── run %s (%d of session %s)\n", sanitize([]byte(run), false), n, sanitize([]byte(id), false))
+			}
+			var code exitCodeError
+			if err := s.watch(ctx, run, asJSON, out, errOut); err != nil && !errors.As(err, &code) {
+				return err
+			}
+		}
+		// Read again after showing runs: one may have started meanwhile.
+		if !follow && rec.Live == "" && n == before {
+			return nil
+		}
+		if !clock.Sleep(ctx, sessionPoll) {
+			return ctx.Err()
+		}
+	}
 }
 
 // watch streams runID to out and turns its outcome into the command's
@@ -105,7 +162,7 @@ func (s *session) follow(ctx context.Context, runID string, submitted time.Time,
 				p.line(p.paint(styleCyan, "↻ following its retry, run "+st.RetriedAs))
 			}
 			runID, submitted = st.RetriedAs, time.Time{}
-		case st.Status != protocol.StatusSucceeded:
+		case st.Status != protocol.StatusSucceeded && st.Status != protocol.StatusPaused:
 			return exitCodeError(1)
 		default:
 			return nil
@@ -278,7 +335,7 @@ func (s *session) explainEnded(ctx context.Context, rec kv.RunRecord, errOut io.
 		return false, nil
 	}
 	fmt.Fprintf(errOut, "run %s ended (%s) and its events are no longer in the stream\n", rec.RunID, runOutcome(rec))
-	if rec.State == kv.RunState(protocol.StatusSucceeded) {
+	if rec.State == kv.RunState(protocol.StatusSucceeded) || rec.State == kv.RunState(protocol.StatusPaused) {
 		return true, nil
 	}
 	return true, exitCodeError(1)
@@ -423,12 +480,29 @@ func (p *eventPrinter) status(st protocol.Status) {
 	p.line(strings.TrimRight(b.String(), " "))
 	if st.Status.Terminal() {
 		p.outputs(st)
+		p.checkpoint(st)
 	}
 	if st.Status.Terminal() && st.StderrTail != "" {
 		p.line(p.paint(styleDim, "  stderr:"))
 		for _, l := range strings.Split(strings.TrimRight(st.StderrTail, "\n"), "\n") {
 			p.line(p.paint(styleDim, "    "+sanitize([]byte(l), false)))
 		}
+	}
+}
+
+// checkpoint says, under a session's run's terminal status, what its
+// checkpoint holds, or why there is none.
+func (p *eventPrinter) checkpoint(st protocol.Status) {
+	switch c := st.Checkpoint; {
+	case c != nil:
+		kind := "what changed"
+		if c.Base {
+			kind = "the whole tree"
+		}
+		p.line(p.paint(styleDim, fmt.Sprintf("  session %s: checkpoint %s, %d files (%s), storing %s",
+			sanitize([]byte(st.Session), false), sanitize([]byte(c.Object), false), c.Files, byteSize(c.TreeBytes), kind)))
+	case st.CheckpointError != "":
+		p.line(p.paint(styleYellow, "  session "+sanitize([]byte(st.Session), false)+": no checkpoint: "+sanitize([]byte(st.CheckpointError), false)))
 	}
 }
 

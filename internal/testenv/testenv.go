@@ -155,3 +155,15 @@ func startServer(opts *server.Options) (*server.Server, error) {
 	}
 	return s, nil
 }
+
+// InOrder reports whether s holds each of subs, one after another.
+func InOrder(s string, subs ...string) bool {
+	for _, sub := range subs {
+		i := strings.Index(s, sub)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(sub):]
+	}
+	return true
+}
