@@ -3,8 +3,6 @@ package console_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -185,17 +183,7 @@ func TestDLQActions(t *testing.T) {
 		}
 	}
 
-	del := func(base string, seq string) (int, string) {
-		req, _ := http.NewRequest("DELETE", base+"/api/dlq/"+seq, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	del := func(base string, seq string) (int, string) { return call(t, "DELETE", base+"/api/dlq/"+seq, "") }
 	if code, body := del(readOnly, fmt.Sprint(later)); code != 403 {
 		t.Errorf("delete on a read-only console: %d %s", code, body)
 	}

@@ -169,6 +169,11 @@ func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts
 	mux.HandleFunc("POST /api/runs/{id}/rerun", c.writes(c.needsNATS(c.serveRerun)))
 	mux.HandleFunc("GET /api/runs/{id}/token", c.needsNATS(c.serveToken))
 	mux.HandleFunc("GET /api/runs/{id}/outputs/{name...}", c.needsNATS(c.serveOutput))
+	mux.HandleFunc("GET /api/sessions", c.needsNATS(c.serveSessions))
+	mux.HandleFunc("GET /api/sessions/{id}", c.needsNATS(c.serveSession))
+	mux.HandleFunc("POST /api/sessions/{id}/send", c.writes(c.needsNATS(c.serveSessionSend)))
+	mux.HandleFunc("POST /api/sessions/{id}/fork", c.writes(c.needsNATS(c.serveSessionFork)))
+	mux.HandleFunc("DELETE /api/sessions/{id}", c.writes(c.needsNATS(c.serveSessionDelete)))
 	mux.HandleFunc("GET /api/workers", c.needsNATS(c.serveWorkers))
 	mux.HandleFunc("GET /api/dlq", c.needsNATS(c.serveDLQ))
 	mux.HandleFunc("POST /api/dlq/{seq}/retry", c.writes(c.needsNATS(c.serveDLQRetry)))
@@ -240,8 +245,8 @@ func (c *Console) natsDown() error {
 	return fmt.Errorf("%w (the console keeps trying)", errNATSDown)
 }
 
-// writes refuses, on a read-only console, a request that changes a run or
-// a dead letter.
+// writes refuses, on a read-only console, a request that changes a run, a
+// session or a dead letter.
 func (c *Console) writes(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if c.readOnly {
@@ -440,7 +445,8 @@ func (c *Console) writeReply(w http.ResponseWriter, rep any, err error) {
 		writeJSON(w, http.StatusOK, rep)
 	case errors.Is(err, client.ErrNotFound):
 		writeError(w, http.StatusNotFound, err)
-	case errors.Is(err, client.ErrTerminal), errors.Is(err, client.ErrNoInput):
+	case errors.Is(err, client.ErrTerminal), errors.Is(err, client.ErrNoInput),
+		errors.Is(err, client.ErrSessionExists), errors.Is(err, client.ErrSessionLive):
 		writeError(w, http.StatusConflict, err)
 	case errors.Is(err, client.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, err)

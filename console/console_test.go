@@ -102,7 +102,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // noRedirect keeps a client from following redirects, so tests see them.
-var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 10 * time.Second}
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 20 * time.Second}
 
 func TestNewNeedsAToken(t *testing.T) {
 	s := testenv.RunServer(t)
@@ -648,10 +648,17 @@ func TestEventsResume(t *testing.T) {
 	}
 }
 
-func post(t *testing.T, u, body string) (int, string) {
+func post(t *testing.T, u, body string) (int, string) { t.Helper(); return call(t, "POST", u, body) }
+
+// call sends a request with the console's token, and headers given as
+// name, value pairs; it returns the answer's status and body.
+func call(t *testing.T, method, u, body string, header ...string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", u, strings.NewReader(body))
+	req, _ := http.NewRequest(method, u, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := noRedirect.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -225,6 +225,6 @@ func (c SessionCheckpoint) Wire() protocol.Checkpoint {
 
 // SessionFork names the checkpoint a session was forked from.
 type SessionFork struct {
-	Session    string `msgpack:"session"`
-	Checkpoint int    `msgpack:"checkpoint"`
+	Session    string `msgpack:"session" json:"session"`
+	Checkpoint int    `msgpack:"checkpoint" json:"checkpoint"`
 }

@@ -69,7 +69,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		// A run that ends a turn and waits for input, twice.
 		"  turns:\n    command: [\"{baton}\", fake-agent, --story, --follow-up, --rate, \"100\"]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"+
 		// A conversation that asks for permission.
-		"  chat:\n    command: [\"{baton}\", fake-agent, --chat]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"), 0o644); err != nil {
+		"  chat:\n    command: [\"{baton}\", fake-agent, --chat]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"+
+		// A session's turns, each run paused once it waits a second.
+		"  sess:\n    command: [\"{baton}\", fake-agent, --chat]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n    session: {pauseAfter: 1s}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	startProc := func(name string) (*testenv.Proc, *testenv.Buffer) {
@@ -122,11 +124,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	dialogs := chromedp.Events(bctx, page.JavascriptDialogOpening)
 	go func() {
-		for _, err := range dialogs {
+		for ev, err := range dialogs {
 			if err != nil {
 				return
 			}
-			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+			// A prompt (fork's new session id) takes what it offers.
+			_, _ = chromedp.Call(bctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true, PromptText: ev.DefaultPrompt})
 		}
 	}()
 	// pageError waits for the page's error line to meet cond (of t, its
@@ -551,6 +554,40 @@ func TestConsoleInBrowser(t *testing.T) {
 		rec, err := c.Run(ctx, rerun)
 		return err == nil && rec.State == "succeeded" && rec.Input == "list the files"
 	})
+
+	// A session: listed, its page lists its run and checkpoint; the send
+	// box starts its next run, which the page then lists; a run's page
+	// links its session; fork makes a new session from a checkpoint.
+	if err := c.Submit(ctx, protocol.Job{RunID: "console-s-1", Profile: "sess", Input: "first turn"}, client.WithSession("console-s")); err != nil {
+		t.Fatal(err)
+	}
+	step("the paused session listed", 60*time.Second, chromedp.Navigate(srv.URL+"/#/sessions"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-session="console-s"] .st-paused`)))
+	step("the session's page", 30*time.Second, clickInPage(`tr[data-session="console-s"] a`),
+		chromedp.WaitVisible(chromedp.CSS(`#session-runs tr[data-run="console-s-1"] .st-paused`)),
+		chromedp.WaitVisible(chromedp.CSS(`#checkpoints tr[data-checkpoint="1"]`)))
+	step("send starts the session's next run", 60*time.Second, chromedp.SendKeys(chromedp.CSS(`#session-input`), "second turn"),
+		clickInPage(`#session-send`), chromedp.WaitVisible(chromedp.CSS(`#session-note a`)))
+	second, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#session-note a`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("the page lists the second run, paused, and its checkpoint", 60*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`#session-runs tr[data-run="`+second+`"] .st-paused`)),
+		chromedp.WaitVisible(chromedp.CSS(`#checkpoints tr[data-checkpoint="2"]`)))
+	if rec, err := c.Run(ctx, second); err != nil || rec.Input != "second turn" || rec.Session != "console-s" {
+		t.Errorf("the run the page's send started: %+v (%v)", rec, err)
+	}
+	step("a session's run links its session", 30*time.Second, clickInPage(`#session-runs tr[data-run="`+second+`"] a`),
+		chromedp.WaitVisible(chromedp.CSS(`.run-head dd[data-field=session] a`)), chromedp.WaitVisible(chromedp.CSS(`#transcript .entry.assistant`)))
+	if got, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#transcript`))); err != nil || !strings.Contains(got, "echo: second turn") {
+		t.Errorf("the second run's transcript %q (%v), want the agent's answer to the sent message", got, err)
+	}
+	step("back to the session, fork its first checkpoint", 30*time.Second, clickInPage(`.run-head dd[data-field=session] a`),
+		clickInPage(`#checkpoints tr[data-checkpoint="1"] button.fork`), chromedp.WaitVisible(chromedp.CSS(`#checkpoints tr[data-checkpoint="1"] .note a`)))
+	if f, err := c.Session(ctx, "console-s-1"); err != nil || f.ForkedFrom == nil || f.ForkedFrom.Session != "console-s" || f.ForkedFrom.Checkpoint != 1 {
+		t.Errorf("the fork the page made: %+v (%v)", f, err)
+	}
 
 	// Its only worker stops under a run's page, which says, once it lasts,
 	// that no worker answers, and stops saying it once one does again.

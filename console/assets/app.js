@@ -71,7 +71,7 @@ function tickTimes() {
 }
 setInterval(tickTimes, 1000);
 function badge(state) { return h('span', { class: 'badge st-' + state, text: state }); }
-const terminal = new Set(['succeeded', 'failed', 'cancelled', 'timeout', 'lost']);
+const terminal = new Set(['succeeded', 'failed', 'cancelled', 'timeout', 'lost', 'paused']);
 
 function setNav(name) {
   for (const a of document.querySelectorAll('[data-nav]')) a.classList.toggle('active', a.dataset.nav === name);
@@ -87,7 +87,7 @@ function listPage(params) {
   };
   const limit = 50;
   const stateSel = h('select', { name: 'state', 'aria-label': 'state' },
-    ...['', 'active', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'timeout', 'lost']
+    ...['', 'active', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'timeout', 'lost', 'paused']
       .map(s => h('option', { value: s, text: s || 'any state', selected: s === f.state })));
   const profileSel = h('select', { name: 'profile', 'aria-label': 'profile' }, h('option', { value: '', text: 'any profile' }));
   const nodeSel = h('select', { name: 'node', 'aria-label': 'node' }, h('option', { value: '', text: 'any node' }));
@@ -140,7 +140,7 @@ function listPage(params) {
     if (state) p.set('state', state);
     return '#/?' + p.toString();
   }
-  const stateOrder = ['starting', 'running', 'succeeded', 'failed', 'cancelled', 'timeout', 'lost'];
+  const stateOrder = ['starting', 'running', 'succeeded', 'failed', 'cancelled', 'timeout', 'lost', 'paused'];
   function showCounts(states) {
     const all = Object.values(states).reduce((a, b) => a + b, 0);
     const seen = [...stateOrder, ...Object.keys(states).filter(s => !stateOrder.includes(s)).sort()].filter(s => states[s]);
@@ -265,7 +265,7 @@ function runPage(runId) {
     const st = state.terminal ? state.terminal.status : run.state;
     head.replaceChildren(
       h('h1', { class: 'mono', text: run.runId }), badge(st),
-      h('dl', {}, ...[['profile', run.profile], ['node', run.node], ['worker', run.worker], ['attempt', run.attempt],
+      h('dl', {}, ...[['profile', run.profile], ...(run.session ? [['session', sessionLink(run.session)]] : []), ['node', run.node], ['worker', run.worker], ['attempt', run.attempt],
         ['created', fmtTime(run.createdAt)], ['started', fmtTime(run.startedAt)], ['finished', fmtTime(run.finishedAt)],
         ['duration', terminal.has(st) && !run.finishedAt ? '-' : since(run.startedAt, run.finishedAt)]]
         .flatMap(([k, v]) => [h('dt', { text: k }),
@@ -836,6 +836,156 @@ function dlqPage() {
   return () => {};
 }
 
+// ---------- sessions ----------
+
+function sessionLink(id) { return h('a', { href: '#/sessions/' + encodeURIComponent(id), class: 'mono', text: id }); }
+function runLink(id) { return h('a', { href: '#/runs/' + encodeURIComponent(id), class: 'mono', text: id }); }
+function fmtBytes(n) {
+  if (n < 1024) return `${n} B`;
+  const u = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let i = -1;
+  do { n /= 1024; i++; } while (n >= 1024 && i < u.length - 1);
+  return `${n.toFixed(n < 10 ? 1 : 0)} ${u[i]}`;
+}
+function labelText(labels) { return Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join(' '); }
+
+function sessionsPage(params) {
+  setNav('sessions');
+  const label = h('input', { id: 'session-label', placeholder: 'label key=value', value: params.get('label') || '' });
+  const body = h('div');
+  label.onchange = () => { location.hash = '#/sessions' + (label.value ? '?label=' + encodeURIComponent(label.value) : ''); };
+  main.replaceChildren(h('h1', { text: 'Sessions' }),
+    h('p', { class: 'muted', text: 'Conversations over many runs: the one used last first. A paused session costs nothing until its next message.' }),
+    h('div', { class: 'filters' }, label), body);
+  let timer;
+  async function load() {
+    try {
+      const q = label.value ? '?label=' + encodeURIComponent(label.value) : '';
+      const d = await api('api/sessions' + q);
+      const rows = d.sessions.map(s => h('tr', { 'data-session': s.id },
+        h('td', {}, sessionLink(s.id)), h('td', {}, badge(s.state)), h('td', { text: s.profile }),
+        h('td', { text: String(s.runCount) }),
+        h('td', {}, s.runs.length ? runLink(s.live || s.runs[s.runs.length - 1]) : '-'),
+        h('td', { text: s.head ? `${s.head.n} (${fmtBytes(s.head.treeBytes)})` : '-' }),
+        h('td', {}, ago(s.updatedAt)), h('td', { class: 'wrap muted', text: labelText(s.labels) })));
+      body.replaceChildren(...(d.errors || []).map(e => h('p', { class: 'error', text: e })),
+        rows.length ? h('table', { id: 'sessions' },
+          h('thead', {}, h('tr', {}, ...['session', 'state', 'profile', 'runs', 'last run', 'checkpoint', 'used', 'labels'].map(t => h('th', { text: t })))),
+          h('tbody', {}, ...rows))
+          : h('p', { id: 'sessions-empty', text: label.value ? 'No session has that label.' : 'No sessions yet: submit a job with a session id (baton submit --session ID) to start one.' }));
+    } catch (e) { body.replaceChildren(h('p', { class: 'error', text: String(e.message || e) })); }
+    timer = setTimeout(load, 5000);
+  }
+  load();
+  return () => clearTimeout(timer);
+}
+
+function sessionPage(id) {
+  setNav('sessions');
+  const head = h('div', { class: 'run-head' });
+  const errLine = h('p', { class: 'error' });
+  const runs = h('div');
+  const checkpoints = h('div');
+  const actions = h('div', { class: 'card', id: 'session-actions' });
+  main.replaceChildren(h('p', {}, h('a', { href: '#/sessions', text: '‹ sessions' })), head, errLine,
+    h('div', { class: 'run-grid' }, h('section', {}, h('h2', { text: 'Runs' }), runs, h('h2', { text: 'Checkpoints' }), checkpoints),
+      h('aside', {}, actions)));
+  let timer, built = false;
+
+  // The send box: a live run gets the text as input, a paused or idle
+  // session starts its next run with it. A message id makes a retried
+  // click start no second run.
+  function buildActions(info) {
+    if (cfg.readOnly || info.readOnly) { actions.hidden = true; return; }
+    const ta = h('textarea', { id: 'session-input', placeholder: 'Message: the live run gets it, or it starts the next run' });
+    // Claude's stream-json input wants each message wrapped; the choice
+    // is remembered for the next page.
+    const wrap = h('input', { type: 'checkbox', id: 'session-stream-json', checked: localStorage.getItem('baton.streamJson') === '1',
+      onchange: e => localStorage.setItem('baton.streamJson', e.target.checked ? '1' : '0') });
+    const btn = h('button', { id: 'session-send', text: 'Send' });
+    const note = h('div', { class: 'wrap note', id: 'session-note' });
+    let msgId = '';
+    btn.onclick = async () => {
+      if (!ta.value) return;
+      btn.disabled = true;
+      msgId = msgId || crypto.randomUUID();
+      try {
+        const rep = await api('api/sessions/' + encodeURIComponent(id) + '/send' + (wrap.checked ? '?streamJson=1' : ''),
+          { method: 'POST', body: ta.value, headers: { 'X-Baton-Msg-Id': msgId } });
+        ta.value = ''; msgId = '';
+        note.replaceChildren(rep.started ? 'started run ' : 'sent to run ', runLink(rep.runId));
+        load();
+      } catch (e) { note.replaceChildren(h('span', { class: 'error', text: 'send: ' + (e.message || e) })); }
+      btn.disabled = false;
+    };
+    const del = h('button', { class: 'danger', id: 'session-delete', text: 'Delete session' });
+    del.onclick = async () => {
+      if (!confirm('Delete session ' + id + ' and its checkpoints?')) return;
+      try {
+        await api('api/sessions/' + encodeURIComponent(id), { method: 'DELETE' });
+        location.hash = '#/sessions';
+      } catch (e) { note.replaceChildren(h('span', { class: 'error', text: 'delete: ' + (e.message || e) })); }
+    };
+    actions.replaceChildren(h('h2', { text: 'Send' }), ta,
+      h('div', {}, h('label', {}, wrap, ' as a stream-json user message'), ' ', btn), note, h('hr'), del);
+  }
+
+  function forkButton(cp) {
+    if (cfg.readOnly) return null;
+    const note = h('span', { class: 'note' });
+    const btn = h('button', { class: 'fork', text: 'Fork' });
+    btn.onclick = async () => {
+      const as = prompt(`New session id, forked from checkpoint ${cp.n} of ${id}:`, `${id}-${cp.n}`);
+      if (!as) return;
+      try {
+        const v = await api('api/sessions/' + encodeURIComponent(id) + '/fork', { method: 'POST', body: JSON.stringify({ as, checkpoint: cp.n }) });
+        note.replaceChildren(' forked as ', sessionLink(v.id));
+      } catch (e) { note.replaceChildren(h('span', { class: 'error', text: ' fork: ' + (e.message || e) })); }
+    };
+    return h('span', {}, btn, note);
+  }
+
+  async function load() {
+    clearTimeout(timer);
+    try {
+      const info = await api('api/sessions/' + encodeURIComponent(id));
+      const s = info.session;
+      errLine.textContent = '';
+      head.replaceChildren(h('h1', { class: 'mono', text: s.id }), badge(s.state),
+        h('dl', {}, ...[['profile', s.profile], ['runs', String(s.runCount)], ['live run', s.live ? runLink(s.live) : '-'],
+          ['forked from', s.forkedFrom ? h('span', {}, sessionLink(s.forkedFrom.session), ` checkpoint ${s.forkedFrom.checkpoint}`) : '-'],
+          ['labels', labelText(s.labels) || '-'], ['created', fmtTime(s.createdAt)], ['used', ago(s.updatedAt)]]
+          .flatMap(([k, v]) => [h('dt', { text: k }), v instanceof Node ? h('dd', { 'data-field': k }, v) : h('dd', { 'data-field': k, text: v })])));
+      if (s.checkpointError) errLine.textContent = 'last checkpoint failed: ' + s.checkpointError;
+      if (s.lostRun) errLine.textContent += (errLine.textContent ? '; ' : '') + `run ${s.lostRun} was lost: the session continues from the checkpoint before it`;
+      const older = s.runCount - s.runs.length;
+      runs.replaceChildren(h('table', { id: 'session-runs' },
+        h('thead', {}, h('tr', {}, ...['#', 'run', 'state', 'duration'].map(t => h('th', { text: t })))),
+        h('tbody', {}, ...s.runs.map((r, i) => {
+          const b = info.runs[r] || {};
+          return h('tr', { 'data-run': r }, h('td', { text: String(older + i + 1) }), h('td', {}, runLink(r)),
+            h('td', {}, b.state ? badge(b.state) : '-', b.reason ? h('span', { class: 'muted', text: ' ' + b.reason }) : null),
+            h('td', {}, since(b.startedAt, b.finishedAt)));
+        }))), older > 0 ? h('p', { class: 'muted', text: `${older} older runs are not listed.` }) : null);
+      checkpoints.replaceChildren(s.checkpoints.length ? h('table', { id: 'checkpoints' },
+        h('thead', {}, h('tr', {}, ...['n', 'after run', 'kind', 'files', 'tree', 'stored', 'created', ''].map(t => h('th', { text: t })))),
+        h('tbody', {}, ...s.checkpoints.slice().reverse().map(cp => h('tr', { 'data-checkpoint': cp.n },
+          h('td', { text: String(cp.n) + (s.head && s.head.n === cp.n ? ' (head)' : '') }), h('td', {}, runLink(cp.run)),
+          h('td', { text: cp.setup ? 'after setup' : cp.base ? 'base' : 'delta' }), h('td', { text: String(cp.files) }),
+          h('td', { text: fmtBytes(cp.treeBytes) }), h('td', { text: fmtBytes(cp.size) }), h('td', {}, ago(cp.created)),
+          h('td', {}, forkButton(cp))))))
+        : h('p', { class: 'muted', text: 'No checkpoint yet: the first is taken when the first run ends.' }));
+      if (!built) { buildActions(info); built = true; }
+    } catch (e) {
+      errLine.textContent = String(e.message || e);
+      if (e.status === 404) { runs.replaceChildren(); checkpoints.replaceChildren(); actions.hidden = true; return; }
+    }
+    timer = setTimeout(load, 3000);
+  }
+  load();
+  return () => clearTimeout(timer);
+}
+
 // ---------- routing ----------
 
 function route() {
@@ -844,6 +994,8 @@ function route() {
   const [path, query] = hash.split('?');
   const params = new URLSearchParams(query || '');
   if (path.startsWith('/runs/')) teardown = runPage(decodeURIComponent(path.slice(6)));
+  else if (path.startsWith('/sessions/')) teardown = sessionPage(decodeURIComponent(path.slice(10)));
+  else if (path === '/sessions') teardown = sessionsPage(params);
   else if (path === '/workers') teardown = workersPage();
   else if (path === '/dlq') teardown = dlqPage();
   else teardown = listPage(params);
