@@ -606,9 +606,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	testenv.WaitFor(t, 60*time.Second, "worker 3 ready", func() bool { return strings.Contains(logs3.String(), "worker ready") })
 	step("the page says so no more once a worker answers", 30*time.Second, noWorker(`t === ''`),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="attached"]`)))
-	if _, err := c.Cancel(ctx, "console-alone"); err != nil {
-		t.Fatal(err)
-	}
+	// Cancelled, and waited for: a run left running outlives the test.
+	step("cancel the run whose worker stopped", 60*time.Second, clickInPage(`#cancel`),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="cancelled"]`)))
 
 	// NATS goes away under a run's page, which says so, and comes back:
 	// the page resumes its stream after the last message it showed, so
