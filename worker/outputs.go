@@ -45,25 +45,8 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 	if pol.Empty() {
 		return true
 	}
-	// Cut short when the lease is lost (our status could not go out) or
-	// when the worker stops, after its grace.
-	cctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), captureTimeout, errCaptureTimeout)
+	cctx, cancel := w.endingContext(ctx, r, captureTimeout, errCaptureTimeout)
 	defer cancel()
-	stopLost := context.AfterFunc(ctx, func() {
-		select {
-		case <-time.After(w.grace):
-			cancel()
-		case <-cctx.Done():
-		}
-	})
-	defer stopLost()
-	go func() {
-		select {
-		case <-r.lease.Lost():
-			cancel()
-		case <-cctx.Done():
-		}
-	}()
 	start := time.Now()
 	// A baseline that cannot be laid out (its archive expired or replaced
 	// since) costs the diff, not the files.
@@ -118,6 +101,29 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 	}
 	ev.Int("objects", len(res.Outputs)).Dur("took", time.Since(start)).Msg("outputs captured")
 	return true
+}
+
+// endingContext bounds work done as r ends (its outputs, its checkpoint)
+// by limit, whose end has cause: it goes on past ctx's end, for the
+// worker's grace, and ends when r's lease is lost (its status could not
+// go out). cancel releases it.
+func (w *Worker) endingContext(ctx context.Context, r *run, limit time.Duration, cause error) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), limit, cause)
+	stopGrace := context.AfterFunc(ctx, func() {
+		select {
+		case <-time.After(w.grace):
+			cancel()
+		case <-cctx.Done():
+		}
+	})
+	go func() {
+		select {
+		case <-r.lease.Lost():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	return cctx, func() { stopGrace(); cancel() }
 }
 
 // disconnected reports whether a store failed for want of the server (the

@@ -278,6 +278,10 @@ func (w *Worker) seedSession(head *kv.SessionCheckpoint, sess config.Session, th
 // checkpointTimeout bounds one checkpoint: a tree of a GiB on a slow disk.
 const checkpointTimeout = 10 * time.Minute
 
+// errCheckpointTimeout ends a checkpoint that took longer than
+// checkpointTimeout.
+var errCheckpointTimeout = errors.New("the checkpoint took longer than " + checkpointTimeout.String())
+
 // checkpointRun stores the checkpoint of r, a session's run that ended,
 // and names it on st, its terminal status about to go out; a checkpoint
 // that fails for the tree's own reasons (a limit) is named in
@@ -290,23 +294,8 @@ func (w *Worker) checkpointRun(ctx context.Context, r *run, st *protocol.Status)
 		return true
 	}
 	sess := w.profileSession(r.rec.Profile)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
+	cctx, cancel := w.endingContext(ctx, r, checkpointTimeout, errCheckpointTimeout)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		select {
-		case <-time.After(w.grace):
-			cancel()
-		case <-cctx.Done():
-		}
-	})
-	defer stop()
-	go func() {
-		select {
-		case <-r.lease.Lost():
-			cancel()
-		case <-cctx.Done():
-		}
-	}()
 	start := time.Now()
 	parent, index := w.loadIndex(cctx, r)
 	m, _, err := checkpoint.Write(cctx, w.checkpoints, w.sessionTree(r, sess), checkpoint.Options{
@@ -323,6 +312,9 @@ func (w *Worker) checkpointRun(ctx context.Context, r *run, st *protocol.Status)
 		r.lease.Stop()
 		return false
 	default:
+		if errors.Is(context.Cause(cctx), errCheckpointTimeout) {
+			err = errCheckpointTimeout
+		}
 		st.CheckpointError = err.Error()
 		r.log.Warn().Err(err).Msg("checkpoint failed; the session keeps its previous one")
 		return true

@@ -280,20 +280,7 @@ func (s *starter) spawn(ctx context.Context) (consumer.Disposition, bool) {
 		return err
 	}
 	startOpts := []sandbox.StartOption{sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)}
-	var seed sandbox.SeedFunc
-	if s.job.Workspace != nil {
-		seed = w.seedWorkspace(s.job.Workspace.Object, s.arch, s.archErr, s.msg.InProgress, r.log)
-	}
-	var restored *restoredTree
-	if s.claimed != nil {
-		if s.head() != nil {
-			spec.Argv = inv.ResumeArgv
-		} else if len(inv.Setup) > 0 {
-			spec.Argv = setupArgv(inv.Setup, spec.Argv)
-		}
-		restored = &restoredTree{}
-		seed = w.seedSession(s.head(), inv.Session, seed, restored, r.log)
-	}
+	seed, restored := s.seed(&spec)
 	if seed != nil {
 		startOpts = append(startOpts, sandbox.WithSeed(seed))
 	}
@@ -330,6 +317,27 @@ func (s *starter) spawn(ctx context.Context) (consumer.Disposition, bool) {
 	}
 	w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: reason})
 	return consumer.Ack("the run failed to start"), true
+}
+
+// seed returns what seeds the run's sandbox before its agent starts (the
+// job's workspace archive, a session's checkpoint over it), or nil, and
+// sets a session's command: resumed from a checkpoint, or its setup first.
+// restored, for a session's run, gets the tree the seed laid out.
+func (s *starter) seed(spec *sandbox.Spec) (seed sandbox.SeedFunc, restored *restoredTree) {
+	w, r, inv := s.w, s.r, s.inv
+	if s.job.Workspace != nil {
+		seed = w.seedWorkspace(s.job.Workspace.Object, s.arch, s.archErr, s.msg.InProgress, r.log)
+	}
+	if s.claimed == nil {
+		return seed, nil
+	}
+	if s.head() != nil {
+		spec.Argv = inv.ResumeArgv
+	} else if len(inv.Setup) > 0 {
+		spec.Argv = setupArgv(inv.Setup, spec.Argv)
+	}
+	restored = &restoredTree{}
+	return w.seedSession(s.head(), inv.Session, seed, restored, r.log), restored
 }
 
 // announce publishes "started".

@@ -68,20 +68,7 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 		if limit <= 0 {
 			return
 		}
-		idle = time.AfterFunc(max(limit-waited, 0), func() {
-			if pause {
-				if !w.requestPause(ctx, r) {
-					return
-				}
-				r.log.Info().Dur("pause_after", limit).Msg("agent waited for input past its session's pauseAfter; checkpointing and ending its sandbox")
-			} else {
-				r.log.Info().Dur("idle_timeout", limit).Msg("agent waited for input past its idle timeout; stopping it")
-			}
-			if sent, err := pursueStop(ctx, r.dir, sandbox.StopIdle, sandbox.Alive, stopPursuit); errors.Is(err, errStopAbandoned) {
-				w.metrics.stopsAbandoned.WithLabelValues("idle").Inc()
-				r.log.Error().Err(err).Int("signals", sent).Msg("gave up stopping the idle run")
-			}
-		})
+		idle = time.AfterFunc(max(limit-waited, 0), func() { w.idleExpired(ctx, r, limit, pause) })
 	}
 	r.onTurn = func(ctx context.Context, wait bool) error {
 		mu.Lock()
@@ -89,21 +76,7 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 		if wait == waiting || wait && w.inputEnded(ctx, r) {
 			return nil
 		}
-		since := time.Time{}
-		if wait {
-			since = time.Now().UTC()
-		}
-		if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
-			if rec.State.Terminal() || rec.WaitingSince.Equal(since) {
-				return kv.ErrUnchanged
-			}
-			rec.WaitingSince = since
-			return nil
-		}); err != nil && !errors.Is(err, kv.ErrUnchanged) {
-			// The chain still says it; only a successor's idle clock
-			// would start late.
-			r.log.Warn().Err(err).Msg("record the turn state")
-		}
+		w.recordWaiting(ctx, r, wait)
 		s := protocol.StatusRunning
 		if wait {
 			s = protocol.StatusWaiting
@@ -137,6 +110,44 @@ func (w *Worker) trackTurns(ctx context.Context, r *run) (stop func()) {
 		if idle != nil {
 			idle.Stop()
 		}
+	}
+}
+
+// idleExpired stops r, whose agent waited for input limit: a session's
+// run is paused (checkpointed, then its sandbox ended), any other stopped
+// as its idle timeout says.
+func (w *Worker) idleExpired(ctx context.Context, r *run, limit time.Duration, pause bool) {
+	if pause {
+		if !w.requestPause(ctx, r) {
+			return
+		}
+		r.log.Info().Dur("pause_after", limit).Msg("agent waited for input past its session's pauseAfter; checkpointing and ending its sandbox")
+	} else {
+		r.log.Info().Dur("idle_timeout", limit).Msg("agent waited for input past its idle timeout; stopping it")
+	}
+	if sent, err := pursueStop(ctx, r.dir, sandbox.StopIdle, sandbox.Alive, stopPursuit); errors.Is(err, errStopAbandoned) {
+		w.metrics.stopsAbandoned.WithLabelValues("idle").Inc()
+		r.log.Error().Err(err).Int("signals", sent).Msg("gave up stopping the idle run")
+	}
+}
+
+// recordWaiting writes in r's record since when its agent waits for input
+// (now), or that it does not: a successor's idle clock starts from it.
+func (w *Worker) recordWaiting(ctx context.Context, r *run, wait bool) {
+	since := time.Time{}
+	if wait {
+		since = time.Now().UTC()
+	}
+	if _, _, err := w.runs.Modify(ctx, r.id, func(rec *kv.RunRecord) error {
+		if rec.State.Terminal() || rec.WaitingSince.Equal(since) {
+			return kv.ErrUnchanged
+		}
+		rec.WaitingSince = since
+		return nil
+	}); err != nil && !errors.Is(err, kv.ErrUnchanged) {
+		// The chain still says it; only a successor's idle clock would
+		// start late.
+		r.log.Warn().Err(err).Msg("record the turn state")
 	}
 }
 
