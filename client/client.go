@@ -124,16 +124,23 @@ func (c *Client) Run(ctx context.Context, runID string) (kv.RunRecord, error) {
 	if !protocol.ValidRunID(runID) {
 		return kv.RunRecord{}, fmt.Errorf("%w: %q", protocol.ErrBadRunID, runID)
 	}
-	m, ok, err := c.get(ctx, c.names.ReadRunSubject(runID), "")
+	return getRecord[kv.RunRecord](ctx, c, c.names.ReadRunSubject(runID), runID, "run "+runID, runID)
+}
+
+// getRecord reads the record key through the read relay's subject: what
+// names it in errors, notFound in one wrapping ErrNotFound.
+func getRecord[T any](ctx context.Context, c *Client, subject, key, what, notFound string) (T, error) {
+	var zero T
+	m, ok, err := c.get(ctx, subject, "")
 	switch {
 	case err != nil:
-		return kv.RunRecord{}, fmt.Errorf("run %s: %w", runID, err)
+		return zero, fmt.Errorf("%s: %w", what, err)
 	case !ok || isDeleted(m.header):
-		return kv.RunRecord{}, fmt.Errorf("%w: %s", ErrNotFound, runID)
+		return zero, fmt.Errorf("%w: %s", ErrNotFound, notFound)
 	}
-	rec, err := kv.Decode[kv.RunRecord](runID, m.seq, m.data)
+	rec, err := kv.Decode[T](key, m.seq, m.data)
 	if err != nil {
-		return kv.RunRecord{}, fmt.Errorf("run %s: %w", runID, err)
+		return zero, fmt.Errorf("%s: %w", what, err)
 	}
 	return rec, nil
 }

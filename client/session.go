@@ -37,16 +37,9 @@ func (c *Client) Session(ctx context.Context, id string) (kv.SessionRecord, erro
 	if !protocol.ValidSessionID(id) {
 		return kv.SessionRecord{}, fmt.Errorf("%w: session %q must match [A-Za-z0-9_-]{1,128}", protocol.ErrInvalidJob, id)
 	}
-	m, ok, err := c.get(ctx, c.names.ReadSessionSubject(id), "")
-	switch {
-	case err != nil:
-		return kv.SessionRecord{}, fmt.Errorf("session %s: %w", id, err)
-	case !ok || isDeleted(m.header):
-		return kv.SessionRecord{}, fmt.Errorf("%w: session %s", ErrNotFound, id)
-	}
-	rec, err := kv.Decode[kv.SessionRecord](id, m.seq, m.data)
+	rec, err := getRecord[kv.SessionRecord](ctx, c, c.names.ReadSessionSubject(id), id, "session "+id, "session "+id)
 	if err != nil {
-		return kv.SessionRecord{}, fmt.Errorf("session %s: %w", id, err)
+		return rec, err
 	}
 	if rec.Deleted {
 		return kv.SessionRecord{}, fmt.Errorf("%w: session %s", ErrNotFound, id)

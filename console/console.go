@@ -455,8 +455,23 @@ func (c *Console) writeReply(w http.ResponseWriter, rep any, err error) {
 	}
 }
 
-// maxInput bounds one input message from the box.
+// maxInput bounds one input message from the box, and any request's body.
 const maxInput = 64 << 10
+
+// readBody reads a request's body, what, of 1 to maxInput bytes; it
+// answers 400 and reports false for any other.
+func readBody(w http.ResponseWriter, r *http.Request, what string) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxInput+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return nil, false
+	}
+	if len(body) == 0 || len(body) > maxInput {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%s must be 1 to %d bytes, got %d", what, maxInput, len(body)))
+		return nil, false
+	}
+	return body, true
+}
 
 // serveInput sends the body, as is, as one input message of the run
 // (client.Send: the worker that answers checks the run and stores the
@@ -466,13 +481,8 @@ func (c *Console) serveInput(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxInput+1))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	if len(body) == 0 || len(body) > maxInput {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("input must be 1 to %d bytes, got %d", maxInput, len(body)))
+	body, ok := readBody(w, r, "input")
+	if !ok {
 		return
 	}
 	rep, err := c.client.Send(r.Context(), id, body)

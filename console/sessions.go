@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -105,13 +104,8 @@ func (c *Console) serveSessionSend(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxInput+1))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	if len(body) == 0 || len(body) > maxInput {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("input must be 1 to %d bytes, got %d", maxInput, len(body)))
+	body, ok := readBody(w, r, "input")
+	if !ok {
 		return
 	}
 	if r.URL.Query().Get("streamJson") == "1" {
@@ -132,9 +126,8 @@ func (c *Console) serveSessionFork(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxInput+1))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+	body, ok := readBody(w, r, "a fork request")
+	if !ok {
 		return
 	}
 	req, err := protocol.DecodeSessionForkRequest(body)
