@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,6 +60,9 @@ type run struct {
 	// checkpoint is the checkpoint of a session's run stored at its end
 	// (checkpointRun), which its session's head becomes.
 	checkpoint *kv.SessionCheckpoint
+	// pauseAsked: this worker asked for the run's pause (requestPause, on
+	// its idle timer), which its record says too.
+	pauseAsked atomic.Bool
 }
 
 // cancel asks the runner to end the agent; the runner writes the sentinel
@@ -223,7 +227,7 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 	res, err := follow.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish, opts...)
 	switch {
 	case res.Sentinel != nil:
-		w.finish(ctx, r, pausedStatus(r.rec, sentinelStatus(*res.Sentinel)))
+		w.finish(ctx, r, pausedStatus(r.rec, r.pauseAsked.Load(), sentinelStatus(*res.Sentinel)))
 	case errors.Is(err, errRunnerGone):
 		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: errRunnerGone.Error()})
 	case ctx.Err() != nil && pubCtx.Err() == nil:

@@ -176,14 +176,15 @@ func (w *Worker) requestPause(ctx context.Context, r *run) bool {
 		r.log.Warn().Err(err).Msg("record the pause; the run goes on waiting")
 		return false
 	}
-	r.rec.PauseRequested = rec.PauseRequested
+	// Not in r.rec, which r's follower reads meanwhile.
+	r.pauseAsked.Store(rec.PauseRequested)
 	return true
 }
 
-// pausedStatus turns the idle end of a run whose pause was asked into
-// "paused".
-func pausedStatus(rec kv.RunRecord, st protocol.Status) protocol.Status {
-	if rec.PauseRequested && st.Status == protocol.StatusTimeout && st.Reason == sandbox.IdleReason {
+// pausedStatus turns the idle end of a run whose pause was asked (by this
+// worker, asked, or by one before it, in rec) into "paused".
+func pausedStatus(rec kv.RunRecord, asked bool, st protocol.Status) protocol.Status {
+	if (asked || rec.PauseRequested) && st.Status == protocol.StatusTimeout && st.Reason == sandbox.IdleReason {
 		st.Status = protocol.StatusPaused
 		st.Reason = fmt.Sprintf("paused after waiting %s for input", rec.PauseAfter)
 	}

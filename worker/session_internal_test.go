@@ -69,13 +69,16 @@ func TestIdleLimitAndPausedStatus(t *testing.T) {
 		}
 	}
 	idle := protocol.Status{Status: protocol.StatusTimeout, Reason: "idle"}
-	if st := pausedStatus(kv.RunRecord{PauseRequested: true, PauseAfter: time.Second}, idle); st.Status != protocol.StatusPaused || !strings.Contains(st.Reason, "1s") {
+	if st := pausedStatus(kv.RunRecord{PauseRequested: true, PauseAfter: time.Second}, false, idle); st.Status != protocol.StatusPaused || !strings.Contains(st.Reason, "1s") {
 		t.Errorf("a pause's idle end: %+v", st)
 	}
-	if st := pausedStatus(kv.RunRecord{}, idle); st.Status != protocol.StatusTimeout {
+	if st := pausedStatus(kv.RunRecord{PauseAfter: time.Second}, true, idle); st.Status != protocol.StatusPaused {
+		t.Errorf("the idle end of a pause this worker asked: %+v", st)
+	}
+	if st := pausedStatus(kv.RunRecord{}, false, idle); st.Status != protocol.StatusTimeout {
 		t.Errorf("an idle end with no pause: %+v", st)
 	}
-	if st := pausedStatus(kv.RunRecord{PauseRequested: true}, protocol.Status{Status: protocol.StatusSucceeded}); st.Status != protocol.StatusSucceeded {
+	if st := pausedStatus(kv.RunRecord{PauseRequested: true}, false, protocol.Status{Status: protocol.StatusSucceeded}); st.Status != protocol.StatusSucceeded {
 		t.Errorf("a run that ended on its own while pausing: %+v", st)
 	}
 }

@@ -176,7 +176,7 @@ func TestSubmitHasAFlagPerJobField(t *testing.T) {
 	flags := map[string][]string{ // a job field: the flags that set it
 		"runId": {"run-id"}, "profile": {"profile"}, "input": {"input"}, "args": {"arg"}, "env": {"env"},
 		"timeout": {"timeout"}, "files": {"file"}, "labels": {"label"}, "retries": {"retries"}, "limits": {"limit"},
-		"outputs": {"outputs", "diff"}, "workspace": {"workspace"},
+		"outputs": {"outputs", "diff"}, "workspace": {"workspace"}, "session": {"session"},
 	}
 	cmd := newSubmitCmd(&globals{})
 	var docs []string
