@@ -257,6 +257,22 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 	}
 	row("Interactive", interactive)
 	row("Waiting since", fmtTime(r.WaitingSince))
+	row("Session", cell(r.Session))
+	if r.Session != "" {
+		pause := "never (no pauseAfter)"
+		if r.PauseAfter > 0 {
+			pause = fmt.Sprintf("after waiting %v", r.PauseAfter)
+			if r.PauseRequested {
+				pause += "; requested"
+			}
+		}
+		row("Pause", pause)
+		cp := "- (stored when the run ends)"
+		if c := r.Checkpoint; c != nil {
+			cp = fmt.Sprintf("%s, %d files, %s (%s stored)", sanitize([]byte(c.Object), false), c.Files, byteSize(c.TreeBytes), byteSize(int64(c.Size)))
+		}
+		row("Checkpoint", cp)
+	}
 	row("Spawning", fmt.Sprint(r.Spawning))
 	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
 		row("Label "+sanitize([]byte(k), false), sanitize([]byte(r.Labels[k]), false))

@@ -119,7 +119,9 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		CancelRequested: true, Interactive: true, TurnEndField: "type", TurnEndEquals: "result", IdleTimeout: 30 * time.Minute,
 		WaitingSince: at.Add(time.Minute), CreatedAt: at, StartedAt: at, FinishedAt: at.Add(2 * time.Minute), ExitCode: &code,
 		Reason: "why not", Offset: 9, LastSeq: 4, Labels: map[string]string{"team": "a"}, Retries: 1,
-		Job: []byte(`{"runId":"r1","profile":"chat"}`), Input: "fix the\ntest", Spawning: true}
+		Job: []byte(`{"runId":"r1","profile":"chat"}`), Input: "fix the\ntest", Spawning: true,
+		Session: "s1", PauseAfter: time.Minute, PauseRequested: true,
+		Checkpoint: &kv.SessionCheckpoint{Object: "s1/r1", Size: 2048, Files: 3, TreeBytes: 4096}}
 	var b strings.Builder
 	if err := printRun(&b, full); err != nil {
 		t.Fatal(err)
@@ -135,7 +137,9 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		"interactive": "Interactive:       yes (stdin: stream)", "turnEndField": "a turn ends at type=result",
 		"turnEndEquals": "type=result", "idleTimeout": "idle timeout 30m0s",
 		"waitingSince": "Waiting since:     " + fmtTime(at.Add(time.Minute)), "spawning": "Spawning:          true",
-		"labels": "Label team:        a",
+		"labels": "Label team:        a", "session": "Session:           s1",
+		"pauseAfter": "Pause:             after waiting 1m0s", "pauseRequested": "1m0s; requested",
+		"checkpoint": "Checkpoint:        s1/r1, 3 files, 4.0 KiB (2.0 KiB stored)",
 	}
 	// A run under way has no offset and sequence recorded yet: not 0.
 	var running strings.Builder
