@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,6 +38,19 @@ func Get(ctx context.Context, nc *nats.Conn, stream string, seq uint64, lastFor 
 		defer cancel()
 	}
 	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	for errors.Is(err, nats.ErrNoResponders) {
+		// No JetStream API on the server for now (a cluster's server
+		// starting or catching up; seen in the 3-node publisher tests):
+		// ask again within the same bound.
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("get from %s: %w (asked until: %w)", stream, err, context.Cause(ctx))
+		case <-t.C:
+		}
+		m, err = nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	}
 	if err != nil {
 		return nil, err
 	}
