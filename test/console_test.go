@@ -575,6 +575,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("the page lists the second run, paused, and its checkpoint", 60*time.Second,
 		chromedp.WaitVisible(chromedp.CSS(`#session-runs tr[data-run="`+second+`"] .st-paused`)),
 		chromedp.WaitVisible(chromedp.CSS(`#checkpoints tr[data-checkpoint="2"]`)))
+	step("the session's transcript holds both runs in order", 30*time.Second, chromedp.Poll[chromedp.Void](
+		`(t => t.indexOf('echo: first turn') >= 0 && t.indexOf('echo: first turn') < t.indexOf('you › second turn') &&
+			t.indexOf('you › second turn') < t.indexOf('echo: second turn'))(document.getElementById('session-transcript').innerText)`,
+		chromedp.WithPollingInterval(100*time.Millisecond)))
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#session-transcript .marker.run-start').length`)); err != nil || n != 2 {
+		t.Errorf("the session's transcript has %d run headers (%v), want 2", n, err)
+	}
 	if rec, err := c.Run(ctx, second); err != nil || rec.Input != "second turn" || rec.Session != "console-s" {
 		t.Errorf("the run the page's send started: %+v (%v)", rec, err)
 	}

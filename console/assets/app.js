@@ -887,10 +887,54 @@ function sessionPage(id) {
   const runs = h('div');
   const checkpoints = h('div');
   const actions = h('div', { class: 'card', id: 'session-actions' });
+  const transcript = h('div', { id: 'session-transcript', class: 'card' });
+  const hiddenNote = h('div', { class: 'hidden-note' });
+  transcript.append(hiddenNote);
   main.replaceChildren(h('p', {}, h('a', { href: '#/sessions', text: '‹ sessions' })), head, errLine,
-    h('div', { class: 'run-grid' }, h('section', {}, h('h2', { text: 'Runs' }), runs, h('h2', { text: 'Checkpoints' }), checkpoints),
+    h('div', { class: 'run-grid' },
+      h('section', {}, h('h2', { text: 'Transcript' }), transcript,
+        h('h2', { text: 'Runs' }), runs, h('h2', { text: 'Checkpoints' }), checkpoints),
       h('aside', {}, actions)));
   let timer, built = false;
+
+  // The session's runs as one transcript: each run's chain in turn, from
+  // its job's input to its terminal status, then the next run's once the
+  // session lists it. A stream cut short resumes after the last sequence
+  // shown, as a run's page does.
+  const r = new Renderer(transcript, hiddenNote);
+  const shownRuns = [];
+  let es = null, streaming = '', lastSeq = 0, streamTimer = 0, closed = false, known = [], olderRuns = 0;
+  function nextRun() {
+    if (closed || streaming) return;
+    // After the last run shown, by id: a long session's record keeps
+    // only its latest runs.
+    const i = shownRuns.length ? known.indexOf(shownRuns[shownRuns.length - 1]) + 1 : 0;
+    if (i >= known.length || (shownRuns.length && i === 0)) return;
+    const run = known[i];
+    streaming = run; lastSeq = 0;
+    r.push(h('div', { class: 'marker run-start', 'data-run': run }, `── run ${run} (${olderRuns + i + 1} of session ${id}) ──`));
+    api('api/runs/' + encodeURIComponent(run)).then(info => {
+      if (info.input) r.push(h('div', { class: 'entry user' }, h('div', { class: 'text', text: 'you › ' + inputText(info.input.replace(/\r?\n$/, '')) })));
+      stream(run);
+    }).catch(() => stream(run));
+  }
+  function stream(run) {
+    if (closed) return;
+    es = new EventSource('api/runs/' + encodeURIComponent(run) + '/events' + (lastSeq ? '?after=' + lastSeq : ''));
+    es.onmessage = e => {
+      const ev = JSON.parse(e.data);
+      if (ev.seq <= lastSeq) return;
+      lastSeq = ev.seq;
+      const atBottom = transcript.scrollTop + transcript.clientHeight >= transcript.scrollHeight - 40;
+      let st = null;
+      if (ev.kind === 'status') { try { st = JSON.parse(ev.data); } catch (_) { /* shown raw */ } }
+      if (st) r.marker(st); else r.add(ev);
+      if (atBottom) transcript.scrollTop = transcript.scrollHeight;
+    };
+    es.addEventListener('end', () => { es.close(); shownRuns.push(run); streaming = ''; nextRun(); });
+    es.addEventListener('failure', () => { es.close(); streamTimer = setTimeout(() => stream(run), 2000); });
+    es.onerror = () => { if (es.readyState === EventSource.CLOSED && streaming === run) streamTimer = setTimeout(() => stream(run), 1000); };
+  }
 
   // The send box: a live run gets the text as input, a paused or idle
   // session starts its next run with it. A message id makes a retried
@@ -976,6 +1020,8 @@ function sessionPage(id) {
           h('td', {}, forkButton(cp))))))
         : h('p', { class: 'muted', text: 'No checkpoint yet: the first is taken when the first run ends.' }));
       if (!built) { buildActions(info); built = true; }
+      known = s.runs; olderRuns = older;
+      nextRun();
     } catch (e) {
       errLine.textContent = String(e.message || e);
       if (e.status === 404) { runs.replaceChildren(); checkpoints.replaceChildren(); actions.hidden = true; return; }
@@ -983,7 +1029,7 @@ function sessionPage(id) {
     timer = setTimeout(load, 3000);
   }
   load();
-  return () => clearTimeout(timer);
+  return () => { closed = true; clearTimeout(timer); clearTimeout(streamTimer); if (es) es.close(); };
 }
 
 // ---------- routing ----------
