@@ -151,6 +151,21 @@ func end(rec *kv.SessionRecord, run string, paused bool, cp *kv.SessionCheckpoin
 	return advance(rec, *cp, keep), true
 }
 
+// setup makes cp, the checkpoint run's setup made before its agent
+// started, rec's head. It reports false, changing nothing, when run is not
+// rec's live run (a worker that lost it is late) or cp is its head
+// already (a successor storing it again).
+func setup(rec *kv.SessionRecord, run string, cp kv.SessionCheckpoint, keep int, now time.Time) (fates, bool) {
+	if rec.Live != run || run == "" {
+		return fates{}, false
+	}
+	if h := rec.Head(); h != nil && h.Object == cp.Object {
+		return fates{}, false
+	}
+	cp.Setup, rec.UpdatedAt = true, now
+	return advance(rec, cp, keep), true
+}
+
 // advance makes cp rec's head, numbered after the last, and drops the
 // oldest checkpoints past keep.
 func advance(rec *kv.SessionRecord, cp kv.SessionCheckpoint, keep int) fates {

@@ -135,6 +135,37 @@ func TestEnd(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// TestSetup: the checkpoint of a session's setup becomes its head while the
+// run that made it stays live, once however often it is stored; the run's
+// own checkpoint at its end follows it.
+func TestSetup(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rec  *kv.SessionRecord
+		run  string
+		ok   bool
+	}{
+		{"the live run's setup", rec("s", "r1"), "r1", true},
+		{"not the live run", rec("s", "r1"), "r0", false},
+		{"no live run", rec("s", ""), "", false},
+		{"stored again by a successor", rec("s", "r1", kv.SessionCheckpoint{N: 1, Object: "s/r1.setup", Chain: []string{"s/r1.setup"}}), "r1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(tc.rec.Checkpoints)
+			_, ok := setup(tc.rec, tc.run, kv.SessionCheckpoint{Object: "s/r1.setup", Run: "r1", Chain: []string{"s/r1.setup"}}, 3, t0)
+			if ok != tc.ok || (ok && (len(tc.rec.Checkpoints) != before+1 || !tc.rec.Head().Setup || tc.rec.Head().N != 1 || tc.rec.Live != tc.run)) ||
+				(!ok && len(tc.rec.Checkpoints) != before) {
+				t.Fatalf("setup = %v, record %+v; want %v", ok, tc.rec, tc.ok)
+			}
+		})
+	}
+	r := rec("s", "r1")
+	setup(r, "r1", kv.SessionCheckpoint{Object: "s/r1.setup", Run: "r1", Chain: []string{"s/r1.setup"}}, 3, t0)
+	if _, ok := end(r, "r1", false, ptr(cp(0, "s/r1.setup", "s/r1")), "", 3, t0); !ok || r.Head().N != 2 || r.Head().Setup || !r.Checkpoints[0].Setup {
+		t.Fatalf("the run's end after its setup: %+v", r.Checkpoints)
+	}
+}
+
 // TestLending: a fork keeps its source's objects until it lets go of them,
 // and a source deleted meanwhile stays a tombstone until then.
 func TestLending(t *testing.T) {

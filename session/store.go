@@ -214,6 +214,29 @@ func (s *Store) End(ctx context.Context, id, run string, paused bool, cp *kv.Ses
 	return nil
 }
 
+// Setup makes cp, the checkpoint the session's setup made in run, its
+// live run, before the agent started, the session's head: later runs start
+// from it without running setup again. Stored again (by a successor) it
+// changes nothing; a run that is not the live one changes nothing.
+func (s *Store) Setup(ctx context.Context, id, run string, cp kv.SessionCheckpoint, keep int) error {
+	if keep <= 0 {
+		keep = s.keep
+	}
+	var f fates
+	_, _, err := s.modify(ctx, id, func(rec *kv.SessionRecord) error {
+		var ok bool
+		if f, ok = setup(rec, run, cp, keep, s.now()); !ok {
+			return kv.ErrUnchanged
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.apply(ctx, id, f)
+	return nil
+}
+
 // Lost records that run, the live run of the session id, was lost with
 // its node.
 func (s *Store) Lost(ctx context.Context, id, run string) error {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -394,8 +396,15 @@ func sessionAcrossNodes(t *testing.T, api *mockAPI, bin, cfg, profile string, fi
 	if len(bodies) == 0 || !testenv.InOrder(bodies[0], "Write proof.txt, first turn.", "Now the second turn.") {
 		t.Fatalf("the second turn's first request holds no first turn before it (the conversation did not follow the session): %.2000q", bodies)
 	}
-	rec, err := c.Session(ctx, session)
-	if err != nil || rec.RunCount != 2 || rec.Head() == nil || rec.Head().Run != second {
-		t.Fatalf("session record %+v, %v", rec, err)
+	// The session's head moves once the run's terminal status is out,
+	// which watch ended on.
+	var rec kv.SessionRecord
+	testenv.WaitFor(t, 10*time.Second, "the session's head to be the second turn's checkpoint", func() bool {
+		var err error
+		rec, err = c.Session(ctx, session)
+		return err == nil && rec.Live == "" && rec.Head() != nil && rec.Head().Run == second
+	})
+	if rec.RunCount != 2 || !slices.Equal(rec.Runs, []string{first, second}) {
+		t.Fatalf("session record %+v", rec)
 	}
 }

@@ -60,6 +60,9 @@ type run struct {
 	// checkpoint is the checkpoint of a session's run stored at its end
 	// (checkpointRun), which its session's head becomes.
 	checkpoint *kv.SessionCheckpoint
+	// onSetup, while a session's setup is to be checkpointed, is called
+	// after the setup wrapper's setupDoneLine is published.
+	onSetup func(ctx context.Context, r *run) error
 	// pauseAsked: this worker asked for the run's pause (requestPause, on
 	// its idle timer), which its record says too.
 	pauseAsked atomic.Bool
@@ -160,6 +163,9 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 	stopInput := w.startInput(ctx, r)
 	defer stopInput()
 	defer w.trackTurns(ctx, r)()
+	if err := w.resumeSetup(ctx, r); err != nil {
+		r.log.Warn().Err(err).Msg("the session's setup; its wrapper waits at most " + setupWait.String() + " for a checkpoint")
+	}
 	w.follow(ctx, r)
 }
 
@@ -227,7 +233,11 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 	res, err := follow.Follow(ctx, r.dir.Journal(), r.offset, r.nonce, publish, opts...)
 	switch {
 	case res.Sentinel != nil:
-		w.finish(ctx, r, pausedStatus(r.rec, r.pauseAsked.Load(), sentinelStatus(*res.Sentinel)))
+		st := pausedStatus(r.rec, r.pauseAsked.Load(), sentinelStatus(*res.Sentinel))
+		if st.Status == protocol.StatusPaused {
+			w.awaitRunnerGone(r)
+		}
+		w.finish(ctx, r, st)
 	case errors.Is(err, errRunnerGone):
 		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: errRunnerGone.Error()})
 	case ctx.Err() != nil && pubCtx.Err() == nil:
@@ -280,9 +290,10 @@ func (w *Worker) checkOn(ctx context.Context, r *run, check func() error) follow
 func (r *run) publish(ctx context.Context, lines []follow.Line) error {
 	for len(lines) > 0 {
 		n := 0
-		turnEnd := false
-		for n < len(lines) && lines[n].Data != nil && !r.isInput(lines[n]) && !turnEnd {
+		turnEnd, setupDone := false, false
+		for n < len(lines) && lines[n].Data != nil && !r.isInput(lines[n]) && !turnEnd && !setupDone {
 			turnEnd = r.isTurnEnd(lines[n])
+			setupDone = r.onSetup != nil && string(lines[n].Data) == setupDoneLine
 			n++
 		}
 		if n == 0 && lines[0].Data != nil {
@@ -301,6 +312,11 @@ func (r *run) publish(ctx context.Context, lines []follow.Line) error {
 				return err
 			}
 			r.offset, lines = lines[n-1].End, lines[n:]
+			if setupDone {
+				if err := r.onSetup(ctx, r); err != nil {
+					return err
+				}
+			}
 			if turnEnd {
 				if err := r.turn(ctx, true); err != nil {
 					return err

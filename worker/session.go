@@ -1,11 +1,15 @@
 package worker
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -19,6 +23,7 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/sandbox/runspec"
 	"github.com/batonhq/baton/session"
 )
 
@@ -181,6 +186,28 @@ func (w *Worker) requestPause(ctx context.Context, r *run) bool {
 	return true
 }
 
+// runnerExitWait bounds awaitRunnerGone: a runner exits within
+// milliseconds of its sentinel.
+const runnerExitWait = 5 * time.Second
+
+// awaitRunnerGone waits, bounded, for r's runner to exit after its
+// sentinel, so that a "paused" status is true when it goes out: nothing
+// of the run is left on the node.
+func (w *Worker) awaitRunnerGone(r *run) {
+	deadline := time.Now().Add(runnerExitWait)
+	for {
+		alive, err := sandbox.Alive(r.dir)
+		if err == nil && !alive {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.log.Warn().Err(err).Dur("waited", runnerExitWait).Msg("the paused run's runner has not exited; pausing anyway")
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // pausedStatus turns the idle end of a run whose pause was asked (by this
 // worker, asked, or by one before it, in rec) into "paused".
 func pausedStatus(rec kv.RunRecord, asked bool, st protocol.Status) protocol.Status {
@@ -214,11 +241,157 @@ func setupArgv(setup, argv []string) []string {
 		fmt.Fprintf(&b, "printf '%%s\\n' %s\n", shellQuote(fmt.Sprintf("baton setup %d/%d: %s", i+1, len(setup), c)))
 		fmt.Fprintf(&b, "( %s ) 2>&1 || { s=$?; printf 'baton setup %d/%d failed with exit code %%s\\n' \"$s\" >&2; exit \"$s\"; }\n", c, i+1, len(setup))
 	}
+	// Then wait for the worker's checkpoint of what setup made (it writes
+	// setupGoName once the checkpoint is the session's head), bounded: a
+	// worker that cannot checkpoint leaves it to the run's own.
+	fmt.Fprintf(&b, "printf '%%s\\n' %s\n", shellQuote(setupDoneLine))
+	fmt.Fprintf(&b, "i=0\nwhile [ ! -e %s ]; do i=$((i+1)); if [ \"$i\" -gt %d ]; then printf '%%s\\n' %s >&2; break; fi; sleep 0.05; done\n",
+		shellQuote(path.Join(runspec.HomePath, setupGoName)), int(setupWait/(50*time.Millisecond)),
+		shellQuote(fmt.Sprintf("baton setup: no checkpoint of it after %v; the agent starts, and the run's checkpoint takes setup's work", setupWait)))
 	b.WriteString(`exec "$@"` + "\n")
 	return append([]string{"/bin/sh", "-c", b.String(), "baton-setup"}, argv...)
 }
 
-// shellQuote quotes s as one word for sh.
+// setupDoneLine is what the setup wrapper prints once setup has run; the
+// worker then checkpoints the session (setupCheckpoint).
+const setupDoneLine = "baton setup done: checkpointing the session"
+
+// setupGoName is the file in the agent's home whose creation lets the
+// setup wrapper start the agent; no checkpoint holds it.
+const setupGoName = ".baton-setup-go"
+
+// setupWait bounds the wrapper's wait for the worker's checkpoint of
+// setup: a checkpoint's own bound.
+const setupWait = checkpointTimeout
+
+// setupCheckpoint stores the checkpoint of what r's setup made, before
+// its agent starts, and makes it the session's head, then lets the agent
+// start. A checkpoint that fails for the tree's own reasons (a limit)
+// lets the agent start too: the run's own checkpoint takes setup's work.
+// An error means the run is left to a successor (the worker stops, the
+// lease is lost, NATS is gone), which checkpoints setup again unless the
+// session's head is this setup's already (resumeSetup).
+func (w *Worker) setupCheckpoint(ctx context.Context, r *run) error {
+	r.onSetup = nil
+	if w.testBeforeSetupCheckpoint != nil {
+		w.testBeforeSetupCheckpoint(ctx, r.id)
+	}
+	if err := ctx.Err(); err != nil {
+		// Nothing of the agent runs yet: the successor takes it all.
+		return fmt.Errorf("the worker stops before checkpointing the session's setup: %w", err)
+	}
+	sess := w.profileSession(r.rec.Profile)
+	cctx, cancel := w.endingContext(ctx, r, checkpointTimeout, errCheckpointTimeout)
+	defer cancel()
+	start := time.Now()
+	object := checkpoint.SetupName(r.rec.Session, r.id)
+	m, index, err := checkpoint.Write(cctx, w.checkpoints, w.sessionTree(r, sess), checkpoint.Options{Session: r.rec.Session, Run: r.id, Object: object})
+	var info *jetstream.ObjectInfo
+	if err == nil {
+		info, err = w.checkpoints.GetInfo(cctx, object)
+	}
+	if err == nil {
+		cp := sessionCheckpoint(m, info)
+		err = w.sessions.Setup(cctx, r.rec.Session, r.id, *cp, sess.Keep)
+	}
+	switch {
+	case err == nil:
+		if err := saveIndex(r, object, index); err != nil {
+			r.log.Warn().Err(err).Msg("keep the setup's index; the run's checkpoint will hold the whole tree")
+		}
+		r.log.Info().Str("checkpoint", object).Int("files", m.Files).Int64("bytes", m.Bytes).Dur("took", time.Since(start)).
+			Msg("session's setup checkpointed")
+	case ctx.Err() != nil || r.lease.Err() != nil || w.disconnected(err):
+		return fmt.Errorf("checkpoint the session's setup: %w", err)
+	default:
+		r.log.Warn().Err(err).Msg("checkpoint the session's setup; the run's own checkpoint will take its work")
+	}
+	return releaseSetup(r)
+}
+
+// releaseSetup lets r's setup wrapper start the agent.
+func releaseSetup(r *run) error {
+	home, err := os.OpenRoot(r.dir.Home())
+	if err != nil {
+		return fmt.Errorf("let the agent start after setup: %w", err)
+	}
+	defer home.Close()
+	// Through the root: the agent's home is the agent's, links included.
+	f, err := home.OpenFile(setupGoName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("let the agent start after setup: %w", err)
+	}
+	return f.Close()
+}
+
+// resumeSetup is a successor's part of a session's setup that r's last
+// holder may have left undone: nothing when the session's head is the
+// setup's checkpoint already (but releasing the wrapper again); the
+// checkpoint when the wrapper said setup was done (its line is in the
+// journal, before the agent could start); else waiting for that line.
+func (w *Worker) resumeSetup(ctx context.Context, r *run) error {
+	inv := w.cfg.Profiles[r.rec.Profile]
+	if r.rec.Session == "" || len(inv.Setup) == 0 || r.rec.State.Terminal() {
+		return nil
+	}
+	// Whatever comes of it, a setup line still to come is acted on.
+	r.onSetup = w.setupCheckpoint
+	rec, _, err := w.sessions.Get(ctx, r.rec.Session)
+	if err != nil {
+		return fmt.Errorf("read the session to resume its setup: %w", err)
+	}
+	object := checkpoint.SetupName(r.rec.Session, r.id)
+	for _, c := range rec.Checkpoints {
+		switch {
+		case c.Object == object:
+			r.onSetup = nil
+			return releaseSetup(r)
+		case c.Run != r.id:
+			r.onSetup = nil
+			return nil // the run started from a checkpoint: no setup
+		}
+	}
+	done, err := journalHasLine(r.dir.Journal(), r.offset, setupDoneLine)
+	if err != nil {
+		return err
+	}
+	if done {
+		return w.setupCheckpoint(ctx, r)
+	}
+	return nil
+}
+
+// journalHasLine reports whether the journal at path holds line, whole,
+// in its first limit bytes.
+func journalHasLine(path string, limit int64, line string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(io.LimitReader(f, limit), 64<<10)
+	atStart := true
+	for {
+		b, err := br.ReadSlice('\n')
+		if atStart && err == nil && string(b[:len(b)-1]) == line {
+			return true, nil
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			atStart = false // the rest of a long line follows
+		case errors.Is(err, io.EOF):
+			return false, nil
+		case err != nil:
+			return false, err
+		default:
+			atStart = true
+		}
+	}
+}
+
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // restoreError is a session's checkpoint that could not be restored: the
@@ -298,6 +471,10 @@ func (w *Worker) checkpointRun(ctx context.Context, r *run, st *protocol.Status)
 	cctx, cancel := w.endingContext(ctx, r, checkpointTimeout, errCheckpointTimeout)
 	defer cancel()
 	start := time.Now()
+	if home, err := os.OpenRoot(r.dir.Home()); err == nil {
+		_ = home.Remove(setupGoName) // the setup wrapper's, not the session's
+		home.Close()
+	}
 	parent, index := w.loadIndex(cctx, r)
 	m, _, err := checkpoint.Write(cctx, w.checkpoints, w.sessionTree(r, sess), checkpoint.Options{
 		Session: r.rec.Session, Run: r.id, Object: checkpoint.Name(r.rec.Session, r.id), Parent: parent, Index: index,

@@ -3,7 +3,9 @@ package worker
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +112,37 @@ func TestExpired(t *testing.T) {
 	}
 	if got := expired(recs, now.Add(-30*24*time.Hour)); strings.Join(got, " ") != "old" {
 		t.Fatalf("expired %q, want old", got)
+	}
+}
+
+func TestJournalHasLine(t *testing.T) {
+	const line = "baton setup done: checkpointing the session"
+	long := strings.Repeat("x", 200<<10)
+	for _, tc := range []struct {
+		name, journal string
+		limit         int64
+		want          bool
+	}{
+		{"first line", line + "\nmore\n", 1 << 20, true},
+		{"after others", "a\nb\n" + line + "\n", 1 << 20, true},
+		{"after a line longer than the buffer", long + "\n" + line + "\n", 1 << 20, true},
+		{"inside a long line", long + line + "\n", 1 << 20, false},
+		{"a prefix only", line + " and more\n", 1 << 20, false},
+		{"not yet ended", "a\n" + line, 1 << 20, false},
+		{"past the limit", "a\n" + line + "\n", 4, false},
+		{"empty", "", 1 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "journal")
+			if err := os.WriteFile(p, []byte(tc.journal), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := journalHasLine(p, tc.limit, line); err != nil || got != tc.want {
+				t.Fatalf("journalHasLine = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := journalHasLine(filepath.Join(t.TempDir(), "none"), 10, line); err == nil {
+		t.Fatal("no journal: no error")
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,6 +228,45 @@ func TestSessionOnAnotherNode(t *testing.T) {
 	}
 }
 
+// TestSessionSetupSurvivesHandoff: the worker holding a session's first
+// run stops after setup said it was done and before it checkpointed it;
+// the successor finds setup's line in the journal, checkpoints what setup
+// made (the session's checkpoint 1, setup's work and not the agent's),
+// lets the agent start, and the run ends once with its chain equal to its
+// journal.
+func TestSessionSetupSurvivesHandoff(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		p := sessionAgent(t, `cat setup.log; echo ran > agent.log; echo '{"type":"result"}'`, nil)
+		p.Setup = []string{"echo installed >> setup.log"}
+		c.Profiles["setup"] = p
+	}))
+	h.stopWorker("w1")
+	var stopped atomic.Bool
+	_, stopHolder := h.addWorker("w2", worker.WithBeforeSetupCheckpoint(func(ctx context.Context, runID string) {
+		stopped.Store(true)
+		<-ctx.Done() // until the worker stops
+	}))
+	defer stopHolder()
+	id := newRunID(t)
+	h.submitSession(map[string]any{"runId": id, "profile": "setup", "session": "s9"})
+	testenv.WaitFor(t, 20*time.Second, "the holder to reach the setup's checkpoint", stopped.Load)
+	_, stopSuccessor := h.addWorker("w3")
+	defer stopSuccessor()
+	h.stopWorker("w2")
+	if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("the run ended %+v", st)
+	}
+	h.assertChainMatchesJournal(id, h.chain(id, time.Minute))
+	if got, want := h.journalText(id), "baton setup 1/1: echo installed >> setup.log\nbaton setup done: checkpointing the session\ninstalled\n"; !strings.HasPrefix(got, want) {
+		t.Fatalf("the run printed %q, want it to start %q", got, want)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the run's checkpoint to follow the setup's", func() bool { return len(h.session("s9").Checkpoints) == 2 })
+	cps := h.session("s9").Checkpoints
+	if !cps[0].Setup || cps[0].Files != 1 || cps[1].Files != 2 || cps[0].Run != id {
+		t.Fatalf("checkpoints %+v: want setup's (setup.log alone), then the run's", cps)
+	}
+}
+
 // TestSessionPauseAndSend: a session's run that waits for input past
 // pauseAfter is checkpointed and its sandbox ended (status paused, the
 // session paused, no runner left); a send to the session starts its next
@@ -340,12 +381,15 @@ func TestSessionFork(t *testing.T) {
 }
 
 // TestSessionSetupOnce: a profile's setup runs in the sandbox before the
-// agent of a session's first run, its output on the chain; the next run
-// starts from the first's checkpoint and runs no setup; a setup that
-// fails fails the run and says which command.
+// agent of a session's first run, its output on the chain; what it made
+// is checkpointed before the agent starts (the session's checkpoint 1,
+// holding none of the agent's work), and the run's own checkpoint builds
+// on it; the next run starts from the first's checkpoint and runs no
+// setup, and a fork of checkpoint 1 starts from setup's work alone. A
+// setup that fails fails the run and says which command.
 func TestSessionSetupOnce(t *testing.T) {
 	h := newHarness(t, withConfig(func(c *config.Config) {
-		p := sessionAgent(t, `cat setup.log; echo '{"type":"result"}'`, nil)
+		p := sessionAgent(t, `cat setup.log; cat agent.log 2>/dev/null || echo fresh; echo ran >> agent.log; echo '{"type":"result"}'`, nil)
 		p.Setup = []string{"echo installed >> setup.log", "echo to stderr >&2"}
 		c.Profiles["setup"] = p
 		bad := sessionAgent(t, `echo agent`, nil)
@@ -360,11 +404,38 @@ func TestSessionSetupOnce(t *testing.T) {
 			t.Fatalf("%s ended %+v", id, st)
 		}
 	}
-	if got, want := h.journalText(first), "baton setup 1/2: echo installed >> setup.log\nbaton setup 2/2: echo to stderr >&2\nto stderr\ninstalled\n"; !strings.HasPrefix(got, want) {
+	if got, want := h.journalText(first), "baton setup 1/2: echo installed >> setup.log\nbaton setup 2/2: echo to stderr >&2\nto stderr\n"+
+		"baton setup done: checkpointing the session\ninstalled\nfresh\n"; !strings.HasPrefix(got, want) {
 		t.Fatalf("the first run printed %q, want it to start %q", got, want)
 	}
-	if got := h.journalText(second); got != "installed\n{\"type\":\"result\"}\n" {
+	if got := h.journalText(second); got != "installed\nran\n{\"type\":\"result\"}\n" {
 		t.Fatalf("the second run printed %q: setup ran again, or its work is gone", got)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the second run's checkpoint to be the session's head", func() bool {
+		return len(h.session("s5").Checkpoints) == 3
+	})
+	rec := h.session("s5")
+	if len(rec.Checkpoints) != 3 || !rec.Checkpoints[0].Setup || rec.Checkpoints[0].Object != "s5/"+first+".setup" ||
+		!slices.Equal(rec.Checkpoints[1].Chain, []string{"s5/" + first + ".setup", "s5/" + first}) {
+		t.Fatalf("the session's checkpoints %+v, want its setup's, then the first run's on it", rec.Checkpoints)
+	}
+	c, err := client.New(h.js, h.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	one := 1
+	if _, err := c.ForkSession(ctx, "s5", protocol.SessionForkRequest{As: "s5-setup", Checkpoint: &one}); err != nil {
+		t.Fatal(err)
+	}
+	forked := newRunID(t)
+	h.submitSession(map[string]any{"runId": forked, "profile": "setup", "session": "s5-setup"})
+	if st := h.terminal(forked); st.Status != protocol.StatusSucceeded {
+		t.Fatalf("the fork's run ended %+v", st)
+	}
+	if got := h.journalText(forked); got != "installed\nfresh\n{\"type\":\"result\"}\n" {
+		t.Fatalf("the run of a fork of the setup's checkpoint printed %q: want setup's work and none of the agent's", got)
 	}
 	failed := newRunID(t)
 	h.submitSession(map[string]any{"runId": failed, "profile": "bad", "session": "s6"})

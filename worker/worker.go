@@ -90,6 +90,9 @@ type Worker struct {
 	// testBeforeMark, set by tests, runs before a start marks its run
 	// spawning.
 	testBeforeMark func(runID string)
+	// testBeforeSetupCheckpoint, set by tests, runs before a session's
+	// setup is checkpointed.
+	testBeforeSetupCheckpoint func(ctx context.Context, runID string)
 	// clock is what the background services (services.go) and the
 	// liveness read and wait on: clock.Real (each service's test gives it
 	// a clock.Manual).
