@@ -3,6 +3,7 @@ package publisher_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -106,20 +107,26 @@ func chain(t *testing.T, b *backend, runID string) []stored {
 	}
 	var out []stored
 	for len(out) < want {
+		n := len(out)
 		batch, err := cons.Fetch(want-len(out), jetstream.FetchMaxWait(5*time.Second))
+		if err == nil {
+			for m := range batch.Messages() {
+				md, err := m.Metadata()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, stored{seq: md.Sequence.Stream, subject: m.Subject(), data: m.Data(), header: m.Headers()})
+			}
+			err = batch.Error()
+		}
+		if errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
+			// In a cluster the consumer's interest reaches the client's
+			// server over a route a moment after it is made: ask again.
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
-		}
-		n := len(out)
-		for m := range batch.Messages() {
-			md, err := m.Metadata()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, stored{seq: md.Sequence.Stream, subject: m.Subject(), data: m.Data(), header: m.Headers()})
-		}
-		if batch.Error() != nil {
-			t.Fatal(batch.Error())
 		}
 		if len(out) == n {
 			t.Fatalf("chain of %s: fetched %d of %d messages", runID, n, want)

@@ -595,6 +595,10 @@ func marker(t testing.TB) string {
 	return strconv.Itoa(900000 + int(b[0])<<10 + int(b[1])<<2 + int(b[2])%4)
 }
 
+// deadlineRoom is how long after its start a deadline test's run ends: room
+// for its agent to start, and its children be seen, before it.
+const deadlineRoom = 5 * time.Second
+
 func TestDeadlineStopsAgentAndChildren(t *testing.T) {
 	t.Parallel()
 	for _, st := range starters {
@@ -603,12 +607,14 @@ func TestDeadlineStopsAgentAndChildren(t *testing.T) {
 			m := marker(t)
 			spec := newSpec(t, sh(fmt.Sprintf("echo started; sleep %s & sleep %s", m, m))...)
 			// Room for a start on a loaded machine (see
-			// TestDeadlineEscalatesToKill). A prestarted chain is built
-			// with it, and past it by the take: the run's counts.
-			spec.Deadline = time.Now().Add(2 * time.Second)
+			// TestDeadlineEscalatesToKill; a cold start under the race
+			// detector beside the other packages once took over 2 s). A
+			// prestarted chain is built with it, and past it by the take:
+			// the run's counts.
+			spec.Deadline = time.Now().Add(deadlineRoom)
 			dir := st.start(t, spec, "")
 			waitPIDs(t, 2, "sleep", m)
-			stdout, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+			stdout, s := waitEnd(t, dir, spec.Nonce, deadlineRoom+10*time.Second)
 			if stdout != "started\n" {
 				t.Errorf("journal = %q", stdout)
 			}
@@ -626,11 +632,11 @@ func TestDeadlineEscalatesToKill(t *testing.T) {
 	// Room for a start on a loaded machine (a root run makes its
 	// workspace's filesystem first), so the sleeps are seen before the
 	// deadline.
-	spec.Deadline = time.Now().Add(2 * time.Second)
+	spec.Deadline = time.Now().Add(deadlineRoom)
 	spec.KillGrace = 300 * time.Millisecond
 	dir := start(t, spec, "")
 	waitPIDs(t, 2, "sleep", m)
-	_, s := waitEnd(t, dir, spec.Nonce, 10*time.Second)
+	_, s := waitEnd(t, dir, spec.Nonce, deadlineRoom+10*time.Second)
 	wantSentinel(t, s, 137, journal.ReasonTimeout, "KILL")
 	if !strings.Contains(s.Detail, "grace") {
 		t.Errorf("detail %q does not mention the grace period", s.Detail)
