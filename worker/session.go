@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"strings"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
-	"github.com/batonhq/baton/sandbox/runspec"
 	"github.com/batonhq/baton/session"
 )
 
@@ -232,10 +230,11 @@ func (w *Worker) sessionTurn(ctx context.Context, r *run, waiting bool) {
 // setupArgv runs a profile's setup commands before the agent argv of a
 // session's first run (one with no checkpoint yet): a shell runs each in
 // turn in the sandbox, as the agent, with its output on the run's chain
-// (a line naming it first), stops the run at the first that fails, and
-// then becomes the agent. The run's checkpoint holds what they made, so
-// the session's later runs, which start from it, never run them again.
-func setupArgv(setup, argv []string) []string {
+// (a line naming it first), stops the run at the first that fails, says
+// setup is done (setupDoneLine), waits for goFile (the worker writes it
+// once it checkpointed setup's work), and then becomes the agent. The
+// session's later runs start from a checkpoint and never run setup again.
+func setupArgv(setup []string, goFile string, argv []string) []string {
 	var b strings.Builder
 	for i, c := range setup {
 		fmt.Fprintf(&b, "printf '%%s\\n' %s\n", shellQuote(fmt.Sprintf("baton setup %d/%d: %s", i+1, len(setup), c)))
@@ -246,7 +245,7 @@ func setupArgv(setup, argv []string) []string {
 	// worker that cannot checkpoint leaves it to the run's own.
 	fmt.Fprintf(&b, "printf '%%s\\n' %s\n", shellQuote(setupDoneLine))
 	fmt.Fprintf(&b, "i=0\nwhile [ ! -e %s ]; do i=$((i+1)); if [ \"$i\" -gt %d ]; then printf '%%s\\n' %s >&2; break; fi; sleep 0.05; done\n",
-		shellQuote(path.Join(runspec.HomePath, setupGoName)), int(setupWait/(50*time.Millisecond)),
+		shellQuote(goFile), int(setupWait/(50*time.Millisecond)),
 		shellQuote(fmt.Sprintf("baton setup: no checkpoint of it after %v; the agent starts, and the run's checkpoint takes setup's work", setupWait)))
 	b.WriteString(`exec "$@"` + "\n")
 	return append([]string{"/bin/sh", "-c", b.String(), "baton-setup"}, argv...)

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -21,22 +22,43 @@ func TestSetupArgv(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		setup  []string
+		goIn   time.Duration // when the go file appears (-1: before the start)
 		stdout string
 		stderr string
 		exit   int
 	}{
-		{"all pass", []string{"echo one", "echo 'two' >&2", `printf '%s\n' "it's quoted"`},
-			"baton setup 1/3: echo one\none\nbaton setup 2/3: echo 'two' >&2\ntwo\nbaton setup 3/3: printf '%s\\n' \"it's quoted\"\nit's quoted\nagent ran with a b\n", "", 0},
-		{"the second fails", []string{"echo one", "exit 3", "echo never"},
+		{"all pass", []string{"echo one", "echo 'two' >&2", `printf '%s\n' "it's quoted"`}, -1,
+			"baton setup 1/3: echo one\none\nbaton setup 2/3: echo 'two' >&2\ntwo\nbaton setup 3/3: printf '%s\\n' \"it's quoted\"\nit's quoted\n" +
+				setupDoneLine + "\nagent ran with a b\n", "", 0},
+		{"the agent waits for the checkpoint", []string{"true"}, 300 * time.Millisecond,
+			"baton setup 1/1: true\n" + setupDoneLine + "\nagent ran with a b\n", "", 0},
+		{"the second fails", []string{"echo one", "exit 3", "echo never"}, -1,
 			"baton setup 1/3: echo one\none\nbaton setup 2/3: exit 3\n", "baton setup 2/3 failed with exit code 3\n", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			argv := setupArgv(tc.setup, []string{"/bin/sh", "-c", `echo "agent ran with $*"`, "agent", "a", "b"})
-			cmd := exec.Command(argv[0], argv[1:]...)
+			goFile := filepath.Join(t.TempDir(), setupGoName)
+			touch := func() {
+				if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+					t.Error(err)
+				}
+			}
+			if tc.goIn < 0 {
+				touch()
+			} else {
+				time.AfterFunc(tc.goIn, touch)
+			}
+			argv := setupArgv(tc.setup, goFile, []string{"/bin/sh", "-c", `echo "agent ran with $*"`, "agent", "a", "b"})
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 			var out, errOut bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errOut
 			cmd.WaitDelay = time.Second
+			start := time.Now()
 			err := cmd.Run()
+			if took := time.Since(start); tc.goIn > 0 && took < tc.goIn {
+				t.Errorf("the agent started %v after the start, before the go file (%v)", took, tc.goIn)
+			}
 			code := 0
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/publisher"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/sandbox/runspec"
 	"github.com/batonhq/baton/session"
 )
 
@@ -334,7 +336,7 @@ func (s *starter) seed(spec *sandbox.Spec) (seed sandbox.SeedFunc, restored *res
 	if s.head() != nil {
 		spec.Argv = inv.ResumeArgv
 	} else if len(inv.Setup) > 0 {
-		spec.Argv = setupArgv(inv.Setup, spec.Argv)
+		spec.Argv = setupArgv(inv.Setup, path.Join(runspec.HomePath, setupGoName), spec.Argv)
 	}
 	restored = &restoredTree{}
 	return w.seedSession(s.head(), inv.Session, seed, restored, r.log), restored
