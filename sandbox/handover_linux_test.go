@@ -183,9 +183,12 @@ func TestOuterHandsOver(t *testing.T) {
 // the start, the exec included, stops the run: blocked across the exec,
 // it waits for the new image, or the runner stays and acts on it. The
 // cancels are spread over the first 15 ms after Start returns, where the
-// handover falls on this machine, and one run in four is cancelled as
-// soon as its runner has written its pid; the test fails unless both a
-// handed over run and one cancelled before its handover are among them.
+// handover falls on an idle machine; one run in four is cancelled as
+// soon as its runner has written its pid, and one in four only once its
+// handover is in the state file, so that both ends of the window are
+// among them however slow the machine (under CI's load the spread alone
+// fell wholly before the handover); the test fails unless both a handed
+// over run and one cancelled before its handover are among them.
 func TestCancelAcrossTheHandover(t *testing.T) {
 	t.Parallel()
 	const runs = 48
@@ -212,6 +215,13 @@ func TestCancelAcrossTheHandover(t *testing.T) {
 				start(t, spec, "")
 				if err := <-cancelled; err != nil {
 					t.Errorf("run %d: %v", i, err)
+					return
+				}
+			} else if i%4 == 1 {
+				dir := start(t, spec, "")
+				waitState(t, dir, handedOver)
+				if err := sandbox.Cancel(dir); err != nil {
+					t.Errorf("run %d: Cancel after the handover: %v", i, err)
 					return
 				}
 			} else {

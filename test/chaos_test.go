@@ -157,6 +157,13 @@ func runChaos(t *testing.T, natsNodes int) {
 	// Interactive runs that get input all through the chaos.
 	input := startChaosInput(t, js, names, fmt.Sprintf("chaos-%d", seed%100000), 2)
 	input.submit(func(id, profile string) { submitJob(t, js, names, map[string]any{"runId": id, "profile": profile}) })
+	// The first burst finds each worker's pool of the profile started,
+	// so that runs take prestarted sandboxes however slow the start
+	// (in CI's cluster run, once, none had by the time the faults
+	// began and the check below failed).
+	for _, w := range workers {
+		w.waitLog(time.Minute, `"profile":"fake"`, "sandbox prestarted")
+	}
 	stats := chaosStats{runs: nRuns, killed: map[int]time.Time{}}
 	start := time.Now()
 	next := 0

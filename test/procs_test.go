@@ -243,6 +243,38 @@ func (w *workerProc) start() {
 	}
 }
 
+// waitLog waits, within bound, for a line of the worker's current log
+// that holds every one of parts.
+func (w *workerProc) waitLog(bound time.Duration, parts ...string) {
+	w.t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		// The current log: the worker may have restarted meanwhile.
+		w.mu.Lock()
+		file := filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.name, w.restarts))
+		w.mu.Unlock()
+		b, _ := os.ReadFile(file)
+		for line := range strings.Lines(string(b)) {
+			if containsAll(line, parts) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("worker %s logged no line with %q within %v; its log %s ends:\n%s", w.name, parts, bound, file, lastLines(file, 20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
 func (w *workerProc) spawnLocked() error {
 	w.restarts++
 	logf, err := os.Create(filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.name, w.restarts)))

@@ -100,6 +100,7 @@ func (p *chainPool) run(ctx context.Context) {
 		p.ready = append(p.ready, e)
 		p.mu.Unlock()
 		p.prestarted.Inc()
+		p.log.Debug().Str("dir", string(e.Dir())).Int("ready", p.count()).Msg("sandbox prestarted")
 		// An entry that ends untaken (killed, its sandbox failed) is
 		// replaced.
 		go func() {
