@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/agui"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
@@ -51,6 +52,8 @@ type Invocation struct {
 	IdleTimeout time.Duration
 	// Nice is the profile's CPU priority for the run.
 	Nice int
+	// Events is the profile's events dialect, kept in the run's record.
+	Events agui.Dialect
 	// For a job of a session: Session is the profile's session block with
 	// its defaults, ResumeArgv is Argv with its resumeArgs placed (for a
 	// run that continues from a checkpoint), and Setup the profile's setup
@@ -189,6 +192,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		TurnEnd:     p.TurnEnd,
 		IdleTimeout: p.IdleTimeout,
 		Nice:        p.Nice,
+		Events:      p.Events,
 		Session:     sess,
 		ResumeArgv:  resume,
 		Setup:       setup,

@@ -59,6 +59,9 @@ type RunRecord struct {
 	TurnEndField  string        `msgpack:"turnEndField,omitempty"`
 	TurnEndEquals string        `msgpack:"turnEndEquals,omitempty"`
 	IdleTimeout   time.Duration `msgpack:"idleTimeout,omitempty"`
+	// Events is the profile's events dialect (agui.Dialect), so that a
+	// reader projects the run's chain as its worker's config says.
+	Events string `msgpack:"events,omitempty"`
 	// WaitingSince is when the agent began to wait for input (after a
 	// turn-end line); zero while it runs. The holder writes it before its
 	// "waiting" status, so a successor restates "waiting" and runs the

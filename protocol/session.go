@@ -2,12 +2,17 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/batonhq/baton/internal/runid"
 )
 
 // Requests about sessions go to a worker (one queue group answers each),
@@ -127,4 +132,18 @@ func DecodeSessionForkRequest(b []byte) (SessionForkRequest, error) {
 		}
 	}
 	return r, nil
+}
+
+// SessionRunID names the run a send to session starts: from the send's
+// message id (a retry names the same run, which starts once), else at
+// random. The console's AG-UI endpoint names a thread's first run so too.
+func SessionRunID(session, msgID string) string {
+	var tail string
+	if msgID != "" {
+		sum := sha256.Sum256([]byte(session + "\x00" + msgID))
+		tail = hex.EncodeToString(sum[:8])
+	} else {
+		tail = hex.EncodeToString([]byte(rand.Text())[:8])
+	}
+	return session[:min(len(session), runid.MaxLen-len(tail)-1)] + "-" + tail
 }

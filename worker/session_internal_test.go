@@ -107,22 +107,6 @@ func TestIdleLimitAndPausedStatus(t *testing.T) {
 	}
 }
 
-func TestSessionRunID(t *testing.T) {
-	long := strings.Repeat("s", 128)
-	for _, tc := range []struct{ session, msgID string }{{"s1", "m1"}, {long, "m1"}, {"s1", ""}} {
-		id := sessionRunID(tc.session, tc.msgID)
-		if !protocol.ValidRunID(id) || !strings.HasPrefix(id, tc.session[:min(len(tc.session), 100)]) {
-			t.Errorf("sessionRunID(%.10q, %q) = %q", tc.session, tc.msgID, id)
-		}
-		if tc.msgID != "" && sessionRunID(tc.session, tc.msgID) != id {
-			t.Errorf("two sends of one message id name two runs")
-		}
-	}
-	if sessionRunID("s1", "") == sessionRunID("s1", "") {
-		t.Error("two sends without a message id name one run")
-	}
-}
-
 func TestExpired(t *testing.T) {
 	now := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
 	old, fresh := now.Add(-31*24*time.Hour), now.Add(-time.Hour)

@@ -2,9 +2,6 @@ package worker
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/batonhq/baton/client"
-	"github.com/batonhq/baton/internal/runid"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/session"
 )
@@ -77,7 +73,7 @@ func (w *Worker) handleSessionSend(ctx context.Context, req micro.Request, id st
 	}
 	msgID := req.Headers().Get(nats.MsgIdHdr)
 	eof := req.Headers().Get(protocol.HeaderInputEOF) == "true"
-	runID := sessionRunID(id, msgID)
+	runID := protocol.SessionRunID(id, msgID)
 	if msgID != "" && slices.Contains(rec.Runs, runID) {
 		// A retry of a send that started a run: that run has the message.
 		b, _ := json.Marshal(protocol.SessionSendReply{Session: id, RunID: runID, Started: true})
@@ -119,20 +115,6 @@ func (w *Worker) handleSessionSend(ctx context.Context, req micro.Request, id st
 	}
 	b, _ := json.Marshal(protocol.SessionSendReply{Session: id, RunID: job.RunID, Started: true})
 	_ = req.Respond(b)
-}
-
-// sessionRunID names the run a send to session starts: from the send's
-// message id (a retry names the same run, which starts once), else at
-// random.
-func sessionRunID(session, msgID string) string {
-	var tail string
-	if msgID != "" {
-		sum := sha256.Sum256([]byte(session + "\x00" + msgID))
-		tail = hex.EncodeToString(sum[:8])
-	} else {
-		tail = hex.EncodeToString([]byte(rand.Text())[:8])
-	}
-	return session[:min(len(session), runid.MaxLen-len(tail)-1)] + "-" + tail
 }
 
 // handleSessionFork makes a new session from a checkpoint of id.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batonhq/baton/agui"
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/kv"
@@ -23,8 +24,8 @@ import (
 )
 
 func newWatchCmd(g *globals) *cobra.Command {
-	var asJSON, follow bool
-	var sessionID string
+	var asJSON, follow, asAGUI bool
+	var sessionID, after string
 	cmd := &cobra.Command{
 		Use:   "watch RUNID | watch --session SESSION",
 		Short: "Replay a run's events from the start, then follow it until it ends",
@@ -44,6 +45,10 @@ rejected to the dead-letter stream it says why; when no worker has taken
 the job after a few seconds, none holds the run after a hand-off, or none
 answers at all (none runs, or the only one crashed), it says that on stderr
 and waits.
+
+--agui prints the run as AG-UI events instead (the projection the console's
+AG-UI endpoint serves, package agui), one JSON object per line; --after
+resumes after a position.
 
 --session watches a session instead: every run of it in order, each from its
 start, then each new run as it starts; with --follow=false it ends once the
@@ -70,6 +75,12 @@ watching itself failed.`,
 				return err
 			}
 			defer s.close()
+			if asAGUI {
+				if sessionID != "" {
+					return errors.New("--agui watches one run: give its runId, not --session")
+				}
+				return s.watchAGUI(cmd.Context(), args[0], after, cmd.OutOrStdout())
+			}
 			if sessionID != "" {
 				return s.watchSession(cmd.Context(), sessionID, follow, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
@@ -78,8 +89,38 @@ watching itself failed.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each payload unchanged, one per line")
 	cmd.Flags().StringVar(&sessionID, "session", "", "watch every run of this session, in order (docs/sessions.md)")
+	cmd.Flags().BoolVar(&asAGUI, "agui", false, "print the run as AG-UI events, one JSON object per line (docs/agui.md)")
+	cmd.Flags().StringVar(&after, "after", "", "with --agui: only the events after this position (<seq>:<index>, an SSE id of the console's AG-UI stream)")
 	cmd.Flags().BoolVar(&follow, "follow", true, "with --session: go on with the session's new runs (false: end once it has no live run)")
 	return cmd
+}
+
+// watchAGUI prints runID's AG-UI projection, after the position after
+// when given, one event per line, and exits as watch does.
+func (s *session) watchAGUI(ctx context.Context, runID, after string, out io.Writer) error {
+	var opts []client.AGUIOption
+	if after != "" {
+		pos, err := agui.ParsePosition(after)
+		if err != nil {
+			return fmt.Errorf("--after: %w", err)
+		}
+		opts = append(opts, client.AGUIAfter(pos))
+	}
+	// json.Marshal, as the console's stream: the same bytes.
+	st, err := s.c.WatchAGUI(ctx, runID, func(p agui.Projected) error {
+		b, err := json.Marshal(p.Event)
+		if err == nil {
+			_, err = out.Write(append(b, '\n'))
+		}
+		return err
+	}, opts...)
+	switch {
+	case err != nil:
+		return err
+	case st.Status != protocol.StatusSucceeded && st.Status != protocol.StatusPaused:
+		return exitCodeError(1)
+	}
+	return nil
 }
 
 // sessionPoll is how often a session watch looks for the session's next

@@ -1,0 +1,391 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/agui"
+	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/protocol"
+)
+
+// The AG-UI endpoints serve a run's chain as AG-UI events (package agui)
+// over server-sent events, each with its position as id, so an
+// EventSource, @ag-ui/client's HttpAgent and @tanstack/ai-client's
+// fetchServerSentEvents all read it and resume it with Last-Event-ID:
+//
+//	GET  /api/runs/{id}/agui   the whole run, every turn; id "<seq>:<index>"
+//	POST /api/agui             an AG-UI RunAgentInput: the thread is a
+//	                           session, its last user message the session's
+//	                           next message; answered with that turn only;
+//	                           id "<runId>/<seq>:<index>"
+//	GET  /api/agui?runId=R     a join: the run's stream, as the first GET
+
+// errTurnDone ends a watch whose response carried its turn's end.
+var errTurnDone = errors.New("the turn is over")
+
+// aguiStream says which part of a run's projection a response carries.
+type aguiStream struct {
+	runID string
+	after agui.Position // resume after it (when resume is set)
+	// resume: after is the client's Last-Event-ID.
+	resume bool
+	// input, when not zero, starts the response at the AG-UI run (the
+	// turn) that holds the run's input of this Baton-Input-Seq.
+	input uint64
+	// oneTurn ends the response after the first RUN_FINISHED or RUN_ERROR.
+	oneTurn bool
+	// noUserEcho leaves out user messages: the client that sent them has
+	// them already.
+	noUserEcho bool
+	// idPrefix comes before each event's position in its SSE id.
+	idPrefix string
+}
+
+// serveRunAGUI streams run {id} as AG-UI events, from its start or after
+// the Last-Event-ID (or ?after=) position, to the end of the run.
+func (c *Console) serveRunAGUI(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.runID(w, r)
+	if !ok {
+		return
+	}
+	st := aguiStream{runID: id}
+	if !st.readAfter(w, r) {
+		return
+	}
+	c.streamAGUI(w, r, st)
+}
+
+// readAfter reads the resume point: Last-Event-ID, else ?after=.
+func (st *aguiStream) readAfter(w http.ResponseWriter, r *http.Request) bool {
+	after := r.Header.Get("Last-Event-ID")
+	if after == "" {
+		after = r.URL.Query().Get("after")
+	}
+	if after == "" {
+		return true
+	}
+	pos, err := agui.ParsePosition(after)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("after (or Last-Event-ID): %w", err))
+		return false
+	}
+	st.after, st.resume = pos, true
+	return true
+}
+
+// serveAGUIJoin is TanStack AI's joinRun (GET ?runId=R&offset=-1): run
+// R's stream from its start, as serveRunAGUI gives it.
+func (c *Console) serveAGUIJoin(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("runId")
+	if !protocol.ValidRunID(id) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: runId %q", protocol.ErrBadRunID, id))
+		return
+	}
+	st := aguiStream{runID: id}
+	if !st.readAfter(w, r) {
+		return
+	}
+	c.streamAGUI(w, r, st)
+}
+
+// runAgentInput is the part of an AG-UI RunAgentInput baton reads.
+type runAgentInput struct {
+	ThreadID       string         `json:"threadId"`
+	RunID          string         `json:"runId"`
+	Messages       []inputMessage `json:"messages"`
+	ForwardedProps struct {
+		Profile string `json:"profile"`
+		Input   string `json:"input"`
+	} `json:"forwardedProps"`
+}
+
+type inputMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// text is the message's text: its content string, or its text parts
+// joined.
+func (m inputMessage) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type, Text, Content string
+	}
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text + p.Content)
+		}
+	}
+	return b.String()
+}
+
+// Input formats of the AG-UI endpoint's messages (forwardedProps.input or
+// ?input=).
+const (
+	inputText       = "text"
+	inputStreamJSON = "stream-json"
+)
+
+// serveAGUIRun takes an AG-UI RunAgentInput: its threadId is a session,
+// its last user message that session's next message (one per runId,
+// however often the request is retried: the runId is the message's id),
+// and answers with the turn the message starts, as AG-UI events. A new
+// thread needs a profile (forwardedProps.profile or ?profile=). A retry
+// with Last-Event-ID sends nothing and resumes the turn after it.
+func (c *Console) serveAGUIRun(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r, "a RunAgentInput")
+	if !ok {
+		return
+	}
+	var in runAgentInput
+	if err := json.Unmarshal(body, &in); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("a RunAgentInput: %w", err))
+		return
+	}
+	if !protocol.ValidSessionID(in.ThreadID) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: threadId %q names the session and must match [A-Za-z0-9_-]{1,128}", protocol.ErrInvalidJob, in.ThreadID))
+		return
+	}
+	if in.RunID == "" {
+		writeError(w, http.StatusBadRequest, errors.New("a RunAgentInput needs a runId: it is the message's id, so that a retry sends it once"))
+		return
+	}
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		c.resumeAGUIRun(w, r, in.ThreadID, last)
+		return
+	}
+	text := ""
+	for i := len(in.Messages) - 1; i >= 0 && text == ""; i-- {
+		if in.Messages[i].Role == "user" {
+			text = in.Messages[i].text()
+		}
+	}
+	if text == "" {
+		writeError(w, http.StatusBadRequest, errors.New("a RunAgentInput needs a user message with text: it is the session's next message"))
+		return
+	}
+	q := r.URL.Query()
+	profile, format := in.ForwardedProps.Profile, in.ForwardedProps.Input
+	if profile == "" {
+		profile = q.Get("profile")
+	}
+	if format == "" {
+		format = q.Get("input")
+	}
+	var input []byte
+	switch format {
+	case "", inputText:
+		input = []byte(text)
+	case inputStreamJSON:
+		input = client.StreamJSONUserMessage(text)
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Errorf("input %q: want %s or %s", format, inputText, inputStreamJSON))
+		return
+	}
+	st, err := c.sendAGUI(r.Context(), in.ThreadID, in.RunID, profile, input)
+	if err != nil {
+		if errors.Is(err, errNeedsProfile) {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		c.writeReply(w, nil, err)
+		return
+	}
+	c.streamAGUI(w, r, st)
+}
+
+var errNeedsProfile = errors.New("a new thread needs a profile: forwardedProps.profile or ?profile=")
+
+// sendAGUI gives input to session thread as message msgID, starting the
+// session with a run of profile when there is none, and says which turn
+// answers it.
+func (c *Console) sendAGUI(ctx context.Context, thread, msgID, profile string, input []byte) (aguiStream, error) {
+	st := aguiStream{oneTurn: true, noUserEcho: true}
+	_, err := c.client.Session(ctx, thread)
+	if errors.Is(err, client.ErrNotFound) {
+		if profile == "" {
+			return st, errNeedsProfile
+		}
+		st.runID = protocol.SessionRunID(thread, msgID)
+		st.idPrefix = st.runID + "/"
+		job := protocol.Job{RunID: st.runID, Profile: profile, Input: string(input)}
+		return st, c.client.Submit(ctx, job, client.WithSession(thread))
+	}
+	if err != nil {
+		return st, err
+	}
+	rep, err := c.client.SendSession(ctx, thread, input, client.WithMsgID(msgID))
+	if err != nil {
+		return st, err
+	}
+	st.runID, st.idPrefix = rep.RunID, rep.RunID+"/"
+	if !rep.Started {
+		st.input = rep.Seq
+	}
+	return st, nil
+}
+
+// resumeAGUIRun resumes a POST's turn after last ("<runId>/<position>"),
+// a run of session thread.
+func (c *Console) resumeAGUIRun(w http.ResponseWriter, r *http.Request, thread, last string) {
+	i := strings.LastIndexByte(last, '/')
+	pos, err := agui.ParsePosition(last[i+1:])
+	if i < 0 || err != nil || !protocol.ValidRunID(last[:i]) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("Last-Event-ID %q: want <runId>/<seq>:<index>", last))
+		return
+	}
+	runID := last[:i]
+	rec, err := c.client.Run(r.Context(), runID)
+	if err != nil {
+		c.writeReply(w, nil, err)
+		return
+	}
+	if rec.Session != thread {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("Last-Event-ID: run %s is not of thread %s", runID, thread))
+		return
+	}
+	c.streamAGUI(w, r, aguiStream{runID: runID, after: pos, resume: true, oneTurn: true, noUserEcho: true, idPrefix: runID + "/"})
+}
+
+// streamAGUI writes st's events as server-sent events until its end
+// (the run's terminal status, or its turn's end), the client's leaving,
+// or a failure; a failure ends the response short of the end, and the
+// client resumes with Last-Event-ID.
+func (c *Console) streamAGUI(w http.ResponseWriter, r *http.Request, st aguiStream) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	rec, err := c.client.AwaitRecord(ctx, st.runID)
+	if errors.Is(err, client.ErrRejected) {
+		writeError(w, http.StatusUnprocessableEntity, err) // the DLQ took the job: no run will come
+		return
+	}
+	if err != nil {
+		c.writeReply(w, nil, err)
+		return
+	}
+	s, ok := newSSE(w)
+	if !ok {
+		return
+	}
+	out := &aguiWriter{sse: s, st: st, userMessages: map[string]bool{}}
+	var opts []agui.Option
+	if st.resume {
+		opts = append(opts, agui.After(st.after))
+	}
+	p := client.NewProjector(rec, opts...)
+	var pings sync.WaitGroup
+	defer pings.Wait() // nothing writes once the handler returns
+	defer cancel()
+	pings.Go(func() { out.ping(ctx, 15*time.Second) })
+	_, err = c.client.Watch(ctx, st.runID, func(ev client.Event) error {
+		return out.write(ev, p.Project(client.AGUIMessage(ev)))
+	})
+	if err != nil && !errors.Is(err, errTurnDone) && ctx.Err() == nil {
+		out.comment("the stream ends short: " + err.Error())
+	}
+}
+
+// aguiWriter writes one response's events.
+type aguiWriter struct {
+	mu  sync.Mutex
+	sse *sse
+	st  aguiStream
+	// started: the response's first event is written (st.input found).
+	started bool
+	// pending holds, until st.input comes, the events of the AG-UI run
+	// open before it.
+	pending      []agui.Projected
+	userMessages map[string]bool
+}
+
+// write writes the events ev gave.
+func (a *aguiWriter) write(ev client.Event, events []agui.Projected) error {
+	if a.st.input > 0 && !a.started {
+		if ev.Kind != protocol.KindInput || ev.InputSeq != a.st.input {
+			for _, pe := range events {
+				switch pe.Event.Type {
+				case agui.RunStarted:
+					a.pending = append(a.pending[:0], pe)
+				case agui.RunFinished, agui.RunError:
+					a.pending = a.pending[:0]
+				default:
+					if len(a.pending) > 0 {
+						a.pending = append(a.pending, pe)
+					}
+				}
+			}
+			return nil
+		}
+		events = append(a.pending, events...)
+		a.pending = nil
+	}
+	a.started = true
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, pe := range events {
+		if a.st.noUserEcho && a.userEcho(pe.Event) {
+			continue
+		}
+		b, err := json.Marshal(pe.Event)
+		if err != nil {
+			return err
+		}
+		if err := a.sse.event(a.st.idPrefix+pe.Pos.String(), "", b); err != nil {
+			return err
+		}
+		if a.st.oneTurn && (pe.Event.Type == agui.RunFinished || pe.Event.Type == agui.RunError) {
+			a.sse.flush()
+			return errTurnDone
+		}
+	}
+	a.sse.flush()
+	return nil
+}
+
+// userEcho reports whether e is part of a user's text message.
+func (a *aguiWriter) userEcho(e agui.Event) bool {
+	switch e.Type {
+	case agui.TextMessageStart:
+		if e.Role == "user" {
+			a.userMessages[e.MessageID] = true
+		}
+	case agui.TextMessageContent, agui.TextMessageEnd:
+	default:
+		return false
+	}
+	return a.userMessages[e.MessageID]
+}
+
+// ping keeps a quiet response open through proxies.
+func (a *aguiWriter) ping(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.comment("ping")
+		}
+	}
+}
+
+func (a *aguiWriter) comment(s string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_ = a.sse.comment(s)
+}
