@@ -1,0 +1,62 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// NPMInstall copies files (package.json, package-lock.json and the
+// scripts beside them) from src into a directory and installs the lock's
+// packages there with `npm ci` (the npm registry, a few seconds), once
+// per lock: into the directory the environment variable keep names,
+// which keeps them between runs, else into a temporary one. It returns
+// the directory and node's path, and fails, saying what to install, when
+// Node.js or npm is missing: tests run the real packages, never our
+// reading of them.
+func NPMInstall(t testing.TB, src, keep string, files ...string) (dir, node string) {
+	t.Helper()
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		t.Fatal("this test runs npm packages: it needs Node.js 18+ and npm (apt-get install nodejs npm)")
+	}
+	dir = os.Getenv(keep)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range append([]string{"package.json", "package-lock.json"}, files...) {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// npm ci again only when the lock changed since the last install.
+	lock, _ := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	stamp := filepath.Join(dir, "node_modules", ".baton-lock")
+	if installed, err := os.ReadFile(stamp); err == nil && bytes.Equal(installed, lock) {
+		return dir, node
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci of %s (needs the npm registry): %v\n%s", src, err, out)
+	}
+	if err := os.WriteFile(stamp, lock, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, node
+}
