@@ -144,3 +144,72 @@ profiles:
 		t.Fatalf("the head's object: %+v, %v", info, err)
 	}
 }
+
+// TestLargeCheckpointKeepsItsLease: a checkpoint that takes longer than
+// the lease TTL to store (500 MB, 1 s) is stored at its first try: the
+// worker moves it on a connection of its own, so the liveness renewals
+// are not queued behind its chunks (on the main connection they missed
+// their bound: the lease lost, the checkpoint cancelled and tried again,
+// for minutes once).
+func TestLargeCheckpointKeepsItsLease(t *testing.T) {
+	bin := testenv.BatonBinary(t)
+	s := testenv.RunServer(t)
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, []byte("leaseTTL: 1s\nprofiles:\n  make:\n    command: [/bin/sh, -c]\n    allowArgs: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testenv.Buffer{}
+	cmd := exec.Command(bin, "worker", "--nats", s.ClientURL(), "--state-dir", testenv.StateDir(t), "--node", "big",
+		"--config", cfg, "--log-format", "json")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	p := testenv.Start(t, cmd)
+	t.Cleanup(func() {
+		p.Stop(os.Interrupt, 15*time.Second)
+		if t.Failed() {
+			t.Logf("worker logs:\n%s", logs.String())
+		}
+	})
+	testenv.WaitFor(t, 60*time.Second, "the worker ready", func() bool { return bytes.Contains([]byte(logs.String()), []byte("worker ready")) })
+	_, js := testenv.Connect(t, s)
+	names := protocol.MustNames("")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	const runID = "big-checkpoint"
+	job, _ := json.Marshal(map[string]any{"runId": runID, "profile": "make", "session": "big",
+		"args": []string{"head -c 500000000 /dev/urandom > ~/big"}})
+	msg := nats.NewMsg(names.SessionJobSubject("big"))
+	msg.Data = job
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	sessions, err := kv.Open[kv.SessionRecord](ctx, js, names.SessionsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, time.Minute, "the session's head", func() bool {
+		rec, _, err := sessions.Get(ctx, "big")
+		return err == nil && rec.Head() != nil && rec.Live == ""
+	})
+	var took float64
+	for line := range bytes.Lines([]byte(logs.String())) {
+		var l struct {
+			Message string
+			Took    float64
+		}
+		if json.Unmarshal(line, &l) == nil && l.Message == "session checkpointed" {
+			took = l.Took
+		}
+		if bytes.Contains(line, []byte("a successor will checkpoint again")) {
+			t.Errorf("the checkpoint was cut short: %s", line)
+		}
+	}
+	// Renewals are due every third of the TTL, each within five sixths
+	// of it: a checkpoint this long outlasts several.
+	if took < 2000 {
+		t.Fatalf("the checkpoint took %.0f ms, not two lease TTLs (1s): the test did not test a checkpoint that outlasts renewals", took)
+	}
+	t.Logf("the checkpoint of 500 MB took %.0f ms, at the first try", took)
+	if st := lastStatus(t, js, names, runID); st.Status != protocol.StatusSucceeded || st.Checkpoint == nil {
+		t.Fatalf("terminal status %+v", st)
+	}
+}

@@ -77,6 +77,9 @@ type Worker struct {
 	// (session.go).
 	sessions    *session.Store
 	checkpoints jetstream.ObjectStore
+	// transfers is the connection outputs and checkpoints move on
+	// (transfers.go); nil when it could not be dialed.
+	transfers *nats.Conn
 
 	mu     sync.Mutex
 	active map[string]*run
@@ -321,6 +324,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.openStores(ctx); err != nil {
 		return err
 	}
+	defer func() {
+		if w.transfers != nil {
+			w.transfers.Close() // after the runs' last checkpoints (deferred below, so run first)
+		}
+	}()
 	// Renewed until every run is handed off and every background loop
 	// has returned (the deferred calls below run first), whatever ctx.
 	live, err := lease.Live(ctx, w.js, w.leases, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
@@ -394,15 +402,15 @@ func (w *Worker) openStores(ctx context.Context) error {
 	if err != nil {
 		return explainNATS(w.nc, err)
 	}
-	w.checkpoints = res.Checkpoints
-	if w.sessions, err = session.NewStore(kv.NewStore[kv.SessionRecord](res.Sessions), res.Checkpoints); err != nil {
+	w.checkpoints, w.outputs, w.workspaces = res.Checkpoints, res.Outputs, res.Workspaces
+	w.openTransfers(ctx)
+	if w.sessions, err = session.NewStore(kv.NewStore[kv.SessionRecord](res.Sessions), w.checkpoints); err != nil {
 		return err
 	}
 	w.runs = kv.NewStore[kv.RunRecord](res.Runs)
 	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)
 	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
 	w.index = nodeIndex{kv: res.NodeRuns, log: w.log}
-	w.outputs, w.workspaces = res.Outputs, res.Workspaces
 	if res.LegacyWorkspaces != "" {
 		w.log.Warn().Str("stream", res.LegacyWorkspaces).Msgf("the workspaces object store of an older baton is no longer read (archives are uploaded to the stream %s): delete it with `nats stream rm %s` once no queued job names one of its archives",
 			w.names.WorkspacesStream(), res.LegacyWorkspaces)
