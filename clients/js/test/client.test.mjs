@@ -22,7 +22,7 @@ const NL = Buffer.from("\n");
 // publisher's 2 KiB of header room is published in pieces.
 const CHUNK = (256 << 10) - 2048;
 
-describe("client over TCP", { skip: env ? false : skipReason }, () => {
+describe("client over TCP", { skip: env ? false : skipReason, timeout: 240_000 }, () => {
   let nc, client;
   before(async () => {
     nc = await withDeadline(connect({ ...env.tcp, name: "js client test" }), 10_000, "a TCP connection as user client");

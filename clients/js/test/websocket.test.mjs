@@ -5,13 +5,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { BatonClient, connectRunToken } from "../dist/index.js";
+import { AbortedError, BatonClient, NoWorkerError, connectRunToken } from "../dist/index.js";
 import { connect } from "../dist/node.js";
 import { deployment, show, skipReason, statuses, until, withDeadline } from "../testlib/env.mjs";
 
 const env = deployment();
 
-describe("a run token over WebSocket", { skip: env ? false : skipReason }, () => {
+describe("a run token over WebSocket", { skip: env ? false : skipReason, timeout: 120_000 }, () => {
   let tcp, ws, readOnly;
   before(async () => {
     assert.equal(typeof WebSocket, "function",
@@ -64,5 +64,15 @@ describe("a run token over WebSocket", { skip: env ? false : skipReason }, () =>
   test("the read-only token may not send", async () => {
     const c = new BatonClient(readOnly, { requestTimeoutMs: 2000 });
     await assert.rejects(withDeadline(c.send(env.wsRun, "not allowed"), 10_000, "the refused send to fail"));
+  });
+
+  test("a read the token may not make gets no answer: no worker answers, as the Go client says", async () => {
+    const c = new BatonClient(ws, { readTimeoutMs: 500 });
+    await assert.rejects(c.run(env.wsRun), (e) => e instanceof NoWorkerError && e.code === "no_worker");
+    const told = [];
+    const ac = new AbortController();
+    const p = c.watch("js-another-run", () => {}, { signal: ac.signal, onWorkers: (answering) => { told.push(answering); ac.abort(); } });
+    await assert.rejects(withDeadline(p, 10_000, "the watch of another run to be told no worker answers"), AbortedError);
+    assert.deepEqual(told, [false]);
   });
 });
