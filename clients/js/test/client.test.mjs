@@ -166,6 +166,38 @@ describe("client over TCP", { skip: env ? false : skipReason, timeout: 240_000 }
     });
   });
 
+  test("a watch that falls behind the live messages still hands on each line once, in order", async () => {
+    // The watch begins before the run, so the whole run comes live. Its
+    // first event stalls it until the chain holds 5,000 more messages:
+    // the live buffer (4,096 messages) overflows and drops the rest, and
+    // the next live message shows the gap, which the watch pages from
+    // the relay.
+    const id = runId("js-behind");
+    const args = ["--lines", "9000", "--seed", "3"];
+    const events = [];
+    let stalled = false;
+    const watching = client.watch(id, async (ev) => {
+      events.push(ev);
+      if (!stalled) {
+        stalled = true;
+        const ahead = client.events(id, { fromSeq: ev.seq + 5000 });
+        await withDeadline(ahead.next(), 60_000, `the chain of ${id} to hold 5,000 messages past seq ${ev.seq}`);
+        await ahead.return();
+      }
+    });
+    await client.submit({ runId: id, profile: "fake", args });
+    const st = await withDeadline(watching, 90_000, `watch ${id} to its terminal status`);
+    assert.equal(st.status, "succeeded");
+    const lines = events.filter((e) => e.kind === "events" || e.kind === "raw");
+    const got = Buffer.concat(lines.flatMap((l) => [Buffer.from(l.data), NL]));
+    const want = execFileSync(env.bin, ["fake-agent", ...args], { input: "", maxBuffer: 64 << 20 });
+    assert.equal(lines.length, 9001); // --lines, then the result line
+    assert.ok(got.equals(want), `the watched lines (${lines.length}, ${got.length} bytes) are not the fake agent's (${want.length} bytes)`);
+    for (let i = 1; i < events.length; i++) {
+      assert.ok(events[i].seq > events[i - 1].seq, `seq ${events[i].seq} after ${events[i - 1].seq}`);
+    }
+  });
+
   describe("workspaces and outputs", () => {
     for (const how of ["putWorkspaceDir", "tarFiles"]) {
       test(`a workspace uploaded with ${how} seeds the run; its outputs download checked`, async () => {
