@@ -92,6 +92,15 @@ function connInboxPrefix(nc: NatsConnection): string {
   return o?.inboxPrefix || "_INBOX";
 }
 
+/**
+ * streamJSONUserMessage wraps text as one user message of Claude Code's
+ * `--input-format stream-json`: the line to send to such an agent (Go:
+ * client.StreamJSONUserMessage).
+ */
+export function streamJSONUserMessage(text: string): string {
+  return JSON.stringify({ message: { content: text, role: "user" }, parent_tool_use_id: null, session_id: "default", type: "user" });
+}
+
 /** A client of one baton deployment over a connected NatsConnection. */
 export class BatonClient {
   readonly nc: NatsConnection;

@@ -5,7 +5,7 @@
 import { wsconnect, type ConnectionOptions, type NatsConnection, type WsConnectionOptions } from "@nats-io/nats-core";
 import { runInboxPrefix } from "./names.js";
 
-export { BatonClient, base64url, DEFAULT_READ_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS } from "./client.js";
+export { BatonClient, base64url, DEFAULT_READ_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, streamJSONUserMessage } from "./client.js";
 export type { CallOptions, ClientOptions, ObjectInfo, PubAck, RunOutputs, SendOptions, SubmitOptions } from "./client.js";
 export * from "./errors.js";
 export { decodeMsgpack, MsgpackError } from "./msgpack.js";

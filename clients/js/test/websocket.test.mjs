@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { AbortedError, BatonClient, NoWorkerError, connectRunToken } from "../dist/index.js";
+import { AbortedError, BatonClient, NoWorkerError, connectRunToken, streamJSONUserMessage } from "../dist/index.js";
 import { connect } from "../dist/node.js";
 import { deployment, show, skipReason, statuses, until, withDeadline } from "../testlib/env.mjs";
 
@@ -37,7 +37,8 @@ describe("a run token over WebSocket", { skip: env ? false : skipReason, timeout
     const seen = [];
     try {
       await until(it, seen, (e) => e.kind === "status" && e.status.status === "waiting", 30_000, `${id} to wait after its first turn (watched over WebSocket)`);
-      const rep = await browser.send(id, "typed in the browser");
+      // As Claude Code's stream-json takes it: the fake agent reads both.
+      const rep = await browser.send(id, streamJSONUserMessage("typed in the browser"));
       assert.equal(rep.runId, id);
       await until(it, seen, (e) => e.kind === "events" && e.text.includes('"result":"echo: typed in the browser"'), 30_000, "the answer to the browser's input");
       await browser.send(id, "", { eof: true });
@@ -47,7 +48,7 @@ describe("a run token over WebSocket", { skip: env ? false : skipReason, timeout
     }
     const lines = seen.filter((e) => e.kind === "events").map((e) => JSON.parse(e.text));
     assert.deepEqual(lines.filter((l) => l.type === "result").map((l) => l.result), ["echo: hi from the page", "echo: typed in the browser"]);
-    assert.deepEqual(seen.filter((e) => e.kind === "input").map((e) => [e.text, e.eof]), [["typed in the browser\n", false], ["", true]]);
+    assert.deepEqual(seen.filter((e) => e.kind === "input").map((e) => [e.text, e.eof]), [[`{"message":{"content":"typed in the browser","role":"user"},"parent_tool_use_id":null,"session_id":"default","type":"user"}\n`, false], ["", true]]);
     assert.deepEqual(statuses(seen).slice(-1), ["succeeded"]);
 
     // The same chain, message for message, from a client over TCP and
