@@ -49,6 +49,10 @@ func TestJSClient(t *testing.T) {
 		t.Fatalf("the TypeScript client's tests need Node.js 20.10 or later (%s is %d.%d): install a newer nodejs", node, major, minor)
 	}
 	dir := npmDir(t, npm)
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
 	bin := testenv.BatonBinary(t)
 
 	// The server: deploy/nats-browser.conf as shipped, its websocket port
@@ -133,6 +137,9 @@ func TestJSClient(t *testing.T) {
 			"BATON_JS_WS_READ_TOKEN="+readToken,
 			"BATON_JS_STATE_DIR="+state,
 			"BATON_BIN="+bin,
+			// The tests run in a copy of the package: files of the
+			// repository (golden streams, docs) are found from here.
+			"BATON_JS_REPO="+repo,
 		)
 		c.Env = append(c.Env, nodeOptions...)
 		c.WaitDelay = 5 * time.Second
