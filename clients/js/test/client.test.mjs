@@ -11,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 
 import {
   AbortedError, BatonClient, BrokenChunkError, DigestError, DuplicateError, InvalidError, NoInputError,
-  NotEndedError, NotFoundError, TerminalError, base64url, gzip, tarFiles,
+  NotEndedError, NotFoundError, SessionExistsError, TerminalError, base64url, gzip, tarFiles,
 } from "../dist/index.js";
 import { connect, putWorkspaceDir } from "../dist/node.js";
 import { deployment, runId, show, skipReason, statuses, until, withDeadline } from "../testlib/env.mjs";
@@ -146,7 +146,9 @@ describe("client over TCP", { skip: env ? false : skipReason, timeout: 240_000 }
       await assert.rejects(client.run("js-no-such-run"), NotFoundError);
       await assert.rejects(client.run("bad.id"), InvalidError);
       await assert.rejects(client.session("js-no-such-session"), NotFoundError);
-      assert.deepEqual(await client.sessions(), []);
+      assert.ok(Array.isArray(await client.sessions()));
+      assert.deepEqual(await client.status(id), status);
+      assert.equal(await client.status("js-no-such-run"), null);
       assert.equal(await client.chainStored(id), true);
       assert.equal(await client.chainStored("js-no-such-run"), false);
       // An ended run takes no interrupt, nor input (409 before 405).
@@ -331,5 +333,58 @@ describe("client over TCP", { skip: env ? false : skipReason, timeout: 240_000 }
     await assert.rejects(client.send(id, "too late"), TerminalError);
     await assert.rejects(client.send("js-no-such-run", "x"), NotFoundError);
     await assert.rejects(client.interrupt("js-no-such-run"), NotFoundError);
+  });
+
+  test("a session: its first run, sendSession to its live run, then to start its next, its record", async () => {
+    const sid = runId("js-sess");
+    const first = runId("js-sess-run");
+    await client.submit({ runId: first, profile: "chat", input: "one" }, { session: sid });
+    const it = client.events(first);
+    const seen = [];
+    try {
+      await until(it, seen, (e) => e.kind === "status" && e.status.status === "waiting", 30_000, `${first} to wait after its first turn`);
+      const live = await client.sendSession(sid, "two");
+      assert.equal(live.session, sid);
+      assert.equal(live.runId, first);
+      assert.equal(live.started, false);
+      assert.ok(live.seq > 0);
+      await until(it, seen, (e) => e.kind === "events" && e.text.includes('"result":"echo: two"'), 30_000, `the answer to the session's input`);
+      const rec = await client.session(sid);
+      assert.equal(rec.id, sid);
+      assert.equal(rec.profile, "chat");
+      assert.equal(rec.live, first);
+      assert.ok(rec.createdAt instanceof Date);
+      assert.ok((await client.sessions()).some((s) => s.id === sid));
+      await client.send(first, "", { eof: true });
+      const end = await until(it, seen, (e) => e.kind === "status" && e.status.status === "succeeded", 30_000, `${first} to succeed`);
+      assert.equal(end.status.session, sid);
+      assert.ok(end.status.checkpoint?.object, `no checkpoint in ${end.text}`);
+    } finally {
+      await it.return();
+    }
+    // With no live run, a send starts the session's next run, its text the job's input.
+    const next = await withDeadline((async () => {
+      // The session's live run is cleared just after its terminal status:
+      // until then a send goes to the ended run and is refused.
+      for (;;) {
+        try {
+          const r = await client.sendSession(sid, "three");
+          if (r.started) return r;
+        } catch (e) {
+          if (!(e instanceof SessionExistsError || e instanceof TerminalError)) throw e;
+        }
+        await new Promise((res) => setTimeout(res, 200));
+      }
+    })(), 20_000, `a sendSession to ${sid} to start its next run`);
+    assert.notEqual(next.runId, first);
+    const seen2 = [];
+    const it2 = client.events(next.runId);
+    try {
+      await until(it2, seen2, (e) => e.kind === "events" && e.text.includes('"result":"echo: three"'), 30_000, `${next.runId} to answer the text that started it`);
+      await client.send(next.runId, "", { eof: true });
+      await until(it2, seen2, (e) => e.kind === "status" && e.status.status === "succeeded", 30_000, `${next.runId} to succeed`);
+    } finally {
+      await it2.return();
+    }
   });
 });
