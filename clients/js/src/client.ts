@@ -14,7 +14,7 @@ import {
   isTerminal, type CancelReply, type InputReply, type Job, type Output, type RunRecord, type SessionRecord,
   type SessionSendReply, type Status,
 } from "./types.js";
-import { DEFAULT_MAX_LINE_BYTES, RunWatch, type Event, type WatchOptions } from "./watch.js";
+import { DEFAULT_MAX_LINE_BYTES, RunWatch, type RunEvent, type WatchOptions } from "./watch.js";
 import { putWorkspace, type PutWorkspaceOptions } from "./workspace.js";
 
 /** Bounds a request to the workers (cancel, input, interrupt) (Go: DefaultCancelTimeout). */
@@ -191,7 +191,7 @@ export class BatonClient {
    * together. A run that has not started yet has an empty chain: watch
    * waits for it, and through times no worker answers (opts.onWorkers).
    */
-  async watch(runId: string, onEvent: (ev: Event) => void | Promise<void>, opts: WatchOptions = {}): Promise<Status> {
+  async watch(runId: string, onEvent: (ev: RunEvent) => void | Promise<void>, opts: WatchOptions = {}): Promise<Status> {
     const w = this.events(runId, opts);
     try {
       for await (const ev of w) {

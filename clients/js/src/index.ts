@@ -14,7 +14,7 @@ export { isTerminal } from "./types.js";
 export type {
   CancelReply, Checkpoint, InputReply, Job, Output, RunRecord, SessionRecord, SessionSendReply, Status, StatusType,
 } from "./types.js";
-export { Assembler, DEFAULT_MAX_LINE_BYTES, Event, RunWatch } from "./watch.js";
+export { Assembler, DEFAULT_MAX_LINE_BYTES, RunEvent, RunWatch } from "./watch.js";
 export type { WatchOptions } from "./watch.js";
 export { gzip, tarFiles, WORKSPACE_CHUNK_BYTES } from "./workspace.js";
 export type { PutWorkspaceOptions, TarEntry } from "./workspace.js";

@@ -15,9 +15,9 @@ const decoder = new TextDecoder();
 /**
  * One message of a run's chain as a watcher sees it: an agent JSON line
  * (kind "events"), a raw line ("raw"), an input ("input") or a status
- * ("status"). A line that was published in chunks arrives as one Event.
+ * ("status"). A line that was published in chunks arrives as one RunEvent (named so as not to be the DOM's Event).
  */
-export class Event {
+export class RunEvent {
   constructor(
     /** The subject's last token: events, raw, status or input. */
     readonly kind: string,
@@ -73,10 +73,10 @@ interface Part {
  * the terminal status, which is then in `result`. Break out of a
  * for-await loop (or call return()) to stop it early.
  */
-export class RunWatch implements AsyncIterableIterator<Event> {
+export class RunWatch implements AsyncIterableIterator<RunEvent> {
   /** The terminal status, once the iterator is done. */
   result: Status | undefined;
-  private ready: Event[] = [];
+  private ready: RunEvent[] = [];
   private readyHead = 0;
   private last = 0;
   private gap = false;
@@ -101,11 +101,11 @@ export class RunWatch implements AsyncIterableIterator<Event> {
     if (opts.fromSeq && opts.fromSeq > 0) this.last = opts.fromSeq - 1;
   }
 
-  [Symbol.asyncIterator](): AsyncIterableIterator<Event> {
+  [Symbol.asyncIterator](): AsyncIterableIterator<RunEvent> {
     return this;
   }
 
-  async next(): Promise<IteratorResult<Event>> {
+  async next(): Promise<IteratorResult<RunEvent>> {
     try {
       if (!this.started) await this.start();
       while (this.readyHead === this.ready.length) {
@@ -127,7 +127,7 @@ export class RunWatch implements AsyncIterableIterator<Event> {
     }
   }
 
-  async return(): Promise<IteratorResult<Event>> {
+  async return(): Promise<IteratorResult<RunEvent>> {
     this.close();
     return { value: undefined, done: true };
   }
@@ -246,7 +246,7 @@ export class Assembler {
   private pending: { subject: string; n: number; next: number; pieces: Uint8Array[]; size: number; firstSeq: number } | null = null;
   constructor(private maxLine: number) {}
 
-  add(p: Part): Event | null {
+  add(p: Part): RunEvent | null {
     const h = header(p.headers, "Baton-Chunk");
     const pl = this.pending;
     if (pl && (h === "" || p.subject !== pl.subject)) {
@@ -295,7 +295,7 @@ function parseChunk(h: string, seq: number): [number, number] {
   return [i, n];
 }
 
-function newEvent(p: Part, data: Uint8Array): Event {
+function newEvent(p: Part, data: Uint8Array): RunEvent {
   const kind = p.subject.slice(p.subject.lastIndexOf(".") + 1);
   const offText = header(p.headers, "Baton-Offset");
   const offset = /^[0-9]+$/.test(offText) ? Number(offText) : -1;
@@ -312,10 +312,10 @@ function newEvent(p: Part, data: Uint8Array): Event {
   }
   if (kind === "input") {
     const seqText = header(p.headers, "Baton-Input-Seq");
-    return new Event(kind, data, offset, p.seq, undefined,
+    return new RunEvent(kind, data, offset, p.seq, undefined,
       header(p.headers, "Baton-Input-EOF") === "true",
       header(p.headers, "Baton-Input-Kind") === "interrupt",
       /^[0-9]+$/.test(seqText) ? Number(seqText) : 0);
   }
-  return new Event(kind, data, offset, p.seq, status);
+  return new RunEvent(kind, data, offset, p.seq, status);
 }
