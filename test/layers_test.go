@@ -17,7 +17,9 @@ import (
 var layers = [][]string{
 	// Leaves: the standard library and outside modules only.
 	{"internal/bounded", "internal/clock", "internal/fsat", "internal/fstree", "internal/leader", "internal/natsurl", "internal/pidfd", "internal/runid", "fakeagent",
-		"sandbox/internal/seccomp", "test", "test/escapeagent"},
+		"sandbox/internal/seccomp", "test", "test/escapeagent",
+		// The TypeScript client's package: its Go test only.
+		"clients/js"},
 	// The wire and the disk: names, jobs, the journal's writer.
 	{"protocol", "journal", "internal/unpack", "internal/testenv"},
 	// A run's spec: the file the worker writes and every runner stage

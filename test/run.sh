@@ -16,7 +16,7 @@ command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v nsenter >/dev/null || need+=(util-linux)
 command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || need+=(e2fsprogs) # bounded workspaces
 command -v chromium >/dev/null || need+=(chromium)         # the console's browser test
-command -v npm >/dev/null || need+=(npm)           # the real agent CLIs' test
+command -v npm >/dev/null || need+=(npm)           # the real agent CLIs' test, AG-UI's schemas, the TypeScript client
 command -v git >/dev/null || need+=(git) # outputs: the captured patch is checked with git apply
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -1,0 +1,309 @@
+package js_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/runtoken"
+)
+
+// TestJSClient builds the TypeScript client (@batonhq/client) and runs its
+// node:test suite (`npm test`) against the real parts: an embedded
+// nats-server of deploy/nats-browser.conf as shipped (users of
+// nats-auth.conf, the auth callout for run tokens, a TCP and a WebSocket
+// listener on 127.0.0.1, no TLS), a `baton worker` process running baton's
+// fake agent, and the run-token issuer answering the callout. The node
+// tests connect as the `client` user over TCP, and over WebSocket with a
+// run token, as a browser does.
+//
+// It installs the packages of package-lock.json with `npm ci` (the npm
+// registry) into a temporary directory, or into BATON_JS_NPM_DIR, which
+// keeps them between runs.
+func TestJSClient(t *testing.T) {
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		t.Fatal("the TypeScript client's tests need Node.js 20+ and npm: apt-get install nodejs npm")
+	}
+	// A browser's WebSocket: Node 22 has one, Node 20 (from 20.10) behind a
+	// flag; older ones none.
+	var nodeOptions []string
+	switch major, minor := nodeVersion(t, node); {
+	case major >= 22:
+	case major == 20 && minor >= 10 || major == 21:
+		nodeOptions = []string{"NODE_OPTIONS=--experimental-websocket"}
+	default:
+		t.Fatalf("the TypeScript client's tests need Node.js 20.10 or later (%s is %d.%d): install a newer nodejs", node, major, minor)
+	}
+	dir := npmDir(t, npm)
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := testenv.BatonBinary(t)
+
+	// The server: deploy/nats-browser.conf as shipped, its websocket port
+	// substituted, a max payload of 256 KiB so that a line of 600 kB is
+	// published in three chunks (a workspace chunk, 128 KiB, still fits).
+	seed, pub, err := runtoken.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := map[string]string{"worker": "w-secret", "worker-svc": "s-secret", "client": "c-secret", "viewer": "v-secret", "console": "k-secret"}
+	for user, p := range pw {
+		t.Setenv("BATON_"+strings.ToUpper(strings.ReplaceAll(user, "-", "_"))+"_PASSWORD", p)
+	}
+	t.Setenv("BATON_CALLOUT_ISSUER", pub)
+	wsPort := testenv.FreePort(t)
+	opts := browserConfig(t, wsPort)
+	opts.MaxPayload = 256 << 10
+	s := runServer(t, opts)
+	url := func(user string) string {
+		return fmt.Sprintf("nats://%s:%s@%s", user, pw[user], strings.TrimPrefix(s.ClientURL(), "nats://"))
+	}
+
+	// The worker, as a process of the real binary.
+	state := testenv.StateDir(t)
+	cfg := filepath.Join(t.TempDir(), "baton.yaml")
+	if err := os.WriteFile(cfg, []byte(workerConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testenv.Buffer{}
+	cmd := exec.Command(bin, "worker", "--nats", url("worker"), "--service-nats", url("worker-svc"),
+		"--state-dir", state, "--node", "js", "--log-format", "json", "--config", cfg, "--concurrency", "8")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	p := testenv.Start(t, cmd)
+	t.Cleanup(func() {
+		if !p.Stop(os.Interrupt, 15*time.Second) {
+			t.Errorf("worker did not stop within 15s of SIGINT")
+		}
+		if t.Failed() {
+			t.Logf("worker logs:\n%s", logs.String())
+		}
+	})
+	testenv.WaitFor(t, 30*time.Second, `the worker to log "worker ready"`, func() bool {
+		return strings.Contains(logs.String(), "worker ready")
+	})
+
+	// The console's part: answering the auth callout for run tokens.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cnc, err := nats.Connect(url("console"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cnc.Close)
+	iss, err := runtoken.NewIssuer(seed, protocol.MustNames(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := iss.Serve(ctx, cnc); err != nil {
+		t.Fatal(err)
+	}
+	const wsRun = "js-ws-chat"
+	token, err := iss.Issue(wsRun, 5*time.Minute, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readToken, err := iss.Issue(wsRun, 5*time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(what string, timeout time.Duration, args ...string) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		c := exec.CommandContext(cctx, npm, args...)
+		c.Dir = dir
+		c.Env = append(os.Environ(), "npm_config_update_notifier=false",
+			"BATON_JS_NATS_URL="+url("client"),
+			fmt.Sprintf("BATON_JS_WS_URL=ws://127.0.0.1:%d", wsPort),
+			"BATON_JS_WS_RUN="+wsRun,
+			"BATON_JS_WS_TOKEN="+token,
+			"BATON_JS_WS_READ_TOKEN="+readToken,
+			"BATON_JS_STATE_DIR="+state,
+			"BATON_BIN="+bin,
+			// The tests run in a copy of the package: files of the
+			// repository (golden streams, docs) are found from here.
+			"BATON_JS_REPO="+repo,
+		)
+		c.Env = append(c.Env, nodeOptions...)
+		c.WaitDelay = 5 * time.Second
+		start := time.Now()
+		out, err := c.CombinedOutput()
+		if cctx.Err() != nil {
+			t.Fatalf("%s did not end within %v:\n%s", what, timeout, out)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, out)
+		}
+		t.Logf("%s (%.1fs):\n%s", what, time.Since(start).Seconds(), out)
+	}
+	run("npm run build", 2*time.Minute, "run", "build")
+	run("npm test", 3*time.Minute, "test")
+}
+
+// nodeVersion is node's major and minor version.
+func nodeVersion(t *testing.T, node string) (major, minor int) {
+	t.Helper()
+	out, err := testenv.Output(exec.Command(node, "--version"))
+	if err != nil {
+		t.Fatalf("%s --version: %v\n%s", node, err, out)
+	}
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "v%d.%d", &major, &minor); err != nil {
+		t.Fatalf("%s --version printed %q: %v", node, out, err)
+	}
+	return major, minor
+}
+
+// workerConfig: baton's fake agent (its arguments from the job), its chat
+// mode for input and interrupts, and a shell agent that reads its seeded
+// workspace and leaves outputs.
+const workerConfig = `profiles:
+  fake:
+    command: ["{baton}", fake-agent]
+    allowArgs: true
+    timeout: 2m
+    network: none
+  chat:
+    command: ["{baton}", fake-agent, --chat]
+    stdin: stream
+    turnEnd: {field: type, equals: result}
+    timeout: 2m
+    network: none
+  files:
+    command: [/bin/sh, -c, 'mkdir -p out && { cat seed.txt; echo made by the agent; } > out/report.md && printf "{\"read\":\"%s\"}\n" "$(cat seed.txt)"']
+    timeout: 1m
+    network: none
+    outputs:
+      diff: true
+      files: ["out/**"]
+`
+
+// npmDir copies the package (its manifest, lock, tsconfig, sources and
+// tests) to BATON_JS_NPM_DIR or a temporary directory and installs its
+// packages there with npm ci, again only when the lock changed.
+func npmDir(t *testing.T, npm string) string {
+	t.Helper()
+	dir := os.Getenv("BATON_JS_NPM_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"src", "test", "testlib", "dist"} {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"package.json", "package-lock.json", "tsconfig.json", "src", "test", "testlib"} {
+		if err := copyTree(name, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := filepath.Join(dir, "node_modules", ".baton-lock")
+	if installed, err := os.ReadFile(stamp); err != nil || !bytes.Equal(installed, lock) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
+		cmd.WaitDelay = 5 * time.Second
+		if out, err := cmd.CombinedOutput(); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("npm ci of clients/js did not end within 5 min (it needs the npm registry):\n%s", out)
+			}
+			t.Fatalf("npm ci of clients/js (needs the npm registry): %v\n%s", err, out)
+		}
+		if err := os.WriteFile(stamp, lock, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// copyTree copies the file or directory src to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+}
+
+// browserConfig reads deploy/nats-browser.conf as shipped, its websocket
+// listener on wsPort, behind a main file that gives the server a loopback
+// port and a JetStream store (as test/shipped_test.go does).
+func browserConfig(t *testing.T, wsPort int) *server.Options {
+	t.Helper()
+	const file = "nats-browser.conf"
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := strings.Replace(string(b), `listen: "127.0.0.1:9222"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, wsPort), 1)
+	if conf == string(b) {
+		t.Fatal("deploy/nats-browser.conf no longer has the websocket listen line this test substitutes")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	main := filepath.Join(dir, "main.conf")
+	body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\ninclude ./%s\n", testenv.FreePort(t), filepath.Join(dir, "js"), file)
+	if err := os.WriteFile(main, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(main)
+	if err != nil {
+		t.Fatalf("deploy/%s: %v", file, err)
+	}
+	return opts
+}
+
+func runServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.NoLog, opts.NoSigs = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(20 * time.Second) {
+		t.Fatal("nats-server did not accept connections within 20s")
+	}
+	return s
+}
