@@ -311,6 +311,41 @@ test("malformed: invalid UTF-8 is \\ufffd in a string, passed through in JSON", 
   assert.ok(got.equals(want), firstDiff(got, want));
 });
 
+test("malformed: a status is read as Go's encoding/json reads it", () => {
+  // time.Time takes what time.Parse(time.RFC3339) takes; an int no 1.0.
+  const p = new Projector("r");
+  const evs = [
+    '{"status":"started","runId":"r"}',
+    '{"status":"running","time":"2028-02-29T1:00:00,5+24:00"}',
+    '{"status":"running","time":"2027-02-29T00:00:00Z"}',
+    '{"status":"running","exitCode":1.0}',
+  ].flatMap((data, i) => p.project({ kind: "status", seq: i + 1, data }));
+  const want = [
+    runStarted,
+    '{"id":"2:0","event":{"type":"CUSTOM","name":"baton.running","value":{"status":"running","time":"2028-02-29T1:00:00,5+24:00"}}}',
+    '{"id":"3:0","event":{"type":"RAW","event":{"status":"running","time":"2027-02-29T00:00:00Z"},"source":"baton"}}',
+    '{"id":"4:0","event":{"type":"RAW","event":{"status":"running","exitCode":1.0},"source":"baton"}}',
+  ];
+  const got = golden(evs);
+  assert.ok(got.equals(Buffer.from(want.map((l) => l + "\n").join(""))), firstDiff(got, Buffer.from(want.join("\n"))));
+});
+
+test("malformed: JSON nested past Go's 10000 levels is no JSON", () => {
+  const p = new Projector("r", { dialect: "raw" });
+  const ok = "[".repeat(10000) + "]".repeat(10000);
+  const deep = "[".repeat(10001) + "]".repeat(10001);
+  const evs = [ok, deep].flatMap((data, i) => p.project({ kind: "events", seq: i + 1, data }));
+  assert.deepEqual(
+    evs.map((e) => [String(e.pos), e.event.type, e.event.name ?? e.event.source]),
+    [
+      ["1:0", "RUN_STARTED", undefined],
+      ["1:1", "RAW", "agent"],
+      ["2:0", "CUSTOM", "baton.raw"],
+    ],
+  );
+  assert.equal(evs[1].json, `{"type":"RAW","event":${ok},"source":"agent"}`);
+});
+
 // The state stays bounded, as the Go package's TestBounds checks: past
 // 256 open streams the oldest is ended, past 256 tool calls waiting the
 // oldest is given up.

@@ -218,63 +218,10 @@ export function parse(src: string): Doc | undefined {
     }
     if (i === s) fail();
   };
-  const value = (depth: number): Node => {
-    ws();
-    if (i >= n) fail();
+  // scalar reads a string, number or literal at i.
+  const scalar = (): Node => {
     const s = i;
     const c = src[i];
-    if (c === "{") {
-      if (depth + 1 > maxNestingDepth) fail();
-      i++;
-      const entries: [string, Node][] = [];
-      ws();
-      if (src[i] === "}") {
-        i++;
-        return { k: "obj", s, e: i, entries };
-      }
-      for (;;) {
-        ws();
-        if (src[i] !== '"') fail();
-        const key = str().v;
-        ws();
-        if (src[i] !== ":") fail();
-        i++;
-        entries.push([key, value(depth + 1)]);
-        ws();
-        if (src[i] === ",") {
-          i++;
-          continue;
-        }
-        if (src[i] === "}") {
-          i++;
-          return { k: "obj", s, e: i, entries };
-        }
-        fail();
-      }
-    }
-    if (c === "[") {
-      if (depth + 1 > maxNestingDepth) fail();
-      i++;
-      const items: Node[] = [];
-      ws();
-      if (src[i] === "]") {
-        i++;
-        return { k: "arr", s, e: i, items };
-      }
-      for (;;) {
-        items.push(value(depth + 1));
-        ws();
-        if (src[i] === ",") {
-          i++;
-          continue;
-        }
-        if (src[i] === "]") {
-          i++;
-          return { k: "arr", s, e: i, items };
-        }
-        fail();
-      }
-    }
     if (c === '"') return str();
     if (c === "-" || (c !== undefined && c >= "0" && c <= "9")) {
       if (c === "-") i++;
@@ -299,8 +246,77 @@ export function parse(src: string): Doc | undefined {
     }
     return fail();
   };
+  // value reads one value, its containers with a stack of their own (Go
+  // allows 10000 levels, more than a JS call stack holds).
+  type Open =
+    | { k: "obj"; s: number; entries: [string, Node][]; key: string }
+    | { k: "arr"; s: number; items: Node[] };
+  const value = (): Node => {
+    const stack: Open[] = [];
+    for (;;) {
+      ws();
+      if (i >= n) fail();
+      let done: Node | undefined;
+      const c = src[i];
+      if (c === "{" || c === "[") {
+        if (stack.length + 1 > maxNestingDepth) fail();
+        const s = i;
+        i++;
+        ws();
+        if (c === "{") {
+          if (src[i] === "}") {
+            i++;
+            done = { k: "obj", s, e: i, entries: [] };
+          } else {
+            if (src[i] !== '"') fail();
+            const key = str().v;
+            ws();
+            if (src[i] !== ":") fail();
+            i++;
+            stack.push({ k: "obj", s, entries: [], key });
+            continue;
+          }
+        } else if (src[i] === "]") {
+          i++;
+          done = { k: "arr", s, e: i, items: [] };
+        } else {
+          stack.push({ k: "arr", s, items: [] });
+          continue;
+        }
+      } else {
+        done = scalar();
+      }
+      // Add what is done to the containers it closes.
+      for (;;) {
+        const top = stack[stack.length - 1];
+        if (!top) return done;
+        if (top.k === "obj") top.entries.push([top.key, done]);
+        else top.items.push(done);
+        ws();
+        if (src[i] === ",") {
+          i++;
+          if (top.k === "obj") {
+            ws();
+            if (src[i] !== '"') fail();
+            top.key = str().v;
+            ws();
+            if (src[i] !== ":") fail();
+            i++;
+          }
+          break;
+        }
+        if ((top.k === "obj" && src[i] === "}") || (top.k === "arr" && src[i] === "]")) {
+          i++;
+          stack.pop();
+          done = top.k === "obj" ? { k: "obj", s: top.s, e: i, entries: top.entries } : { k: "arr", s: top.s, e: i, items: top.items };
+          continue;
+        }
+        fail();
+      }
+    }
+  };
   try {
-    const root = value(0);
+    const root = value();
     ws();
     if (i !== n) return undefined;
     return { src, root };
@@ -588,10 +604,12 @@ export function unmarshal<T = any>(src: string, t: GoType): { v: T; ok: boolean 
   return unmarshalDoc<T>(d, t);
 }
 
-/** rfc3339 checks a time as time.Time's UnmarshalJSON parses it (its
- * strict fast path; Go's lenient fallback is not reproduced). */
+/** rfc3339 checks a time as time.Time's UnmarshalJSON reads it: its
+ * strict RFC 3339, or what time.Parse(time.RFC3339, s) takes when that
+ * fails (a one-digit hour, a comma before the fraction, a zone's hour up
+ * to 24 and minute up to 60). */
 function rfc3339(s: string): boolean {
-  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-](\d{2}):(\d{2}))$/.exec(s);
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{1,2}):(\d{2}):(\d{2})([.,]\d+)?(Z|[+-](\d{2}):(\d{2}))$/.exec(s);
   if (!m) return false;
   const year = +m[1]!;
   const month = +m[2]!;
@@ -600,7 +618,7 @@ function rfc3339(s: string): boolean {
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!;
   if (day < 1 || day > days || +m[4]! > 23 || +m[5]! > 59 || +m[6]! > 59) return false;
-  if (m[8] !== "Z" && (+m[9]! > 23 || +m[10]! > 59)) return false;
+  if (m[8] !== "Z" && (+m[9]! > 24 || +m[10]! > 60)) return false;
   return true;
 }
 
