@@ -23,7 +23,7 @@ export function goString(b: Uint8Array): string {
     const c = b[i]!;
     if (c < 0x80) {
       let j = i + 1;
-      while (j < n && b[j]! < 0x80) j++;
+      while (j < n && j - i < 4096 && b[j]! < 0x80) j++;
       out += String.fromCharCode(...b.subarray(i, j));
       i = j;
       continue;
@@ -61,12 +61,24 @@ export function goString(b: Uint8Array): string {
   return out;
 }
 
-const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** hasLoneSurrogate reports whether s holds a surrogate not in a pair. */
+function hasLoneSurrogate(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0xd800 || c > 0xdfff) continue;
+    if (c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      i++;
+      continue;
+    }
+    return true;
+  }
+  return false;
+}
 
 /** goBytes is the bytes of a string goString returned (its lone
  * U+DC80..U+DCFF back to the bytes they stand for). */
 export function goBytes(s: string): Uint8Array {
-  if (!loneSurrogate.test(s)) return utf8Encoder.encode(s);
+  if (!hasLoneSurrogate(s)) return utf8Encoder.encode(s);
   const parts: number[] = [];
   for (let i = 0; i < s.length; i++) {
     let c = s.charCodeAt(i);
