@@ -1,10 +1,8 @@
 package js_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,10 +31,10 @@ import (
 // registry) into a temporary directory, or into BATON_JS_NPM_DIR, which
 // keeps them between runs.
 func TestJSClient(t *testing.T) {
-	node, errNode := exec.LookPath("node")
-	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		t.Fatal("the TypeScript client's tests need Node.js 20+ and npm: apt-get install nodejs npm")
+	dir, node := testenv.NPMInstall(t, ".", "BATON_JS_NPM_DIR", "tsconfig.json", "src", "test", "testlib")
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Fatal(err)
 	}
 	// A browser's WebSocket: Node 22 has one, Node 20 (from 20.10) behind a
 	// flag; older ones none.
@@ -48,7 +46,6 @@ func TestJSClient(t *testing.T) {
 	default:
 		t.Fatalf("the TypeScript client's tests need Node.js 20.10 or later (%s is %d.%d): install a newer nodejs", node, major, minor)
 	}
-	dir := npmDir(t, npm)
 	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -193,75 +190,6 @@ const workerConfig = `profiles:
       diff: true
       files: ["out/**"]
 `
-
-// npmDir copies the package (its manifest, lock, tsconfig, sources and
-// tests) to BATON_JS_NPM_DIR or a temporary directory and installs its
-// packages there with npm ci, again only when the lock changed.
-func npmDir(t *testing.T, npm string) string {
-	t.Helper()
-	dir := os.Getenv("BATON_JS_NPM_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"src", "test", "testlib", "dist"} {
-		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"package.json", "package-lock.json", "tsconfig.json", "src", "test", "testlib"} {
-		if err := copyTree(name, filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stamp := filepath.Join(dir, "node_modules", ".baton-lock")
-	if installed, err := os.ReadFile(stamp); err != nil || !bytes.Equal(installed, lock) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
-		cmd.WaitDelay = 5 * time.Second
-		if out, err := cmd.CombinedOutput(); err != nil {
-			if ctx.Err() != nil {
-				t.Fatalf("npm ci of clients/js did not end within 5 min (it needs the npm registry):\n%s", out)
-			}
-			t.Fatalf("npm ci of clients/js (needs the npm registry): %v\n%s", err, out)
-		}
-		if err := os.WriteFile(stamp, lock, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// copyTree copies the file or directory src to dst.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
-}
 
 // browserConfig reads deploy/nats-browser.conf as shipped, its websocket
 // listener on wsPort, behind a main file that gives the server a loopback

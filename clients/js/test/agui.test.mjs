@@ -20,7 +20,10 @@ import {
   UnknownDialectError,
 } from "../dist/agui/index.js";
 
-const testdata = process.env.BATON_AGUI_TESTDATA ?? fileURLToPath(new URL("../../../agui/testdata/", import.meta.url));
+// The Go test runs the suite in a copy of the package: BATON_JS_REPO names
+// the repository the fixtures are in.
+const testdata = process.env.BATON_AGUI_TESTDATA ??
+  (process.env.BATON_JS_REPO ? join(process.env.BATON_JS_REPO, "agui", "testdata") : fileURLToPath(new URL("../../../agui/testdata/", import.meta.url)));
 const fixtures = JSON.parse(readFileSync(join(testdata, "fixtures.json"), "utf8"));
 const enc = new TextEncoder();
 
