@@ -510,9 +510,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("%s: %q (%v), want %q", sel, got, err, want)
 		}
 	}
-	// The job's input is the run's first turn, before the chain's first
-	// message.
-	if first, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#transcript .hidden-note').nextElementSibling.textContent`)); err != nil || first != "you › list the files" {
+	// The job's input is the run's first turn (the projection's first
+	// user message), before the agent's first line.
+	if first, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(e => e.id + ' ' + e.textContent)(document.querySelector('#transcript .entry'))`)); err != nil || first != "job-input you › list the files" {
 		t.Errorf("the transcript's first entry %q (%v), want the job's input", first, err)
 	}
 	result, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#transcript .tool .result`)))
