@@ -685,6 +685,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("the page shows each message of the chain once", 10*time.Second,
 		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.getElementById('count').textContent === '%s messages'`, commas(chained)),
 			chromedp.WithPollingInterval(50*time.Millisecond)))
+	// Its transcript resumed after the last AG-UI event it showed: it is
+	// the one a page opened now draws, no event twice, none missed.
+	transcriptText := func() string {
+		t.Helper()
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById('transcript').textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	step("the resumed transcript's end", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#transcript .marker.succeeded`)))
+	resumed := transcriptText()
+	step("the run's page opened again", 60*time.Second, chromedp.Navigate(srv.URL+"/#/"), chromedp.WaitVisible(chromedp.CSS(`#runs`)),
+		chromedp.Navigate(srv.URL+"/#/runs/console-outage"), chromedp.WaitVisible(chromedp.CSS(`#transcript .marker.succeeded`)))
+	if fresh := transcriptText(); fresh != resumed {
+		t.Errorf("the transcript resumed after the outage differs from a fresh one:\nresumed: %q\nfresh:   %q", resumed, fresh)
+	}
 
 	// NATS goes away under the list page, which says so, and comes back.
 	step("the runs list", 30*time.Second, chromedp.Navigate(srv.URL+"/#/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-done"]`)))
