@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http/httptest"
@@ -55,8 +56,9 @@ func chromium(t *testing.T) string {
 // and as durations or how long ago. A run's page says when no worker
 // answers (its only worker stopped). A dead letter is retried and deleted
 // from its page; a finished run shows its job's input as its first turn
-// and is re-run; a run's page that NATS's outage cut off resumes once NATS
-// is back, each message shown once.
+// and is re-run; a Codex run (exec --json) renders from the AG-UI
+// projection as a Claude one does; a run's page that NATS's outage cut off
+// resumes once NATS is back, each message shown once.
 // BATON_SCREENSHOTS=dir saves the list and run pages there.
 func TestConsoleInBrowser(t *testing.T) {
 	browser := chromium(t)
@@ -71,7 +73,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		// A conversation that asks for permission.
 		"  chat:\n    command: [\"{baton}\", fake-agent, --chat]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n"+
 		// A session's turns, each run paused once it waits a second.
-		"  sess:\n    command: [\"{baton}\", fake-agent, --chat]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n    session: {pauseAfter: 1s}\n"), 0o644); err != nil {
+		"  sess:\n    command: [\"{baton}\", fake-agent, --chat]\n    stdin: stream\n    turnEnd: {field: type, equals: result}\n    session: {pauseAfter: 1s}\n"+
+		// Codex exec --json: a transcript of it, from the job's files.
+		"  codex:\n    command: [/bin/sh, -c, \"cat codex.ndjson\"]\n    events: codex-exec\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	startProc := func(name string) (*testenv.Proc, *testenv.Buffer) {
@@ -510,9 +514,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("%s: %q (%v), want %q", sel, got, err, want)
 		}
 	}
-	// The job's input is the run's first turn, before the chain's first
-	// message.
-	if first, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#transcript .hidden-note').nextElementSibling.textContent`)); err != nil || first != "you › list the files" {
+	// The job's input is the run's first turn (the projection's first
+	// user message), before the agent's first line.
+	if first, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(e => e.id + ' ' + e.textContent)(document.querySelector('#transcript .entry'))`)); err != nil || first != "job-input you › list the files" {
 		t.Errorf("the transcript's first entry %q (%v), want the job's input", first, err)
 	}
 	result, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#transcript .tool .result`)))
@@ -554,6 +558,50 @@ func TestConsoleInBrowser(t *testing.T) {
 		rec, err := c.Run(ctx, rerun)
 		return err == nil && rec.State == "succeeded" && rec.Input == "list the files"
 	})
+
+	// A Codex run (exec --json) renders as a Claude one does, from its
+	// AG-UI projection: the agent's lines are those of agui's fixture, in
+	// the job's workspace, printed by the profile's command.
+	var codexLines []string
+	fixture, err := os.ReadFile(filepath.Join("..", "agui", "testdata", "codex-exec.chain.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(fixture)) {
+		var m struct{ Kind, Data string }
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Kind == "events" {
+			codexLines = append(codexLines, m.Data+"\n")
+		}
+	}
+	if err := c.Submit(ctx, protocol.Job{RunID: "console-codex", Profile: "codex", Input: "write proof.txt",
+		Files: map[string]string{"codex.ndjson": strings.Join(codexLines, "")}}); err != nil {
+		t.Fatal(err)
+	}
+	step("the Codex run's page", 60*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-codex"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="succeeded"]`)), chromedp.WaitVisible(chromedp.CSS(`#transcript .marker.succeeded`)))
+	for sel, want := range map[string]string{
+		`#job-input`:                         "you › write proof.txt",
+		`#transcript .entry.assistant .text`: "Done: proof.txt is written.",
+		`#transcript .tool summary`:          "shell /bin/bash -lc 'echo written by codex > proof.txt && cat proof.txt'",
+		`#transcript .thinking pre`:          "One shell command writes proof.txt.",
+		`#transcript [data-result]`:          "20 in (8 cached), 10 out (4 reasoning) tokens",
+	} {
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf(`(e => e ? e.textContent : '(none)')(document.querySelector(%q))`, sel)))
+		if err != nil || !strings.Contains(got, want) {
+			t.Errorf("Codex run: %s: %q (%v), want %q", sel, got, err, want)
+		}
+	}
+	if result, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(e => e ? e.textContent : '(none)')(document.querySelector('#transcript .tool .result'))`)); err != nil || result != "written by codex\n" {
+		t.Errorf("Codex run: the command's result %q (%v), want its output", result, err)
+	}
+	// No item line shows as raw JSON.
+	if items, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#transcript .entry.json summary')]
+		.map(e => e.textContent).filter(t => t.startsWith('item.'))`)); err != nil || len(items) != 0 {
+		t.Errorf("Codex run: items shown as JSON: %q (%v)", items, err)
+	}
 
 	// A session: listed, its page lists its run and checkpoint; the send
 	// box starts its next run, which the page then lists; a run's page
@@ -637,6 +685,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("the page shows each message of the chain once", 10*time.Second,
 		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.getElementById('count').textContent === '%s messages'`, commas(chained)),
 			chromedp.WithPollingInterval(50*time.Millisecond)))
+	// Its transcript resumed after the last AG-UI event it showed: it is
+	// the one a page opened now draws, no event twice, none missed.
+	transcriptText := func() string {
+		t.Helper()
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById('transcript').textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	step("the resumed transcript's end", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#transcript .marker.succeeded`)))
+	resumed := transcriptText()
+	step("the run's page opened again", 60*time.Second, chromedp.Navigate(srv.URL+"/#/"), chromedp.WaitVisible(chromedp.CSS(`#runs`)),
+		chromedp.Navigate(srv.URL+"/#/runs/console-outage"), chromedp.WaitVisible(chromedp.CSS(`#transcript .marker.succeeded`)))
+	if fresh := transcriptText(); fresh != resumed {
+		t.Errorf("the transcript resumed after the outage differs from a fresh one:\nresumed: %q\nfresh:   %q", resumed, fresh)
+	}
 
 	// NATS goes away under the list page, which says so, and comes back.
 	step("the runs list", 30*time.Second, chromedp.Navigate(srv.URL+"/#/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-done"]`)))

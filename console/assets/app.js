@@ -254,8 +254,11 @@ function runPage(runId) {
         outputs, stderr)));
   transcript.append(hiddenNote);
 
-  const r = new Renderer(transcript, hiddenNote);
-  let queue = [];
+  // The transcript is the run's AG-UI projection (aguiQueue); the chain's
+  // own messages (queue) drive the header, the timeline, the stderr tail,
+  // the outputs and the count of messages.
+  const r = new Renderer(transcript, hiddenNote, true);
+  let queue = [], aguiQueue = [];
   let frame = 0;
   let shown = 0;
   const count = document.getElementById('count');
@@ -391,24 +394,28 @@ function runPage(runId) {
     const batch = queue;
     queue = [];
     for (const ev of batch) {
-      if (ev.kind === 'status') {
-        let st = null;
-        try { st = JSON.parse(ev.data); } catch (_) { /* shown raw below */ }
-        if (st) { onStatus(st); r.marker(st); continue; }
-      }
-      r.add(ev);
+      if (ev.kind !== 'status') continue;
+      let st = null;
+      try { st = JSON.parse(ev.data); } catch (_) { /* not a status: the transcript shows it */ }
+      if (st) onStatus(st);
     }
-    shown += batch.length;
-    count.textContent = shown.toLocaleString() + ' messages';
+    if (batch.length) {
+      shown += batch.length;
+      count.textContent = shown.toLocaleString() + ' messages';
+    }
+    const events = aguiQueue;
+    aguiQueue = [];
+    for (const [pos, ev] of events) r.add(ev, pos);
     if (follow.checked && atBottom) transcript.scrollTop = transcript.scrollHeight;
   }
+  function schedule() { if (!frame) frame = requestAnimationFrame(flush); }
 
   // The chain arrives as server-sent events whose ids are stream
   // sequences: the browser's EventSource reconnects with Last-Event-ID,
   // and a reconnect made here (after a refused or failed stream, as while
   // NATS cannot be reached) asks for what comes after the last sequence
   // shown. A sequence seen twice is dropped.
-  let es = null, retry = 0, streamErr = false, workersTimer = 0, noRecordSince = 0;
+  let es = null, retry = 0, streamErr = false, workersTimer = 0, noRecordSince = 0, stopAGUI = null;
   function connect() {
     const url = 'api/runs/' + encodeURIComponent(runId) + '/events' + (state.lastSeq ? '?after=' + state.lastSeq : '');
     es = new EventSource(url);
@@ -417,7 +424,7 @@ function runPage(runId) {
       if (ev.seq <= state.lastSeq) return;
       state.lastSeq = ev.seq;
       queue.push(ev);
-      if (!frame) frame = requestAnimationFrame(flush);
+      schedule();
     };
     es.addEventListener('end', () => { es.close(); state.closed = true; });
     // The console watches the chain again: a failure shown is over.
@@ -461,9 +468,8 @@ function runPage(runId) {
       renderHead();
       showRerun();
       showToken();
-      // The job's own input (its first 1 KiB) is the run's first turn.
-      if (info.input) r.push(h('div', { class: 'entry user', id: 'job-input' }, h('div', { class: 'text', text: 'you › ' + inputText(info.input.replace(/\r?\n$/, '')) })));
       connect();
+      if (!stopAGUI) stopAGUI = followAGUI(runId, (pos, ev) => { aguiQueue.push([pos, ev]); schedule(); }, () => {});
     }).catch(e => {
       if (e.status === 404 && !state.closed) {
         // A worker takes a job in milliseconds: that none has is said only
@@ -485,24 +491,88 @@ function runPage(runId) {
     clearTimeout(retry);
     clearTimeout(workersTimer);
     if (es) es.close();
+    if (stopAGUI) stopAGUI();
     if (frame) cancelAnimationFrame(frame);
   };
 }
 
-// Renderer turns a run's messages into transcript entries. It knows Claude
-// Code's stream-json: assistant text assembled from stream_event deltas
-// (replaced by the whole message when it arrives), tool calls with their
-// input and, once the user message carries it, their result; the result
-// line with turns and cost. Any other JSON is collapsible, and raw lines
-// are text.
+// ---------- transcript ----------
+
+// The transcript renders a run's AG-UI projection (GET
+// api/runs/<runId>/agui), the same events whatever the agent's dialect:
+// Claude Code's stream-json, Codex's exec --json or app-server, baton's
+// fake agent, any NDJSON agent.
+
+// parsePos reads an event's position, "<seq>:<index>", as [seq, index].
+function parsePos(id) {
+  const m = /^(\d+):(\d+)$/.exec(id || '');
+  return m ? [+m[1], +m[2]] : null;
+}
+function posAfter(p, q) { return p[0] > q[0] || (p[0] === q[0] && p[1] > q[1]); }
+
+// runStatus is the baton status an AG-UI event carries: a run's start,
+// a turn's or the run's end, a hand-off, an attach, a wait, a resume.
+function runStatus(ev) {
+  switch (ev.type) {
+    case 'RUN_STARTED': return ev.rawEvent || null;
+    case 'RUN_FINISHED': return (ev.result && ev.result.status) || null;
+    case 'RUN_ERROR': return (ev.rawEvent && ev.rawEvent.status) || null;
+    case 'CUSTOM': return /^baton\.(handoff|attached|waiting|running)$/.test(ev.name) ? ev.value : null;
+  }
+  return null;
+}
+
+// followAGUI reads run runId's AG-UI events, from its start to the end
+// of its last turn, giving each to onEvent(pos, event) once, in order,
+// then calls onEnd. The browser's EventSource resumes a cut stream with
+// Last-Event-ID; a stream refused or failed (NATS cannot be reached) is
+// opened again after the last position shown. An event not after it is
+// dropped. It returns a function that stops it.
+function followAGUI(runId, onEvent, onEnd) {
+  let es = null, last = null, timer = 0, done = false;
+  function connect() {
+    es = new EventSource('api/runs/' + encodeURIComponent(runId) + '/agui' + (last ? '?after=' + last.join(':') : ''));
+    es.onmessage = e => {
+      const pos = parsePos(e.lastEventId);
+      if (done || !pos || (last && !posAfter(pos, last))) return;
+      last = pos;
+      const ev = JSON.parse(e.data);
+      onEvent(pos, ev);
+      // The stream ends after the run's terminal status; an EventSource
+      // left open would ask for more.
+      const st = runStatus(ev);
+      if ((ev.type === 'RUN_FINISHED' || ev.type === 'RUN_ERROR') && st && terminal.has(st.status)) {
+        done = true;
+        es.close();
+        onEnd();
+      }
+    };
+    es.onerror = () => {
+      if (!done && es.readyState === EventSource.CLOSED) timer = setTimeout(connect, 1000);
+    };
+  }
+  connect();
+  return () => { done = true; clearTimeout(timer); if (es) es.close(); };
+}
+
+// Renderer turns a run's AG-UI events into transcript entries: the
+// user's messages and inputs as "you › ...", assistant text as it
+// streams, reasoning folded as "thinking", tool calls with their input
+// and, once it comes, their result; permission prompts as one line;
+// each turn's result line (turns, cost, duration, tokens) or error; the
+// run's statuses as markers. Lines no dialect translates are collapsible
+// JSON, raw lines are text.
 class Renderer {
-  constructor(root, hiddenNote) {
+  // markJobInput gives the job's input (the user message the run's
+  // start carries) the id job-input.
+  constructor(root, hiddenNote, markJobInput) {
     this.root = root;
     this.note = hiddenNote;
     this.hidden = 0;
-    this.msgs = new Map();   // message id -> {el, blocks: Map(index -> {text|input node})}
-    this.tools = new Map();  // tool_use id -> element
-    this.cur = null;         // the message stream_event deltas go to
+    this.markJobInput = markJobInput;
+    this.startSeq = 0;       // the sequence of the run's started status
+    this.msgs = new Map();   // text or reasoning message id -> {el, text}
+    this.tools = new Map();  // tool call id -> {el, name, args}
   }
 
   push(el) {
@@ -510,8 +580,10 @@ class Renderer {
     // +1: the hidden note is the first child.
     while (this.root.childElementCount > MAX_ENTRIES + 1) {
       const old = this.note.nextElementSibling;
-      if (old.dataset.tool) this.tools.delete(old.dataset.tool);
-      if (old.dataset.msg) this.msgs.delete(old.dataset.msg);
+      for (const e of [old, ...old.querySelectorAll('[data-tool], [data-msg]')]) {
+        if (e.dataset.tool) this.tools.delete(e.dataset.tool);
+        if (e.dataset.msg) this.msgs.delete(e.dataset.msg);
+      }
       old.remove();
       this.hidden++;
     }
@@ -524,235 +596,185 @@ class Renderer {
     this.push(h('div', { class: 'marker ' + st.status, text: `— ${st.status}${who ? ' (' + who + ')' : ''} —` }));
   }
 
-  add(ev) {
-    if (ev.kind === 'input') {
-      this.input(ev);
-      return;
-    }
-    if (ev.kind !== 'events') {
-      this.push(h('div', { class: 'entry raw mono', text: ev.data }));
-      return;
-    }
-    let m;
-    try { m = JSON.parse(ev.data); } catch (_) { m = null; }
-    if (!m || typeof m !== 'object' || Array.isArray(m)) {
-      this.push(h('div', { class: 'entry raw mono', text: ev.data }));
-      return;
-    }
-    const note = controlNote(m);
-    if (note) {
-      this.push(h('div', { class: 'entry prompt', text: note }));
-      return;
-    }
-    switch (m.type) {
-      case 'stream_event': if (this.streamEvent(m.event || {})) return; break;
-      case 'assistant': if (this.assistant(m.message || {})) return; break;
-      case 'user': if (this.user(m.message || {})) return; break;
-      case 'result': this.result(m); return;
-      case 'system':
-        if (m.subtype === 'init') {
-          this.push(h('div', { class: 'marker', text: ['session', [m.session_id, m.model, m.cwd].filter(Boolean).join(' · ')].join(' ').trim() }));
-          return;
+  you(text) { this.push(h('div', { class: 'entry user' }, h('div', { class: 'text', text: 'you › ' + text }))); }
+
+  prompt(text) { this.push(h('div', { class: 'entry prompt', text })); }
+
+  json(label, v) {
+    this.push(h('details', { class: 'entry json' }, h('summary', { text: label }), h('pre', { text: JSON.stringify(v, null, 2) })));
+  }
+
+  // add renders event ev, at position pos.
+  add(ev, pos) {
+    switch (ev.type) {
+      case 'RUN_STARTED':
+        if (ev.rawEvent) {
+          this.startSeq = this.startSeq || pos[0];
+          this.marker(ev.rawEvent);
         }
-        break;
+        return;
+      case 'RUN_FINISHED': case 'RUN_ERROR': this.end(ev); return;
+      case 'TEXT_MESSAGE_START': this.message(ev.messageId, ev.role, pos); return;
+      case 'TEXT_MESSAGE_CONTENT': this.message(ev.messageId).text.appendData(ev.delta || ''); return;
+      case 'REASONING_START': case 'REASONING_MESSAGE_START': this.reasoning(ev.messageId); return;
+      case 'REASONING_MESSAGE_CONTENT': this.reasoning(ev.messageId).text.appendData(ev.delta || ''); return;
+      case 'TEXT_MESSAGE_END': case 'REASONING_MESSAGE_END': case 'REASONING_END': return;
+      case 'TOOL_CALL_START': this.tool(ev.toolCallId, ev.toolCallName, ev.parentMessageId); return;
+      case 'TOOL_CALL_ARGS': this.tool(ev.toolCallId).args.appendData(ev.delta || ''); return;
+      case 'TOOL_CALL_END': {
+        const t = this.tool(ev.toolCallId);
+        t.summary.textContent = summarize(t.args.data);
+        return;
+      }
+      case 'TOOL_CALL_RESULT': this.toolResult(ev); return;
+      case 'RAW': this.raw(ev); return;
+      case 'CUSTOM': this.custom(ev); return;
     }
-    this.json(m);
+    this.json(ev.type || 'event', ev);
   }
 
-  json(m) {
-    const label = [m.type, m.subtype || (m.event && m.event.type)].filter(Boolean).join(' · ') || 'JSON';
-    this.push(h('details', { class: 'entry json' }, h('summary', { text: label }), h('pre', { text: JSON.stringify(m, null, 2) })));
-  }
-
-  message(id) {
-    let msg = this.msgs.get(id);
-    if (!msg) {
-      const el = h('div', { class: 'entry assistant', 'data-msg': id });
-      msg = { el, blocks: new Map() };
-      this.msgs.set(id, msg);
+  // message is text message id's entry, made when it starts (or, its
+  // start having left the page, when more of it comes).
+  message(id, role, pos) {
+    let m = this.msgs.get(id);
+    if (!m) {
+      const text = document.createTextNode('');
+      const el = role === 'user'
+        ? h('div', { class: 'entry user', 'data-msg': id, id: this.markJobInput && pos && pos[0] === this.startSeq ? 'job-input' : null },
+          h('div', { class: 'text' }, 'you › ', text))
+        : h('div', { class: 'entry assistant', 'data-msg': id }, h('div', { class: 'text' }, text));
+      m = { el, text };
+      this.msgs.set(id, m);
       this.push(el);
     }
-    return msg;
+    return m;
   }
 
-  textBlock(msg, index) {
-    let b = msg.blocks.get(index);
-    if (!b) {
-      const node = document.createTextNode('');
-      msg.el.append(h('div', { class: 'text' }, node));
-      b = { text: node };
-      msg.blocks.set(index, b);
+  reasoning(id) {
+    let m = this.msgs.get(id);
+    if (!m) {
+      const text = document.createTextNode('');
+      const el = h('details', { class: 'entry json thinking', 'data-msg': id }, h('summary', { text: 'thinking' }), h('pre', {}, text));
+      m = { el, text };
+      this.msgs.set(id, m);
+      this.push(el);
     }
-    return b;
+    return m;
   }
 
-  toolBlock(id, name, input) {
-    const inputPre = h('pre', { text: input });
-    const el = h('details', { class: 'tool', 'data-tool': id },
-      h('summary', {}, h('span', { class: 'name', text: name || 'tool' }), ' ', h('span', { class: 'muted mono', text: summarize(input) })),
-      inputPre);
-    if (id) this.tools.set(id, el);
-    return { el, input: inputPre };
-  }
-
-  streamEvent(e) {
-    switch (e.type) {
-      case 'message_start':
-        this.cur = this.message((e.message && e.message.id) || 'msg-' + Math.random());
-        return true;
-      case 'content_block_start': {
-        const msg = this.cur || (this.cur = this.message('msg-' + Math.random()));
-        const cb = e.content_block || {};
-        if (cb.type === 'tool_use') {
-          const t = this.toolBlock(cb.id, cb.name, '');
-          msg.el.append(t.el);
-          msg.blocks.set(e.index, t);
-        } else if (cb.type === 'text') {
-          this.textBlock(msg, e.index).text.appendData(cb.text || '');
-        }
-        return true;
-      }
-      case 'content_block_delta': {
-        const msg = this.cur || (this.cur = this.message('msg-' + Math.random()));
-        const d = e.delta || {};
-        if (d.type === 'text_delta') {
-          this.textBlock(msg, e.index).text.appendData(d.text || '');
-          return true;
-        }
-        if (d.type === 'input_json_delta') {
-          const b = msg.blocks.get(e.index);
-          if (b && b.input) { b.input.textContent += d.partial_json || ''; return true; }
-        }
-        return false;
-      }
-      case 'content_block_stop': case 'message_delta': case 'message_stop': case 'ping':
-        return true;
+  // tool is tool call id's block: in the assistant message it follows
+  // when that is on the page, else an entry of its own.
+  tool(id, name, parent) {
+    let t = this.tools.get(id);
+    if (!t) {
+      const args = document.createTextNode('');
+      const summary = h('span', { class: 'muted mono' });
+      const p = parent && this.msgs.get(parent);
+      const el = h('details', { class: p ? 'tool' : 'entry tool', 'data-tool': id },
+        h('summary', {}, h('span', { class: 'name', text: name || 'tool' }), ' ', summary), h('pre', {}, args));
+      t = { el, args, summary };
+      this.tools.set(id, t);
+      if (p && p.el.classList.contains('assistant')) p.el.append(el);
+      else this.push(el);
     }
-    return false;
+    return t;
   }
 
-  // assistant renders a whole assistant message, in place of the one its
-  // deltas built.
-  assistant(message) {
-    if (!Array.isArray(message.content)) return false;
-    const msg = this.message(message.id || 'msg-' + Math.random());
-    msg.el.replaceChildren();
-    msg.blocks.clear();
-    message.content.forEach((b, i) => {
-      if (b.type === 'text') {
-        this.textBlock(msg, i).text.appendData(b.text || '');
-      } else if (b.type === 'tool_use') {
-        const t = this.toolBlock(b.id, b.name, JSON.stringify(b.input, null, 2));
-        msg.el.append(t.el);
-        msg.blocks.set(i, t);
-      } else if (b.type === 'thinking') {
-        msg.el.append(h('details', { class: 'json' }, h('summary', { text: 'thinking' }), h('pre', { text: b.thinking || '' })));
-      } else {
-        msg.el.append(h('details', { class: 'json' }, h('summary', { text: b.type || 'block' }), h('pre', { text: JSON.stringify(b, null, 2) })));
-      }
-    });
-    if (this.cur === msg) this.cur = null;
-    return true;
-  }
-
-  user(message) {
-    const c = message.content;
-    if (typeof c === 'string') {
-      this.push(h('div', { class: 'entry user' }, h('div', { class: 'text', text: c })));
-      return true;
+  toolResult(ev) {
+    const text = ev.content || '';
+    const bad = !!(ev.metadata && ev.metadata.isError);
+    const pre = h('pre', { class: 'result', text: text.length > 20000 ? text.slice(0, 20000) + '\n… (cut)' : text });
+    const t = this.tools.get(ev.toolCallId);
+    if (t) {
+      t.el.append(pre);
+      if (bad) t.el.classList.add('err');
+    } else {
+      this.push(h('details', { class: 'entry tool' + (bad ? ' err' : '') }, h('summary', { text: 'tool result' }), pre));
     }
-    if (!Array.isArray(c)) return false;
-    for (const b of c) {
-      if (b.type === 'tool_result') {
-        const text = typeof b.content === 'string' ? b.content
-          : Array.isArray(b.content) ? b.content.map(x => x.text || JSON.stringify(x)).join('\n') : JSON.stringify(b.content);
-        const pre = h('pre', { class: 'result', text: text.length > 20000 ? text.slice(0, 20000) + '\n… (cut)' : text });
-        const tool = this.tools.get(b.tool_use_id);
-        if (tool) {
-          tool.append(pre);
-          if (b.is_error) tool.classList.add('err');
-        } else {
-          this.push(h('details', { class: 'entry tool' + (b.is_error ? ' err' : '') }, h('summary', { text: 'tool result' }), pre));
-        }
-      } else if (b.type === 'text') {
-        this.push(h('div', { class: 'entry user' }, h('div', { class: 'text', text: b.text || '' })));
+  }
+
+  // raw shows a line no dialect translates: the agent's answer to a
+  // control request and a settled request as one line, any other as
+  // collapsible JSON.
+  raw(ev) {
+    const m = ev.event;
+    if (m && m.type === 'control_response' && m.response) {
+      const r = m.response;
+      this.prompt(r.subtype === 'error' || r.error ? `↳ the agent refused request ${r.request_id}: ${r.error || ''}` : `↳ the agent took request ${r.request_id}`);
+      return;
+    }
+    if (m && m.method === 'serverRequest/resolved' && m.params && m.params.requestId !== undefined) {
+      this.prompt(`request ${m.params.requestId} settled`);
+      return;
+    }
+    const label = m && typeof m === 'object' ? [m.type || m.method, m.subtype || (m.event && m.event.type)].filter(Boolean).join(' · ') : '';
+    this.json(label || ev.source || 'JSON', m);
+  }
+
+  custom(ev) {
+    const v = ev.value || {};
+    switch (ev.name) {
+      case 'baton.raw': this.push(h('div', { class: 'entry raw mono', text: v.line })); return;
+      case 'baton.approval': {
+        const p = (v.request && v.request.params) || {};
+        const what = v.input !== undefined ? summarize(JSON.stringify(v.input)) : String(p.command || p.reason || '').slice(0, 200);
+        this.prompt(`? ${v.toolName || 'tool'} asks: ${what}  [request ${v.requestId}]`);
+        return;
+      }
+      case 'baton.approval_cancelled': this.prompt(`? request ${v.requestId} withdrawn: the agent no longer waits for its answer`); return;
+      case 'baton.approval_answer': {
+        const ok = v.decision === 'allow' || String(v.decision).startsWith('accept');
+        const why = ok ? '' : v.message || (v.decision !== 'deny' ? v.decision : '');
+        this.you((ok ? 'allow ' : 'deny ') + v.requestId + (why ? ': ' + why : ''));
+        return;
+      }
+      case 'baton.interrupt': this.you('interrupt'); return;
+      case 'baton.eof': this.you('end of input (the agent\'s stdin is closed)'); return;
+      case 'baton.input': this.you(JSON.stringify(v.input)); return;
+      case 'baton.handoff': case 'baton.attached': case 'baton.waiting': case 'baton.running': this.marker(v); return;
+      case 'claude.init':
+        this.push(h('div', { class: 'marker', text: ['session', [v.session_id, v.model, v.cwd].filter(Boolean).join(' · ')].join(' ').trim() }));
+        return;
+      case 'codex.thread_started': {
+        const id = v.thread_id || (v.params && v.params.thread && v.params.thread.id);
+        this.push(h('div', { class: 'marker', text: 'thread' + (id ? ' ' + id : '') }));
+        return;
       }
     }
-    return true;
+    this.json(ev.name || 'CUSTOM', v);
   }
 
-  // input shows a message written to the agent's stdin as the user's
-  // turn, as baton watch does: a user message's text, the answer to a
-  // permission prompt, an interrupt, the end of input; other lines as
-  // they were written.
-  input(ev) {
-    const you = text => this.push(h('div', { class: 'entry user' }, h('div', { class: 'text', text: 'you › ' + text })));
-    if (ev.interrupt) { you('interrupt'); return; }
-    const line = ev.data.replace(/\r?\n$/, '');
-    if (line) you(inputText(line));
-    if (ev.eof) you('end of input (the agent\'s stdin is closed)');
-  }
-
-  result(m) {
-    const bad = m.is_error || (m.subtype && m.subtype !== 'success');
-    const bits = [m.subtype, m.num_turns !== undefined && `${m.num_turns} turns`,
-      typeof m.total_cost_usd === 'number' && `$${m.total_cost_usd.toFixed(4)}`,
-      m.duration_ms !== undefined && `${(m.duration_ms / 1000).toFixed(1)} s`].filter(Boolean);
-    this.push(h('div', { class: 'entry result-line' + (bad ? ' err' : ''), 'data-result': '1' },
-      h('strong', { text: 'result ' }), h('span', { text: bits.join(' · ') }),
-      typeof m.result === 'string' ? h('div', { class: 'text', text: m.result }) : null));
+  // end shows a turn's end: its result line when the agent reported the
+  // turn, its usage or an error, then the run's end status.
+  end(ev) {
+    const failed = ev.type === 'RUN_ERROR';
+    const res = (failed ? ev.rawEvent : ev.result) || {};
+    const t = res.turn || {};
+    const usage = Array.isArray(ev.usage) ? ev.usage : [];
+    if (res.turn || failed || usage.length) {
+      const bad = failed || t.is_error || (t.subtype && t.subtype !== 'success');
+      const bits = [t.subtype, t.num_turns !== undefined && `${t.num_turns} turns`,
+        typeof t.total_cost_usd === 'number' && `$${t.total_cost_usd.toFixed(4)}`,
+        t.duration_ms !== undefined && `${(t.duration_ms / 1000).toFixed(1)} s`,
+        ...usage.map(fmtUsage), ev.outcome && ev.outcome.type === 'cancelled' && 'cancelled'].filter(Boolean);
+      const why = failed ? (ev.message && ev.code && !ev.message.includes(ev.code) ? `${ev.code}: ${ev.message}` : ev.message || ev.code) : t.result;
+      this.push(h('div', { class: 'entry result-line' + (bad ? ' err' : ''), 'data-result': '1' },
+        h('strong', { text: failed ? 'error ' : 'result ' }), h('span', { text: bits.join(' · ') }),
+        typeof why === 'string' && why ? h('div', { class: 'text', text: why }) : null));
+    }
+    if (res.status && terminal.has(res.status.status)) this.marker(res.status);
   }
 }
 
-// inputText is an input line for a person: a stream-json user message's
-// text, an answer to a permission prompt (Claude Code's control_response,
-// Codex's decision), or the line as it was written.
-function inputText(line) {
-  let m;
-  try { m = JSON.parse(line); } catch (_) { return line; }
-  if (!m || typeof m !== 'object') return line;
-  if (m.type === 'user' && m.message) {
-    const c = m.message.content;
-    if (typeof c === 'string') return c;
-    const text = Array.isArray(c) ? c.filter(b => b && b.type === 'text').map(b => b.text || '').join('') : '';
-    if (text) return text;
-  }
-  const r = m.type === 'control_response' && m.response && m.response.response;
-  if (r && r.behavior) {
-    return (r.behavior === 'allow' ? 'allow ' : 'deny ') + m.response.request_id + (r.behavior !== 'allow' && r.message ? ': ' + r.message : '');
-  }
-  if (m.id !== undefined && m.result && typeof m.result.decision === 'string') {
-    return (m.result.decision.startsWith('accept') ? 'allow ' : 'deny ') + m.id + (m.result.decision.startsWith('accept') ? '' : ': ' + m.result.decision);
-  }
-  return line;
+// fmtUsage is one model's token usage: "claude-x: 1,200 in (800 cached), 300 out (120 reasoning) tokens".
+function fmtUsage(u) {
+  const n = x => (x || 0).toLocaleString();
+  return (u.model ? u.model + ': ' : '') + `${n(u.inputTokens)} in` + (u.cachedInputTokens ? ` (${n(u.cachedInputTokens)} cached)` : '') +
+    `, ${n(u.outputTokens)} out` + (u.reasoningTokens ? ` (${n(u.reasoningTokens)} reasoning)` : '') + ' tokens';
 }
 
-// controlNote is an agent's line about a permission prompt or a control
-// request, as one line, as baton watch shows it: a prompt (Claude Code's
-// can_use_tool, Codex's */requestApproval), a prompt an interrupt withdrew,
-// the agent's answer to a control request written to it (the interrupt
-// line); '' for any other line.
-function controlNote(m) {
-  if (m.type === 'control_request' && m.request && m.request.subtype === 'can_use_tool') {
-    return `? ${m.request.tool_name} asks: ${summarize(JSON.stringify(m.request.input || {}))}  [request ${m.request_id}]`;
-  }
-  if (typeof m.method === 'string' && m.method.endsWith('/requestApproval') && m.id !== undefined) {
-    const p = m.params || {};
-    return `? ${m.method.replace(/^item\//, '').replace(/\/requestApproval$/, '')} asks: ${String(p.command || p.reason || '').slice(0, 200)}  [request ${m.id}]`;
-  }
-  if (m.type === 'control_cancel_request' && m.request_id !== undefined) {
-    return `? request ${m.request_id} withdrawn: the agent no longer waits for its answer`;
-  }
-  if (m.method === 'serverRequest/resolved' && m.params && m.params.requestId !== undefined) {
-    return `request ${m.params.requestId} settled`;
-  }
-  if (m.type === 'control_response' && m.response) {
-    const r = m.response;
-    return r.subtype === 'error' || r.error ? `↳ the agent refused request ${r.request_id}: ${r.error || ''}` : `↳ the agent took request ${r.request_id}`;
-  }
-  return '';
-}
-
+// summarize is a tool call's input in a few words: its command, file,
+// pattern or address.
 function summarize(input) {
   try {
     const o = JSON.parse(input);
@@ -897,13 +919,13 @@ function sessionPage(id) {
       h('aside', {}, actions)));
   let timer, built = false;
 
-  // The session's runs as one transcript: each run's chain in turn, from
-  // its job's input to its terminal status, then the next run's once the
-  // session lists it. A stream cut short resumes after the last sequence
-  // shown, as a run's page does.
-  const r = new Renderer(transcript, hiddenNote);
+  // The session's runs as one transcript: each run's AG-UI projection in
+  // turn, from its job's input to its terminal status, then the next
+  // run's once the session lists it. A stream cut short resumes after the
+  // last position shown, as a run's page does.
+  const r = new Renderer(transcript, hiddenNote, false);
   const shownRuns = [];
-  let es = null, streaming = '', lastSeq = 0, streamTimer = 0, closed = false, known = [], olderRuns = 0;
+  let stop = null, streaming = '', closed = false, known = [], olderRuns = 0;
   function nextRun() {
     if (closed || streaming) return;
     // After the last run shown, by id: a long session's record keeps
@@ -911,29 +933,13 @@ function sessionPage(id) {
     const i = shownRuns.length ? known.indexOf(shownRuns[shownRuns.length - 1]) + 1 : 0;
     if (i >= known.length || (shownRuns.length && i === 0)) return;
     const run = known[i];
-    streaming = run; lastSeq = 0;
+    streaming = run;
     r.push(h('div', { class: 'marker run-start', 'data-run': run }, `── run ${run} (${olderRuns + i + 1} of session ${id}) ──`));
-    api('api/runs/' + encodeURIComponent(run)).then(info => {
-      if (info.input) r.push(h('div', { class: 'entry user' }, h('div', { class: 'text', text: 'you › ' + inputText(info.input.replace(/\r?\n$/, '')) })));
-      stream(run);
-    }).catch(() => stream(run));
-  }
-  function stream(run) {
-    if (closed) return;
-    es = new EventSource('api/runs/' + encodeURIComponent(run) + '/events' + (lastSeq ? '?after=' + lastSeq : ''));
-    es.onmessage = e => {
-      const ev = JSON.parse(e.data);
-      if (ev.seq <= lastSeq) return;
-      lastSeq = ev.seq;
+    stop = followAGUI(run, (pos, ev) => {
       const atBottom = transcript.scrollTop + transcript.clientHeight >= transcript.scrollHeight - 40;
-      let st = null;
-      if (ev.kind === 'status') { try { st = JSON.parse(ev.data); } catch (_) { /* shown raw */ } }
-      if (st) r.marker(st); else r.add(ev);
+      r.add(ev, pos);
       if (atBottom) transcript.scrollTop = transcript.scrollHeight;
-    };
-    es.addEventListener('end', () => { es.close(); shownRuns.push(run); streaming = ''; nextRun(); });
-    es.addEventListener('failure', () => { es.close(); streamTimer = setTimeout(() => stream(run), 2000); });
-    es.onerror = () => { if (es.readyState === EventSource.CLOSED && streaming === run) streamTimer = setTimeout(() => stream(run), 1000); };
+    }, () => { shownRuns.push(run); streaming = ''; stop = null; nextRun(); });
   }
 
   // The send box: a live run gets the text as input, a paused or idle
@@ -1029,7 +1035,7 @@ function sessionPage(id) {
     timer = setTimeout(load, 3000);
   }
   load();
-  return () => { closed = true; clearTimeout(timer); clearTimeout(streamTimer); if (es) es.close(); };
+  return () => { closed = true; clearTimeout(timer); if (stop) stop(); };
 }
 
 // ---------- routing ----------
