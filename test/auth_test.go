@@ -40,7 +40,7 @@ func TestNATSPermissions(t *testing.T) {
 	for user, p := range pw {
 		t.Setenv(passwordVar(user), p)
 	}
-	s := runShipped(t, shippedConfig(t, t.TempDir(), "nats-auth.conf", nil))
+	s := testenv.RunShipped(t, testenv.ShippedConfig(t, "..", t.TempDir(), "nats-auth.conf", nil))
 	url := func(user string) string {
 		return fmt.Sprintf("nats://%s:%s@%s", user, pw[user], strings.TrimPrefix(s.ClientURL(), "nats://"))
 	}
@@ -462,7 +462,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 		t.Setenv("TENANT_B_"+user+"_PASSWORD", "p")
 	}
 	dir := t.TempDir()
-	load := func(file string) *server.Options { return shippedConfig(t, dir, file, nil) }
+	load := func(file string) *server.Options { return testenv.ShippedConfig(t, "..", dir, file, nil) }
 	perms := func(o *server.Options) map[string]*server.Permissions {
 		m := map[string]*server.Permissions{}
 		for _, u := range o.Users {

@@ -42,7 +42,7 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	}
 	t.Setenv("BATON_CALLOUT_ISSUER", pub)
 	wsPort := testenv.FreePort(t)
-	opts := shippedConfig(t, t.TempDir(), "nats-browser.conf", func(conf string) string {
+	opts := testenv.ShippedConfig(t, "..", t.TempDir(), "nats-browser.conf", func(conf string) string {
 		edited := strings.Replace(conf, `listen: "127.0.0.1:9222"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, wsPort), 1)
 		if edited == conf {
 			t.Fatal("deploy/nats-browser.conf no longer has the websocket listen line this test substitutes")
@@ -51,7 +51,7 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	})
 	// Its worker, client and viewer are nats-auth.conf's, unchanged.
 	single := map[string]*server.Permissions{}
-	for _, u := range shippedConfig(t, t.TempDir(), "nats-auth.conf", nil).Users {
+	for _, u := range testenv.ShippedConfig(t, "..", t.TempDir(), "nats-auth.conf", nil).Users {
 		single[u.Username] = u.Permissions
 	}
 	for _, u := range opts.Users {
@@ -59,7 +59,7 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 			t.Errorf("%s's permissions differ from nats-auth.conf's:\n%+v\n%+v", u.Username, u.Permissions, p)
 		}
 	}
-	s := runShipped(t, opts)
+	s := testenv.RunShipped(t, opts)
 	tcpURL := func(user string) string {
 		return fmt.Sprintf("nats://%s:%s@%s", user, pw[user], strings.TrimPrefix(s.ClientURL(), "nats://"))
 	}

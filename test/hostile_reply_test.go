@@ -60,7 +60,7 @@ func TestHostileReplies(t *testing.T) {
 		}
 		t.Setenv("BATON_CALLOUT_ISSUER", pub)
 		wsPort := testenv.FreePort(t)
-		opts := shippedConfig(t, t.TempDir(), "nats-browser.conf", func(conf string) string {
+		opts := testenv.ShippedConfig(t, "..", t.TempDir(), "nats-browser.conf", func(conf string) string {
 			// Ports, and a test-only observer that sees everything.
 			for _, r := range [][2]string{
 				{`listen: "127.0.0.1:9222"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, wsPort)},
@@ -75,7 +75,7 @@ func TestHostileReplies(t *testing.T) {
 			}
 			return conf
 		})
-		s := runShipped(t, opts)
+		s := testenv.RunShipped(t, opts)
 		url := func(user, p string) string {
 			return fmt.Sprintf("nats://%s:%s@%s", user, p, strings.TrimPrefix(s.ClientURL(), "nats://"))
 		}

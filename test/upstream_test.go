@@ -40,7 +40,7 @@ accounts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := runShipped(t, opts)
+	s := testenv.RunShipped(t, opts)
 	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("u", "p"))
 	if err != nil {
 		t.Fatal(err)

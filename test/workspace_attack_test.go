@@ -39,9 +39,9 @@ func TestClientWorkspaceAttacks(t *testing.T) {
 	for user, p := range pw {
 		t.Setenv(passwordVar(user), p)
 	}
-	opts := shippedConfig(t, t.TempDir(), "nats-auth.conf", nil)
+	opts := testenv.ShippedConfig(t, "..", t.TempDir(), "nats-auth.conf", nil)
 	opts.JetStreamMaxStore = 64 << 20 // the server's whole store: 20 MiB reserved below
-	s := runShipped(t, opts)
+	s := testenv.RunShipped(t, opts)
 	url := func(user string) string {
 		return fmt.Sprintf("nats://%s:%s@%s", user, pw[user], strings.TrimPrefix(s.ClientURL(), "nats://"))
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/batonhq/baton/internal/testenv"
@@ -65,9 +64,15 @@ func TestJSClient(t *testing.T) {
 	}
 	t.Setenv("BATON_CALLOUT_ISSUER", pub)
 	wsPort := testenv.FreePort(t)
-	opts := browserConfig(t, wsPort)
+	opts := testenv.ShippedConfig(t, repo, t.TempDir(), "nats-browser.conf", func(conf string) string {
+		edited := strings.Replace(conf, `listen: "127.0.0.1:9222"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, wsPort), 1)
+		if edited == conf {
+			t.Fatal("deploy/nats-browser.conf no longer has the websocket listen line this test substitutes")
+		}
+		return edited
+	})
 	opts.MaxPayload = 256 << 10
-	s := runServer(t, opts)
+	s := testenv.RunShipped(t, opts)
 	url := func(user string) string {
 		return fmt.Sprintf("nats://%s:%s@%s", user, pw[user], strings.TrimPrefix(s.ClientURL(), "nats://"))
 	}
@@ -190,48 +195,3 @@ const workerConfig = `profiles:
       diff: true
       files: ["out/**"]
 `
-
-// browserConfig reads deploy/nats-browser.conf as shipped, its websocket
-// listener on wsPort, behind a main file that gives the server a loopback
-// port and a JetStream store (as test/shipped_test.go does).
-func browserConfig(t *testing.T, wsPort int) *server.Options {
-	t.Helper()
-	const file = "nats-browser.conf"
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := strings.Replace(string(b), `listen: "127.0.0.1:9222"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, wsPort), 1)
-	if conf == string(b) {
-		t.Fatal("deploy/nats-browser.conf no longer has the websocket listen line this test substitutes")
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, file), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	main := filepath.Join(dir, "main.conf")
-	body := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\ninclude ./%s\n", testenv.FreePort(t), filepath.Join(dir, "js"), file)
-	if err := os.WriteFile(main, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(main)
-	if err != nil {
-		t.Fatalf("deploy/%s: %v", file, err)
-	}
-	return opts
-}
-
-func runServer(t *testing.T, opts *server.Options) *server.Server {
-	t.Helper()
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(20 * time.Second) {
-		t.Fatal("nats-server did not accept connections within 20s")
-	}
-	return s
-}
