@@ -109,6 +109,8 @@ export interface RunRecord {
   interactive?: boolean;
   turnEndField?: string;
   turnEndEquals?: string;
+  /** The profile's events dialect, for the AG-UI projection (`@batonhq/client/agui`). */
+  events?: string;
   idleTimeout?: number;
   waitingSince?: Date;
   createdAt: Date;

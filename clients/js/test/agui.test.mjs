@@ -14,6 +14,7 @@ import {
   BadStateError,
   Dialects,
   goBytes,
+  messageOf,
   parseDialect,
   Position,
   Projector,
@@ -88,6 +89,28 @@ for (const f of fixtures) {
     assert.ok(got.equals(want), firstDiff(got, want));
   });
 }
+
+// What a watch delivers: whole lines with no stored time, an input's
+// headers as fields. messageOf puts the headers back: every chain of
+// whole lines projects as the stored messages (their times left out) do.
+test("messageOf: watched events project as the stored chain does", () => {
+  let checked = 0;
+  for (const f of fixtures) {
+    const msgs = chain(f.name).map((m) => ({ ...m, time: undefined }));
+    if (msgs.some((m) => m.headers["Baton-Chunk"])) continue;
+    const watched = msgs.map((m) => ({
+      kind: m.kind, seq: m.seq, data: m.data,
+      eof: m.headers["Baton-Input-EOF"] === "true",
+      interrupt: m.headers["Baton-Input-Kind"] === "interrupt",
+      inputSeq: Number(m.headers["Baton-Input-Seq"] ?? 0),
+    }));
+    const got = golden(project(new Projector(f.runId, options(f)), watched.map(messageOf)));
+    const want = golden(project(new Projector(f.runId, options(f)), msgs));
+    assert.ok(got.equals(want), f.name + ": " + firstDiff(got, want));
+    checked += msgs.some((m) => m.kind === "input") ? 1 : 0;
+  }
+  assert.ok(checked >= 3, `only ${checked} fixtures of whole lines have inputs`);
+});
 
 test("every event parses with @ag-ui/core's EventSchemas", async () => {
   let schemas;

@@ -45,3 +45,4 @@ export {
   validDialect,
 } from "./dialect.js";
 export { goBytes } from "./json.js";
+export { messageOf, type WatchedEvent } from "./watched.js";
