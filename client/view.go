@@ -52,6 +52,8 @@ type RunView struct {
 	Checkpoint     *protocol.Checkpoint `json:"checkpoint,omitempty"`
 	PauseAfter     protocol.Duration    `json:"pauseAfter,omitempty"`
 	PauseRequested bool                 `json:"pauseRequested,omitempty"`
+	// Events is the profile's events dialect (docs/agui.md).
+	Events string `json:"events,omitempty"`
 }
 
 // NewRunView returns the view of r.
@@ -71,7 +73,7 @@ func NewRunView(r kv.RunRecord) RunView {
 		Interactive: r.Interactive, TurnEndField: r.TurnEndField, TurnEndEquals: r.TurnEndEquals,
 		IdleTimeout: protocol.Duration(r.IdleTimeout), WaitingSince: t(r.WaitingSince), Spawning: r.Spawning,
 		Session: r.Session, Checkpoint: checkpointWire(r.Checkpoint),
-		PauseAfter: protocol.Duration(r.PauseAfter), PauseRequested: r.PauseRequested,
+		PauseAfter: protocol.Duration(r.PauseAfter), PauseRequested: r.PauseRequested, Events: r.Events,
 	}
 	if json.Valid(r.Job) {
 		v.Job = r.Job

@@ -256,6 +256,11 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 		}
 	}
 	row("Interactive", interactive)
+	events := "- (told from the lines)"
+	if r.Events != "" {
+		events = sanitize([]byte(r.Events), false)
+	}
+	row("Events dialect", events+" ('baton watch --agui' projects it)")
 	row("Waiting since", fmtTime(r.WaitingSince))
 	row("Session", cell(r.Session))
 	if r.Session != "" {

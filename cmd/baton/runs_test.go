@@ -120,7 +120,7 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		WaitingSince: at.Add(time.Minute), CreatedAt: at, StartedAt: at, FinishedAt: at.Add(2 * time.Minute), ExitCode: &code,
 		Reason: "why not", Offset: 9, LastSeq: 4, Labels: map[string]string{"team": "a"}, Retries: 1,
 		Job: []byte(`{"runId":"r1","profile":"chat"}`), Input: "fix the\ntest", Spawning: true,
-		Session: "s1", PauseAfter: time.Minute, PauseRequested: true,
+		Session: "s1", PauseAfter: time.Minute, PauseRequested: true, Events: "codex-exec",
 		Checkpoint: &kv.SessionCheckpoint{Object: "s1/r1", Size: 2048, Files: 3, TreeBytes: 4096}}
 	var b strings.Builder
 	if err := printRun(&b, full); err != nil {
@@ -140,6 +140,7 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		"labels": "Label team:        a", "session": "Session:           s1",
 		"pauseAfter": "Pause:             after waiting 1m0s", "pauseRequested": "1m0s; requested",
 		"checkpoint": "Checkpoint:        s1/r1, 3 files, 4.0 KiB (2.0 KiB stored)",
+		"events":     "Events dialect:    codex-exec",
 	}
 	// A run under way has no offset and sequence recorded yet: not 0.
 	var running strings.Builder
