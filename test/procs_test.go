@@ -249,10 +249,7 @@ func (w *workerProc) waitLog(bound time.Duration, parts ...string) {
 	w.t.Helper()
 	deadline := time.Now().Add(bound)
 	for {
-		// The current log: the worker may have restarted meanwhile.
-		w.mu.Lock()
-		file := filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.name, w.restarts))
-		w.mu.Unlock()
+		file := w.logName() // the worker may have restarted meanwhile
 		b, _ := os.ReadFile(file)
 		for line := range strings.Lines(string(b)) {
 			if containsAll(line, parts) {
@@ -273,6 +270,13 @@ func containsAll(s string, parts []string) bool {
 		}
 	}
 	return true
+}
+
+// logName is the file of the worker's current log.
+func (w *workerProc) logName() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.name, w.restarts))
 }
 
 func (w *workerProc) spawnLocked() error {
@@ -333,9 +337,16 @@ func (w *workerProc) stop(sig syscall.Signal) time.Duration {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		w.t.Errorf("worker %s ignored %v for 30s", w.name, sig)
-		_ = cmd.Process.Kill()
-		<-done
+		// SIGQUIT first: the Go runtime writes every goroutine's stack
+		// to the worker's log, which says where it was stuck.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		w.t.Errorf("worker %s ignored %v for 30s; its goroutines are at the end of its log, %s", w.name, sig, w.logName())
 	}
 	return time.Since(start)
 }
