@@ -30,10 +30,16 @@ const (
 )
 
 // decideRedelivery chooses for a job delivered for the delivered-th time
-// (0 when unknown, taken as the first) whose runId has the record existing.
-func decideRedelivery(existing kv.RunRecord, delivered uint64) redelivery {
+// (0 when unknown, taken as the first) whose runId has the record existing;
+// sameJob says that the record keeps this very job. A job the record of a
+// run still starting keeps is its redelivery whatever the count says: a
+// server restarted from a consumer state older than its last deliveries
+// delivers again as a first time (a soak's run, its first worker gone
+// before its runner started, was rejected as its own duplicate and never
+// ran).
+func decideRedelivery(existing kv.RunRecord, delivered uint64, sameJob bool) redelivery {
 	switch {
-	case delivered <= 1:
+	case delivered <= 1 && !(sameJob && existing.State == kv.RunStarting):
 		return rejectDuplicate
 	case existing.State != kv.RunStarting || existing.Spawning:
 		return leaveToNode

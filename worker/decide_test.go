@@ -18,21 +18,31 @@ func TestDecideRedelivery(t *testing.T) {
 		name      string
 		existing  kv.RunRecord
 		delivered uint64
+		sameJob   bool
 		want      redelivery
 	}{
-		{"first delivery of a taken runId", running, 1, rejectDuplicate},
-		{"delivery count unknown counts as first", starting, 0, rejectDuplicate},
-		{"first delivery, even of a starting run", starting, 1, rejectDuplicate},
-		{"first delivery of an ended run", ended, 1, rejectDuplicate},
-		{"redelivery of a running run", running, 2, leaveToNode},
-		{"redelivery of an ended run", ended, 3, leaveToNode},
-		{"redelivery of a run being spawned", spawning, 2, leaveToNode},
-		{"redelivery of a run never spawned", starting, 2, restartHere},
-		{"many redeliveries of a run never spawned", starting, 9, restartHere},
+		{"first delivery of a taken runId", running, 1, false, rejectDuplicate},
+		{"delivery count unknown counts as first", starting, 0, false, rejectDuplicate},
+		{"first delivery, even of a starting run", starting, 1, false, rejectDuplicate},
+		{"first delivery of an ended run", ended, 1, false, rejectDuplicate},
+		{"redelivery of a running run", running, 2, false, leaveToNode},
+		{"redelivery of an ended run", ended, 3, false, leaveToNode},
+		{"redelivery of a run being spawned", spawning, 2, false, leaveToNode},
+		{"redelivery of a run never spawned", starting, 2, false, restartHere},
+		{"many redeliveries of a run never spawned", starting, 9, false, restartHere},
+		// A restarted server's consumer state may be older than its last
+		// deliveries: the starting run's own job comes as a first delivery.
+		{"its own job, counted first, of a run never spawned", starting, 1, true, restartHere},
+		{"its own job, count unknown, of a run never spawned", starting, 0, true, restartHere},
+		{"its own job, counted first, of a run being spawned", spawning, 1, true, leaveToNode},
+		// Past starting the count decides, as before: an identical job
+		// sent again after the run began is still a duplicate.
+		{"its own job, counted first, of a running run", running, 1, true, rejectDuplicate},
+		{"its own job, counted first, of an ended run", ended, 1, true, rejectDuplicate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := decideRedelivery(tc.existing, tc.delivered); got != tc.want {
-				t.Errorf("decideRedelivery(%+v, %d) = %d, want %d", tc.existing, tc.delivered, got, tc.want)
+			if got := decideRedelivery(tc.existing, tc.delivered, tc.sameJob); got != tc.want {
+				t.Errorf("decideRedelivery(%+v, %d, %v) = %d, want %d", tc.existing, tc.delivered, tc.sameJob, got, tc.want)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -175,6 +176,16 @@ func (s *starter) record(ctx context.Context) (consumer.Disposition, bool) {
 	return s.redelivered(ctx)
 }
 
+// keptJob reports whether existing keeps this very job (as record wrote
+// it).
+func (s *starter) keptJob(existing kv.RunRecord) bool {
+	if len(existing.Job) == 0 {
+		return false
+	}
+	b, err := protocol.EncodeWorkerJob(s.job)
+	return err == nil && bytes.Equal(b, existing.Job)
+}
+
 // redelivered handles a job whose run has a record already (decideRedelivery).
 func (s *starter) redelivered(ctx context.Context) (consumer.Disposition, bool) {
 	w, id := s.w, s.job.RunID
@@ -185,7 +196,7 @@ func (s *starter) redelivered(ctx context.Context) (consumer.Disposition, bool) 
 	if existing.Node != w.node {
 		w.index.remove(ctx, w.node, id) // another node's run, unless taken over below
 	}
-	switch decideRedelivery(existing, s.delivered()) {
+	switch decideRedelivery(existing, s.delivered(), s.keptJob(existing)) {
 	case rejectDuplicate:
 		s.unclaim(ctx)
 		return consumer.Reject(fmt.Errorf("%w: run %q already exists (state %s, node %s)",

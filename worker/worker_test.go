@@ -1647,3 +1647,44 @@ func TestRecordNamesItsHolder(t *testing.T) {
 		t.Fatalf("record of the finished run: %+v", rec)
 	}
 }
+
+// TestOwnJobCountedFirstStartsTheRun: a job whose run's record (state
+// starting, its worker gone before its runner started) keeps this very
+// job starts the run, even delivered as a first time, as a server
+// restarted from an older consumer state delivers it; it is no duplicate
+// of itself (a soak's run was rejected so and never ran). A different job
+// of the same runId is still one (TestDuplicateRunIDStartsNothing).
+func TestOwnJobCountedFirstStartsTheRun(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	id := newRunID(t)
+	job := protocol.Job{RunID: id, Profile: "fake", Args: []string{"--lines", "5"}}
+	kept, err := protocol.EncodeWorkerJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := runs.Create(ctx, id, kv.RunRecord{RunID: id, State: kv.RunStarting, Node: "gone", Worker: "gone-1",
+		Profile: "fake", Attempt: 1, Deadline: now.Add(2 * time.Minute), CreatedAt: now, Job: kept}); err != nil {
+		t.Fatal(err)
+	}
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "5"}})
+	msgs := h.chain(id, 30*time.Second)
+	st, err := protocol.ParseStatus(msgs[len(msgs)-1].Data())
+	if err != nil || st.Status != protocol.StatusSucceeded {
+		t.Fatalf("the run's last message %q (%v), want its succeeded status", msgs[len(msgs)-1].Data(), err)
+	}
+	h.waitJobsSettled("the job settled")
+	dlq, err := h.js.Stream(ctx, h.names.DLQStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := dlq.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("the DLQ: %+v (%v), want it empty: the run's own job was taken for a duplicate", info.State, err)
+	}
+}
