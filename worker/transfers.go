@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,15 +27,25 @@ func (w *Worker) openTransfers(ctx context.Context) {
 	// The main connection's handlers speak for the worker's connection.
 	opts.DisconnectedErrCB, opts.ReconnectedCB, opts.ClosedCB, opts.AsyncErrorCB = nil, nil, nil, nil
 	opts.DiscoveredServersCB, opts.LameDuckModeHandler, opts.ConnectedCB = nil, nil, nil
+	// Bounded: a worker's start, which a run's recovery waits for, never
+	// waits long on it.
+	ctx, cancel := context.WithTimeout(ctx, transfersOpenTimeout)
+	defer cancel()
 	nc, err := opts.Connect()
 	if err == nil {
-		w.transfers = nc
-		err = w.reopenObjectStores(ctx, nc)
+		if err = w.reopenObjectStores(ctx, nc); err != nil {
+			nc.Close()
+		} else {
+			w.transfers = nc
+		}
 	}
 	if err != nil {
 		w.log.Warn().Err(err).Msg("no connection of its own for checkpoints and outputs: they share the main one, where a large one can delay lease renewals")
 	}
 }
+
+// transfersOpenTimeout bounds openTransfers.
+const transfersOpenTimeout = 2 * time.Second
 
 func (w *Worker) reopenObjectStores(ctx context.Context, nc *nats.Conn) error {
 	js, err := jetstream.New(nc)
