@@ -38,4 +38,10 @@ go build -o "$bin/baton" ./cmd/baton
 # Found beside baton by workers; static, as README's install line builds it.
 CGO_ENABLED=0 go build -o "$bin/baton-runner" ./cmd/baton-runner
 export BATON_BIN="$bin/baton"
-go test -race -count=1 -timeout 14m "$@" ./...
+# Tests that measure this machine against itself (a latency bound, a lease
+# renewal under a 500 MB transfer) run after the others, one package at a
+# time: beside the other packages their figures are those packages' load (a
+# fresh-clone CI failed TestFirstInputUnderLoad so).
+alone='^(TestFirstInputUnderLoad|TestLargeCheckpointKeepsItsLease)$'
+go test -race -count=1 -timeout 14m -skip "$alone" "$@" ./...
+go test -race -count=1 -timeout 5m -p 1 -run "$alone" "$@" ./worker ./test

@@ -153,13 +153,9 @@ profiles:
 // for minutes once).
 //
 // It moves 500 MB through NATS with a 1 s lease TTL: on 2 cores beside the
-// rest of the suite the server itself missed the renewal bound (a fresh-
-// clone CI), so it runs with the soaks, BATON_SOAK=1, on a machine of its
-// own (docs/development.md).
+// suite's other packages the server itself missed the renewal bound (a
+// fresh-clone CI), so test/run.sh runs it after them, alone.
 func TestLargeCheckpointKeepsItsLease(t *testing.T) {
-	if os.Getenv("BATON_SOAK") == "" {
-		t.Skip("a 500 MB stress test of the lease beside a checkpoint: BATON_SOAK=1 runs it (docs/development.md, Soaks)")
-	}
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")

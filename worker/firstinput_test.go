@@ -85,7 +85,9 @@ func median(ds []time.Duration) time.Duration {
 // anchor, so a slow machine moves the bound). Runs of equal priority share
 // the CPU evenly: the loaded start then takes several times longer (with
 // BATON_TEST_SPIN_NICE=0, the spinners at the chat run's priority, as
-// before profiles had a nice, this test fails).
+// before profiles had a nice, this test fails). Other packages' tests
+// beside it are load at nice 0 that no profile outranks: test/run.sh runs
+// it after them, alone.
 func TestFirstInputUnderLoad(t *testing.T) {
 	spin := 19
 	if v := os.Getenv("BATON_TEST_SPIN_NICE"); v != "" {
