@@ -861,6 +861,9 @@ func TestRestartedWorkerReattaches(t *testing.T) {
 // goes on; after the grace period one worker of another node ends the run
 // as lost, with exactly one terminal status.
 func TestLostNode(t *testing.T) {
+	// Most of it is waiting for the lost node's lease and the reaper: it
+	// waits beside the package's other such tests.
+	t.Parallel()
 	h := newHarness(t)
 	h.stopWorker("w1")
 	nc, _ := testenv.Connect(t, h.s)
@@ -920,6 +923,8 @@ func TestLostNode(t *testing.T) {
 // TTL while a run goes on: the worker reconnects, its lease is gone, the
 // node's recovery re-attaches the run, and nothing is lost or doubled.
 func TestNATSOutageLongerThanLease(t *testing.T) {
+	// Mostly an outage's wait: beside the package's other such tests.
+	t.Parallel()
 	dir, port := t.TempDir(), testenv.FreePort(t)
 	h := newHarness(t, withStore(dir, port))
 	h.addWorker("w2")
@@ -1203,6 +1208,8 @@ func TestFinishedRecordsExpireLiveOnesStay(t *testing.T) {
 // ended, moved to another node or have no record are dropped by the reaper
 // without touching the runs.
 func TestReaperDropsStaleIndexEntries(t *testing.T) {
+	// Waiting for the reaper's pass: beside the package's other such tests.
+	t.Parallel()
 	h := newHarness(t)
 	ctx := t.Context()
 	runs, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
