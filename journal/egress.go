@@ -47,8 +47,18 @@ type EgressRecord struct {
 // field order).
 var egressPrefix = []byte(`{"__egress":{`)
 
-// Line encodes r as one journal line, newline included.
+// Bounds of an egress record's strings, which the agent's request chose:
+// the record stays a short line whatever it asked for.
+const (
+	maxEgressHost   = 255 // a DNS name is at most 253 bytes
+	maxEgressReason = 512
+)
+
+// Line encodes r as one journal line, newline included, its host and
+// reason cut to their bounds.
 func (r EgressRecord) Line() []byte {
+	r.Egress.Host = clip(r.Egress.Host, maxEgressHost)
+	r.Egress.Reason = clip(r.Egress.Reason, maxEgressReason)
 	b, err := json.Marshal(r)
 	if err != nil {
 		panic(err) // plain fields always encode

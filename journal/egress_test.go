@@ -26,6 +26,19 @@ func TestEgressRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// A record stays a short line whatever host the agent named.
+func TestEgressRecordBounded(t *testing.T) {
+	long := strings.Repeat("a", 60<<10)
+	line := EgressRecord{Egress: Egress{Host: long, Port: 443, Method: "CONNECT", Reason: long}, Nonce: testNonce}.Line()
+	if len(line) > 1024 {
+		t.Fatalf("record of %d bytes", len(line))
+	}
+	r, ok := ParseEgressRecord(bytes.TrimSuffix(line, []byte("\n")), testNonce)
+	if !ok || len(r.Egress.Host) != maxEgressHost || len(r.Egress.Reason) != maxEgressReason {
+		t.Fatalf("parsed %v: host of %d bytes, reason of %d", ok, len(r.Egress.Host), len(r.Egress.Reason))
+	}
+}
+
 // The message's body holds the documented fields, secret included while
 // it is empty (docs/protocol.md).
 func TestEgressBody(t *testing.T) {

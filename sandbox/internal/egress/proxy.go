@@ -258,6 +258,9 @@ func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		return
 	}
 	defer t.Close()
+	// The end of ctx closes c (serveConns); t too, or a read from a host
+	// that never closes would keep the connection, and its outcome.
+	defer context.AfterFunc(ctx, func() { t.Close() })()
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
@@ -320,6 +323,7 @@ func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		return
 	}
 	defer ut.Close()
+	defer context.AfterFunc(ctx, func() { ut.Close() })() // as in connect
 	t := &counter{Writer: ut}
 	defer func() { out.BytesOut = t.n }() // before report, deferred earlier
 	for _, h := range hopHeaders {

@@ -322,3 +322,63 @@ func FuzzChunkSize(f *testing.F) {
 		}
 	})
 }
+
+// TestProxyStopEndsTunnels: when the proxy stops (the sandbox is gone),
+// a tunnel to a host that never closes ends too, and is reported: the
+// runner waits for it before it ends the journal.
+func TestProxyStopEndsTunnels(t *testing.T) {
+	p, _ := testPolicy(t, map[string][]string{"api.example.com": {"93.184.216.34"}})
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	reported := make(chan Outcome, 1)
+	x := NewProxy(p, nil, OnDone(func(o Outcome) { reported <- o }))
+	x.dial = func(ctx context.Context, _ netip.AddrPort) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", silent.Addr().String())
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- x.Serve(ctx, l) }()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\nhello")
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waited 5s for the proxy to stop with a tunnel to a silent host open")
+	}
+	select {
+	case o := <-reported:
+		if o.Host != "api.example.com" || !o.Allowed || o.BytesOut != 5 {
+			t.Fatalf("outcome %+v", o)
+		}
+	default:
+		t.Fatal("the stopped tunnel was not reported before Serve returned")
+	}
+}
