@@ -27,7 +27,10 @@ const (
 	// aside: at most some 800 KB of journal and chain (a record is under
 	// 800 bytes, host and reason bounded).
 	maxEgressRecords = 1000
-	pastaStop        = time.Second
+	// How long an egress record waits for the journal to take what the
+	// agent's stdout pipe held when its connection ended.
+	egressCatchUp = time.Second
+	pastaStop     = time.Second
 )
 
 // outerNet is runner-outer's side of the sandbox's network.
@@ -115,7 +118,13 @@ func (o *outerRun) serveEgress(ctx context.Context) error {
 	logf := egressNotes(o.st, maxEgressNotes)
 	netCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
-	proxy := egress.NewProxy(o.plan.policy, logf, egress.OnDone(egressRecords(o.jw.Insert, o.spec.Nonce, maxEgressRecords, o.st)))
+	// A record goes after what the agent printed before the connection
+	// ended, which its stdout pipe may still hold.
+	stdout := o.stdout
+	insert := func(line []byte) error {
+		return o.jw.InsertAfter(line, func() int64 { return queuedBytes(stdout) }, egressCatchUp)
+	}
+	proxy := egress.NewProxy(o.plan.policy, logf, egress.OnDone(egressRecords(insert, o.spec.Nonce, maxEgressRecords, o.st)))
 	dns := egress.NewDNS(o.plan.policy, logf)
 	n.served.Go(func() { _ = proxy.Serve(netCtx, proxyL) })
 	n.served.Go(func() { _ = dns.ServeUDP(netCtx, dnsPC) })
