@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/journal"
@@ -32,43 +34,11 @@ import (
 // verdict and bytes. Every other line is on the chain once too, and the
 // agent's look-alike record, without the run's nonce, is one of them.
 func TestEgressOnTheChain(t *testing.T) {
-	escapeNeeds(t, "egress test")
-	const (
-		name   = "th.egress.test"
-		rounds = 30
-	)
-	bin := testenv.BatonBinary(t)
-	agent := escapeBuildAgent(t)
-	host := testenv.NewTestHost(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(rw, "hello from the test host")
-	}))
-	s := testenv.RunServer(t)
-	_, js := testenv.Connect(t, s)
-	names := protocol.MustNames("")
-	dir := testenv.StateDir(t)
-	cfg := filepath.Join(t.TempDir(), "baton.yaml")
-	yaml := fmt.Sprintf(`leaseTTL: 2s
-profiles:
-  egress:
-    command: [%q]
-    allowArgs: true
-    timeout: 2m
-    mounts: [{source: %q}]
-    network: {allow: [%s, %q], hosts: {%s: %q}}
-`, agent, filepath.Dir(agent), name, host.Prefix, name, host.Addr)
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	worker := func() *testenv.Proc {
-		_, p := startWorkerProc(t, bin, s.ClientURL(), dir, "egress", "--config", cfg, "--grace", "20s")
-		return p
-	}
-	w1 := worker()
-
-	id := "egress-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	submitJob(t, js, names, map[string]any{"runId": id, "profile": "egress", "args": []string{"egress",
-		"--test-name", name, "--test-addr", host.Addr.String(), "--test-port", strconv.Itoa(host.Port),
-		"--rounds", strconv.Itoa(rounds), "--pause", "250ms"}})
+	const rounds = 30
+	w := newEgressWorld(t)
+	js, names, dir, host, name := w.js, w.names, w.dir, w.host, egressName
+	w1 := w.worker()
+	id := w.submit(rounds, 250*time.Millisecond)
 	journalPath := filepath.Join(dir, "runs", id, "journal.ndjson")
 	reached := func(round int) func() bool {
 		mark := fmt.Sprintf(`{"round":%d,"step":"get"}`, round)
@@ -91,7 +61,7 @@ profiles:
 
 	// SIGTERM: the holder hands the run off to a second worker.
 	testenv.WaitFor(t, time.Minute, "the agent to reach round 3 in the journal", reached(3))
-	w2 := worker()
+	w2 := w.worker()
 	if !w1.Stop(syscall.SIGTERM, 30*time.Second) {
 		t.Fatal("worker 1 did not exit within 30s of SIGTERM")
 	}
@@ -102,7 +72,7 @@ profiles:
 	if reached(rounds)() {
 		t.Fatalf("the run reached its last round before the kill: make it longer")
 	}
-	worker()
+	w.worker()
 	w2.Stop(syscall.SIGKILL, 0)
 
 	msgs := waitChain(t, js, names, id, 2*time.Minute)
@@ -242,6 +212,63 @@ profiles:
 		}
 	}
 	t.Logf("%d messages: %d egress, statuses %s", len(msgs), len(egress), kinds)
+}
+
+// egressName is the test host's name on the egress profile's allowlist.
+const egressName = "th.egress.test"
+
+// egressWorld is a NATS server, a test host and a worker configuration
+// whose profile "egress" runs the escape agent's egress rounds with the
+// test host on its allowlist (by name and by CIDR).
+type egressWorld struct {
+	t        *testing.T
+	bin, cfg string
+	s        *server.Server
+	js       jetstream.JetStream
+	names    protocol.Names
+	dir      string
+	host     *testenv.TestHost
+}
+
+func newEgressWorld(t *testing.T) *egressWorld {
+	escapeNeeds(t, "egress tests")
+	w := &egressWorld{t: t, bin: testenv.BatonBinary(t), names: protocol.MustNames(""), dir: testenv.StateDir(t)}
+	agent := escapeBuildAgent(t)
+	w.host = testenv.NewTestHost(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(rw, "hello from the test host")
+	}))
+	w.s = testenv.RunServer(t)
+	_, w.js = testenv.Connect(t, w.s)
+	w.cfg = filepath.Join(t.TempDir(), "baton.yaml")
+	yaml := fmt.Sprintf(`leaseTTL: 2s
+profiles:
+  egress:
+    command: [%q]
+    allowArgs: true
+    timeout: 2m
+    mounts: [{source: %q}]
+    network: {allow: [%s, %q], hosts: {%s: %q}}
+`, agent, filepath.Dir(agent), egressName, w.host.Prefix, egressName, w.host.Addr)
+	if err := os.WriteFile(w.cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// worker starts a worker process of the world's node, ready.
+func (w *egressWorld) worker() *testenv.Proc {
+	_, p := startWorkerProc(w.t, w.bin, w.s.ClientURL(), w.dir, "egress", "--config", w.cfg, "--grace", "20s")
+	return p
+}
+
+// submit submits a run of rounds egress rounds, pause after each, and
+// returns its runId.
+func (w *egressWorld) submit(rounds int, pause time.Duration) string {
+	id := "egress-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	submitJob(w.t, w.js, w.names, map[string]any{"runId": id, "profile": "egress", "args": []string{"egress",
+		"--test-name", egressName, "--test-addr", w.host.Addr.String(), "--test-port", strconv.Itoa(w.host.Port),
+		"--rounds", strconv.Itoa(rounds), "--pause", pause.String()}})
+	return id
 }
 
 // egressKind names which of the test agent's connections e is, as the
