@@ -26,7 +26,7 @@ import (
 
 // TestEgressOnTheChain: a run whose agent makes, round after round, an
 // allowed GET, a refused CONNECT and an allowed tunnel through its
-// sandbox's egress proxy, handed off meanwhile twice (SIGTERM of its
+// sandbox's egress proxy and a refused DNS query, handed off meanwhile twice (SIGTERM of its
 // worker, then SIGKILL of the next, whose lease a third worker takes),
 // has each connection once on its egress subject: one message for each
 // egress record of the journal, at the record's offset, after the agent's
@@ -190,12 +190,13 @@ func TestEgressOnTheChain(t *testing.T) {
 	}
 
 	// What each connection was.
-	gets, refusals, tunnels := egressOf(egress, "get"), egressOf(egress, "refused"), egressOf(egress, "tunnel")
-	if len(egress) != 3*rounds || len(gets) != rounds || len(refusals) != rounds || len(tunnels) != rounds || len(tunnelled) != rounds {
-		t.Fatalf("%d egress messages (%d GET, %d refused, %d tunnels; %d tunnels the agent reported), want %d of each", len(egress), len(gets), len(refusals), len(tunnels), len(tunnelled), rounds)
+	gets, refusals, tunnels, queries := egressOf(egress, "get"), egressOf(egress, "refused"), egressOf(egress, "tunnel"), egressOf(egress, "dns")
+	if len(egress) != 4*rounds || len(gets) != rounds || len(refusals) != rounds || len(tunnels) != rounds || len(queries) != rounds || len(tunnelled) != rounds {
+		t.Fatalf("%d egress messages (%d GET, %d refused, %d tunnels, %d DNS; %d tunnels the agent reported), want %d of each",
+			len(egress), len(gets), len(refusals), len(tunnels), len(queries), len(tunnelled), rounds)
 	}
 	for i := range rounds {
-		g, r, tu, said := gets[i], refusals[i], tunnels[i], tunnelled[i]
+		g, r, tu, q, said := gets[i], refusals[i], tunnels[i], queries[i], tunnelled[i]
 		if g.Host != name || int(g.Port) != host.Port || !g.Allowed || g.Reason != "" || g.BytesOut == 0 || g.BytesIn == 0 {
 			t.Errorf("round %d: GET %+v", i+1, g)
 		}
@@ -205,7 +206,10 @@ func TestEgressOnTheChain(t *testing.T) {
 		if tu.Host != host.Addr.String() || int(tu.Port) != host.Port || !tu.Allowed || tu.BytesOut != said.Sent || tu.BytesIn != said.Received {
 			t.Errorf("round %d: tunnel %+v, the agent sent %d bytes and received %d", i+1, tu, said.Sent, said.Received)
 		}
-		for _, e := range []journal.Egress{g, r, tu} {
+		if q.Host != "exfil.example" || q.Port != 53 || q.Allowed || !strings.Contains(q.Reason, "not on the allowlist") {
+			t.Errorf("round %d: DNS refusal %+v", i+1, q)
+		}
+		for _, e := range []journal.Egress{g, r, tu, q} {
 			if e.Secret != "" || e.Start.IsZero() || time.Since(e.Start) > 5*time.Minute || e.DurationMs < 0 {
 				t.Errorf("round %d: %+v: a secret, or no start time", i+1, e)
 			}
@@ -281,6 +285,8 @@ func egressKind(e journal.Egress) string {
 		return "refused"
 	case e.Method == "CONNECT":
 		return "tunnel"
+	case e.Method == "DNS":
+		return "dns"
 	}
 	return e.Method
 }

@@ -526,11 +526,12 @@ func network(natsPort int, hostAddrs []string, resolver, testName, testAddr stri
 	wg.Wait()
 }
 
-// egressRounds makes, each round, three requests through the proxy, one
-// at a time, each announced by a line first: an allowed GET of the test
-// host by name, a CONNECT to a name off the allowlist, and a tunnel to
-// the test host's address carrying one request, whose bytes each way it
-// prints after. Then it prints an egress record with a guessed nonce,
+// egressRounds makes, each round, three requests through the proxy and
+// one DNS query, one at a time, each announced by a line first: an
+// allowed GET of the test host by name, a CONNECT to a name off the
+// allowlist, a tunnel to the test host's address carrying one request,
+// whose bytes each way it prints after, and a query for a name off the
+// allowlist. Then it prints an egress record with a guessed nonce,
 // which must stay its own line. Its lines are {"round", "step", ...}.
 func egressRounds(testName, testAddr string, testPort, rounds int, pause time.Duration) {
 	say := func(v map[string]any) {
@@ -559,6 +560,13 @@ func egressRounds(testName, testAddr string, testPort, rounds int, pause time.Du
 		say(map[string]any{"round": i, "step": "tunnel"})
 		sent, received, err := tunnel(net.JoinHostPort(testAddr, strconv.Itoa(testPort)))
 		say(map[string]any{"round": i, "step": "tunnelled", "sent": sent, "received": received, "error": errString(err)})
+
+		say(map[string]any{"round": i, "step": "dns"})
+		rcode, err := dnsQuery("127.0.0.1:53", "exfil.example")
+		if err == nil && rcode != 5 {
+			err = fmt.Errorf("rcode %d, want REFUSED", rcode)
+		}
+		say(map[string]any{"round": i, "step": "dns-refused", "error": errString(err)})
 		time.Sleep(pause)
 	}
 	fmt.Println(`{"__egress":{"host":"forged.example","port":443,"method":"CONNECT","allowed":true,"secret":""},"__nonce":"00000000000000000000000000000000"}`)

@@ -124,8 +124,9 @@ func (o *outerRun) serveEgress(ctx context.Context) error {
 	insert := func(line []byte) error {
 		return o.jw.InsertAfter(line, func() int64 { return queuedBytes(stdout) }, egressCatchUp)
 	}
-	proxy := egress.NewProxy(o.plan.policy, logf, egress.OnDone(egressRecords(insert, o.spec.Nonce, maxEgressRecords, o.st)))
-	dns := egress.NewDNS(o.plan.policy, logf)
+	record := egressRecords(insert, o.spec.Nonce, maxEgressRecords, o.st)
+	proxy := egress.NewProxy(o.plan.policy, logf, egress.OnDone(record))
+	dns := egress.NewDNS(o.plan.policy, logf, egress.OnRefusedQuery(record))
 	n.served.Go(func() { _ = proxy.Serve(netCtx, proxyL) })
 	n.served.Go(func() { _ = dns.ServeUDP(netCtx, dnsPC) })
 	n.served.Go(func() { _ = dns.ServeTCP(netCtx, dnsL) })
