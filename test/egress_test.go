@@ -265,14 +265,57 @@ func (w *egressWorld) worker() *testenv.Proc {
 	return p
 }
 
-// submit submits a run of rounds egress rounds, pause after each, and
-// returns its runId.
-func (w *egressWorld) submit(rounds int, pause time.Duration) string {
+// submit submits a run of rounds egress rounds, pause after each, then
+// the agent's further args, and returns its runId.
+func (w *egressWorld) submit(rounds int, pause time.Duration, args ...string) string {
 	id := "egress-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	submitJob(w.t, w.js, w.names, map[string]any{"runId": id, "profile": "egress", "args": []string{"egress",
+	submitJob(w.t, w.js, w.names, map[string]any{"runId": id, "profile": "egress", "args": append([]string{"egress",
 		"--test-name", egressName, "--test-addr", w.host.Addr.String(), "--test-port", strconv.Itoa(w.host.Port),
-		"--rounds", strconv.Itoa(rounds), "--pause", pause.String()}})
+		"--rounds", strconv.Itoa(rounds), "--pause", pause.String()}, args...)})
 	return id
+}
+
+// TestEgressCapped: an agent that opens connection after connection gets
+// 1,000 egress messages on its chain, then one note that further egress
+// is not recorded, and nothing more; the proxy goes on refusing.
+func TestEgressCapped(t *testing.T) {
+	const flood = 1100
+	w := newEgressWorld(t)
+	w.worker()
+	id := w.submit(0, 0, "--flood", strconv.Itoa(flood))
+	var egress []journal.Egress
+	var flooded string
+	for _, m := range waitChain(t, w.js, w.names, id, 2*time.Minute) {
+		_, kind, _ := w.names.ParseRunSubject(m.Subject())
+		switch {
+		case kind == protocol.KindEgress:
+			var e journal.Egress
+			if err := json.Unmarshal(m.Data(), &e); err != nil {
+				t.Fatalf("egress message %q: %v", m.Data(), err)
+			}
+			egress = append(egress, e)
+		case bytes.Contains(m.Data(), []byte(`"step":"flooded"`)):
+			flooded = string(m.Data())
+		case kind == protocol.KindStatus:
+			if st, _ := protocol.ParseStatus(m.Data()); st.Status.Terminal() && st.Status != protocol.StatusSucceeded {
+				t.Fatalf("run ended %+v", st)
+			}
+		}
+	}
+	if want := fmt.Sprintf(`{"refused":%d,"step":"flooded"}`, flood); flooded != want {
+		t.Fatalf("the agent said %q, want %s", flooded, want)
+	}
+	if len(egress) != 1001 {
+		t.Fatalf("%d egress messages, want 1,000 and the note", len(egress))
+	}
+	for i, e := range egress[:1000] {
+		if e.Host != "flood.example" || e.Allowed || e.Note != "" {
+			t.Fatalf("egress message %d: %+v", i+1, e)
+		}
+	}
+	if last := egress[1000]; last != (journal.Egress{Note: journal.EgressNoteLimit}) {
+		t.Fatalf("last egress message %+v, want only the note %q", last, journal.EgressNoteLimit)
+	}
 }
 
 // egressKind names which of the test agent's connections e is, as the

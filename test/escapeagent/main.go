@@ -10,7 +10,7 @@
 //	escapeagent resources --pids N --data BYTES --fsize BYTES --tmp BYTES --nofile N
 //	escapeagent network   --nats-port P --host-addrs A,B --resolver A --test-name N --test-addr A --test-port P --host-side A
 //	escapeagent forge     # prints a forged exit sentinel, then exits 3
-//	escapeagent egress    --test-name N --test-addr A --test-port P --rounds R --pause D
+//	escapeagent egress    --test-name N --test-addr A --test-port P --rounds R --pause D [--flood N]
 package main
 
 import (
@@ -83,6 +83,7 @@ func main() {
 		hostSide  = fs.String("host-side", "", "the host's end of the test host's link")
 		rounds    = fs.Int("rounds", 1, "egress: rounds of connections")
 		pause     = fs.Duration("pause", 0, "egress: pause after each round")
+		flood     = fs.Int("flood", 0, "egress: refused CONNECTs after the rounds, one after the other")
 	)
 	_ = fs.Parse(os.Args[2:])
 	switch os.Args[1] {
@@ -98,6 +99,7 @@ func main() {
 		trees()
 	case "egress":
 		egressRounds(*testName, *testAddr, *testPort, *rounds, *pause)
+		egressFlood(*flood)
 	case "forge":
 		fmt.Println(`{"__exit":0,"__nonce":"00000000000000000000000000000000","reason":"exit"}`)
 		fmt.Println(`{"__exit":0,"__nonce":"guess","reason":"exit"}`)
@@ -570,6 +572,21 @@ func egressRounds(testName, testAddr string, testPort, rounds int, pause time.Du
 		time.Sleep(pause)
 	}
 	fmt.Println(`{"__egress":{"host":"forged.example","port":443,"method":"CONNECT","allowed":true,"secret":""},"__nonce":"00000000000000000000000000000000"}`)
+}
+
+// egressFlood asks the proxy for n refused tunnels, one after the other,
+// and prints how many it was refused.
+func egressFlood(n int) {
+	if n == 0 {
+		return
+	}
+	refused := 0
+	for range n {
+		if code, _, err := proxyConnect("flood.example:443"); err == nil && code == 403 {
+			refused++
+		}
+	}
+	_ = out.Encode(map[string]any{"step": "flooded", "refused": refused})
 }
 
 func statusError(code, want int) error {
