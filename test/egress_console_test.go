@@ -33,11 +33,7 @@ func TestConsoleShowsEgress(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
+	bctx := headless(t, ctx, browser)
 	sctx, cancelStep := context.WithTimeout(bctx, 90*time.Second)
 	defer cancelStep()
 	// The run ends with its egress, all three shown.

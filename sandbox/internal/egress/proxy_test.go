@@ -56,6 +56,20 @@ func newProxyFixture(t *testing.T) *proxyFixture {
 		f.mu.Unlock()
 		return (&net.Dialer{}).DialContext(ctx, "tcp", origin.Addr().String())
 	}
+	addr, stop := serveProxy(t, x)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	f.addr = addr
+	return f
+}
+
+// serveProxy serves x on a loopback port, its address returned, until
+// stop, which returns Serve's error.
+func serveProxy(t *testing.T, x *Proxy) (addr string, stop func() error) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -63,14 +77,10 @@ func newProxyFixture(t *testing.T) *proxyFixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- x.Serve(ctx, l) }()
-	t.Cleanup(func() {
+	return l.Addr().String(), func() error {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	f.addr = l.Addr().String()
-	return f
+		return <-done
+	}
 }
 
 // roundTrip sends raw on a new connection and returns the whole reply.
@@ -347,14 +357,8 @@ func TestProxyStopEndsTunnels(t *testing.T) {
 	x.dial = func(ctx context.Context, _ netip.AddrPort) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "tcp", silent.Addr().String())
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- x.Serve(ctx, l) }()
-	c, err := net.Dial("tcp", l.Addr().String())
+	addr, stop := serveProxy(t, x)
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,9 +368,10 @@ func TestProxyStopEndsTunnels(t *testing.T) {
 	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %v %v", resp, err)
 	}
-	cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
 	select {
-	case err := <-done:
+	case err := <-stopped:
 		if err != nil {
 			t.Fatalf("Serve: %v", err)
 		}
