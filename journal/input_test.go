@@ -124,7 +124,7 @@ func TestWriterInsertAfterQueued(t *testing.T) {
 	if err := <-copied; err != nil {
 		t.Fatal(err)
 	}
-	// Output announced but never read: the bound.
+	// Output announced but never read: after the copy ended, at once.
 	start := time.Now()
 	if err := w.InsertAfter([]byte("S\n"), func() int64 { return 100 }, 20*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -139,5 +139,35 @@ func TestWriterInsertAfterQueued(t *testing.T) {
 	want := "printed before\nR\nprinted after\nS\n" + string(Sentinel{Nonce: testNonce, Reason: ReasonExit}.Line())
 	if string(b) != want {
 		t.Fatalf("journal = %q, want %q", b, want)
+	}
+}
+
+// InsertAfter waits no longer than its bound for output the copy never
+// gets.
+func TestWriterInsertAfterBound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	w, err := OpenWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan error, 1)
+	go func() { _, err := w.ReadFrom(r); copied <- err }()
+	start := time.Now()
+	if err := w.InsertAfter([]byte("R\n"), func() int64 { return 100 }, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("InsertAfter waited %v for output that never came, its bound 50ms", d)
+	}
+	pw.Close()
+	if err := <-copied; err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "R\n" {
+		t.Fatalf("journal = %q", b)
 	}
 }
