@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -385,5 +386,28 @@ func TestProxyStopEndsTunnels(t *testing.T) {
 		}
 	default:
 		t.Fatal("the stopped tunnel was not reported before Serve returned")
+	}
+}
+
+// A host the policy allows but that does not answer: the outcome is
+// allowed, and says why it failed.
+func TestProxyOutcomeDialFailed(t *testing.T) {
+	p, _ := testPolicy(t, map[string][]string{"api.example.com": {"93.184.216.34"}})
+	reported := make(chan Outcome, 1)
+	x := NewProxy(p, nil, OnDone(func(o Outcome) { reported <- o }))
+	x.dial = func(context.Context, netip.AddrPort) (net.Conn, error) { return nil, errors.New("connection refused") }
+	addr, stop := serveProxy(t, x)
+	defer stop()
+	f := &proxyFixture{addr: addr}
+	if got := f.roundTrip(t, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 502 ") {
+		t.Fatalf("reply %q, want 502", got)
+	}
+	select {
+	case o := <-reported:
+		if o.Host != "api.example.com" || !o.Allowed || !strings.Contains(o.Reason, "connection refused") || o.BytesOut != 0 {
+			t.Fatalf("outcome %+v", o)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waited 5s for the failed tunnel's outcome")
 	}
 }
