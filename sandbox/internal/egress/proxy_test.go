@@ -344,14 +344,17 @@ func TestProxyStopEndsTunnels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
+	got := make(chan string, 1)
 	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // held open, never answered
+		c, err := silent.Accept()
+		if err != nil {
+			return
 		}
+		defer c.Close() // held open, never answered
+		b := make([]byte, 5)
+		_, _ = io.ReadFull(c, b)
+		got <- string(b)
+		<-t.Context().Done()
 	}()
 	reported := make(chan Outcome, 1)
 	x := NewProxy(p, nil, OnDone(func(o Outcome) { reported <- o }))
@@ -368,6 +371,14 @@ func TestProxyStopEndsTunnels(t *testing.T) {
 	fmt.Fprintf(c, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\nhello")
 	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	select {
+	case s := <-got:
+		if s != "hello" {
+			t.Fatalf("the host got %q", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waited 5s for the tunnelled bytes to reach the host")
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
