@@ -26,9 +26,9 @@ import (
 
 // TestEgressOnTheChain: a run whose agent makes, round after round, an
 // allowed GET, a refused CONNECT and an allowed tunnel through its
-// sandbox's egress proxy and a refused DNS query, handed off meanwhile twice (SIGTERM of its
-// worker, then SIGKILL of the next, whose lease a third worker takes),
-// has each connection once on its egress subject: one message for each
+// sandbox's egress proxy and a refused DNS query, handed off meanwhile
+// twice (SIGTERM of its worker, then SIGKILL of the next, whose lease a
+// third worker takes), has each connection once on its egress subject: one message for each
 // egress record of the journal, at the record's offset, after the agent's
 // line that announced the connection, with its host, port, method,
 // verdict and bytes. Every other line is on the chain once too, and the
