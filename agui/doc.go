@@ -84,7 +84,9 @@
 // JSON-RPC result with a decision) is CUSTOM baton.approval_answer; an
 // interrupt CUSTOM baton.interrupt; the end of input CUSTOM baton.eof; any
 // other input (a handshake) CUSTOM baton.input. A .raw line (not JSON) is
-// CUSTOM baton.raw {"line": ...}; a line no dialect translates is RAW,
+// CUSTOM baton.raw {"line": ...}; an .egress message (a connection the
+// sandbox's egress proxy decided) CUSTOM baton.egress, its value the
+// message's JSON; a line no dialect translates is RAW,
 // its source the dialect ("agent" when none). A chunked line is joined
 // from its Baton-Chunk pieces; a broken or oversized one is reported as
 // CUSTOM baton.error and dropped.

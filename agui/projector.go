@@ -241,8 +241,20 @@ func (p *Projector) Project(m Message) []Projected {
 		p.line(data)
 	case protocol.KindRaw:
 		p.custom("baton.raw", map[string]string{"line": string(data)})
+	case protocol.KindEgress:
+		p.egress(m, data)
 	}
 	return p.out
+}
+
+// egress emits a connection the run's egress proxy decided as CUSTOM
+// baton.egress, its value the message's JSON object as it came.
+func (p *Projector) egress(m Message, data []byte) {
+	if bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) && json.Valid(data) {
+		p.custom("baton.egress", compact(data))
+		return
+	}
+	p.fault("seq %d: an egress message that is not a JSON object", m.Seq)
 }
 
 func header(m Message, key string) string {

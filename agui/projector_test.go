@@ -102,6 +102,9 @@ func TestStatuses(t *testing.T) {
 			[]string{"RUN_STARTED", "RAW baton", "CUSTOM baton.raw"}},
 		{"a chain whose start aged out", []string{`raw banner`, status("succeeded")},
 			[]string{"RUN_STARTED", "CUSTOM baton.raw", "RUN_FINISHED success"}},
+		{"egress", []string{status("started"), `egress {"host":"api.example.com","port":443,"method":"CONNECT","allowed":true}`,
+			`egress {"host":"x"`, `egress [1]`, status("succeeded")},
+			[]string{"RUN_STARTED", "CUSTOM baton.egress", "CUSTOM baton.error", "CUSTOM baton.error", "RUN_FINISHED success"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := summaries(t, project(agui.New("r"), msgs(tc.chain...)))
@@ -427,4 +430,14 @@ func countSummaries(evs []agui.Projected, s string) int {
 		}
 	}
 	return n
+}
+
+// An egress message's CUSTOM event carries its JSON as it came.
+func TestEgressValue(t *testing.T) {
+	const body = `{"host":"api.example.com","port":443,"method":"CONNECT","allowed":false,"reason":"not on the allowlist","secret":"","bytesOut":0,"bytesIn":0,"durationMs":0}`
+	evs := project(agui.New("r"), msgs(status("started"), "egress "+body))
+	last := evs[len(evs)-1].Event
+	if last.Type != agui.Custom || last.Name != "baton.egress" || string(last.Value) != body {
+		t.Fatalf("egress projected as %s %s %s", last.Type, last.Name, last.Value)
+	}
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -16,9 +18,9 @@ import (
 // line, a raw (non-JSON) line or a status. A line that was published in
 // chunks arrives as one Event holding the whole line.
 type Event struct {
-	// Kind is the subject the message came on: events, raw or status (or
-	// the last subject token, for a message some other publisher put on the
-	// run's chain).
+	// Kind is the subject the message came on: events, raw, status, input
+	// or egress (or the last subject token, for a message some other
+	// publisher put on the run's chain).
 	Kind protocol.RunKind
 	// Data is the payload unchanged: the line's bytes, or the status JSON.
 	Data []byte
@@ -36,6 +38,9 @@ type Event struct {
 	// stream (0 if the message has none).
 	EOF, Interrupt bool
 	InputSeq       uint64
+	// Egress is the decoded connection when Kind is egress (one the run's
+	// egress proxy decided); nil if the message's body is not one.
+	Egress *journal.Egress
 }
 
 // WatchOption configures Watch.
@@ -355,6 +360,12 @@ func newEvent(p part, data []byte) (Event, bool, error) {
 			return Event{}, false, fmt.Errorf("status message at seq %d is not a status: %w", p.seq, err)
 		}
 		ev.Status = &st
+	}
+	if ev.Kind == protocol.KindEgress {
+		var e journal.Egress
+		if json.Unmarshal(data, &e) == nil {
+			ev.Egress = &e
+		}
 	}
 	if ev.Kind == protocol.KindInput {
 		ev.EOF = p.header.Get(protocol.HeaderInputEOF) == "true"

@@ -207,3 +207,20 @@ func FuzzAssembler(f *testing.F) {
 		}
 	})
 }
+
+// An egress message comes decoded; a body that is none passes undecoded.
+func TestEgressEvent(t *testing.T) {
+	const eg = "baton.runs.r.egress"
+	a := assembler{maxLine: 1 << 10}
+	e, ok, err := a.add(mkPart(eg, 1, "", "40", `{"host":"api.example.com","port":443,"method":"CONNECT","allowed":true,"secret":"","bytesOut":5,"bytesIn":7,"durationMs":3}`))
+	if err != nil || !ok || e.Kind != protocol.KindEgress || e.Egress == nil {
+		t.Fatalf("egress event %+v, %v, %v", e, ok, err)
+	}
+	if g := *e.Egress; g.Host != "api.example.com" || g.Port != 443 || !g.Allowed || g.BytesOut != 5 || g.BytesIn != 7 || g.DurationMs != 3 {
+		t.Fatalf("decoded %+v", g)
+	}
+	e, ok, err = a.add(mkPart(eg, 2, "", "41", `not json`))
+	if err != nil || !ok || e.Egress != nil || string(e.Data) != "not json" {
+		t.Fatalf("undecodable egress event %+v, %v, %v", e, ok, err)
+	}
+}

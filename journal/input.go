@@ -21,7 +21,7 @@ type InputRecord struct {
 }
 
 // inputPrefix starts every input record's line (json.Marshal keeps field
-// order), so most lines are told apart with one comparison.
+// order).
 var inputPrefix = []byte(`{"__input":`)
 
 // Line encodes r as one journal line, newline included.
@@ -38,17 +38,26 @@ func (r InputRecord) Line() []byte {
 // fails closed: exactly the record's fields, each well typed, and the
 // run's nonce; any other line is an ordinary line.
 func ParseInputRecord(line []byte, nonce string) (InputRecord, bool) {
-	if !bytes.HasPrefix(line, inputPrefix) || !validNonce(nonce) || !bytes.Contains(line, []byte(nonce)) {
-		return InputRecord{}, false
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
 	var r InputRecord
-	if err := dec.Decode(&r); err != nil || dec.More() {
-		return InputRecord{}, false
-	}
-	if subtle.ConstantTimeCompare([]byte(r.Nonce), []byte(nonce)) != 1 || r.Seq == 0 {
+	if !decodeRecord(line, inputPrefix, nonce, &r, &r.Nonce) || r.Seq == 0 {
 		return InputRecord{}, false
 	}
 	return r, true
+}
+
+// decodeRecord decodes line into v, a runner's record whose lines start
+// with prefix and whose nonce field is *got, if it is one of the run
+// whose nonce is nonce: exactly the record's fields, each well typed,
+// nothing after it, and that nonce. A line that is not is the agent's.
+func decodeRecord(line, prefix []byte, nonce string, v any, got *string) bool {
+	// Most lines are told apart with one comparison.
+	if !bytes.HasPrefix(line, prefix) || !validNonce(nonce) || !bytes.Contains(line, []byte(nonce)) {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.More() {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(*got), []byte(nonce)) == 1
 }

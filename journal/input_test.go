@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestInputRecordRoundTrip(t *testing.T) {
@@ -79,5 +80,94 @@ func TestWriterInsertBetweenLines(t *testing.T) {
 	}
 	if err := w.Insert([]byte("late\n")); err == nil {
 		t.Fatal("Insert after Finish succeeded")
+	}
+}
+
+// InsertAfter puts a record after the agent's output still waiting in its
+// pipe, and waits no longer than its bound for output that never comes.
+func TestWriterInsertAfterQueued(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	w, err := OpenWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pw.Write([]byte("printed before\n")); err != nil {
+		t.Fatal(err)
+	}
+	inserted := make(chan error, 1)
+	go func() {
+		inserted <- w.InsertAfter([]byte("R\n"), func() int64 { return int64(len("printed before\n")) }, 10*time.Second)
+	}()
+	select {
+	case err := <-inserted:
+		t.Fatalf("InsertAfter returned (%v) before the queued output was read", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	copied := make(chan error, 1)
+	go func() { _, err := w.ReadFrom(r); copied <- err }()
+	select {
+	case err := <-inserted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waited 10s for InsertAfter once the queued output was read")
+	}
+	if _, err := pw.Write([]byte("printed after\n")); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-copied; err != nil {
+		t.Fatal(err)
+	}
+	// Output announced but never read: after the copy ended, at once.
+	start := time.Now()
+	if err := w.InsertAfter([]byte("S\n"), func() int64 { return 100 }, 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("InsertAfter after the copy ended waited %v", d)
+	}
+	if err := w.Finish(Sentinel{Nonce: testNonce, Reason: ReasonExit}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	want := "printed before\nR\nprinted after\nS\n" + string(Sentinel{Nonce: testNonce, Reason: ReasonExit}.Line())
+	if string(b) != want {
+		t.Fatalf("journal = %q, want %q", b, want)
+	}
+}
+
+// InsertAfter waits no longer than its bound for output the copy never
+// gets.
+func TestWriterInsertAfterBound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	w, err := OpenWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan error, 1)
+	go func() { _, err := w.ReadFrom(r); copied <- err }()
+	start := time.Now()
+	if err := w.InsertAfter([]byte("R\n"), func() int64 { return 100 }, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("InsertAfter waited %v for output that never came, its bound 50ms", d)
+	}
+	pw.Close()
+	if err := <-copied; err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "R\n" {
+		t.Fatalf("journal = %q", b)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -26,6 +28,12 @@ type Writer struct {
 	// pending are lines Insert holds until the agent's current line ends.
 	pending [][]byte
 	done    bool
+	// copied counts the agent's bytes ReadFrom appended; inflight those
+	// it read and is about to append; copyEnded is set once it returned
+	// (see InsertAfter).
+	copied    int64
+	inflight  atomic.Int64
+	copyEnded bool
 }
 
 // SetLimit makes ReadFrom stop at n bytes of journal (the agent's stdout,
@@ -112,6 +120,32 @@ func (w *Writer) flushPending() error {
 func (w *Writer) Insert(line []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.insert(line)
+}
+
+// InsertAfter is Insert after the agent's output ReadFrom has yet to
+// append: queued says how many bytes of it wait in the source (the
+// agent's stdout pipe), and InsertAfter waits, at most bound, for ReadFrom
+// to append them and what it holds already. So a record of something
+// the agent did is not put before the lines it printed before doing it,
+// which its pipe may still hold. Only bytes a read has taken from the
+// source but not yet counted as in flight (a few instructions' window)
+// can land after it.
+func (w *Writer) InsertAfter(line []byte, queued func() int64, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	target := w.copied + w.inflight.Load() + queued()
+	for w.copied < target && !w.copyEnded && !w.done && time.Now().Before(deadline) {
+		w.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		w.mu.Lock()
+	}
+	return w.insert(line)
+}
+
+// insert is Insert with w.mu held.
+func (w *Writer) insert(line []byte) error {
 	if w.done {
 		return errors.New("journal: insert after the sentinel")
 	}
@@ -140,9 +174,17 @@ func (w *Writer) writeRaw(p []byte) (int, error) {
 func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	buf := make([]byte, 256<<10)
 	var total int64
+	defer func() {
+		w.mu.Lock()
+		w.copyEnded = true
+		w.mu.Unlock()
+	}()
 	for {
 		n, err := r.Read(buf)
+		w.inflight.Store(int64(n))
 		w.mu.Lock()
+		w.copied += int64(n)
+		w.inflight.Store(0)
 		if w.limit > 0 && int64(n) > w.limit-w.n {
 			// Up to the limit, exactly; nothing past it.
 			keep := max(w.limit-w.n, 0)

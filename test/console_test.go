@@ -109,11 +109,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
+	bctx := headless(t, ctx, browser)
 	// The cancel button asks for confirmation: accept it. The browser
 	// starts with the first action, so open a blank page first.
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
@@ -741,6 +737,17 @@ func screenshot(t *testing.T, ctx context.Context, path string) {
 // then clicks it by its id in a second round trip; the runs list and the
 // run's header are rebuilt as they refresh, and a node replaced in between
 // fails the click ("Could not find node with given id", in CI).
+// headless is a context of a headless browser (1400×900) that lives until
+// ctx ends or the test does.
+func headless(t *testing.T, ctx context.Context, browser string) context.Context {
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	return bctx
+}
+
 func clickInPage(sel string) chromedp.Action[chromedp.Void] {
 	js := fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false; el.click(); return true; })()`, sel)
 	return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(100*time.Millisecond))

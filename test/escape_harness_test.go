@@ -23,6 +23,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
 	"github.com/batonhq/baton/worker"
@@ -249,7 +250,9 @@ type escapeRun struct {
 
 // wait reads the run's chain until its terminal status and checks it
 // against the journal: every line the agent wrote, attacks included, is
-// published once, in order, and the journal ends with one sentinel.
+// published once, in order, and the journal ends with one sentinel. An
+// egress message stands for the runner's egress record of the journal
+// it was published from.
 func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) escapeRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -262,6 +265,7 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 	}
 	r := escapeRun{id: runID}
 	var events bytes.Buffer
+	var nonce string
 	for {
 		m, err := c.Next(jetstream.FetchMaxWait(time.Until(escapeDeadline(ctx))))
 		if err != nil {
@@ -277,6 +281,19 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 				r.status = st
 				break
 			}
+			continue
+		}
+		if strings.HasSuffix(m.Subject(), ".egress") {
+			if nonce == "" {
+				if nonce, err = sandbox.ReadNonce(journal.Dir(filepath.Join(w.stateDir, "runs", runID))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var e journal.Egress
+			if err := json.Unmarshal(m.Data(), &e); err != nil {
+				t.Fatalf("run %s: egress message %q: %v", runID, m.Data(), err)
+			}
+			events.Write(journal.EgressRecord{Egress: e, Nonce: nonce}.Line())
 			continue
 		}
 		events.Write(m.Data())

@@ -2,6 +2,7 @@ package test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -134,6 +135,14 @@ func TestEscape(t *testing.T) {
 			// The stub refused the exfiltrating name without resolving it.
 			if !strings.Contains(r.state, `dns: refused \"c2vjcmv0lwrhdge.exfil.example\"`) {
 				t.Errorf("state.ndjson records no refusal of the exfiltrating query:\n%s", r.state)
+			}
+			// And the chain's egress subject has both refusals (wait
+			// checked each egress message against its journal record).
+			for _, refusal := range []string{`"host":"c2vjcmv0lwrhdge.exfil.example","port":53,"method":"DNS","allowed":false`,
+				`"host":"169.254.169.254","port":80,"method":"GET","allowed":false`} {
+				if !bytes.Contains(r.events, []byte(refusal)) {
+					t.Errorf("no egress message has %s", refusal)
+				}
 			}
 			for _, phase := range []string{"pasta-start", "nft", "egress-sockets", "pasta-ready"} {
 				if !strings.Contains(r.state, `"phase":"`+phase+`"`) {

@@ -508,10 +508,20 @@ func (w *Worker) storedInput(ctx context.Context, r *run, stream jetstream.Strea
 		Data:      m.Data}, 0, true
 }
 
-// isInput reports whether l is the runner's record of an input it wrote.
-func (r *run) isInput(l follow.Line) bool {
+// isRecord reports whether l is one of the runner's records, not the
+// agent's line: of an input it wrote, or of a connection its egress
+// proxy decided.
+func (r *run) isRecord(l follow.Line) bool {
 	_, ok := journal.ParseInputRecord(l.Data, r.nonce)
+	if !ok {
+		_, ok = r.egressRecord(l)
+	}
 	return ok
+}
+
+// egressRecord decodes l if it is the runner's record of a connection.
+func (r *run) egressRecord(l follow.Line) (journal.EgressRecord, bool) {
+	return journal.ParseEgressRecord(l.Data, r.nonce)
 }
 
 // publishInput puts the input record l on the chain as an input message.

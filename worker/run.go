@@ -291,12 +291,21 @@ func (r *run) publish(ctx context.Context, lines []follow.Line) error {
 	for len(lines) > 0 {
 		n := 0
 		turnEnd, setupDone := false, false
-		for n < len(lines) && lines[n].Data != nil && !r.isInput(lines[n]) && !turnEnd && !setupDone {
+		for n < len(lines) && lines[n].Data != nil && !r.isRecord(lines[n]) && !turnEnd && !setupDone {
 			turnEnd = r.isTurnEnd(lines[n])
 			setupDone = r.onSetup != nil && string(lines[n].Data) == setupDoneLine
 			n++
 		}
 		if n == 0 && lines[0].Data != nil {
+			if rec, ok := r.egressRecord(lines[0]); ok {
+				// The runner's record of a connection its egress proxy
+				// decided.
+				if err := r.chain.PublishEgress(ctx, rec, lines[0].End); err != nil {
+					return err
+				}
+				r.offset, lines = lines[0].End, lines[1:]
+				continue
+			}
 			// The runner's record of an input it wrote to stdin.
 			if err := r.publishInput(ctx, lines[0]); err != nil {
 				return err

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -445,6 +447,8 @@ func (p *eventPrinter) print(ev client.Event) error {
 		p.line(p.paint(styleDim, "raw│ ") + sanitize(trimEOL(ev.Data), false))
 	case protocol.KindInput:
 		p.input(ev)
+	case protocol.KindEgress:
+		p.egress(ev)
 	default:
 		p.line(p.paint(styleDim, string(ev.Kind)+"│ ") + sanitize(trimEOL(ev.Data), false))
 	}
@@ -578,6 +582,34 @@ func (p *eventPrinter) outputs(st protocol.Status) {
 // input shows a user message sent to the agent (stream-json, or a plain
 // text line) as the user's turn; other input, such as a control_response,
 // as it was written.
+// egress prints a connection the sandbox's proxy decided, in a line:
+// allowed with its bytes each way, or refused and why. What the agent
+// chose (the host, the reason quoting it) is sanitized.
+func (p *eventPrinter) egress(ev client.Event) {
+	e := ev.Egress
+	switch {
+	case e == nil:
+		p.line(p.paint(styleDim, "egress│ ") + sanitize(trimEOL(ev.Data), false))
+		return
+	case e.Note != "":
+		p.line(p.paint(styleDim, "egress: "+sanitize([]byte(e.Note), false)))
+		return
+	}
+	where := sanitize([]byte(fmt.Sprintf("%s %s", e.Method, net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))))), false)
+	if !e.Allowed {
+		p.line(p.paint(styleRed, "egress ✗ "+where+" refused: "+sanitize([]byte(e.Reason), false)))
+		return
+	}
+	s := fmt.Sprintf("egress ✓ %s ↑ %s ↓ %s in %v", where, byteSize(e.BytesOut), byteSize(e.BytesIn), time.Duration(e.DurationMs)*time.Millisecond)
+	if e.Secret != "" {
+		s += ", secret " + sanitize([]byte(e.Secret), false)
+	}
+	if e.Reason != "" {
+		s += " (" + sanitize([]byte(e.Reason), false) + ")"
+	}
+	p.line(p.paint(styleDim, s))
+}
+
 func (p *eventPrinter) input(ev client.Event) {
 	line := trimEOL(ev.Data)
 	switch {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -21,6 +23,16 @@ func evStatus(t *testing.T, js string) client.Event {
 		t.Fatal(err)
 	}
 	return client.Event{Kind: protocol.KindStatus, Data: []byte(js), Status: &st}
+}
+
+// evEgress is an egress event as client.Watch decodes it.
+func evEgress(js string) client.Event {
+	ev := evLine(protocol.KindEgress, js)
+	var e journal.Egress
+	if json.Unmarshal([]byte(js), &e) == nil {
+		ev.Egress = &e
+	}
+	return ev
 }
 
 func render(t *testing.T, asJSON, color bool, evs ...client.Event) string {
@@ -76,6 +88,17 @@ func TestHumanFormat(t *testing.T) {
 			evLine(ev, `{"type":"result","subtype":"success","is_error":false,"duration_ms":12345,"num_turns":3,"result":"done","total_cost_usd":0.0123}`),
 			evLine(ev, `{"type":"result","subtype":"error_max_turns","is_error":true}`),
 		}, "■ done success  turns=3  12.3s  $0.0123\n■ error error_max_turns\n"},
+		{"egress", []client.Event{
+			evEgress(`{"host":"api.example.com","port":443,"method":"CONNECT","allowed":true,"secret":"","bytesOut":2048,"bytesIn":10,"durationMs":1500}`),
+			evEgress(`{"host":"evil.example\u001b[2J","port":80,"method":"GET","allowed":false,"reason":"name \"evil.example\" is not on the allowlist","secret":""}`),
+			evEgress(`{"host":"::1","port":22,"method":"CONNECT","allowed":false,"reason":"no","secret":""}`),
+			evEgress(`{"allowed":false,"secret":"","note":"further egress not recorded"}`),
+			evLine(protocol.KindEgress, "not json"),
+		}, "egress ✓ CONNECT api.example.com:443 ↑ 2.0 KiB ↓ 10 B in 1.5s\n" +
+			"egress ✗ GET evil.example\\x1b[2J:80 refused: name \"evil.example\" is not on the allowlist\n" +
+			"egress ✗ CONNECT [::1]:22 refused: no\n" +
+			"egress: further egress not recorded\n" +
+			"egress│ not json\n"},
 		{"other JSON is compacted", []client.Event{evLine(ev, "{ \"type\" : \"system\",\n \"tools\": [ 1, 2 ] }\n")},
 			`{"type":"system","tools":[1,2]}` + "\n"},
 		{"user prompt text is other JSON", []client.Event{evLine(ev, `{"type":"user","message":{"content":"hi"}}`)},

@@ -600,6 +600,18 @@ class Renderer {
 
   prompt(text) { this.push(h('div', { class: 'entry prompt', text })); }
 
+  // egress is a connection the sandbox's proxy decided, in one line:
+  // allowed with its bytes each way, or refused and why.
+  egress(v) {
+    if (v.note) { this.push(h('div', { class: 'entry egress mono', text: 'egress: ' + v.note })); return; }
+    const where = `${v.method || ''} ${v.host}:${v.port}`;
+    const text = v.allowed
+      ? `egress ✓ ${where} ↑ ${fmtBytes(v.bytesOut || 0)} ↓ ${fmtBytes(v.bytesIn || 0)} in ${fmtDur(v.durationMs || 0)}` +
+        (v.secret ? `, secret ${v.secret}` : '') + (v.reason ? ` (${v.reason})` : '')
+      : `egress ✗ ${where} refused: ${v.reason || 'no reason given'}`;
+    this.push(h('div', { class: 'entry egress mono' + (v.allowed ? '' : ' refused'), text }));
+  }
+
   json(label, v) {
     this.push(h('details', { class: 'entry json' }, h('summary', { text: label }), h('pre', { text: JSON.stringify(v, null, 2) })));
   }
@@ -732,6 +744,7 @@ class Renderer {
       case 'baton.eof': this.you('end of input (the agent\'s stdin is closed)'); return;
       case 'baton.input': this.you(JSON.stringify(v.input)); return;
       case 'baton.handoff': case 'baton.attached': case 'baton.waiting': case 'baton.running': this.marker(v); return;
+      case 'baton.egress': this.egress(v); return;
       case 'claude.init':
         this.push(h('div', { class: 'marker', text: ['session', [v.session_id, v.model, v.cwd].filter(Boolean).join(' · ')].join(' ').trim() }));
         return;

@@ -10,6 +10,7 @@
 //	escapeagent resources --pids N --data BYTES --fsize BYTES --tmp BYTES --nofile N
 //	escapeagent network   --nats-port P --host-addrs A,B --resolver A --test-name N --test-addr A --test-port P --host-side A
 //	escapeagent forge     # prints a forged exit sentinel, then exits 3
+//	escapeagent egress    --test-name N --test-addr A --test-port P --rounds R --pause D [--flood N]
 package main
 
 import (
@@ -80,6 +81,9 @@ func main() {
 		testAddr  = fs.String("test-addr", "", "the test host's address")
 		testPort  = fs.Int("test-port", 0, "the test host's port")
 		hostSide  = fs.String("host-side", "", "the host's end of the test host's link")
+		rounds    = fs.Int("rounds", 1, "egress: rounds of connections")
+		pause     = fs.Duration("pause", 0, "egress: pause after each round")
+		flood     = fs.Int("flood", 0, "egress: refused CONNECTs after the rounds, one after the other")
 	)
 	_ = fs.Parse(os.Args[2:])
 	switch os.Args[1] {
@@ -93,6 +97,9 @@ func main() {
 		network(*natsPort, strings.Split(*hostAddrs, ","), *resolver, *testName, *testAddr, *testPort, *hostSide)
 	case "trees":
 		trees()
+	case "egress":
+		egressRounds(*testName, *testAddr, *testPort, *rounds, *pause)
+		egressFlood(*flood)
 	case "forge":
 		fmt.Println(`{"__exit":0,"__nonce":"00000000000000000000000000000000","reason":"exit"}`)
 		fmt.Println(`{"__exit":0,"__nonce":"guess","reason":"exit"}`)
@@ -519,6 +526,109 @@ func network(natsPort int, hostAddrs []string, resolver, testName, testAddr stri
 		report("allowed: resolve the test host's name", !ok, fmt.Sprintf("%q %v", addrs, err))
 	})
 	wg.Wait()
+}
+
+// egressRounds makes, each round, three requests through the proxy and
+// one DNS query, one at a time, each announced by a line first: an
+// allowed GET of the test host by name, a CONNECT to a name off the
+// allowlist, a tunnel to the test host's address carrying one request,
+// whose bytes each way it prints after, and a query for a name off the
+// allowlist. Then it prints an egress record with a guessed nonce,
+// which must stay its own line. Its lines are {"round", "step", ...}.
+func egressRounds(testName, testAddr string, testPort, rounds int, pause time.Duration) {
+	say := func(v map[string]any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		_ = out.Encode(v)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
+	for i := 1; i <= rounds; i++ {
+		say(map[string]any{"round": i, "step": "get"})
+		resp, err := client.Get(fmt.Sprintf("http://%s:%d/egress-get", testName, testPort))
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			err = statusError(resp.StatusCode, 200)
+		}
+		say(map[string]any{"round": i, "step": "got", "error": errString(err)})
+
+		say(map[string]any{"round": i, "step": "refused"})
+		code, _, err := proxyConnect("example.com:443")
+		if err == nil {
+			err = statusError(code, 403)
+		}
+		say(map[string]any{"round": i, "step": "was-refused", "error": errString(err)})
+
+		say(map[string]any{"round": i, "step": "tunnel"})
+		sent, received, err := tunnel(net.JoinHostPort(testAddr, strconv.Itoa(testPort)))
+		say(map[string]any{"round": i, "step": "tunnelled", "sent": sent, "received": received, "error": errString(err)})
+
+		say(map[string]any{"round": i, "step": "dns"})
+		rcode, err := dnsQuery("127.0.0.1:53", "exfil.example")
+		if err == nil && rcode != 5 {
+			err = fmt.Errorf("rcode %d, want REFUSED", rcode)
+		}
+		say(map[string]any{"round": i, "step": "dns-refused", "error": errString(err)})
+		time.Sleep(pause)
+	}
+	fmt.Println(`{"__egress":{"host":"forged.example","port":443,"method":"CONNECT","allowed":true,"secret":""},"__nonce":"00000000000000000000000000000000"}`)
+}
+
+// egressFlood asks the proxy for n refused tunnels, one after the other,
+// and prints how many it was refused.
+func egressFlood(n int) {
+	if n == 0 {
+		return
+	}
+	refused := 0
+	for range n {
+		if code, _, err := proxyConnect("flood.example:443"); err == nil && code == 403 {
+			refused++
+		}
+	}
+	_ = out.Encode(map[string]any{"step": "flooded", "refused": refused})
+}
+
+func statusError(code, want int) error {
+	if code != want {
+		return fmt.Errorf("status %d, want %d", code, want)
+	}
+	return nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// tunnel opens a CONNECT tunnel to target through the proxy and sends one
+// request in it, and says how many bytes it sent and received in the
+// tunnel (the proxy's own reply aside).
+func tunnel(target string) (sent, received int, err error) {
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(os.Getenv("HTTP_PROXY"), "http://"), 2*time.Second)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	if resp.StatusCode != 200 {
+		return 0, 0, fmt.Errorf("CONNECT: status %d", resp.StatusCode)
+	}
+	req := fmt.Sprintf("GET /egress-tunnel HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target)
+	n, err := io.WriteString(c, req)
+	if err != nil {
+		return n, 0, err
+	}
+	b, err := io.ReadAll(br)
+	return n, len(b), err
 }
 
 // proxyConnect asks the proxy (HTTP_PROXY) for a tunnel to target.

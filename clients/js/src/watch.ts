@@ -14,12 +14,13 @@ const decoder = new TextDecoder();
 
 /**
  * One message of a run's chain as a watcher sees it: an agent JSON line
- * (kind "events"), a raw line ("raw"), an input ("input") or a status
- * ("status"). A line that was published in chunks arrives as one RunEvent (named so as not to be the DOM's Event).
+ * (kind "events"), a raw line ("raw"), an input ("input"), a connection
+ * the sandbox's egress proxy decided ("egress": JSON, docs/protocol.md)
+ * or a status ("status"). A line that was published in chunks arrives as one RunEvent (named so as not to be the DOM's Event).
  */
 export class RunEvent {
   constructor(
-    /** The subject's last token: events, raw, status or input. */
+    /** The subject's last token: events, raw, status, input or egress. */
     readonly kind: string,
     /** The payload unchanged: the line's bytes, or the status JSON. */
     readonly data: Uint8Array,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -137,21 +138,42 @@ func (q query) reply(rcode int, answers []netip.Addr, limit int) []byte {
 
 // DNS is the stub resolver the agent's /etc/resolv.conf names.
 type DNS struct {
-	policy *Policy
-	logf   Logf
-	jobs   chan struct{}
+	policy  *Policy
+	logf    Logf
+	refused func(Outcome)
+	jobs    chan struct{}
 }
 
+// DNSOption configures NewDNS.
+type DNSOption func(*DNS)
+
+// OnRefusedQuery has the stub call f with an Outcome for each query the
+// policy refused (method "DNS", port 53, Reason why): a name off the
+// allowlist, or one whose addresses it forbids. Answered queries have
+// none: the connection the agent then makes through the proxy does.
+func OnRefusedQuery(f func(Outcome)) DNSOption { return func(d *DNS) { d.refused = f } }
+
 // NewDNS is a stub answering for p. logf may be nil.
-func NewDNS(p *Policy, logf Logf) *DNS {
+func NewDNS(p *Policy, logf Logf, opts ...DNSOption) *DNS {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &DNS{policy: p, logf: logf, jobs: make(chan struct{}, maxDNSJobs)}
+	d := &DNS{policy: p, logf: logf, refused: func(Outcome) {}, jobs: make(chan struct{}, maxDNSJobs)}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// refuse reports a query for name the policy refused, for why.
+func (d *DNS) refuse(start time.Time, name string, why error) {
+	d.logf("dns: refused %q: %v", name, why)
+	d.refused(Outcome{Start: start, Host: name, Port: 53, Method: "DNS", Reason: why.Error(), Duration: time.Since(start)})
 }
 
 // answer decides the response to one query message; nil means drop it.
 func (d *DNS) answer(ctx context.Context, msg []byte, limit int) []byte {
+	start := time.Now()
 	q, err := parseQuery(msg)
 	switch {
 	case err != nil && len(msg) < dnsHeaderLen:
@@ -161,9 +183,12 @@ func (d *DNS) answer(ctx context.Context, msg []byte, limit int) []byte {
 		return q.reply(rcodeFormErr, nil, limit)
 	case q.flags>>11&0xf != 0: // only standard queries
 		return q.reply(rcodeNotImp, nil, limit)
-	case q.qclass != classIN || !d.policy.AllowsName(q.name):
+	case q.qclass != classIN:
+		d.refuse(start, q.name, fmt.Errorf("class %d: only IN is answered", q.qclass))
+		return q.reply(rcodeRefused, nil, limit)
+	case !d.policy.AllowsName(q.name):
 		// Refused without a lookup: nothing of the name leaves the host.
-		d.logf("dns: refused %q", q.name)
+		d.refuse(start, q.name, ErrNotAllowed)
 		return q.reply(rcodeRefused, nil, limit)
 	case q.qtype != typeA && q.qtype != typeAAAA:
 		return q.reply(rcodeOK, nil, limit) // the name exists; no such record
@@ -173,7 +198,7 @@ func (d *DNS) answer(ctx context.Context, msg []byte, limit int) []byte {
 	addrs, err := d.policy.Lookup(ctx, q.name)
 	switch {
 	case errors.Is(err, ErrRefused):
-		d.logf("dns: %q: %v", q.name, err)
+		d.refuse(start, q.name, err)
 		return q.reply(rcodeOK, nil, limit)
 	case err != nil:
 		d.logf("dns: %q: %v", q.name, err)

@@ -78,7 +78,8 @@ func TestDNSAnswer(t *testing.T) {
 		"api.example.com": {"93.184.216.34", "2606:2800:220:1::1", "10.1.1.1"},
 		"a.example.org":   {"169.254.169.254"},
 	})
-	d := NewDNS(p, nil)
+	var refused []Outcome
+	d := NewDNS(p, nil, OnRefusedQuery(func(o Outcome) { refused = append(refused, o) }))
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name  string
@@ -110,6 +111,21 @@ func TestDNSAnswer(t *testing.T) {
 		if strings.Contains(l, "exfil") || l == "example.org" {
 			t.Errorf("the stub resolved %q, which is off the list", l)
 		}
+	}
+	// Each refusal is reported; answers, even empty or failed, are not.
+	var got []string
+	for _, o := range refused {
+		if o.Method != "DNS" || o.Port != 53 || o.Allowed || o.Start.IsZero() || o.BytesIn != 0 || o.BytesOut != 0 {
+			t.Errorf("refusal outcome %+v", o)
+		}
+		got = append(got, o.Host+": "+o.Reason)
+	}
+	want := []string{
+		"secret-data.exfil.example: not on the allowlist", "c2vjcmv0.exfil.example: not on the allowlist",
+		"example.org: not on the allowlist", `a.example.org: "a.example.org": address refused: 169.254.169.254 is a link-local address and no CIDR entry lists it`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("refusals reported:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// One label holding a dot must not pass for two.
 	msg := buildQuery(12, "x", typeA)

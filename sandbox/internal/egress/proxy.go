@@ -39,22 +39,71 @@ type Logf func(format string, args ...any)
 type Proxy struct {
 	policy *Policy
 	logf   Logf
+	done   func(Outcome)
 	dial   func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 	slots  chan struct{}
 }
 
+// Outcome is what became of one request the proxy decided, once: a
+// tunnel or a forwarded request at its end, or a refusal.
+type Outcome struct {
+	Start  time.Time // when its request head was read
+	Host   string    // as the request named it
+	Port   uint16
+	Method string // CONNECT, or the forwarded request's
+	// Allowed: the policy let it through. Reason says why it was
+	// refused, or why an allowed one failed (the host did not answer).
+	Allowed bool
+	Reason  string
+	// Secret names the secret swapped into the request; none yet.
+	Secret string
+	// BytesOut went from the agent to the host (a forwarded request's
+	// head as sent, and its body; a tunnel's bytes), BytesIn back; the
+	// proxy's own replies are not counted.
+	BytesOut, BytesIn int64
+	Duration          time.Duration
+}
+
+// ProxyOption configures NewProxy.
+type ProxyOption func(*Proxy)
+
+// OnDone has the proxy call f with each request's Outcome when its
+// connection ends or is refused, from the connection's goroutine. A
+// request whose target could not even be read (a malformed head) has
+// none: it names no host.
+func OnDone(f func(Outcome)) ProxyOption { return func(x *Proxy) { x.done = f } }
+
 // NewProxy is a proxy for p. logf may be nil.
-func NewProxy(p *Policy, logf Logf) *Proxy {
+func NewProxy(p *Policy, logf Logf, opts ...ProxyOption) *Proxy {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
 	d := &net.Dialer{Timeout: dialTimeout}
-	return &Proxy{
-		policy: p, logf: logf,
+	x := &Proxy{
+		policy: p, logf: logf, done: func(Outcome) {},
 		dial: func(ctx context.Context, a netip.AddrPort) (net.Conn, error) {
 			return d.DialContext(ctx, "tcp", a.String())
 		},
 		slots: make(chan struct{}, maxProxyConns),
+	}
+	for _, o := range opts {
+		o(x)
+	}
+	return x
+}
+
+// report hands out to OnDone's function, its duration measured now.
+func (x *Proxy) report(out *Outcome) {
+	out.Duration = time.Since(out.Start)
+	x.done(*out)
+}
+
+// opened records in out how x.open went: code is statusForbidden for a
+// refusal by the policy.
+func (out *Outcome) opened(code int, err error) {
+	out.Allowed = err == nil || code != statusForbidden
+	if err != nil {
+		out.Reason = err.Error()
 	}
 }
 
@@ -83,11 +132,12 @@ func (x *Proxy) handle(ctx context.Context, c net.Conn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	lr.N = math.MaxInt64 // the body, if any, is not the head
+	start := time.Now()
 	if req.method == "CONNECT" {
-		x.connect(ctx, c, br, req)
+		x.connect(ctx, c, br, req, start)
 		return
 	}
-	x.forward(ctx, c, br, req)
+	x.forward(ctx, c, br, req, start)
 }
 
 // Status codes the proxy replies with.
@@ -192,37 +242,47 @@ func (x *Proxy) open(ctx context.Context, host string, port uint16) (net.Conn, i
 	return nil, statusBadGateway, fmt.Errorf("connect to %s port %d: %w", host, port, last)
 }
 
-func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *request) {
+func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *request, start time.Time) {
 	host, port, err := hostPort(req.target, "")
 	if err != nil {
 		reply(c, statusBadRequest, err.Error())
 		return
 	}
+	out := Outcome{Start: start, Host: host, Port: port, Method: req.method}
+	defer x.report(&out)
 	t, code, err := x.open(ctx, host, port)
+	out.opened(code, err)
 	if err != nil {
 		x.logf("proxy: CONNECT %s: %v", req.target, err)
 		reply(c, code, err.Error())
 		return
 	}
 	defer t.Close()
+	// The end of ctx closes c (serveConns); t too, or a read from a host
+	// that never closes would keep the connection, and its outcome.
+	defer context.AfterFunc(ctx, func() { t.Close() })()
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
 	// Bytes the client sent after the head (a TLS hello) go first.
 	if n := br.Buffered(); n > 0 {
 		b, _ := br.Peek(n)
-		if _, err := t.Write(b); err != nil {
+		w, err := t.Write(b)
+		out.BytesOut += int64(w)
+		if err != nil {
 			return
 		}
 	}
-	pipe(c, t)
+	sent, got := pipe(c, t)
+	out.BytesOut += sent
+	out.BytesIn = got
 }
 
 // hopHeaders are the proxy's own, never forwarded; Host is written from
 // the URL, as the request's target names it.
 var hopHeaders = []string{"Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade", "Host"}
 
-func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *request) {
+func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *request, start time.Time) {
 	u, err := url.ParseRequestURI(req.target)
 	if err != nil || u.Scheme != "http" || u.Host == "" {
 		reply(c, statusBadRequest, "want CONNECT host:port or an absolute http:// URL")
@@ -253,13 +313,19 @@ func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		reply(c, statusBadRequest, err.Error())
 		return
 	}
-	t, code, err := x.open(ctx, host, port)
+	out := Outcome{Start: start, Host: host, Port: port, Method: req.method}
+	defer x.report(&out)
+	ut, code, err := x.open(ctx, host, port)
+	out.opened(code, err)
 	if err != nil {
 		x.logf("proxy: %s %s: %v", req.method, u.Redacted(), err)
 		reply(c, code, err.Error())
 		return
 	}
-	defer t.Close()
+	defer ut.Close()
+	defer context.AfterFunc(ctx, func() { ut.Close() })() // as in connect
+	t := &counter{Writer: ut}
+	defer func() { out.BytesOut = t.n }() // before report, deferred earlier
 	for _, h := range hopHeaders {
 		delete(req.header, h)
 	}
@@ -282,7 +348,19 @@ func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 	if err != nil {
 		return
 	}
-	_, _ = io.Copy(c, t)
+	out.BytesIn, _ = io.Copy(c, ut)
+}
+
+// counter counts what is written through it.
+type counter struct {
+	io.Writer
+	n int64
+}
+
+func (w *counter) Write(p []byte) (int, error) {
+	n, err := w.Writer.Write(p)
+	w.n += int64(n)
+	return n, err
 }
 
 // copyChunked copies a chunked body from br to w as it came, up to and
@@ -333,20 +411,21 @@ func chunkSize(line []byte) (int64, bool) {
 }
 
 // pipe copies both ways until both directions are done, passing on a
-// half-close.
-func pipe(a, b net.Conn) {
+// half-close, and says how many bytes went from a to b and from b to a.
+func pipe(a, b net.Conn) (ab, ba int64) {
 	var wg sync.WaitGroup
-	half := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+	half := func(dst, src net.Conn, n *int64) {
+		*n, _ = io.Copy(dst, src)
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		} else {
 			_ = dst.Close()
 		}
 	}
-	wg.Go(func() { half(a, b) })
-	wg.Go(func() { half(b, a) })
+	wg.Go(func() { half(a, b, &ba) })
+	wg.Go(func() { half(b, a, &ab) })
 	wg.Wait()
+	return ab, ba
 }
 
 // reply writes a short response the agent can read.

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +20,11 @@ import (
 // proxyFixture runs a proxy whose dials all land on one local HTTP
 // server, recording where the proxy meant to connect.
 type proxyFixture struct {
-	addr   string
-	mu     sync.Mutex
-	dialed []netip.AddrPort
-	logs   []string
+	addr     string
+	mu       sync.Mutex
+	dialed   []netip.AddrPort
+	logs     []string
+	outcomes []Outcome
 }
 
 func newProxyFixture(t *testing.T) *proxyFixture {
@@ -43,13 +46,31 @@ func newProxyFixture(t *testing.T) *proxyFixture {
 		f.mu.Lock()
 		f.logs = append(f.logs, fmt.Sprintf(format, args...))
 		f.mu.Unlock()
-	})
+	}, OnDone(func(o Outcome) {
+		f.mu.Lock()
+		f.outcomes = append(f.outcomes, o)
+		f.mu.Unlock()
+	}))
 	x.dial = func(ctx context.Context, a netip.AddrPort) (net.Conn, error) {
 		f.mu.Lock()
 		f.dialed = append(f.dialed, a)
 		f.mu.Unlock()
 		return (&net.Dialer{}).DialContext(ctx, "tcp", origin.Addr().String())
 	}
+	addr, stop := serveProxy(t, x)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	f.addr = addr
+	return f
+}
+
+// serveProxy serves x on a loopback port, its address returned, until
+// stop, which returns Serve's error.
+func serveProxy(t *testing.T, x *Proxy) (addr string, stop func() error) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -57,14 +78,10 @@ func newProxyFixture(t *testing.T) *proxyFixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- x.Serve(ctx, l) }()
-	t.Cleanup(func() {
+	return l.Addr().String(), func() error {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	f.addr = l.Addr().String()
-	return f
+		return <-done
+	}
 }
 
 // roundTrip sends raw on a new connection and returns the whole reply.
@@ -129,6 +146,76 @@ func TestProxyForwardsPlainHTTP(t *testing.T) {
 	got = f.roundTrip(t, "POST http://test.internal:8080/c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n6\r\n world\r\n0\r\n\r\nGET http://test.internal:8080/2 HTTP/1.1\r\n\r\n")
 	if !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.Contains(got, `origin saw POST /c host=test.internal:8080 proxy-auth="" body="hello world"`) || strings.Contains(got, "/2") {
 		t.Errorf("chunked: reply %q", got)
+	}
+}
+
+// awaitOutcomes waits for the proxy to report n outcomes (a connection's
+// comes once both its ends closed) and returns them.
+func (f *proxyFixture) awaitOutcomes(t *testing.T, n int) []Outcome {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.mu.Lock()
+		got := slices.Clone(f.outcomes)
+		f.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 5s for %d egress outcomes, have %d: %+v", n, len(got), got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Each request the proxy decides is reported once, when it ends: what it
+// asked for, the policy's answer and why, and the bytes each way (the
+// agent's, not the proxy's own replies). A head that names no target is
+// not reported.
+func TestProxyOutcomes(t *testing.T) {
+	f := newProxyFixture(t)
+	before := time.Now()
+	// A tunnel carrying one request.
+	tunnelled := "GET /x HTTP/1.1\r\nHost: api.example.com\r\nConnection: close\r\n\r\n"
+	got := f.roundTrip(t, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n"+tunnelled)
+	const established = "HTTP/1.1 200 Connection established\r\n\r\n"
+	if !strings.HasPrefix(got, established) {
+		t.Fatalf("CONNECT reply %q", got)
+	}
+	tunnel, tunnelIn := f.awaitOutcomes(t, 1)[0], len(got)-len(established)
+	// A forwarded request with a body.
+	got = f.roundTrip(t, "POST http://test.internal:8080/p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
+	forwarded := f.awaitOutcomes(t, 2)[1]
+	// Refusals: by name, by address, and a malformed target (none).
+	f.roundTrip(t, "CONNECT evil.example.net:443 HTTP/1.1\r\n\r\n")
+	f.roundTrip(t, "GET http://169.254.169.254/latest/ HTTP/1.1\r\n\r\n")
+	f.roundTrip(t, "CONNECT api.example.com HTTP/1.1\r\n\r\n")
+	all := f.awaitOutcomes(t, 4)
+
+	if tunnel.Host != "api.example.com" || tunnel.Port != 443 || tunnel.Method != "CONNECT" || !tunnel.Allowed || tunnel.Reason != "" ||
+		tunnel.BytesOut != int64(len(tunnelled)) || tunnel.BytesIn != int64(tunnelIn) {
+		t.Errorf("tunnel outcome %+v", tunnel)
+	}
+	if tunnel.Start.Before(before) || tunnel.Duration <= 0 || tunnel.Secret != "" {
+		t.Errorf("tunnel outcome %+v: start before the test's %v, or no duration, or a secret", tunnel, before)
+	}
+	wantHead := "POST /p HTTP/1.1\r\nHost: test.internal:8080\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
+	if forwarded.Host != "test.internal" || forwarded.Port != 8080 || forwarded.Method != "POST" || !forwarded.Allowed ||
+		forwarded.BytesOut != int64(len(wantHead)+5) || forwarded.BytesIn != int64(len(got)) {
+		t.Errorf("forwarded outcome %+v; reply of %d bytes, head sent %d bytes + 5", forwarded, len(got), len(wantHead))
+	}
+	refused := all[2:]
+	if len(all) != 4 {
+		t.Fatalf("%d outcomes, want 4 (a malformed target has none): %+v", len(all), all)
+	}
+	for i, want := range []struct{ host, method, why string }{
+		{"evil.example.net", "CONNECT", "not on the allowlist"},
+		{"169.254.169.254", "GET", "only inside a CIDR entry"},
+	} {
+		o := refused[i]
+		if o.Host != want.host || o.Method != want.method || o.Allowed || !strings.Contains(o.Reason, want.why) || o.BytesOut != 0 || o.BytesIn != 0 {
+			t.Errorf("refusal %d: %+v, want %s %s refused mentioning %q", i, o, want.method, want.host, want.why)
+		}
 	}
 }
 
@@ -245,4 +332,93 @@ func FuzzChunkSize(f *testing.F) {
 			t.Fatalf("chunkSize(%q) = %d", line, n)
 		}
 	})
+}
+
+// TestProxyStopEndsTunnels: when the proxy stops (the sandbox is gone),
+// a tunnel to a host that never closes ends too, and is reported: the
+// runner waits for it before it ends the journal.
+func TestProxyStopEndsTunnels(t *testing.T) {
+	p, _ := testPolicy(t, map[string][]string{"api.example.com": {"93.184.216.34"}})
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	got := make(chan string, 1)
+	go func() {
+		c, err := silent.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close() // held open, never answered
+		b := make([]byte, 5)
+		_, _ = io.ReadFull(c, b)
+		got <- string(b)
+		<-t.Context().Done()
+	}()
+	reported := make(chan Outcome, 1)
+	x := NewProxy(p, nil, OnDone(func(o Outcome) { reported <- o }))
+	x.dial = func(ctx context.Context, _ netip.AddrPort) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", silent.Addr().String())
+	}
+	addr, stop := serveProxy(t, x)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\nhello")
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	select {
+	case s := <-got:
+		if s != "hello" {
+			t.Fatalf("the host got %q", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waited 5s for the tunnelled bytes to reach the host")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waited 5s for the proxy to stop with a tunnel to a silent host open")
+	}
+	select {
+	case o := <-reported:
+		if o.Host != "api.example.com" || !o.Allowed || o.BytesOut != 5 {
+			t.Fatalf("outcome %+v", o)
+		}
+	default:
+		t.Fatal("the stopped tunnel was not reported before Serve returned")
+	}
+}
+
+// A host the policy allows but that does not answer: the outcome is
+// allowed, and says why it failed.
+func TestProxyOutcomeDialFailed(t *testing.T) {
+	p, _ := testPolicy(t, map[string][]string{"api.example.com": {"93.184.216.34"}})
+	reported := make(chan Outcome, 1)
+	x := NewProxy(p, nil, OnDone(func(o Outcome) { reported <- o }))
+	x.dial = func(context.Context, netip.AddrPort) (net.Conn, error) { return nil, errors.New("connection refused") }
+	addr, stop := serveProxy(t, x)
+	defer stop()
+	f := &proxyFixture{addr: addr}
+	if got := f.roundTrip(t, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 502 ") {
+		t.Fatalf("reply %q, want 502", got)
+	}
+	select {
+	case o := <-reported:
+		if o.Host != "api.example.com" || !o.Allowed || !strings.Contains(o.Reason, "connection refused") || o.BytesOut != 0 {
+			t.Fatalf("outcome %+v", o)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waited 5s for the failed tunnel's outcome")
+	}
 }

@@ -23,7 +23,14 @@ import (
 const (
 	socketsWait    = 10 * time.Second
 	maxEgressNotes = 100 // state records of refusals per run
-	pastaStop      = time.Second
+	// Journal records of egress per run (egressRecords), the limit's note
+	// aside: at most some 800 KB of journal and chain (a record is under
+	// 800 bytes, host and reason bounded).
+	maxEgressRecords = 1000
+	// How long an egress record waits for the journal to take what the
+	// agent's stdout pipe held when its connection ended.
+	egressCatchUp = time.Second
+	pastaStop     = time.Second
 )
 
 // outerNet is runner-outer's side of the sandbox's network.
@@ -111,7 +118,15 @@ func (o *outerRun) serveEgress(ctx context.Context) error {
 	logf := egressNotes(o.st, maxEgressNotes)
 	netCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
-	proxy, dns := egress.NewProxy(o.plan.policy, logf), egress.NewDNS(o.plan.policy, logf)
+	// A record goes after what the agent printed before the connection
+	// ended, which its stdout pipe may still hold.
+	stdout := o.stdout
+	insert := func(line []byte) error {
+		return o.jw.InsertAfter(line, func() int64 { return queuedBytes(stdout) }, egressCatchUp)
+	}
+	record := egressRecords(insert, o.spec.Nonce, maxEgressRecords, o.st)
+	proxy := egress.NewProxy(o.plan.policy, logf, egress.OnDone(record))
+	dns := egress.NewDNS(o.plan.policy, logf, egress.OnRefusedQuery(record))
 	n.served.Go(func() { _ = proxy.Serve(netCtx, proxyL) })
 	n.served.Go(func() { _ = dns.ServeUDP(netCtx, dnsPC) })
 	n.served.Go(func() { _ = dns.ServeTCP(netCtx, dnsL) })
@@ -164,16 +179,23 @@ func closeAll(fs []*os.File) {
 	}
 }
 
+// stopEgress stops the egress services and waits for their connections'
+// ends, each one's egress record in the journal then; safe to call more
+// than once.
+func (o *outerRun) stopEgress() {
+	if n := o.net; n != nil && n.cancel != nil {
+		n.cancel()
+		n.served.Wait()
+	}
+}
+
 // cleanup stops the egress services and pasta, and releases the run's
 // cgroup; safe to call more than once.
 func (o *outerRun) cleanup() {
+	o.stopEgress()
 	if n := o.net; n != nil {
 		o.net = nil
 		closeAll(n.socks)
-		if n.cancel != nil {
-			n.cancel()
-			n.served.Wait()
-		}
 		if n.pasta != nil && n.pastaDone != nil {
 			_ = n.pasta.Process.Signal(unix.SIGTERM)
 			select {

@@ -352,6 +352,9 @@ func (s *supervisor) end() error {
 		s.out.diskFull = full(o.disk)
 		o.disk.Close()
 	}
+	// The sandbox is gone: the proxy's last connections end now, their
+	// records before the sentinel.
+	o.stopEgress()
 	sentinel := s.out.sentinel(o.spec.Nonce)
 	if sentinel.Reason == journal.ReasonError {
 		fmt.Fprintf(o.stderr, "baton runner: %s\n", sentinel.Detail)
