@@ -37,10 +37,11 @@ type Logf func(format string, args ...any)
 // runner-outer, which lives as long as its run, and net/http's package
 // init (with crypto/tls) costs every runner process memory.
 type Proxy struct {
-	policy *Policy
-	logf   Logf
-	dial   func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
-	slots  chan struct{}
+	policy  *Policy
+	logf    Logf
+	dial    func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+	slots   chan struct{}
+	secrets *Secrets
 }
 
 // NewProxy is a proxy for p. logf may be nil.
@@ -57,6 +58,11 @@ func NewProxy(p *Policy, logf Logf) *Proxy {
 		slots: make(chan struct{}, maxProxyConns),
 	}
 }
+
+// SetSecrets makes the proxy add s's secrets to requests to their hosts,
+// terminating TLS to those, and refuse their placeholders elsewhere; call
+// it before Serve.
+func (x *Proxy) SetSecrets(s *Secrets) { x.secrets = s }
 
 // Serve accepts connections on l until ctx ends or l fails; it closes l.
 func (x *Proxy) Serve(ctx context.Context, l net.Listener) error {
@@ -198,6 +204,11 @@ func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		reply(c, statusBadRequest, err.Error())
 		return
 	}
+	// A placeholder is never a host name.
+	if err := x.secrets.misplaced(host, true, []byte(req.target)); err != nil {
+		x.refuse(c, "CONNECT "+req.target, err)
+		return
+	}
 	t, code, err := x.open(ctx, host, port)
 	if err != nil {
 		x.logf("proxy: CONNECT %s: %v", req.target, err)
@@ -205,6 +216,10 @@ func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		return
 	}
 	defer t.Close()
+	if x.secrets.intercepts(host) {
+		x.intercept(c, br, t, req.target, host)
+		return
+	}
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
@@ -230,23 +245,10 @@ func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 	}
 	// The body goes as the request frames it, checked, and nothing after
 	// it: the upstream connection carries this one request.
-	te, cl := req.header["Transfer-Encoding"], req.header["Content-Length"]
-	var size int64
-	switch {
-	case len(te) > 0 && len(cl) > 0:
-		reply(c, statusBadRequest, "both Transfer-Encoding and Content-Length")
+	chunked, size, code, msg := framing(req.header)
+	if code != 0 {
+		reply(c, code, msg)
 		return
-	case len(te) > 0:
-		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
-			reply(c, statusNotImplemented, "a Transfer-Encoding other than chunked")
-			return
-		}
-	case len(cl) > 0:
-		size, err = strconv.ParseInt(cl[0], 10, 64)
-		if err != nil || size < 0 || slices.ContainsFunc(cl, func(v string) bool { return v != cl[0] }) {
-			reply(c, statusBadRequest, "bad Content-Length")
-			return
-		}
 	}
 	host, port, err := hostPort(u.Host, "80")
 	if err != nil {
@@ -271,18 +273,68 @@ func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		}
 	}
 	head.WriteString("Connection: close\r\n\r\n")
+	if err := x.secrets.misplaced(host, true, []byte(head.String())); err != nil {
+		x.refuse(c, req.method+" "+u.Redacted(), err)
+		return
+	}
 	if _, err := io.WriteString(t, head.String()); err != nil {
 		return
 	}
-	if len(te) > 0 {
-		err = copyChunked(t, br)
-	} else {
-		_, err = io.CopyN(t, br, size)
-	}
-	if err != nil {
+	if err := x.copyBody(t, br, host, true, chunked, size); err != nil {
+		if errors.Is(err, ErrSecretMisplaced) {
+			x.refuse(c, req.method+" "+u.Redacted(), err)
+		}
 		return
 	}
 	_, _ = io.Copy(c, t)
+}
+
+// framing is how a request's header frames its body: chunked, or size
+// bytes; code is not 0 for a header the proxy refuses, msg says why.
+func framing(h textproto.MIMEHeader) (chunked bool, size int64, code int, msg string) {
+	te, cl := h["Transfer-Encoding"], h["Content-Length"]
+	switch {
+	case len(te) > 0 && len(cl) > 0:
+		return false, 0, statusBadRequest, "both Transfer-Encoding and Content-Length"
+	case len(te) > 0:
+		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+			return false, 0, statusNotImplemented, "a Transfer-Encoding other than chunked"
+		}
+		return true, 0, 0, ""
+	case len(cl) > 0:
+		size, err := strconv.ParseInt(cl[0], 10, 64)
+		if err != nil || size < 0 || slices.ContainsFunc(cl, func(v string) bool { return v != cl[0] }) {
+			return false, 0, statusBadRequest, "bad Content-Length"
+		}
+		return false, size, 0, ""
+	}
+	return false, 0, 0, ""
+}
+
+// copyBody copies a request's body, framed as framing said, from br to
+// w; with secrets, through their tripwire (scanWriter) for host.
+func (x *Proxy) copyBody(w io.Writer, br *bufio.Reader, host string, plain, chunked bool, size int64) error {
+	var sw *scanWriter
+	if x.secrets != nil {
+		sw = x.secrets.scanner(w, host, plain)
+		w = sw
+	}
+	var err error
+	if chunked {
+		err = copyChunked(w, br)
+	} else {
+		_, err = io.CopyN(w, br, size)
+	}
+	if err == nil && sw != nil {
+		err = sw.flush()
+	}
+	return err
+}
+
+// refuse answers a request the proxy will not pass on, and records why.
+func (x *Proxy) refuse(c net.Conn, what string, err error) {
+	x.logf("proxy: %s: %v", what, err)
+	reply(c, statusForbidden, err.Error())
 }
 
 // copyChunked copies a chunked body from br to w as it came, up to and
