@@ -98,7 +98,7 @@ func (n Network) Validate() error {
 			errs = append(errs, fmt.Errorf("hosts.%s: %s is a loopback, unspecified or multicast address, which the sandbox never reaches", name, a))
 		}
 	}
-	errs = append(errs, n.validateSecrets()...)
+	errs = append(errs, n.ValidateSecrets()...)
 	if n.UpstreamCA != "" && len(n.Secrets) == 0 {
 		errs = append(errs, errors.New("upstreamCA: only a secret's host is connected to by the proxy, and there are no secrets"))
 	}

@@ -90,9 +90,9 @@ func CheckSecretValue(v string) string {
 	return ""
 }
 
-// validateSecrets reports every problem of n's secrets, each starting
+// ValidateSecrets reports every problem of n's secrets, each starting
 // with its key ("secrets.GITHUB_TOKEN.hosts[0]: ...").
-func (n Network) validateSecrets() []error {
+func (n Network) ValidateSecrets() []error {
 	var errs []error
 	if len(n.Secrets) > maxSecrets {
 		errs = append(errs, fmt.Errorf("secrets: %d secrets, more than %d", len(n.Secrets), maxSecrets))

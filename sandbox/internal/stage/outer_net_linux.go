@@ -109,9 +109,19 @@ func (o *outerRun) serveEgress(ctx context.Context) error {
 		return err
 	}
 	logf := egressNotes(o.st, maxEgressNotes)
+	proxy, dns := egress.NewProxy(o.plan.policy, logf), egress.NewDNS(o.plan.policy, logf)
+	if o.plan.ca != nil {
+		sec, err := egress.NewSecrets(o.spec.Network, o.plan.ca)
+		if err != nil {
+			proxyL.Close()
+			dnsPC.Close()
+			dnsL.Close()
+			return err
+		}
+		proxy.SetSecrets(sec)
+	}
 	netCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
-	proxy, dns := egress.NewProxy(o.plan.policy, logf), egress.NewDNS(o.plan.policy, logf)
 	n.served.Go(func() { _ = proxy.Serve(netCtx, proxyL) })
 	n.served.Go(func() { _ = dns.ServeUDP(netCtx, dnsPC) })
 	n.served.Go(func() { _ = dns.ServeTCP(netCtx, dnsL) })
