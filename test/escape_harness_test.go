@@ -80,6 +80,7 @@ type escapeWorld struct {
 	host     *testenv.TestHost
 	hits     *escapeHits
 	natsPort int
+	secrets  *escapeSecrets
 }
 
 // escapeHits counts the test host's requests by path.
@@ -157,6 +158,7 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 			Allow: []string{escapeName, w.host.Prefix.String()},
 			Hosts: map[string]string{escapeName: w.host.Addr.String()},
 		}}
+	w.secrets = newEscapeSecrets(t, w.host, cfg)
 	cfg.Profiles["sh"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Limits: config.Limits{Pids: escapePids}}
 	if err := cfg.Validate(); err != nil {
