@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -496,4 +497,55 @@ func FuzzRewriteHead(f *testing.F) {
 			t.Fatalf("rewritten %q to %q", head, out)
 		}
 	})
+}
+
+// BenchmarkInterceptLatency: the latency the proxy's TLS termination adds
+// to a request, against a direct TLS request to the same origin measured
+// in the same run (the anchor). keep-alive: one connection each, as an
+// agent's API client keeps; new-connection: a fresh connection per
+// request, so two handshakes through the proxy against one direct.
+func BenchmarkInterceptLatency(b *testing.B) {
+	f := newSecretFixture(b, true)
+	for _, keepAlive := range []bool{true, false} {
+		name := "keep-alive"
+		if !keepAlive {
+			name = "new-connection"
+		}
+		b.Run(name, func(b *testing.B) {
+			via := f.client()
+			via.Transport.(*http.Transport).DisableKeepAlives = !keepAlive
+			direct := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+				DisableKeepAlives: !keepAlive,
+				TLSClientConfig:   &tls.Config{RootCAs: f.upstream, ServerName: apiHost},
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, "tcp", f.origin)
+				},
+			}}
+			hdr := map[string]string{"x-api-key": keyPH}
+			var viaT, directT []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if code, _ := do(b, via, "POST", "https://api.example.com/v1/messages", hdr, `{"a":1}`); code != 200 {
+					b.Fatalf("through the proxy: %d", code)
+				}
+				viaT = append(viaT, time.Since(start))
+				start = time.Now()
+				if code, _ := do(b, direct, "POST", "https://api.example.com/v1/messages", hdr, `{"a":1}`); code != 200 {
+					b.Fatalf("direct: %d", code)
+				}
+				directT = append(directT, time.Since(start))
+			}
+			pv, pd := median(viaT), median(directT)
+			b.ReportMetric(float64(pv.Microseconds())/1000, "ms-p50-intercepted")
+			b.ReportMetric(float64(pd.Microseconds())/1000, "ms-p50-direct")
+			b.ReportMetric(float64((pv-pd).Microseconds())/1000, "ms-p50-added")
+			b.ReportMetric(float64(pv)/float64(pd), "ratio")
+		})
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
