@@ -34,8 +34,10 @@ type Logf func(format string, args ...any)
 // Proxy is an HTTP proxy enforcing a Policy: CONNECT host:port tunnels,
 // and absolute-form requests (GET http://host/path) forwarded one per
 // connection. It reads request heads itself, without net/http: it runs in
-// runner-outer, which lives as long as its run, and net/http's package
-// init (with crypto/tls) costs every runner process memory.
+// runner-outer, which lives as long as its run, and net/http costs every
+// runner process memory. crypto/tls, which intercepting a secret's host
+// needs (SetSecrets), costs less: docs/sandbox.md, "Network", has the
+// figures.
 type Proxy struct {
 	policy  *Policy
 	logf    Logf
