@@ -153,7 +153,7 @@ func (x *Proxy) relayRequests(ag, up net.Conn, host string) Intercepted {
 		if _, err := up.Write(head); err != nil {
 			return result(nil)
 		}
-		if err := x.copyBody(up, abr, host, false, chunked, size); err != nil {
+		if err := x.copyBody(up, abr, host, InterceptedHost, chunked, size); err != nil {
 			if errors.Is(err, ErrSecretMisplaced) {
 				return result(err)
 			}

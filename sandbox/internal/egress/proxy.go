@@ -207,7 +207,7 @@ func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		return
 	}
 	// A placeholder is never a host name.
-	if err := x.secrets.misplaced(host, true, []byte(req.target)); err != nil {
+	if err := x.secrets.misplaced(host, ConnectTarget, []byte(req.target)); err != nil {
 		x.refuse(c, "CONNECT "+req.target, err)
 		return
 	}
@@ -219,7 +219,10 @@ func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 	}
 	defer t.Close()
 	if x.secrets.intercepts(host) {
-		x.intercept(c, br, t, req.target, host)
+		// Its Intercepted goes in the connection's report once the
+		// proxy reports each connection (issue 27, item 2). The name as
+		// a certificate and SNI spell it.
+		_ = x.intercept(c, br, t, req.target, strings.ToLower(strings.TrimSuffix(host, ".")))
 		return
 	}
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
@@ -275,14 +278,14 @@ func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		}
 	}
 	head.WriteString("Connection: close\r\n\r\n")
-	if err := x.secrets.misplaced(host, true, []byte(head.String())); err != nil {
+	if err := x.secrets.misplaced(host, PlainHTTP, []byte(head.String())); err != nil {
 		x.refuse(c, req.method+" "+u.Redacted(), err)
 		return
 	}
 	if _, err := io.WriteString(t, head.String()); err != nil {
 		return
 	}
-	if err := x.copyBody(t, br, host, true, chunked, size); err != nil {
+	if err := x.copyBody(t, br, host, PlainHTTP, chunked, size); err != nil {
 		if errors.Is(err, ErrSecretMisplaced) {
 			x.refuse(c, req.method+" "+u.Redacted(), err)
 		}
@@ -315,10 +318,10 @@ func framing(h textproto.MIMEHeader) (chunked bool, size int64, code int, msg st
 
 // copyBody copies a request's body, framed as framing said, from br to
 // w; with secrets, through their tripwire (scanWriter) for host.
-func (x *Proxy) copyBody(w io.Writer, br *bufio.Reader, host string, plain, chunked bool, size int64) error {
+func (x *Proxy) copyBody(w io.Writer, br *bufio.Reader, host string, where Where, chunked bool, size int64) error {
 	var sw *scanWriter
 	if x.secrets != nil {
-		sw = x.secrets.scanner(w, host, plain)
+		sw = x.secrets.scanner(w, host, where)
 		w = sw
 	}
 	var err error

@@ -15,20 +15,35 @@ import (
 )
 
 // ErrSecretMisplaced: a request carried a secret's placeholder to a host
-// the secret is not for, or over plain HTTP.
+// the secret is not for, over plain HTTP, or in a CONNECT target.
 var ErrSecretMisplaced = errors.New("secret sent to a host not listed for it")
 
 // SecretError is a refusal for a misplaced placeholder: it names the
-// secret, never its value.
+// secret, never its value, and says where the placeholder went.
 type SecretError struct {
 	Name, Host string
-	// Plain: the request was plain HTTP, where a secret never goes.
-	Plain bool
+	Where      Where
 }
 
+// Where is where a placeholder was sent.
+type Where int
+
+const (
+	// InterceptedHost: in a request to a host the proxy terminates TLS
+	// for, which the secret is not for.
+	InterceptedHost Where = iota
+	// PlainHTTP: in a plain-HTTP request, where no secret ever goes.
+	PlainHTTP
+	// ConnectTarget: in a CONNECT target, which is never a placeholder.
+	ConnectTarget
+)
+
 func (e *SecretError) Error() string {
-	if e.Plain {
+	switch e.Where {
+	case PlainHTTP:
 		return fmt.Sprintf("secret %s sent over plain HTTP to %s: a secret goes only to its hosts, over HTTPS", e.Name, e.Host)
+	case ConnectTarget:
+		return fmt.Sprintf("secret %s sent in a CONNECT target (%s)", e.Name, e.Host)
 	}
 	return fmt.Sprintf("secret %s sent to a host not listed for it (%s)", e.Name, e.Host)
 }
@@ -76,21 +91,22 @@ func (s *Secrets) intercepts(host string) bool {
 	return s != nil && slices.ContainsFunc(s.list, func(sec runspec.Secret) bool { return sec.For(host) })
 }
 
-// misplaced finds in b, a request head or a part of a body, the
-// placeholder of a secret that may not go to host (plain: none may), in
-// the clear or in a Basic credential.
-func (s *Secrets) misplaced(host string, plain bool, b []byte) error {
+// misplaced finds in b, a request head or a part of a body sent to host,
+// the placeholder of a secret that may not go there, in the clear or in a
+// Basic credential: to an InterceptedHost, a secret not for it; anywhere
+// else, any secret.
+func (s *Secrets) misplaced(host string, where Where, b []byte) error {
 	if s == nil {
 		return nil
 	}
 	basic := basicCredentials(b)
 	for _, sec := range s.list {
-		if !plain && sec.For(host) {
+		if where == InterceptedHost && sec.For(host) {
 			continue
 		}
 		ph := []byte(sec.Placeholder)
 		if bytes.Contains(b, ph) || slices.ContainsFunc(basic, func(c []byte) bool { return bytes.Contains(c, ph) }) {
-			return &SecretError{Name: sec.Name, Host: host, Plain: plain}
+			return &SecretError{Name: sec.Name, Host: host, Where: where}
 		}
 	}
 	return nil
@@ -120,9 +136,10 @@ func basicCredentials(head []byte) [][]byte {
 // section 2.2). io.EOF: the connection ended between requests.
 func readHead(br *bufio.Reader, max int) ([]byte, error) {
 	var head []byte
+	skipped := 0 // empty lines count against max too
 	for {
 		line, err := br.ReadSlice('\n')
-		if len(head)+len(line) > max {
+		if skipped+len(head)+len(line) > max {
 			return nil, errHeadTooLarge
 		}
 		head = append(head, line...)
@@ -136,6 +153,7 @@ func readHead(br *bufio.Reader, max int) ([]byte, error) {
 			return nil, err
 		}
 		if l := len(line); l == len(head) && (string(line) == "\r\n" || string(line) == "\n") {
+			skipped += l
 			head = head[:0]
 			continue
 		}
@@ -153,7 +171,7 @@ var errHeadTooLarge = errors.New("request head too large")
 // head carrying the placeholder of a secret not for host (SecretError),
 // and returns the names of the secrets it put in.
 func (s *Secrets) rewriteHead(head []byte, host string) ([]byte, []string, error) {
-	if err := s.misplaced(host, false, head); err != nil {
+	if err := s.misplaced(host, InterceptedHost, head); err != nil {
 		return nil, nil, err
 	}
 	var out bytes.Buffer
@@ -233,12 +251,12 @@ type scanWriter struct {
 	pending []byte
 }
 
-func (s *Secrets) scanner(w io.Writer, host string, plain bool) *scanWriter {
+func (s *Secrets) scanner(w io.Writer, host string, where Where) *scanWriter {
 	keep := 0
 	for _, sec := range s.list {
 		keep = max(keep, len(sec.Placeholder)-1)
 	}
-	return &scanWriter{w: w, keep: keep, check: func(b []byte) error { return s.misplaced(host, plain, b) }}
+	return &scanWriter{w: w, keep: keep, check: func(b []byte) error { return s.misplaced(host, where, b) }}
 }
 
 func (sw *scanWriter) Write(p []byte) (int, error) {

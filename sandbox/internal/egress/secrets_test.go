@@ -126,17 +126,17 @@ func TestMisplacedPlainHTTP(t *testing.T) {
 		"GET http://b.example.org/ HTTP/1.1\r\nx-api-key: " + farPH + "\r\n\r\n",
 		"GET http://a/ HTTP/1.1\r\nAuthorization: " + basic("u", gitPH) + "\r\n\r\n",
 	} {
-		err := s.misplaced("api.example.com", true, []byte(head))
+		err := s.misplaced("api.example.com", PlainHTTP, []byte(head))
 		var se *SecretError
-		if !errors.As(err, &se) || !se.Plain || !strings.Contains(err.Error(), "over plain HTTP") {
+		if !errors.As(err, &se) || se.Where != PlainHTTP || !strings.Contains(err.Error(), "over plain HTTP") {
 			t.Errorf("%q: %v", head, err)
 		}
 	}
-	if err := s.misplaced("api.example.com", true, []byte("GET http://a/ HTTP/1.1\r\nx: baton-secret-\r\n\r\n")); err != nil {
+	if err := s.misplaced("api.example.com", PlainHTTP, []byte("GET http://a/ HTTP/1.1\r\nx: baton-secret-\r\n\r\n")); err != nil {
 		t.Errorf("a head without a placeholder: %v", err)
 	}
 	var none *Secrets
-	if err := none.misplaced("a", true, []byte(keyPH)); err != nil || none.intercepts(apiHost) {
+	if err := none.misplaced("a", PlainHTTP, []byte(keyPH)); err != nil || none.intercepts(apiHost) {
 		t.Error("a proxy without secrets refused or intercepted")
 	}
 }
@@ -144,7 +144,7 @@ func TestMisplacedPlainHTTP(t *testing.T) {
 func TestScanWriter(t *testing.T) {
 	s := &Secrets{list: testSecrets()}
 	var got bytes.Buffer
-	sw := s.scanner(&got, apiHost, false)
+	sw := s.scanner(&got, apiHost, InterceptedHost)
 	// A misplaced placeholder split across writes: refused before any of
 	// it went.
 	half := len(farPH) / 2
@@ -159,7 +159,7 @@ func TestScanWriter(t *testing.T) {
 	}
 	// The host's own placeholder passes, whole.
 	got.Reset()
-	sw = s.scanner(&got, apiHost, false)
+	sw = s.scanner(&got, apiHost, InterceptedHost)
 	body := "{\"k\":\"" + keyPH + "\"}"
 	for _, b := range []byte(body) {
 		if _, err := sw.Write([]byte{b}); err != nil {
@@ -182,6 +182,9 @@ func TestReadHead(t *testing.T) {
 	}
 	if _, err := readHead(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\nA: "+strings.Repeat("x", 100)+"\r\n\r\n")), 64); !errors.Is(err, errHeadTooLarge) {
 		t.Errorf("a long head: %v", err)
+	}
+	if _, err := readHead(bufio.NewReader(strings.NewReader(strings.Repeat("\r\n", 40)+"GET / HTTP/1.1\r\n\r\n")), 64); !errors.Is(err, errHeadTooLarge) {
+		t.Errorf("empty lines without end: %v", err)
 	}
 	if _, err := readHead(bufio.NewReader(strings.NewReader("")), 64); err != io.EOF {
 		t.Errorf("no head: %v", err)
@@ -233,6 +236,7 @@ type secretFixture struct {
 	runCA    *x509.CertPool // what the sandbox trusts
 	origin   string         // the origin, for direct requests
 	upstream *x509.CertPool
+	proxy    *Proxy
 	mu       sync.Mutex
 	seen     []string // each request's head as the origin saw it
 	logs     []string
@@ -299,6 +303,7 @@ func newSecretFixture(t testing.TB, upstreamTrusted bool) *secretFixture {
 		f.mu.Unlock()
 	})
 	x.SetSecrets(sec)
+	f.proxy = x
 	x.dial = func(ctx context.Context, a netip.AddrPort) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "tcp", f.origin)
 	}
@@ -369,7 +374,12 @@ func TestProxyInterceptsSecrets(t *testing.T) {
 			t.Errorf("request %d: the origin saw %q", i, seen)
 		}
 	}
-	code, _ := do(t, c, "GET", "https://api.example.com/r.git/info/refs", map[string]string{"Authorization": basic("x-access-token", gitPH)}, "")
+	// The host as the agent may spell it.
+	code, _ := do(t, f.client(), "GET", "https://API.Example.com./", map[string]string{"X-API-Key": keyPH}, "")
+	if seen := f.lastSeen(); code != 200 || !strings.Contains(seen, "X-Api-Key: "+keyVal) {
+		t.Errorf("upper case, trailing dot: %d, the origin saw %q", code, seen)
+	}
+	code, _ = do(t, c, "GET", "https://api.example.com/r.git/info/refs", map[string]string{"Authorization": basic("x-access-token", gitPH)}, "")
 	if seen := f.lastSeen(); code != 200 || !strings.Contains(seen, "Authorization: "+basic("x-access-token", gitVal)) {
 		t.Errorf("basic: %d, the origin saw %q", code, seen)
 	}
@@ -418,6 +428,65 @@ func TestProxyInterceptsSecrets(t *testing.T) {
 	}
 }
 
+// TestInterceptReports: what intercept returns for a tunnel, which the
+// proxy's report of the connection carries: the secrets it put in, and
+// why it refused a request.
+func TestInterceptReports(t *testing.T) {
+	f := newSecretFixture(t, true)
+	run := func(headers ...string) Intercepted {
+		agent, proxySide := net.Pipe()
+		defer agent.Close()
+		up, err := net.Dial("tcp", f.origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer up.Close()
+		done := make(chan Intercepted, 1)
+		go func() {
+			defer proxySide.Close()
+			done <- f.proxy.intercept(proxySide, bufio.NewReader(proxySide), up, apiHost+":443", apiHost)
+		}()
+		_ = agent.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(agent)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		c := tls.Client(agent, &tls.Config{ServerName: apiHost, RootCAs: f.runCA, NextProtos: []string{"h2", "http/1.1"}})
+		if err := c.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		if p := c.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+			t.Errorf("ALPN %q, want http/1.1 only", p)
+		}
+		cbr := bufio.NewReader(c)
+		// Every request on the one connection.
+		for _, h := range headers {
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n%s\r\n\r\n", apiHost, h)
+			resp, err := http.ReadResponse(cbr, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		c.Close()
+		select {
+		case out := <-done:
+			return out
+		case <-time.After(10 * time.Second):
+			t.Fatal("intercept did not return within 10 s of the agent's close")
+			return Intercepted{}
+		}
+	}
+	if out := run("x-api-key: "+keyPH, "X-Other: 1", "Authorization: Bearer "+tokPH, "x-api-key: "+keyPH); out.Secret != "API_KEY,TOKEN" || out.Refused != nil {
+		t.Errorf("%+v, want API_KEY,TOKEN swapped and no refusal", out)
+	}
+	out := run("x-api-key: "+keyPH, "x-api-key: "+farPH)
+	if out.Secret != "API_KEY" || !errors.Is(out.Refused, ErrSecretMisplaced) {
+		t.Errorf("%+v, want API_KEY swapped, then FAR refused", out)
+	}
+}
+
 func TestProxySecretsRefusePlainHTTP(t *testing.T) {
 	f := newSecretFixture(t, true)
 	code, body := do(t, f.client(), "GET", "http://b.example.org/?k="+keyPH, nil, "")
@@ -428,6 +497,9 @@ func TestProxySecretsRefusePlainHTTP(t *testing.T) {
 	_, err := f.client().Get("https://" + keyPH + ".example.org/")
 	if err == nil || !strings.Contains(err.Error(), "Forbidden") {
 		t.Errorf("a placeholder as a host name: %v", err)
+	}
+	if len(f.logs) == 2 && !strings.Contains(f.logs[1], "secret API_KEY sent in a CONNECT target ("+keyPH+".example.org)") {
+		t.Errorf("log %q", f.logs[1])
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
