@@ -526,7 +526,8 @@ func TestProxyInterceptVerifiesUpstream(t *testing.T) {
 	}
 }
 
-// FuzzRewriteHead: whatever head the agent sends a secret's host, the
+// FuzzRewriteHead: whatever head the agent sends a secret's host,
+// readHead gives at most its bound, ending with an empty line, and the
 // rewriting gives a head or a refusal, never a panic; a head it passes
 // holds no placeholder of another host's secret, only CRLF line ends, and,
 // when the proxy's parser read it, reads again to the same request line
@@ -545,6 +546,12 @@ func FuzzRewriteHead(f *testing.F) {
 	}
 	s := &Secrets{list: testSecrets()}
 	f.Fuzz(func(t *testing.T, head []byte) {
+		// As the relay reads it: a small buffer, so lines span reads.
+		if h, err := readHead(bufio.NewReaderSize(bytes.NewReader(head), 16), 512); err == nil {
+			if len(h) > 512 || !bytes.HasSuffix(h, []byte("\n\n")) && !bytes.HasSuffix(h, []byte("\n\r\n")) || !bytes.Contains(head, h) {
+				t.Fatalf("readHead gave %q of %q", h, head)
+			}
+		}
 		out, _, err := s.rewriteHead(head, apiHost)
 		if err != nil {
 			return
