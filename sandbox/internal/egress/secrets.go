@@ -137,28 +137,32 @@ func basicCredentials(head []byte) [][]byte {
 func readHead(br *bufio.Reader, max int) ([]byte, error) {
 	var head []byte
 	skipped := 0 // empty lines count against max too
+	lineStart := 0
 	for {
-		line, err := br.ReadSlice('\n')
-		if skipped+len(head)+len(line) > max {
+		part, err := br.ReadSlice('\n')
+		if skipped+len(head)+len(part) > max {
 			return nil, errHeadTooLarge
 		}
-		head = append(head, line...)
+		head = append(head, part...)
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull):
-			continue
+			continue // the line goes on
 		case err != nil:
 			if errors.Is(err, io.EOF) && len(head) > 0 {
 				err = io.ErrUnexpectedEOF
 			}
 			return nil, err
 		}
-		if l := len(line); l == len(head) && (string(line) == "\r\n" || string(line) == "\n") {
-			skipped += l
+		line := string(head[lineStart:])
+		empty := line == "\r\n" || line == "\n"
+		switch {
+		case empty && lineStart == 0:
+			skipped += len(line)
 			head = head[:0]
-			continue
-		}
-		if string(line) == "\r\n" || string(line) == "\n" {
+		case empty:
 			return head, nil
+		default:
+			lineStart = len(head)
 		}
 	}
 }
