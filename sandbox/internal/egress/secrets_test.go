@@ -35,6 +35,8 @@ const (
 	farPH   = "baton-secret-far-0123456789abcdef"
 	farVal  = "far-real-value"
 	apiHost = "api.example.com"
+	// untouched is allowed, and no secret is for it.
+	untouched = "c.example.net"
 )
 
 // testSecrets: three secrets for apiHost, one per header kind, and one for
@@ -251,17 +253,13 @@ type secretFixture struct {
 func newSecretFixture(t testing.TB, upstreamTrusted bool) *secretFixture {
 	t.Helper()
 	f := &secretFixture{}
-	p, err := NewPolicy(runspec.Network{Allow: []string{apiHost, "b.example.org"}}, WithResolver(func(_ context.Context, host string) ([]netip.Addr, error) {
+	p, err := NewPolicy(runspec.Network{Allow: []string{apiHost, "b.example.org", untouched}}, WithResolver(func(_ context.Context, host string) ([]netip.Addr, error) {
 		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
 	}), WithLocalAddrs(func() ([]netip.Addr, error) { return nil, nil }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	originCA, err := NewCA([]string{apiHost, "b.example.org"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := originCA.leaf(apiHost)
+	originCA, err := NewCA([]string{apiHost, "b.example.org", untouched})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +278,9 @@ func newSecretFixture(t testing.TB, upstreamTrusted bool) *secretFixture {
 			f.mu.Unlock()
 			fmt.Fprintf(w, "ok %s", r.Proto)
 		}),
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{*leaf}},
+		TLSConfig: &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return originCA.leaf(h.ServerName)
+		}},
 		// Refused handshakes are the tests' point, not news.
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
@@ -289,7 +289,7 @@ func newSecretFixture(t testing.TB, upstreamTrusted bool) *secretFixture {
 	f.upstream = x509.NewCertPool()
 	f.upstream.AppendCertsFromPEM(originCA.CertPEM())
 
-	n := runspec.Network{Allow: []string{apiHost, "b.example.org"}, Secrets: testSecrets()}
+	n := runspec.Network{Allow: []string{apiHost, "b.example.org", untouched}, Secrets: testSecrets()}
 	if upstreamTrusted {
 		n.UpstreamCA = string(originCA.CertPEM())
 	}
@@ -490,6 +490,23 @@ func TestInterceptReports(t *testing.T) {
 	out := run("x-api-key: "+keyPH, "x-api-key: "+farPH)
 	if out.Secret != "API_KEY" || !errors.Is(out.Refused, ErrSecretMisplaced) {
 		t.Errorf("%+v, want API_KEY swapped, then FAR refused", out)
+	}
+}
+
+// TestProxyTunnelsOtherHosts: with secrets, a host no secret lists keeps
+// its end-to-end tunnel: the agent sees the host's own certificate, and
+// what it sends arrives as sent.
+func TestProxyTunnelsOtherHosts(t *testing.T) {
+	f := newSecretFixture(t, true)
+	c := f.client()
+	c.Transport.(*http.Transport).TLSClientConfig.RootCAs = f.upstream // not the run's CA
+	code, _ := do(t, c, "GET", "https://"+untouched+"/", map[string]string{"x-api-key": keyPH}, "")
+	if seen := f.lastSeen(); code != 200 || !strings.Contains(seen, "X-Api-Key: "+keyPH) {
+		t.Errorf("%d, the origin saw %q", code, seen)
+	}
+	// And the run's CA cannot vouch for it.
+	if _, err := f.client().Get("https://" + untouched + "/"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("the run's CA vouched for a host no secret lists: %v", err)
 	}
 }
 
