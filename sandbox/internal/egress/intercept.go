@@ -74,11 +74,10 @@ func (x *Proxy) intercept(c net.Conn, br *bufio.Reader, t net.Conn, target, host
 	}
 	_ = ag.SetDeadline(time.Time{})
 
-	// Responses go back as they come; an HTTP/1.1 client sends its next
-	// request after the last response, so a refusal below, which closes
-	// the upstream side, cuts none short.
-	// When the upstream side ends, so does the agent's, unless a refusal
-	// is to be written there.
+	// Responses go back as they come, and when the upstream side ends so
+	// does the agent's, unless a refusal is to be written there. An
+	// HTTP/1.1 client sends its next request after the last response, so
+	// a refusal, which closes the upstream side, cuts none short.
 	var refusing atomic.Bool
 	back := make(chan struct{})
 	go func() {
@@ -130,16 +129,16 @@ func (x *Proxy) relayRequests(ag, up net.Conn, host string) Intercepted {
 			if errors.Is(err, errHeadTooLarge) {
 				return result(err)
 			}
-			return result(fmt.Errorf("%w: %v", errMalformed, err))
+			return result(fmt.Errorf("malformed request head: %v", err))
 		}
 		_ = ag.SetReadDeadline(time.Time{})
 		req, err := readRequest(bufio.NewReader(bytes.NewReader(raw)))
 		if err != nil {
-			return result(fmt.Errorf("%w: %v", errMalformed, err))
+			return result(fmt.Errorf("malformed request head: %v", err))
 		}
 		chunked, size, code, msg := framing(req.header)
 		if code != 0 {
-			return result(fmt.Errorf("%w: %s", errMalformed, msg))
+			return result(fmt.Errorf("refused request: %s", msg))
 		}
 		head, names, err := x.secrets.rewriteHead(raw, host)
 		if err != nil {
@@ -160,8 +159,9 @@ func (x *Proxy) relayRequests(ag, up net.Conn, host string) Intercepted {
 			return result(nil)
 		}
 		if len(req.header["Upgrade"]) > 0 {
-			// Past a protocol switch the stream is no longer
-			// requests: it goes as it comes.
+			// Past a protocol switch (a WebSocket) the stream is no
+			// longer requests: it goes as it comes, unread; the
+			// secrets were put in the request that asked for it.
 			_, _ = io.Copy(up, abr)
 			return result(nil)
 		}
