@@ -118,6 +118,14 @@ type Profile struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// Network is the run's network policy.
 	Network Network `yaml:"network"`
+	// Secrets are credentials by name (the agent's environment variable,
+	// which holds a placeholder): the egress proxy adds them to requests
+	// to their hosts (see Secret).
+	Secrets map[string]Secret `yaml:"secrets"`
+	// UpstreamCA is a PEM file of CA certificates the egress proxy
+	// trusts, beside the host's, when it connects to a secret's host (an
+	// internal CA; a test server's).
+	UpstreamCA string `yaml:"upstreamCA"`
 	// Mounts are host paths bound into the sandbox, read-only unless
 	// marked writable.
 	Mounts []Mount `yaml:"mounts"`

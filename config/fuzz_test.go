@@ -1,8 +1,11 @@
 package config_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/batonhq/baton/config"
@@ -31,6 +34,9 @@ func FuzzParseConfig(f *testing.F) {
 		"cgroupParent: /sys/fs/cgroup/x\nprofiles:\n  x:\n    command: [a]\n    agentUID: 7\n",
 		"profiles:\n  x:\n    command: [a, -p]\n    allowArgs: [--model *, \"--effort=*\", --debug]\n    limits: {disk: 64MiB}\n",
 		"profiles:\n  x:\n    command: [a]\n    allowArgs: yes\n",
+		"profiles:\n  x:\n    command: [a]\n    network: {allow: [api.example.com]}\n    secrets: {KEY: {value: sk-1, hosts: [api.example.com], header: x-api-key}}\n",
+		"profiles:\n  x:\n    command: [a]\n    network: {allow: [.example.org]}\n    secrets: {T: {env: HOME, hosts: [git.example.org], header: basic}, U: {file: /nonexistent, hosts: [git.example.org], header: authorization}}\n",
+		"profiles:\n  x:\n    command: [a]\n    network: {allow: [a.example.com]}\n    secrets: {K: {value: v, file: /f, hosts: [b.example.com], header: cookie}}\n    pool: 1\n",
 		"a: &a [*a]\n", "prefix: a\n---\nprefix: b\n", "- 1\n", "!!binary aGk=",
 	} {
 		f.Add([]byte(s))
@@ -46,9 +52,26 @@ func FuzzParseConfig(f *testing.F) {
 		if _, ok := c.Profiles[config.DemoProfile]; !ok {
 			t.Fatal("no demo profile")
 		}
-		for name := range c.Profiles {
-			if _, err := c.Resolve(protocol.Job{RunID: "r", Profile: name}, "/usr/bin/baton"); err != nil {
+		for name, p := range c.Profiles {
+			inv, err := c.Resolve(protocol.Job{RunID: "r", Profile: name}, "/usr/bin/baton")
+			if errors.Is(err, config.ErrSecretUnavailable) {
+				continue // a secret's file or variable this machine lacks
+			}
+			if err != nil {
 				t.Fatalf("profile %q does not resolve a plain job: %v", name, err)
+			}
+			// The agent's environment holds each secret's placeholder,
+			// never its value, and the spec's network validates.
+			if err := inv.Network.Validate(); err != nil {
+				t.Fatalf("profile %q resolves to a network that does not validate: %v", name, err)
+			}
+			for _, s := range inv.Network.Secrets {
+				if !slices.Contains(inv.Env, s.Name+"="+s.Placeholder) {
+					t.Fatalf("profile %q: the agent's %s is not its placeholder", name, s.Name)
+				}
+				if v := p.Secrets[s.Name].Value; v != "" && slices.ContainsFunc(inv.Env, func(kv string) bool { return strings.Contains(kv, v) }) {
+					t.Fatalf("profile %q: the agent's environment holds secret %s's value", name, s.Name)
+				}
 			}
 		}
 	})

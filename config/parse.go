@@ -185,6 +185,8 @@ func typeKeys(goType string) (where, keys string) {
 		where, t = "limits", reflect.TypeFor[Limits]()
 	case "config.Outputs":
 		where, t = "outputs", reflect.TypeFor[Outputs]()
+	case "config.Secret":
+		where, t = "a secret", reflect.TypeFor[Secret]()
 	default:
 		return goType, "?"
 	}

@@ -26,4 +26,15 @@ func TestReadmeConfigParses(t *testing.T) {
 	if _, ok := cfg.Profiles["claude"]; !ok {
 		t.Fatal("docs/configuration.md's claude profile is missing")
 	}
+	// So does its secrets example.
+	m = regexp.MustCompile("(?s)## Secrets at the egress.*?```yaml\n(.*?)```").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("docs/configuration.md has no yaml block under ## Secrets at the egress")
+	}
+	if cfg, err = config.Parse(m[1]); err != nil {
+		t.Fatalf("docs/configuration.md's secrets example does not parse: %v", err)
+	}
+	if len(cfg.Profiles["claude-keyless"].Secrets) != 3 {
+		t.Fatal("docs/configuration.md's secrets example lost its secrets")
+	}
 }

@@ -164,24 +164,32 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		mounts = append(mounts, runspec.Mount(m))
 	}
 
+	secrets, upstreamCA, err := p.resolveSecrets(job.Profile)
+	if err != nil {
+		return Invocation{}, err
+	}
 	wsFiles, homeFiles := protocol.SplitFiles(job.Files)
 	env := maps.Clone(baseEnv)
 	maps.Copy(env, p.Env)
 	maps.Copy(env, job.Env)
+	for _, s := range secrets {
+		env[s.Name] = s.Placeholder
+	}
 	envv := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		envv = append(envv, k+"="+env[k])
 	}
 
 	return Invocation{
-		Profile:     job.Profile,
-		Argv:        argv,
-		Env:         envv,
-		Input:       jobInput(job.Input, p.Stdin.OrDefault()),
-		Files:       wsFiles,
-		HomeFiles:   homeFiles,
-		Timeout:     timeout,
-		Network:     runspec.Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts)},
+		Profile:   job.Profile,
+		Argv:      argv,
+		Env:       envv,
+		Input:     jobInput(job.Input, p.Stdin.OrDefault()),
+		Files:     wsFiles,
+		HomeFiles: homeFiles,
+		Timeout:   timeout,
+		Network: runspec.Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts),
+			Secrets: secrets, UpstreamCA: upstreamCA},
 		Mounts:      mounts,
 		Limits:      limits.Spec(),
 		Outputs:     runspec.Outputs(outs),

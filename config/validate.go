@@ -160,6 +160,7 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("%s.network.%w", at, e))
 			}
 		}
+		errs = append(errs, p.validateSecrets(at)...)
 		for i, m := range p.Mounts {
 			if err := m.Validate(); err != nil {
 				bad(fmt.Sprintf("%s.mounts[%d]", at, i), "%v", err)

@@ -32,10 +32,14 @@ func IsPoolEntry(name string) bool { return strings.HasPrefix(name, PoolEntryPre
 
 // Poolable reports why a chain for s cannot be started ahead of its job,
 // or nil if it can: a network with CIDR entries is set up per run (pasta
-// and nft), after the sandbox exists.
+// and nft), after the sandbox exists, and a run with secrets trusts a CA
+// made for it.
 func Poolable(s Spec) error {
 	if chain.NetMode(s.Network) == chain.NetPasta {
 		return fmt.Errorf("%w: a network with CIDR entries is set up per run", ErrNotPooled)
+	}
+	if len(s.Network.Secrets) > 0 {
+		return fmt.Errorf("%w: a run with secrets has a CA of its own in its sandbox", ErrNotPooled)
 	}
 	return nil
 }

@@ -14,4 +14,8 @@ func TestPoolable(t *testing.T) {
 	if err := Poolable(Spec{Network: runspec.Network{Allow: []string{"10.0.0.0/8"}}}); !errors.Is(err, ErrNotPooled) {
 		t.Errorf("a CIDR entry: %v, want ErrNotPooled", err)
 	}
+	n := runspec.Network{Allow: []string{"api.example.com"}, Secrets: []runspec.Secret{{Name: "K", Hosts: []string{"api.example.com"}}}}
+	if err := Poolable(Spec{Network: n}); !errors.Is(err, ErrNotPooled) {
+		t.Errorf("secrets: %v, want ErrNotPooled", err)
+	}
 }

@@ -81,6 +81,7 @@ type escapeWorld struct {
 	host     *testenv.TestHost
 	hits     *escapeHits
 	natsPort int
+	secrets  *escapeSecrets
 }
 
 // escapeHits counts the test host's requests by path.
@@ -158,6 +159,7 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 			Allow: []string{escapeName, w.host.Prefix.String()},
 			Hosts: map[string]string{escapeName: w.host.Addr.String()},
 		}}
+	w.secrets = newEscapeSecrets(t, w.host, cfg)
 	cfg.Profiles["sh"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Limits: config.Limits{Pids: escapePids}}
 	if err := cfg.Validate(); err != nil {
@@ -246,6 +248,7 @@ type escapeRun struct {
 	state   string
 	// statuses are every status of its chain, in order.
 	statuses []protocol.StatusType
+	egress   []journal.Egress // its egress messages, in order
 }
 
 // wait reads the run's chain until its terminal status and checks it
@@ -294,6 +297,7 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 				t.Fatalf("run %s: egress message %q: %v", runID, m.Data(), err)
 			}
 			events.Write(journal.EgressRecord{Egress: e, Nonce: nonce}.Line())
+			r.egress = append(r.egress, e)
 			continue
 		}
 		events.Write(m.Data())

@@ -20,6 +20,13 @@ type Network struct {
 	// Hosts pins allowed names to addresses, as /etc/hosts would, for
 	// names the resolver does not know (a test host, an internal service).
 	Hosts map[string]string `json:"hosts,omitempty"`
+	// Secrets are the credentials the egress proxy adds to requests to
+	// their hosts; the agent holds only their placeholders.
+	Secrets []Secret `json:"secrets,omitempty"`
+	// UpstreamCA is PEM certificates the proxy trusts, beside the host's
+	// roots, when it connects to a secret's host (an internal CA, a test
+	// server's).
+	UpstreamCA string `json:"upstreamCA,omitempty"`
 }
 
 // Names are the allowlist's host name entries (".example.org" suffixes
@@ -90,6 +97,10 @@ func (n Network) Validate() error {
 		case neverReached(a):
 			errs = append(errs, fmt.Errorf("hosts.%s: %s is a loopback, unspecified or multicast address, which the sandbox never reaches", name, a))
 		}
+	}
+	errs = append(errs, n.ValidateSecrets()...)
+	if n.UpstreamCA != "" && len(n.Secrets) == 0 {
+		errs = append(errs, errors.New("upstreamCA: only a secret's host is connected to by the proxy, and there are no secrets"))
 	}
 	return errors.Join(errs...)
 }

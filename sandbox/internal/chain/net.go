@@ -26,6 +26,24 @@ func NetMode(n runspec.Network) string {
 	return NetProxy
 }
 
+// The run CA's files in the sandbox's /etc, with a run's secrets:
+// CAFile its certificate, CABundleFile the host's roots and it.
+const (
+	CAFile       = "baton-egress-ca.pem"
+	CABundleFile = "baton-egress-ca-bundle.pem"
+)
+
+// CAEnv points the agent's TLS libraries at the run's CA, beside the
+// host's roots: OpenSSL (curl, git, Python), Go, Python's requests, git,
+// and Node (whose own roots stay; it adds these).
+func CAEnv() []string {
+	bundle, ca := "/etc/"+CABundleFile, "/etc/"+CAFile
+	return []string{
+		"SSL_CERT_FILE=" + bundle, "CURL_CA_BUNDLE=" + bundle, "REQUESTS_CA_BUNDLE=" + bundle,
+		"GIT_SSL_CAINFO=" + bundle, "NODE_EXTRA_CA_CERTS=" + ca,
+	}
+}
+
 // Addresses of the egress services on the sandbox's loopback.
 const (
 	ProxyAddr = "127.0.0.1:3128"

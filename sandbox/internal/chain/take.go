@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/batonhq/baton/sandbox/runspec"
@@ -57,12 +58,21 @@ func AgentTakeOf(s runspec.Spec) AgentTake {
 }
 
 // AgentSpecEnv is the environment the agent of s is started with, before
-// the runner's agentEnv sets its HOME and PWD.
+// the runner's agentEnv sets its HOME and PWD. With secrets, the agent's
+// TLS trusts the run's CA (CAEnv), whatever the profile set.
 func AgentSpecEnv(s runspec.Spec) []string {
 	if NetMode(s.Network) == NetNone {
 		return s.Env
 	}
-	return append(append([]string(nil), s.Env...), ProxyEnv()...)
+	env := append(append([]string(nil), s.Env...), ProxyEnv()...)
+	if len(s.Network.Secrets) == 0 {
+		return env
+	}
+	ca := CAEnv()
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		return slices.ContainsFunc(ca, func(c string) bool { k, _, _ := strings.Cut(c, "="); return strings.HasPrefix(kv, k+"=") })
+	})
+	return append(env, ca...)
 }
 
 // Fits reports whether a run of spec can take a chain prestarted for

@@ -3,6 +3,7 @@ package chain
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,5 +123,24 @@ func TestFits(t *testing.T) {
 				t.Errorf("error %v is not ErrNotPooled", err)
 			}
 		})
+	}
+}
+
+func TestAgentSpecEnvSecrets(t *testing.T) {
+	s := runspec.Spec{Env: []string{"A=1", "SSL_CERT_FILE=/mine.pem"}, Network: runspec.Network{Allow: []string{"api.example.com"}}}
+	if env := AgentSpecEnv(s); !slices.Contains(env, "SSL_CERT_FILE=/mine.pem") || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "NODE_EXTRA_CA_CERTS=") }) {
+		t.Errorf("without secrets: %q", env)
+	}
+	s.Network.Secrets = []runspec.Secret{{Name: "K"}}
+	env := AgentSpecEnv(s)
+	// The run's CA wins over what the profile set: the agent's TLS must
+	// trust the proxy for the secrets' hosts.
+	for _, kv := range CAEnv() {
+		if !slices.Contains(env, kv) {
+			t.Errorf("env %q lacks %s", env, kv)
+		}
+	}
+	if slices.Contains(env, "SSL_CERT_FILE=/mine.pem") || !slices.Contains(env, "A=1") || !slices.Contains(env, "HTTPS_PROXY=http://"+ProxyAddr) {
+		t.Errorf("env %q", env)
 	}
 }

@@ -15,4 +15,15 @@
 // names only, with the addresses the proxy would accept, and REFUSED for
 // every other name without resolving it, so a query cannot carry data
 // out of the sandbox through the host's resolver.
+//
+// Secrets (Secrets, CA): the agent holds a placeholder for each, never its
+// value. A CONNECT to a host a secret is for is not a tunnel: the proxy
+// checks the host's certificate against the host's roots, shows the agent
+// a certificate of the run's CA (which only that sandbox trusts, and whose
+// key never enters it), and passes each request of the connection on with
+// the value in place of the placeholder in the secret's header. A
+// placeholder seen where its secret may not go (another host, plain HTTP,
+// a CONNECT target) fails its request with 403, recorded through Logf.
+// Other hosts keep their end-to-end tunnel. crypto/tls is linked for this;
+// a run without secrets never reaches it.
 package egress

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,14 +35,17 @@ type Logf func(format string, args ...any)
 // Proxy is an HTTP proxy enforcing a Policy: CONNECT host:port tunnels,
 // and absolute-form requests (GET http://host/path) forwarded one per
 // connection. It reads request heads itself, without net/http: it runs in
-// runner-outer, which lives as long as its run, and net/http's package
-// init (with crypto/tls) costs every runner process memory.
+// runner-outer, which lives as long as its run, and net/http costs every
+// runner process memory. crypto/tls, which intercepting a secret's host
+// needs (SetSecrets), costs less: docs/sandbox.md, "Network", has the
+// figures.
 type Proxy struct {
-	policy *Policy
-	logf   Logf
-	done   func(Outcome)
-	dial   func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
-	slots  chan struct{}
+	policy  *Policy
+	logf    Logf
+	done    func(Outcome)
+	dial    func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+	slots   chan struct{}
+	secrets *Secrets
 }
 
 // Outcome is what became of one request the proxy decided, once: a
@@ -55,7 +59,8 @@ type Outcome struct {
 	// refused, or why an allowed one failed (the host did not answer).
 	Allowed bool
 	Reason  string
-	// Secret names the secret swapped into the request; none yet.
+	// Secret names the secrets swapped into an intercepted tunnel's
+	// requests, comma-separated; never a value.
 	Secret string
 	// BytesOut went from the agent to the host (a forwarded request's
 	// head as sent, and its body; a tunnel's bytes), BytesIn back; the
@@ -106,6 +111,17 @@ func (out *Outcome) opened(code int, err error) {
 		out.Reason = err.Error()
 	}
 }
+
+// refused records in out a refusal of the proxy's own (a placeholder
+// where its secret may not go).
+func (out *Outcome) refused(err error) {
+	out.Allowed, out.Reason = false, err.Error()
+}
+
+// SetSecrets makes the proxy add s's secrets to requests to their hosts,
+// terminating TLS to those, and refuse their placeholders elsewhere; call
+// it before Serve.
+func (x *Proxy) SetSecrets(s *Secrets) { x.secrets = s }
 
 // Serve accepts connections on l until ctx ends or l fails; it closes l.
 func (x *Proxy) Serve(ctx context.Context, l net.Listener) error {
@@ -250,6 +266,12 @@ func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 	}
 	out := Outcome{Start: start, Host: host, Port: port, Method: req.method}
 	defer x.report(&out)
+	// A placeholder is never a host name.
+	if err := x.secrets.misplaced(host, ConnectTarget, []byte(req.target)); err != nil {
+		out.refused(err)
+		x.refuse(c, "CONNECT "+req.target, err)
+		return
+	}
 	t, code, err := x.open(ctx, host, port)
 	out.opened(code, err)
 	if err != nil {
@@ -261,6 +283,19 @@ func (x *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 	// The end of ctx closes c (serveConns); t too, or a read from a host
 	// that never closes would keep the connection, and its outcome.
 	defer context.AfterFunc(ctx, func() { t.Close() })()
+	if x.secrets.intercepts(host) {
+		// The name as a certificate and SNI spell it.
+		ct := &countConn{Conn: t}
+		in := x.intercept(c, br, ct, req.target, strings.ToLower(strings.TrimSuffix(host, ".")))
+		out.Secret, out.BytesOut, out.BytesIn = in.Secret, ct.out.Load(), ct.in.Load()
+		switch {
+		case errors.Is(in.Refused, ErrSecretMisplaced):
+			out.refused(in.Refused)
+		case in.Refused != nil:
+			out.Reason = in.Refused.Error()
+		}
+		return
+	}
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
@@ -290,23 +325,10 @@ func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 	}
 	// The body goes as the request frames it, checked, and nothing after
 	// it: the upstream connection carries this one request.
-	te, cl := req.header["Transfer-Encoding"], req.header["Content-Length"]
-	var size int64
-	switch {
-	case len(te) > 0 && len(cl) > 0:
-		reply(c, statusBadRequest, "both Transfer-Encoding and Content-Length")
+	chunked, size, code, msg := framing(req.header)
+	if code != 0 {
+		reply(c, code, msg)
 		return
-	case len(te) > 0:
-		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
-			reply(c, statusNotImplemented, "a Transfer-Encoding other than chunked")
-			return
-		}
-	case len(cl) > 0:
-		size, err = strconv.ParseInt(cl[0], 10, 64)
-		if err != nil || size < 0 || slices.ContainsFunc(cl, func(v string) bool { return v != cl[0] }) {
-			reply(c, statusBadRequest, "bad Content-Length")
-			return
-		}
 	}
 	host, port, err := hostPort(u.Host, "80")
 	if err != nil {
@@ -337,15 +359,19 @@ func (x *Proxy) forward(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		}
 	}
 	head.WriteString("Connection: close\r\n\r\n")
+	if err := x.secrets.misplaced(host, PlainHTTP, []byte(head.String())); err != nil {
+		out.refused(err)
+		x.refuse(c, req.method+" "+u.Redacted(), err)
+		return
+	}
 	if _, err := io.WriteString(t, head.String()); err != nil {
 		return
 	}
-	if len(te) > 0 {
-		err = copyChunked(t, br)
-	} else {
-		_, err = io.CopyN(t, br, size)
-	}
-	if err != nil {
+	if err := x.copyBody(t, br, host, PlainHTTP, chunked, size); err != nil {
+		if errors.Is(err, ErrSecretMisplaced) {
+			out.refused(err)
+			x.refuse(c, req.method+" "+u.Redacted(), err)
+		}
 		return
 	}
 	out.BytesIn, _ = io.Copy(c, ut)
@@ -361,6 +387,73 @@ func (w *counter) Write(p []byte) (int, error) {
 	n, err := w.Writer.Write(p)
 	w.n += int64(n)
 	return n, err
+}
+
+// countConn counts the bytes read from and written to a connection, from
+// any goroutine (an intercepted tunnel's two directions).
+type countConn struct {
+	net.Conn
+	in, out atomic.Int64
+}
+
+func (c *countConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.out.Add(int64(n))
+	return n, err
+}
+
+// framing is how a request's header frames its body: chunked, or size
+// bytes; code is not 0 for a header the proxy refuses, msg says why.
+func framing(h textproto.MIMEHeader) (chunked bool, size int64, code int, msg string) {
+	te, cl := h["Transfer-Encoding"], h["Content-Length"]
+	switch {
+	case len(te) > 0 && len(cl) > 0:
+		return false, 0, statusBadRequest, "both Transfer-Encoding and Content-Length"
+	case len(te) > 0:
+		if len(te) != 1 || !strings.EqualFold(te[0], "chunked") {
+			return false, 0, statusNotImplemented, "a Transfer-Encoding other than chunked"
+		}
+		return true, 0, 0, ""
+	case len(cl) > 0:
+		size, err := strconv.ParseInt(cl[0], 10, 64)
+		if err != nil || size < 0 || slices.ContainsFunc(cl, func(v string) bool { return v != cl[0] }) {
+			return false, 0, statusBadRequest, "bad Content-Length"
+		}
+		return false, size, 0, ""
+	}
+	return false, 0, 0, ""
+}
+
+// copyBody copies a request's body, framed as framing said, from br to
+// w; with secrets, through their tripwire (scanWriter) for host.
+func (x *Proxy) copyBody(w io.Writer, br *bufio.Reader, host string, where Where, chunked bool, size int64) error {
+	var sw *scanWriter
+	if x.secrets != nil {
+		sw = x.secrets.scanner(w, host, where)
+		w = sw
+	}
+	var err error
+	if chunked {
+		err = copyChunked(w, br)
+	} else {
+		_, err = io.CopyN(w, br, size)
+	}
+	if err == nil && sw != nil {
+		err = sw.flush()
+	}
+	return err
+}
+
+// refuse answers a request the proxy will not pass on, and records why.
+func (x *Proxy) refuse(c net.Conn, what string, err error) {
+	x.logf("proxy: %s: %v", what, err)
+	reply(c, statusForbidden, err.Error())
 }
 
 // copyChunked copies a chunked body from br to w as it came, up to and

@@ -50,6 +50,9 @@ type outerHandover struct {
 	CgroupPath  string       `json:"cgroupPath,omitempty"`
 	Egress      []int        `json:"egress,omitempty"` // the proxy's and DNS stub's sockets
 	Pool        int          `json:"pool"`             // a prestarted chain's socket, before its take
+	// EgressCA is the run's CA with its key (egress.CA.MarshalPEM), for
+	// a run with secrets.
+	EgressCA string `json:"egressCA,omitempty"`
 }
 
 // handOver execs this binary as runner-outer-wait, which supervises the
@@ -178,6 +181,11 @@ func (o *outerRun) handover() (outerHandover, error) {
 	if c := o.plan.cgroup; c != nil {
 		fd(&h.Cgroup, c.dir)
 		h.CgroupPath = c.path
+	}
+	if o.plan.ca != nil && err == nil {
+		var ca []byte
+		ca, err = o.plan.ca.MarshalPEM()
+		h.EgressCA = string(ca)
 	}
 	if o.net != nil {
 		h.Egress = make([]int, len(o.net.socks))
@@ -336,6 +344,11 @@ func (h outerHandover) outerRun() (*outerRun, error) {
 		}
 		if o.plan.policy, err = egress.NewPolicy(h.Spec.Network); err != nil {
 			return nil, err
+		}
+		if h.EgressCA != "" {
+			if o.plan.ca, err = egress.ParseCA([]byte(h.EgressCA)); err != nil {
+				return nil, fmt.Errorf("handover: %w", err)
+			}
 		}
 		o.net = &outerNet{}
 		for i, fd := range h.Egress {

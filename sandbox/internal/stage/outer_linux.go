@@ -551,6 +551,16 @@ func readBounded(path string) ([]byte, error) {
 	return chain.ReadFile(f, path)
 }
 
+// secretNames are the names and hosts of secrets, never their values or
+// placeholders.
+func secretNames(secrets []runspec.Secret) map[string][]string {
+	out := make(map[string][]string, len(secrets))
+	for _, s := range secrets {
+		out[s.Name] = s.Hosts
+	}
+	return out
+}
+
 // specSummary is the spec for state.ndjson, secrets redacted.
 func specSummary(s runspec.Spec) string {
 	uid, gid := s.SandboxIDs(os.Geteuid(), os.Getegid())
@@ -569,6 +579,7 @@ func specSummary(s runspec.Spec) string {
 		"killGrace": s.Grace().String(),
 		"network":   chain.NetMode(s.Network),
 		"allow":     s.Network.Allow,
+		"secrets":   secretNames(s.Network.Secrets),
 		"mounts":    s.Mounts,
 		"limits":    s.Limits,
 		"cgroup":    s.CgroupParent,

@@ -116,6 +116,16 @@ func (o *outerRun) serveEgress(ctx context.Context) error {
 		return err
 	}
 	logf := egressNotes(o.st, maxEgressNotes)
+	var sec *egress.Secrets
+	if o.plan.ca != nil {
+		var err error
+		if sec, err = egress.NewSecrets(o.spec.Network, o.plan.ca); err != nil {
+			proxyL.Close()
+			dnsPC.Close()
+			dnsL.Close()
+			return err
+		}
+	}
 	netCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	// A record goes after what the agent printed before the connection
@@ -126,6 +136,9 @@ func (o *outerRun) serveEgress(ctx context.Context) error {
 	}
 	record := egressRecords(insert, o.spec.Nonce, maxEgressRecords, o.st)
 	proxy := egress.NewProxy(o.plan.policy, logf, egress.OnDone(record))
+	if sec != nil {
+		proxy.SetSecrets(sec)
+	}
 	dns := egress.NewDNS(o.plan.policy, logf, egress.OnRefusedQuery(record))
 	n.served.Go(func() { _ = proxy.Serve(netCtx, proxyL) })
 	n.served.Go(func() { _ = dns.ServeUDP(netCtx, dnsPC) })

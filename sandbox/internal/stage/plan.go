@@ -194,6 +194,7 @@ func checkDests(mounts []bindMount, binary string) error {
 	for _, name := range hostEtc {
 		taken = append(taken, "/etc/"+name)
 	}
+	taken = append(taken, "/etc/"+chain.CAFile, "/etc/"+chain.CABundleFile)
 	seen := map[string]bool{}
 	for _, m := range mounts {
 		for _, t := range taken {

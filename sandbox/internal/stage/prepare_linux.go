@@ -19,6 +19,25 @@ import (
 	"github.com/batonhq/baton/sandbox/runspec"
 )
 
+// rootBundles are where distributions keep the host's CA certificates in
+// one file: Debian's, Fedora's, then Alpine's and the BSDs'.
+var rootBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}
+
+// hostRoots is the host's CA bundle, ending with a newline, or "" when
+// the host has none: the sandbox's bundle is then the run's CA alone, and
+// only secrets' hosts are reachable over TLS by tools that read it.
+func hostRoots() string {
+	for _, p := range rootBundles {
+		if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
+			if b[len(b)-1] != '\n' {
+				b = append(b, '\n')
+			}
+			return string(b)
+		}
+	}
+	return ""
+}
+
 // toolPath is where runner-outer looks for pasta and nft: its own
 // environment is empty. A variable only so that tests can build a runner
 // that finds stand-ins first (-ldflags -X).
@@ -34,6 +53,9 @@ type outerPlan struct {
 	cgroup    *runCgroup
 	pasta     string // pasta's path, for chain.NetPasta
 	policy    *egress.Policy
+	// ca is the run's CA when it has secrets; its key stays in
+	// runner-outer.
+	ca *egress.CA
 }
 
 func (p *outerPlan) summary() string {
@@ -131,6 +153,13 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 		home = defaultHome(c.Home)
 	}
 	c.Etc = etcFiles(auid, agid, home, mode)
+	if len(s.Network.Secrets) > 0 {
+		if p.ca, err = egress.NewCA(egress.SecretHosts(s.Network.Secrets)); err != nil {
+			return nil, err
+		}
+		cert := string(p.ca.CertPEM())
+		c.Etc[chain.CAFile], c.Etc[chain.CABundleFile] = cert, hostRoots()+cert
+	}
 	c.TmpBytes, c.ShmBytes = tmpSizes(s.Limits)
 	c.Rlimits = rlimitsFor(s.Limits)
 	if p.cgroup, err = openRunCgroup(s.CgroupParent, s.RunID, s.Limits, uid, gid); err != nil {
