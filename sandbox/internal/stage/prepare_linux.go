@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"maps"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -120,6 +121,20 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 	if c.Binary, c.BinaryDev, c.BinaryIno, err = bindBinary(s.Argv[0], s.Baton); err != nil {
 		return nil, err
 	}
+	var mcpCommand string
+	if s.Tools != nil {
+		// `baton mcp` runs in the sandbox: the binary is there at its own
+		// path, bound unless a system directory shows it anyway.
+		if mcpCommand, err = batonPath(s.Baton); err != nil {
+			return nil, err
+		}
+		if c.Binary == "" {
+			if c.Binary, c.BinaryDev, c.BinaryIno, err = bindBinary(mcpCommand, s.Baton); err != nil {
+				return nil, err
+			}
+		}
+		p.inner.Tools = true
+	}
 	if c.Mounts, err = resolveMounts(s, ws); err != nil {
 		return nil, err
 	}
@@ -131,6 +146,9 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 		home = defaultHome(c.Home)
 	}
 	c.Etc = etcFiles(auid, agid, home, mode)
+	if mcpCommand != "" {
+		maps.Copy(c.Etc, mcpConfigFiles(mcpCommand))
+	}
 	c.TmpBytes, c.ShmBytes = tmpSizes(s.Limits)
 	c.Rlimits = rlimitsFor(s.Limits)
 	if p.cgroup, err = openRunCgroup(s.CgroupParent, s.RunID, s.Limits, uid, gid); err != nil {
@@ -170,6 +188,19 @@ func (p *outerPlan) preparePasta(uid int, prefixes []netip.Prefix) error {
 	}
 	p.inner.Net.Ruleset = NftRuleset(prefixes, host)
 	return nil
+}
+
+// batonPath is the baton binary's path on the host: baton, the spec's,
+// or else the runner's own.
+func batonPath(baton string) (string, error) {
+	if baton == "" {
+		baton = "/proc/self/exe"
+	}
+	p, err := filepath.EvalSymlinks(baton)
+	if err != nil {
+		return "", fmt.Errorf("the baton binary, for baton mcp: %w", err)
+	}
+	return p, nil
 }
 
 // bindBinary is where the baton binary is bound into the sandbox, with
