@@ -1,10 +1,10 @@
 package stage
 
 import (
-	"maps"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
