@@ -125,7 +125,7 @@ func (w *Worker) toolsConn(ctx context.Context, r *run, conn *sandbox.ToolsConn)
 				return // handed off: the runner hands it to the successor
 			}
 			if err := conn.Reply(rep); err != nil {
-				r.log.Debug().Err(err).Msg("answer the runner's tool request")
+				r.log.Warn().Err(err).Msg("answer the runner's tool request")
 			}
 		})
 	}
@@ -174,7 +174,7 @@ func (w *Worker) callTool(ctx context.Context, r *run, req sandbox.ToolRequest) 
 // $SRV.INFO answers (NATS micro discovery): every service answers; the
 // wait ends a moment after the last answer.
 func (w *Worker) discoverTools(ctx context.Context) []mcp.Tool {
-	inbox := w.nc.NewRespInbox()
+	inbox := w.nc.NewInbox()
 	sub, err := w.nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil
@@ -203,8 +203,11 @@ func (w *Worker) discoverTools(ctx context.Context) []mcp.Tool {
 			if !ok || !journal.ValidToolName(name) {
 				continue
 			}
-			tools = append(tools, mcp.Tool{Name: name, Description: e.Metadata[protocol.ToolMetaDescription],
-				InputSchema: json.RawMessage(e.Metadata[protocol.ToolMetaSchema])})
+			t := mcp.Tool{Name: name, Description: e.Metadata[protocol.ToolMetaDescription]}
+			if schema := e.Metadata[protocol.ToolMetaSchema]; json.Valid([]byte(schema)) {
+				t.InputSchema = json.RawMessage(schema)
+			}
+			tools = append(tools, t)
 		}
 	}
 }

@@ -191,7 +191,8 @@ func (b *toolBroker) listed(found []mcp.Tool) []mcp.Tool {
 		for _, f := range found {
 			if f.Name == name {
 				t.Description = f.Description
-				if json.Valid(f.InputSchema) && len(f.InputSchema) > 0 {
+				// MCP wants an object schema; anything else is left open.
+				if bytes.HasPrefix(f.InputSchema, []byte("{")) && json.Valid(f.InputSchema) {
 					t.InputSchema = f.InputSchema
 				}
 			}

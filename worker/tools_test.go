@@ -1,0 +1,265 @@
+package worker_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/protocol"
+)
+
+// toolService is a product's tool service, as the docs tell one to write
+// it: a NATS micro service whose endpoints are <prefix>.tools.<name>, the
+// tool's description and schema in their metadata, which executes each
+// idempotency key once and answers a repeat with the first answer.
+type toolService struct {
+	mu       sync.Mutex
+	requests []micro.Request   // every request, repeats included
+	answers  map[string][]byte // by idempotency key
+	executed map[string]int    // executions by idempotency key
+	block    chan struct{}     // if set, the first execution waits for it
+	started  chan struct{}     // closed when the first execution starts
+	once     sync.Once
+}
+
+func newToolService(t *testing.T, h *harness) *toolService {
+	t.Helper()
+	ts := &toolService{answers: map[string][]byte{}, executed: map[string]int{}, started: make(chan struct{})}
+	nc, _ := testenv.Connect(t, h.s)
+	svc, err := micro.AddService(nc, micro.Config{Name: "product-tools", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	deploy := func(req micro.Request) {
+		key := req.Headers().Get(protocol.HeaderIdempotencyKey)
+		ts.mu.Lock()
+		ts.requests = append(ts.requests, req)
+		if a, ok := ts.answers[key]; ok {
+			ts.mu.Unlock()
+			_ = req.Respond(a)
+			return
+		}
+		ts.executed[key]++
+		ts.mu.Unlock()
+		ts.once.Do(func() {
+			close(ts.started)
+			if ts.block != nil {
+				<-ts.block
+			}
+		})
+		a := []byte("deployed " + string(req.Data()) + " for " + req.Headers().Get(protocol.HeaderToolRunID))
+		ts.mu.Lock()
+		if prev, ok := ts.answers[key]; ok {
+			a = prev // a repeat executed meanwhile answered first
+		} else {
+			ts.answers[key] = a
+		}
+		ts.mu.Unlock()
+		_ = req.Respond(a)
+	}
+	for _, e := range []struct {
+		name    string
+		handler micro.HandlerFunc
+		meta    map[string]string
+	}{
+		{"deploy", deploy, map[string]string{protocol.ToolMetaDescription: "Deploy the workspace",
+			protocol.ToolMetaSchema: `{"type":"object","properties":{"env":{"type":"string"}},"required":["env"]}`}},
+		{"create_pr", func(req micro.Request) { _ = req.Error("409", "a pull request for this branch exists", nil) },
+			map[string]string{protocol.ToolMetaDescription: "Open a pull request"}},
+	} {
+		if err := svc.AddEndpoint(e.name, e.handler, micro.WithEndpointSubject(h.names.ToolSubject(e.name)),
+			micro.WithEndpointMetadata(e.meta)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ts
+}
+
+// mcpRequests are newline-delimited JSON-RPC requests, as an MCP client
+// writes them to `baton mcp`'s stdin.
+func mcpRequests(reqs ...string) string { return strings.Join(reqs, "\n") + "\n" }
+
+func mcpCall(id int, name, args string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, name, args)
+}
+
+// toolsChain splits a run's chain: the agent's JSON lines by JSON-RPC id,
+// the tool messages in order, and each message's position.
+type toolsChain struct {
+	answers  map[int]map[string]any // the agent's MCP answers, by id
+	answerAt map[int]int
+	tools    []protocol.ToolMessage
+	toolAt   []int
+}
+
+func readToolsChain(t *testing.T, msgs []jetstream.Msg) toolsChain {
+	t.Helper()
+	c := toolsChain{answers: map[int]map[string]any{}, answerAt: map[int]int{}}
+	for i, m := range msgs {
+		switch {
+		case strings.HasSuffix(m.Subject(), ".tool"):
+			var tm protocol.ToolMessage
+			if err := json.Unmarshal(m.Data(), &tm); err != nil {
+				t.Fatalf("tool message %q: %v", m.Data(), err)
+			}
+			if strings.Contains(string(m.Data()), "nonce") {
+				t.Fatalf("tool message %q shows the nonce", m.Data())
+			}
+			c.tools, c.toolAt = append(c.tools, tm), append(c.toolAt, i)
+		case strings.HasSuffix(m.Subject(), ".events"):
+			var a map[string]any
+			if err := json.Unmarshal(m.Data(), &a); err != nil {
+				t.Fatal(err)
+			}
+			if id, ok := a["id"].(float64); ok {
+				c.answers[int(id)], c.answerAt[int(id)] = a, i
+			}
+		}
+	}
+	return c
+}
+
+// text is the text of a tools/call answer, and whether it is an error.
+func callText(t *testing.T, a map[string]any) (string, bool) {
+	t.Helper()
+	r, ok := a["result"].(map[string]any)
+	if !ok {
+		t.Fatalf("answer %v has no result", a)
+	}
+	content := r["content"].([]any)
+	return content[0].(map[string]any)["text"].(string), r["isError"].(bool)
+}
+
+func withToolsProfile(calls int) harnessOption {
+	return withConfig(func(c *config.Config) {
+		c.Profiles["tools"] = config.Profile{Command: []string{"{baton}", "mcp"}, Timeout: 2 * time.Minute,
+			Tools: []string{"deploy", "create_pr"}, ToolLimits: config.ToolLimits{Calls: calls, Timeout: 20 * time.Second}}
+	})
+}
+
+// TestHostTools: an agent runs `baton mcp` in its sandbox (the profile's
+// command; its stdin is what an MCP client writes), lists the run's tools
+// and calls them. The product's micro service sees the run's identity and
+// the call's idempotency key; the agent gets the answers; each call and
+// its answer are on the chain, before the agent's line that answers the
+// client; a tool the profile does not list never leaves the sandbox's side.
+func TestHostTools(t *testing.T) {
+	h := newHarness(t, withToolsProfile(10))
+	ts := newToolService(t, h)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "tools", "labels": map[string]string{"user": "ada"}, "input": mcpRequests(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		mcpCall(3, "deploy", `{"env":"prod"}`),
+		mcpCall(4, "rm_rf", `{}`),
+		mcpCall(5, "create_pr", `{"title":"x"}`),
+	)})
+	msgs := h.chain(id, time.Minute)
+	if st := statuses(t, msgs); st[len(st)-1].Status != protocol.StatusSucceeded {
+		t.Fatalf("run ended %+v", st[len(st)-1])
+	}
+	c := readToolsChain(t, msgs)
+
+	if v := c.answers[1]["result"].(map[string]any)["protocolVersion"]; v != "2024-11-05" {
+		t.Errorf("initialize answered %v", c.answers[1])
+	}
+	tools, _ := json.Marshal(c.answers[2]["result"])
+	if want := `{"tools":[{"description":"Deploy the workspace","inputSchema":{"properties":{"env":{"type":"string"}},"required":["env"],"type":"object"},"name":"deploy"},` +
+		`{"description":"Open a pull request","inputSchema":{"type":"object"},"name":"create_pr"}]}`; string(tools) != want {
+		t.Errorf("tools/list = %s\nwant %s", tools, want)
+	}
+	if text, isErr := callText(t, c.answers[3]); isErr || text != `deployed {"env":"prod"} for `+id {
+		t.Errorf("deploy answered %q (error %v)", text, isErr)
+	}
+	if e, _ := c.answers[4]["error"].(map[string]any); e == nil || e["code"].(float64) != -32602 || !strings.Contains(e["message"].(string), `"rm_rf" is not one of this run's tools (deploy, create_pr)`) {
+		t.Errorf("the unlisted tool answered %v", c.answers[4])
+	}
+	if text, isErr := callText(t, c.answers[5]); !isErr || text != "tool create_pr failed (409): a pull request for this branch exists" {
+		t.Errorf("create_pr answered %q (error %v)", text, isErr)
+	}
+
+	// The service saw one request per call, with the run's identity.
+	ts.mu.Lock()
+	if len(ts.requests) != 1 {
+		t.Fatalf("deploy got %d requests, want 1", len(ts.requests))
+	}
+	hd := ts.requests[0].Headers()
+	ts.mu.Unlock()
+	var call string
+	for _, tm := range c.tools {
+		if tm.Name == "deploy" {
+			call = fmt.Sprint(tm.Call)
+		}
+	}
+	for k, want := range map[string]string{protocol.HeaderToolRunID: id, protocol.HeaderToolProfile: "tools",
+		protocol.HeaderToolLabels: `{"user":"ada"}`, protocol.HeaderToolCall: call, protocol.HeaderIdempotencyKey: id + ":" + call} {
+		if got := hd.Get(k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+
+	// Two calls left the sandbox (rm_rf did not): each a call then its
+	// answer on the chain, before the agent's answer to its client.
+	if len(c.tools) != 4 {
+		t.Fatalf("tool messages %+v, want a call and a result for deploy and create_pr", c.tools)
+	}
+	for _, tc := range []struct {
+		name string
+		id   int
+	}{{"deploy", 3}, {"create_pr", 5}} {
+		callAt, resultAt := -1, -1
+		for i, tm := range c.tools {
+			switch {
+			case tm.Name == tc.name && tm.Phase == "call":
+				callAt = c.toolAt[i]
+			case tm.Name == tc.name && tm.Phase == "result":
+				resultAt = c.toolAt[i]
+			}
+		}
+		if callAt < 0 || resultAt < callAt || c.answerAt[tc.id] < resultAt {
+			t.Errorf("%s: call at %d, result at %d, the agent's answer at %d", tc.name, callAt, resultAt, c.answerAt[tc.id])
+		}
+	}
+}
+
+// TestHostToolsLimit: a run that calls more than toolLimits.calls gets a
+// clear error for each call past it, and those never leave the sandbox's
+// side.
+func TestHostToolsLimit(t *testing.T) {
+	h := newHarness(t, withToolsProfile(2))
+	ts := newToolService(t, h)
+	id := newRunID(t)
+	var reqs []string
+	for i := range 5 {
+		reqs = append(reqs, mcpCall(10+i, "deploy", fmt.Sprintf(`{"env":"e%d"}`, i)))
+	}
+	h.submit(map[string]any{"runId": id, "profile": "tools", "input": mcpRequests(reqs...)})
+	c := readToolsChain(t, h.chain(id, time.Minute))
+	ok, refused := 0, 0
+	for i := range 5 {
+		text, isErr := callText(t, c.answers[10+i])
+		switch {
+		case !isErr && strings.HasPrefix(text, "deployed "):
+			ok++
+		case isErr && text == "this run has made its 2 tool calls (toolLimits.calls): no more are taken":
+			refused++
+		default:
+			t.Errorf("call %d answered %q (error %v)", i, text, isErr)
+		}
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ok != 2 || refused != 3 || len(ts.requests) != 2 || len(c.tools) != 4 {
+		t.Errorf("%d answered, %d refused, %d requests to the service, %d tool messages; want 2, 3, 2, 4", ok, refused, len(ts.requests), len(c.tools))
+	}
+}
