@@ -3,6 +3,7 @@ package worker_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,17 +23,18 @@ import (
 // idempotency key once and answers a repeat with the first answer.
 type toolService struct {
 	mu       sync.Mutex
-	requests []micro.Request   // every request, repeats included
-	answers  map[string][]byte // by idempotency key
-	executed map[string]int    // executions by idempotency key
-	block    chan struct{}     // if set, the first execution waits for it
-	started  chan struct{}     // closed when the first execution starts
+	requests []micro.Request          // every request, repeats included
+	answers  map[string][]byte        // by idempotency key
+	running  map[string]chan struct{} // closed when the key's execution ends
+	executed map[string]int           // executions by idempotency key
+	block    chan struct{}            // if set, the first execution waits for it
+	started  chan struct{}            // closed when the first execution starts
 	once     sync.Once
 }
 
-func newToolService(t *testing.T, h *harness) *toolService {
+func newToolService(t *testing.T, h *harness, block chan struct{}) *toolService {
 	t.Helper()
-	ts := &toolService{answers: map[string][]byte{}, executed: map[string]int{}, started: make(chan struct{})}
+	ts := &toolService{answers: map[string][]byte{}, running: map[string]chan struct{}{}, executed: map[string]int{}, started: make(chan struct{}), block: block}
 	nc, _ := testenv.Connect(t, h.s)
 	svc, err := micro.AddService(nc, micro.Config{Name: "product-tools", Version: "1.0.0"})
 	if err != nil {
@@ -43,11 +45,18 @@ func newToolService(t *testing.T, h *harness) *toolService {
 		key := req.Headers().Get(protocol.HeaderIdempotencyKey)
 		ts.mu.Lock()
 		ts.requests = append(ts.requests, req)
-		if a, ok := ts.answers[key]; ok {
+		if done, ok := ts.running[key]; ok {
+			// A repeat: the first execution's answer, once it is done.
+			ts.mu.Unlock()
+			<-done
+			ts.mu.Lock()
+			a := ts.answers[key]
 			ts.mu.Unlock()
 			_ = req.Respond(a)
 			return
 		}
+		done := make(chan struct{})
+		ts.running[key] = done
 		ts.executed[key]++
 		ts.mu.Unlock()
 		ts.once.Do(func() {
@@ -58,11 +67,8 @@ func newToolService(t *testing.T, h *harness) *toolService {
 		})
 		a := []byte("deployed " + string(req.Data()) + " for " + req.Headers().Get(protocol.HeaderToolRunID))
 		ts.mu.Lock()
-		if prev, ok := ts.answers[key]; ok {
-			a = prev // a repeat executed meanwhile answered first
-		} else {
-			ts.answers[key] = a
-		}
+		ts.answers[key] = a
+		close(done)
 		ts.mu.Unlock()
 		_ = req.Respond(a)
 	}
@@ -71,7 +77,9 @@ func newToolService(t *testing.T, h *harness) *toolService {
 		handler micro.HandlerFunc
 		meta    map[string]string
 	}{
-		{"deploy", deploy, map[string]string{protocol.ToolMetaDescription: "Deploy the workspace",
+		// Each request in its own goroutine: micro calls a handler one
+		// request at a time, and a repeat must not wait behind the first.
+		{"deploy", func(req micro.Request) { go deploy(req) }, map[string]string{protocol.ToolMetaDescription: "Deploy the workspace",
 			protocol.ToolMetaSchema: `{"type":"object","properties":{"env":{"type":"string"}},"required":["env"]}`}},
 		{"create_pr", func(req micro.Request) { _ = req.Error("409", "a pull request for this branch exists", nil) },
 			map[string]string{protocol.ToolMetaDescription: "Open a pull request"}},
@@ -154,7 +162,7 @@ func withToolsProfile(calls int) harnessOption {
 // client; a tool the profile does not list never leaves the sandbox's side.
 func TestHostTools(t *testing.T) {
 	h := newHarness(t, withToolsProfile(10))
-	ts := newToolService(t, h)
+	ts := newToolService(t, h, nil)
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "tools", "labels": map[string]string{"user": "ada"}, "input": mcpRequests(
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`,
@@ -237,7 +245,7 @@ func TestHostTools(t *testing.T) {
 // side.
 func TestHostToolsLimit(t *testing.T) {
 	h := newHarness(t, withToolsProfile(2))
-	ts := newToolService(t, h)
+	ts := newToolService(t, h, nil)
 	id := newRunID(t)
 	var reqs []string
 	for i := range 5 {
@@ -261,5 +269,52 @@ func TestHostToolsLimit(t *testing.T) {
 	defer ts.mu.Unlock()
 	if ok != 2 || refused != 3 || len(ts.requests) != 2 || len(c.tools) != 4 {
 		t.Errorf("%d answered, %d refused, %d requests to the service, %d tool messages; want 2, 3, 2, 4", ok, refused, len(ts.requests), len(c.tools))
+	}
+}
+
+// TestHostToolsHandoff: a call in flight when its worker hands the run off
+// (SIGTERM) is asked again by the successor under the same idempotency
+// key, executed once by a service that honours the key, and answered to
+// the agent once; the chain holds the call and one answer.
+func TestHostToolsHandoff(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, withToolsProfile(10))
+	ts := newToolService(t, h, release)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "tools", "input": mcpRequests(mcpCall(7, "deploy", `{"env":"prod"}`))})
+	select {
+	case <-ts.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the service got no deploy request within 30s")
+	}
+	h.stopWorker("w1") // hand-off, the request in flight
+	h.addWorker("w2")
+	testenv.WaitFor(t, 30*time.Second, "the successor's request of the same call", func() bool {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return len(ts.requests) == 2
+	})
+	close(release)
+	msgs := h.chain(id, time.Minute)
+	c := readToolsChain(t, msgs)
+	if text, isErr := callText(t, c.answers[7]); isErr || text != `deployed {"env":"prod"} for `+id {
+		t.Errorf("deploy answered %q (error %v)", text, isErr)
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	key := id + ":1"
+	keys := []string{ts.requests[0].Headers().Get(protocol.HeaderIdempotencyKey), ts.requests[1].Headers().Get(protocol.HeaderIdempotencyKey)}
+	if keys[0] != key || keys[1] != key || ts.executed[key] != 1 {
+		t.Errorf("requests with keys %q, %d executions of %s; want both %s, 1", keys, ts.executed[key], key, key)
+	}
+	if len(c.tools) != 2 || c.tools[0].Phase != "call" || c.tools[1].Phase != "result" {
+		t.Errorf("tool messages %+v, want one call and one result", c.tools)
+	}
+	var seen []protocol.StatusType
+	for _, st := range statuses(t, msgs) {
+		seen = append(seen, st.Status)
+	}
+	if !slices.Contains(seen, protocol.StatusHandoff) || !slices.Contains(seen, protocol.StatusAttached) || seen[len(seen)-1] != protocol.StatusSucceeded {
+		t.Errorf("statuses %v, want a hand-off, an attach and success", seen)
 	}
 }
