@@ -32,6 +32,12 @@ const (
 	HeaderIdempotencyKey = "Baton-Idempotency-Key"
 )
 
+// ToolsDiscoveryInbox prefixes the reply subjects of a worker's tool
+// discovery ($SRV.INFO): within the workers' inbox, the one place the
+// worker-svc user of deploy/nats-auth.conf may answer into there (its own
+// micro service answers every $SRV.INFO too).
+const ToolsDiscoveryInbox = WorkerInboxPrefix + ".srv"
+
 // Endpoint metadata keys a tool's service sets, which tools/list shows.
 const (
 	ToolMetaDescription = "description"

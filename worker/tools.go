@@ -174,7 +174,7 @@ func (w *Worker) callTool(ctx context.Context, r *run, req sandbox.ToolRequest) 
 // $SRV.INFO answers (NATS micro discovery): every service answers; the
 // wait ends a moment after the last answer.
 func (w *Worker) discoverTools(ctx context.Context) []mcp.Tool {
-	inbox := w.nc.NewInbox()
+	inbox := protocol.ToolsDiscoveryInbox + "." + strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix)
 	sub, err := w.nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil
