@@ -149,8 +149,13 @@ func callText(t *testing.T, a map[string]any) (string, bool) {
 
 func withToolsProfile(calls int) harnessOption {
 	return withConfig(func(c *config.Config) {
-		c.Profiles["tools"] = config.Profile{Command: []string{"{baton}", "mcp"}, Timeout: 2 * time.Minute,
+		p := config.Profile{Command: []string{"{baton}", "mcp"}, Timeout: 2 * time.Minute,
 			Tools: []string{"deploy", "create_pr"}, ToolLimits: config.ToolLimits{Calls: calls, Timeout: 20 * time.Second}}
+		c.Profiles["tools"] = p
+		// With an allowlist: the egress proxy's sockets and the tools
+		// socket come over from runner-inner together.
+		p.Network = config.Network{Allow: []string{"example.com"}}
+		c.Profiles["tools-egress"] = p
 	})
 }
 
@@ -237,6 +242,18 @@ func TestHostTools(t *testing.T) {
 		if callAt < 0 || resultAt < callAt || c.answerAt[tc.id] < resultAt {
 			t.Errorf("%s: call at %d, result at %d, the agent's answer at %d", tc.name, callAt, resultAt, c.answerAt[tc.id])
 		}
+	}
+}
+
+// TestHostToolsWithEgress: tools work beside the egress proxy.
+func TestHostToolsWithEgress(t *testing.T) {
+	h := newHarness(t, withToolsProfile(10))
+	newToolService(t, h, nil)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "tools-egress", "input": mcpRequests(mcpCall(1, "deploy", `{"env":"dev"}`))})
+	c := readToolsChain(t, h.chain(id, time.Minute))
+	if text, isErr := callText(t, c.answers[1]); isErr || text != `deployed {"env":"dev"} for `+id {
+		t.Errorf("deploy answered %q (error %v)", text, isErr)
 	}
 }
 
