@@ -142,7 +142,10 @@ func (w *Worker) callTool(ctx context.Context, r *run, req sandbox.ToolRequest) 
 	if r.rec.Session != "" {
 		m.Header.Set(protocol.HeaderToolSession, r.rec.Session)
 	}
-	labels, _ := json.Marshal(r.rec.Labels)
+	labels := []byte("{}")
+	if len(r.rec.Labels) > 0 {
+		labels, _ = json.Marshal(r.rec.Labels)
+	}
 	m.Header.Set(protocol.HeaderToolLabels, string(labels))
 	call := strconv.FormatUint(req.Call, 10)
 	m.Header.Set(protocol.HeaderToolCall, call)

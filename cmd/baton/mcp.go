@@ -20,9 +20,9 @@ tools: MCP's JSON-RPC over stdin and stdout, one message a line (protocol
 the run's runner on the sandbox's tools socket, which journals it and has
 the worker ask the tool's NATS service, and answers with its result.
 
-Claude Code: --mcp-config /etc/baton/mcp.json. Codex: the [mcp_servers.baton]
-section in /etc/baton/codex.toml. See docs/tools.md.`,
-		Example: `  # what Claude Code runs for --mcp-config /etc/baton/mcp.json
+Claude Code: --mcp-config /etc/baton-mcp.json. Codex: the [mcp_servers.baton]
+section in /etc/baton-codex.toml. See docs/tools.md.`,
+		Example: `  # what Claude Code runs for --mcp-config /etc/baton-mcp.json
   baton mcp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
