@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
 )
 
 // toolService is a product's tool service, as the docs tell one to write
@@ -293,9 +294,21 @@ func TestHostToolsLimit(t *testing.T) {
 // (SIGTERM) is asked again by the successor under the same idempotency
 // key, executed once by a service that honours the key, and answered to
 // the agent once; the chain holds the call and one answer.
-func TestHostToolsHandoff(t *testing.T) {
+func TestHostToolsHandoff(t *testing.T) { testHostToolsSuccessor(t, false) }
+
+// TestHostToolsCrash: the same when the worker stops without handing off,
+// as a crash does: its lease expires and w2 re-attaches the run.
+func TestHostToolsCrash(t *testing.T) { testHostToolsSuccessor(t, true) }
+
+func testHostToolsSuccessor(t *testing.T, crash bool) {
 	release := make(chan struct{})
 	h := newHarness(t, withToolsProfile(10))
+	first := "w1"
+	if crash {
+		h.stopWorker("w1")
+		first = "crashy"
+		h.addWorker(first, worker.WithGrace(0))
+	}
 	ts := newToolService(t, h, release)
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "tools", "input": mcpRequests(mcpCall(7, "deploy", `{"env":"prod"}`))})
@@ -304,7 +317,7 @@ func TestHostToolsHandoff(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the service got no deploy request within 30s")
 	}
-	h.stopWorker("w1") // hand-off, the request in flight
+	h.stopWorker(first) // the request in flight
 	h.addWorker("w2")
 	testenv.WaitFor(t, 30*time.Second, "the successor's request of the same call", func() bool {
 		ts.mu.Lock()
@@ -331,7 +344,7 @@ func TestHostToolsHandoff(t *testing.T) {
 	for _, st := range statuses(t, msgs) {
 		seen = append(seen, st.Status)
 	}
-	if !slices.Contains(seen, protocol.StatusHandoff) || !slices.Contains(seen, protocol.StatusAttached) || seen[len(seen)-1] != protocol.StatusSucceeded {
-		t.Errorf("statuses %v, want a hand-off, an attach and success", seen)
+	if slices.Contains(seen, protocol.StatusHandoff) == crash || !slices.Contains(seen, protocol.StatusAttached) || seen[len(seen)-1] != protocol.StatusSucceeded {
+		t.Errorf("statuses %v, want an attach and success, after a hand-off unless a crash", seen)
 	}
 }
