@@ -348,3 +348,62 @@ func testHostToolsSuccessor(t *testing.T, crash bool) {
 		t.Errorf("statuses %v, want an attach and success, after a hand-off unless a crash", seen)
 	}
 }
+
+// TestHostToolsRoundTrip: an agent (the fake agent as an MCP client of
+// `baton mcp`) makes 200 calls one after the other; each is answered, and
+// each call and answer is on the chain before the agent's line about it.
+// It logs the round trips as the agent saw them (the issue's goal: p50 of
+// 5 ms or less with a local service).
+func TestHostToolsRoundTrip(t *testing.T) {
+	const calls = 200
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		c.Profiles["bench"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--mcp-calls", fmt.Sprint(calls), "--mcp-tool", "deploy"},
+			Timeout: 2 * time.Minute, Tools: []string{"deploy"}, ToolLimits: config.ToolLimits{Calls: calls}}
+	}))
+	ts := newToolService(t, h, nil)
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "bench"})
+	msgs := h.chain(id, 2*time.Minute)
+	if st := statuses(t, msgs); st[len(st)-1].Status != protocol.StatusSucceeded {
+		t.Fatalf("run ended %+v", st[len(st)-1])
+	}
+	results := map[int]int{} // call number → position of its answer
+	var bench map[string]any
+	answered := 0
+	for i, m := range msgs {
+		switch {
+		case strings.HasSuffix(m.Subject(), ".tool"):
+			var tm protocol.ToolMessage
+			if err := json.Unmarshal(m.Data(), &tm); err != nil {
+				t.Fatal(err)
+			}
+			if tm.Phase == "result" {
+				results[int(tm.Call)] = i
+			}
+		case strings.HasSuffix(m.Subject(), ".events"):
+			var l map[string]any
+			if err := json.Unmarshal(m.Data(), &l); err != nil {
+				t.Fatal(err)
+			}
+			switch l["type"] {
+			case "mcp_call":
+				n := int(l["n"].(float64))
+				// Calls are numbered from 1 in the order the agent made them.
+				if at, ok := results[n+1]; !ok || at > i || l["isError"] != false {
+					t.Errorf("the agent's line about call %d (%v) at %d, its answer at %d (%v)", n, l, i, at, ok)
+				}
+				answered++
+			case "mcp_bench":
+				bench = l
+			}
+		}
+	}
+	ts.mu.Lock()
+	served := len(ts.requests)
+	ts.mu.Unlock()
+	if answered != calls || served != calls || bench == nil {
+		t.Fatalf("%d answered, %d served, summary %v; want %d, %d and a summary", answered, served, bench, calls, calls)
+	}
+	t.Logf("%d tool calls, one after the other, round trip as the agent saw it: p50 %v ms, p99 %v ms, max %v ms",
+		calls, bench["p50_ms"], bench["p99_ms"], bench["max_ms"])
+}
