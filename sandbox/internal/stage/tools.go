@@ -32,6 +32,10 @@ const (
 	// agentRequestSlack is what an agent's request may hold beyond the
 	// arguments: the op, the name, JSON.
 	agentRequestSlack = 4 << 10
+	// listFresh is how long the workers' tool list answers the agent's
+	// lists: each list the workers answer is a discovery request every
+	// service answers, which an agent must not be able to multiply.
+	listFresh = 5 * time.Second
 )
 
 // toolBroker is runner-outer's side of the run's host tools: it takes the
@@ -51,6 +55,12 @@ type toolBroker struct {
 	lists    map[uint64]chan []mcp.Tool
 	nextList uint64
 	workers  map[chan chain.ToolRequest]struct{}
+
+	// listMu: one list asked of the workers at a time; found is their
+	// last answer, at foundAt.
+	listMu  sync.Mutex
+	found   []mcp.Tool
+	foundAt time.Time
 }
 
 // toolWait is a call waiting for its answer.
@@ -159,9 +169,14 @@ func (b *toolBroker) answer(r chain.ToolReply) {
 	close(w.done)
 }
 
-// list asks the workers for the tools' descriptions; with no answer in
-// time it lists the names alone.
+// list asks the workers for the tools' descriptions, at most once in
+// listFresh; with no answer in time it lists the names alone.
 func (b *toolBroker) list() mcp.SocketAnswer {
+	b.listMu.Lock()
+	defer b.listMu.Unlock()
+	if !b.foundAt.IsZero() && time.Since(b.foundAt) < listFresh {
+		return mcp.SocketAnswer{Tools: b.listed(b.found)}
+	}
 	b.mu.Lock()
 	b.nextList++
 	n := b.nextList
@@ -174,6 +189,7 @@ func (b *toolBroker) list() mcp.SocketAnswer {
 	var tools []mcp.Tool
 	select {
 	case tools = <-ch:
+		b.found, b.foundAt = tools, time.Now()
 	case <-t.C:
 		b.mu.Lock()
 		delete(b.lists, n)

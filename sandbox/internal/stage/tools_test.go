@@ -212,11 +212,15 @@ func TestToolBrokerList(t *testing.T) {
 			{Name: "other", Description: "not the run's"},
 		}})
 	}()
-	got, _ := json.Marshal(agentAsk(t, b, `{"op":"list"}`).Tools)
 	want := `[{"name":"deploy","description":"Deploy","inputSchema":{"type":"object","required":["env"]}},` +
 		`{"name":"create_pr","description":"(no service of this tool answered; calls may fail)","inputSchema":{"type":"object"}}]`
-	if string(got) != want {
-		t.Errorf("tools %s\nwant %s", got, want)
+	// The second list, within listFresh, is answered without the workers
+	// (the fake worker answers one list only).
+	for range 2 {
+		got, _ := json.Marshal(agentAsk(t, b, `{"op":"list"}`).Tools)
+		if string(got) != want {
+			t.Errorf("tools %s\nwant %s", got, want)
+		}
 	}
 }
 
