@@ -36,6 +36,9 @@ const (
 	// lists: each list the workers answer is a discovery request every
 	// service answers, which an agent must not be able to multiply.
 	listFresh = 5 * time.Second
+	// maxToolError bounds an answer's error text, as journaled and told
+	// the agent (a service's error is its to word, not to size).
+	maxToolError = 4 << 10
 )
 
 // toolBroker is runner-outer's side of the run's host tools: it takes the
@@ -149,6 +152,9 @@ func (b *toolBroker) answer(r chain.ToolReply) {
 	w := b.pending[r.Call]
 	if w == nil {
 		return
+	}
+	if len(r.Error) > maxToolError {
+		r.Error = strings.ToValidUTF8(r.Error[:maxToolError], "") + "…"
 	}
 	if len(r.Result) > b.spec.MaxBytes {
 		r = chain.ToolReply{Call: r.Call, Error: fmt.Sprintf("the tool's answer of %d bytes is over this run's limit of %d bytes (toolLimits.bytes)", len(r.Result), b.spec.MaxBytes)}
