@@ -3,6 +3,7 @@ package worker_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/mcp"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
 )
@@ -316,6 +318,12 @@ func testHostToolsSuccessor(t *testing.T, crash bool) {
 	case <-ts.started:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the service got no deploy request within 30s")
+	}
+	// The tools socket is the sandbox's network namespace's: the host's
+	// has none.
+	if c, err := net.Dial("unix", mcp.SocketAddr); err == nil {
+		c.Close()
+		t.Errorf("%s answers in the host's network namespace", mcp.SocketAddr)
 	}
 	h.stopWorker(first) // the request in flight
 	h.addWorker("w2")
