@@ -154,22 +154,33 @@ func (w *Worker) callTool(ctx context.Context, r *run, req sandbox.ToolRequest) 
 	resp, err := w.nc.RequestMsgWithContext(ctx, m)
 	log := r.log.Info().Str("tool", req.Name).Uint64("call", req.Call).Dur("took", time.Since(began))
 	rep := sandbox.ToolReply{Call: req.Call}
+	outcome := "error"
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
+		outcome = "no_service"
 		rep.Error = fmt.Sprintf("tool %s: no service answers on %s", req.Name, subject)
+	case errors.Is(err, context.Canceled):
+		outcome = "abandoned" // this worker stops: the runner hands the call to its successor
+		rep.Error = fmt.Sprintf("tool %s: %v", req.Name, err)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		outcome = "timeout"
 		rep.Error = fmt.Sprintf("tool %s: no answer within the run's toolLimits.timeout", req.Name)
 	case err != nil:
 		rep.Error = fmt.Sprintf("tool %s: %v", req.Name, err)
 	case resp.Header.Get(micro.ErrorCodeHeader) != "":
 		rep.Error = fmt.Sprintf("tool %s failed (%s): %s", req.Name, resp.Header.Get(micro.ErrorCodeHeader), resp.Header.Get(micro.ErrorHeader))
 	default:
+		outcome = "ok"
 		rep.Result = resp.Data
 		if rep.Result == nil {
 			rep.Result = []byte{}
 		}
 	}
-	log.Str("error", rep.Error).Msg("host tool call")
+	w.metrics.toolCalls.WithLabelValues(outcome).Inc()
+	if err == nil {
+		w.metrics.toolDuration.Observe(time.Since(began).Seconds())
+	}
+	log.Str("outcome", outcome).Str("error", rep.Error).Msg("host tool call")
 	return rep
 }
 
