@@ -27,7 +27,16 @@ section in /etc/baton-codex.toml. See docs/tools.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s := mcp.NewServer(mcp.SocketBackend{Addr: addr}, mcp.WithVersion(worker.Version))
-			return s.Serve(cmd.Context(), os.Stdin, os.Stdout)
+			done := make(chan error, 1)
+			go func() { done <- s.Serve(cmd.Context(), os.Stdin, os.Stdout) }()
+			select {
+			case err := <-done:
+				return err
+			case <-cmd.Context().Done():
+				// SIGTERM or SIGINT: a read of stdin cannot be cut short;
+				// the calls in flight are the runner's to answer or time out.
+				return nil
+			}
 		},
 	}
 	cmd.Flags().StringVar(&addr, "socket", addr, "the tools socket (an abstract unix socket starts with @)")
