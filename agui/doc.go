@@ -83,7 +83,9 @@
 // the user's; an approval's answer (a Claude control_response, a Codex
 // JSON-RPC result with a decision) is CUSTOM baton.approval_answer; an
 // interrupt CUSTOM baton.interrupt; the end of input CUSTOM baton.eof; any
-// other input (a handshake) CUSTOM baton.input. A .raw line (not JSON) is
+// other input (a handshake) CUSTOM baton.input. A host tool call or answer
+// (.tool, docs/tools.md) is CUSTOM baton.tool, its value the chain's JSON.
+// A .raw line (not JSON) is
 // CUSTOM baton.raw {"line": ...}; a line no dialect translates is RAW,
 // its source the dialect ("agent" when none). A chunked line is joined
 // from its Baton-Chunk pieces; a broken or oversized one is reported as

@@ -100,6 +100,9 @@ func TestStatuses(t *testing.T) {
 			[]string{"RUN_STARTED", "CUSTOM baton.started", "CUSTOM baton.frozen"}},
 		{"a status that is none", []string{status("started"), `status {"status":3}`, `status not json`},
 			[]string{"RUN_STARTED", "RAW baton", "CUSTOM baton.raw"}},
+		{"host tool calls", []string{status("started"), `tool {"call":1,"phase":"call","name":"deploy","args":{}}`,
+			`tool {"call":1,"phase":"result","name":"deploy","result":"ok"}`, `tool not json`, status("succeeded")},
+			[]string{"RUN_STARTED", "CUSTOM baton.tool", "CUSTOM baton.tool", "CUSTOM baton.raw", "RUN_FINISHED success"}},
 		{"a chain whose start aged out", []string{`raw banner`, status("succeeded")},
 			[]string{"RUN_STARTED", "CUSTOM baton.raw", "RUN_FINISHED success"}},
 	} {
