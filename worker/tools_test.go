@@ -449,3 +449,28 @@ func TestHostToolsForgedRecord(t *testing.T) {
 		t.Errorf("the service got %d requests", len(ts.requests))
 	}
 }
+
+// TestHostToolsConfigs: a run with tools finds BATON_MCP_CONFIG naming
+// /etc/baton-mcp.json, the Codex section beside it, and the baton binary
+// they name, executable, in its sandbox.
+func TestHostToolsConfigs(t *testing.T) {
+	script := `echo "env=$BATON_MCP_CONFIG"; cat "$BATON_MCP_CONFIG" /etc/baton-codex.toml; ` +
+		`b=$(sed -n 's/.*"command": "\(.*\)",/\1/p' "$BATON_MCP_CONFIG"); test -x "$b" && echo "exec-ok $b"`
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		c.Profiles["configs"] = config.Profile{Command: []string{"/bin/sh", "-c", script}, Timeout: time.Minute, Tools: []string{"deploy"}}
+	}))
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "configs"})
+	var out []string
+	for _, m := range h.chain(id, time.Minute) {
+		if strings.HasSuffix(m.Subject(), ".events") || strings.HasSuffix(m.Subject(), ".raw") {
+			out = append(out, string(m.Data()))
+		}
+	}
+	text := strings.Join(out, "\n")
+	for _, want := range []string{"env=/etc/baton-mcp.json", `"mcpServers": {`, `"args": [`, "[mcp_servers.baton]", `args = ["mcp"]`, "exec-ok /"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the agent saw no %q:\n%s", want, text)
+		}
+	}
+}

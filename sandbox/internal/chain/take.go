@@ -57,12 +57,17 @@ func AgentTakeOf(s runspec.Spec) AgentTake {
 }
 
 // AgentSpecEnv is the environment the agent of s is started with, before
-// the runner's agentEnv sets its HOME and PWD.
+// the runner's agentEnv sets its HOME and PWD: the spec's, the proxy's
+// variables when its network needs them, and with tools MCPConfigEnv.
 func AgentSpecEnv(s runspec.Spec) []string {
-	if NetMode(s.Network) == NetNone {
-		return s.Env
+	env := s.Env
+	if NetMode(s.Network) != NetNone {
+		env = append(append([]string(nil), env...), ProxyEnv()...)
 	}
-	return append(append([]string(nil), s.Env...), ProxyEnv()...)
+	if s.Tools != nil {
+		env = append(append([]string(nil), env...), MCPConfigEnv+"=/etc/"+MCPConfigName)
+	}
+	return env
 }
 
 // Fits reports whether a run of spec can take a chain prestarted for

@@ -7,6 +7,17 @@ import (
 	"github.com/batonhq/baton/mcp"
 )
 
+// Generated files of the agent's /etc for a run with tools: its MCP
+// server's config for Claude Code (--mcp-config) and Codex (the
+// [mcp_servers.baton] section of a config.toml). Flat names: the agent's
+// /etc has no generated subdirectory. MCPConfigEnv names the first in
+// the agent's environment.
+const (
+	MCPConfigName   = "baton-mcp.json"
+	CodexConfigName = "baton-codex.toml"
+	MCPConfigEnv    = "BATON_MCP_CONFIG"
+)
+
 // ToolRequest is what runner-outer hands a worker on the tools socket:
 // a call the agent made (Call, its number in the run) or a list request
 // (List, its number on this runner). Every connected worker is handed

@@ -3,15 +3,8 @@ package stage
 import (
 	"encoding/json"
 	"strconv"
-)
 
-// Generated files of the agent's /etc for a run with tools: its MCP
-// server's config for Claude Code (--mcp-config) and Codex (the
-// [mcp_servers.baton] section of a config.toml). Flat names: the agent's
-// /etc has no generated subdirectory.
-const (
-	MCPConfigName   = "baton-mcp.json"
-	CodexConfigName = "baton-codex.toml"
+	"github.com/batonhq/baton/sandbox/internal/chain"
 )
 
 // mcpConfigFiles are the two configs, for baton at command.
@@ -21,5 +14,5 @@ func mcpConfigFiles(command string) map[string]string {
 	}, "", "  ")
 	codex := "# baton's host tools: the MCP server of this run (docs/tools.md)\n" +
 		"[mcp_servers.baton]\ncommand = " + strconv.Quote(command) + "\nargs = [\"mcp\"]\n"
-	return map[string]string{MCPConfigName: string(claude) + "\n", CodexConfigName: codex}
+	return map[string]string{chain.MCPConfigName: string(claude) + "\n", chain.CodexConfigName: codex}
 }
