@@ -83,10 +83,11 @@
 // the user's; an approval's answer (a Claude control_response, a Codex
 // JSON-RPC result with a decision) is CUSTOM baton.approval_answer; an
 // interrupt CUSTOM baton.interrupt; the end of input CUSTOM baton.eof; any
-// other input (a handshake) CUSTOM baton.input. A .raw line (not JSON) is
-// CUSTOM baton.raw {"line": ...}; an .egress message (a connection the
-// sandbox's egress proxy decided) CUSTOM baton.egress, its value the
-// message's JSON; a line no dialect translates is RAW,
+// other input (a handshake) CUSTOM baton.input. A host tool call or answer
+// (.tool, docs/tools.md) is CUSTOM baton.tool, its value the chain's JSON.
+// A .raw line (not JSON) is CUSTOM baton.raw {"line": ...}; an .egress
+// message (a connection the sandbox's egress proxy decided) CUSTOM
+// baton.egress, its value the message's JSON; a line no dialect translates is RAW,
 // its source the dialect ("agent" when none). A chunked line is joined
 // from its Baton-Chunk pieces; a broken or oversized one is reported as
 // CUSTOM baton.error and dropped.

@@ -243,6 +243,15 @@ func (p *Projector) Project(m Message) []Projected {
 		p.custom("baton.raw", map[string]string{"line": string(data)})
 	case protocol.KindEgress:
 		p.egress(m, data)
+	case protocol.KindTool:
+		// The host tool call or answer as the runner saw it: the agent's
+		// own lines show the call too, in its dialect (a Claude tool_use),
+		// so this is CUSTOM, not a second TOOL_CALL.
+		if json.Valid(data) {
+			p.custom("baton.tool", json.RawMessage(data))
+		} else {
+			p.custom("baton.raw", map[string]string{"line": string(data)})
+		}
 	}
 	return p.out
 }

@@ -174,6 +174,11 @@ type Profile struct {
 	// codex-exec, codex-app-server or raw (translate nothing). Empty,
 	// the projection tells it from the lines.
 	Events agui.Dialect `yaml:"events"`
+	// Tools are host tools the agent may call: each a NATS service
+	// endpoint <prefix>.tools.<name>, reached through `baton mcp` in the
+	// sandbox (docs/tools.md). ToolLimits bound the calls.
+	Tools      []string   `yaml:"tools"`
+	ToolLimits ToolLimits `yaml:"toolLimits"`
 }
 
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is

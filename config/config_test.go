@@ -197,7 +197,7 @@ func TestParseRejects(t *testing.T) {
 		{"unknown top key", "prefix: a\nprefx: b\n",
 			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, outputsMaxAge, workspacesMaxAge, maxWorkspaceBytes, maxWorkspaceEntries, workspacesMaxBytes, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, maxInputBytes, diskBudget, diskReserve, sessionsMaxAge, checkpointsMaxBytes, profiles)`}},
 		{"unknown profile key", "profiles:\n  x:\n    command: [a]\n    comand: [b]\n",
-			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, pool, timeout, network, secrets, upstreamCA, mounts, limits, outputs, agentUID, agentGID, stdin, interrupt, turnEnd, idleTimeout, nice, session, setup, events)`}},
+			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, pool, timeout, network, secrets, upstreamCA, mounts, limits, outputs, agentUID, agentGID, stdin, interrupt, turnEnd, idleTimeout, nice, session, setup, events, tools, toolLimits)`}},
 		{"every problem", "concurrency: four\nfoo: 1\nprofiles:\n  x:\n    timeout: soon\n",
 			[]string{`line 1: want an integer, got "four"`, `line 2: unknown key "foo"`, `line 5: want a duration with a unit, like "15s" or "1h", got "soon"`}},
 		{"duration without unit", "leaseTTL: 15\n", []string{`line 1: want a duration with a unit, like "15s" or "1h", got 15 (int)`}},

@@ -61,6 +61,8 @@ type Invocation struct {
 	Session    Session
 	ResumeArgv []string
 	Setup      []string
+	// Tools are the profile's host tools (nil: none).
+	Tools *runspec.Tools
 }
 
 // Limits are the job limits this configuration sets.
@@ -204,6 +206,7 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Session:     sess,
 		ResumeArgv:  resume,
 		Setup:       setup,
+		Tools:       p.toolsSpec(),
 	}, nil
 }
 

@@ -171,6 +171,11 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("%s.outputs.%w", at, e))
 			}
 		}
+		if err := p.validateTools(); err != nil {
+			for _, e := range splitJoined(err) {
+				errs = append(errs, fmt.Errorf("%s.%w", at, e))
+			}
+		}
 		if err := p.validateSession(); err != nil {
 			for _, e := range splitJoined(err) {
 				errs = append(errs, fmt.Errorf("%s.%w", at, e))

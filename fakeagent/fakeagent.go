@@ -76,6 +76,11 @@ type Options struct {
 	// Chat selects the conversation mode (see Chat): the other options
 	// are then ignored.
 	Chat bool
+	// MCPCalls selects the MCP client mode (see MCPClient): that many
+	// calls of MCPTool, one after the other, through `baton mcp`; the
+	// other options are then ignored.
+	MCPCalls int
+	MCPTool  string
 }
 
 // RegisterFlags binds the fields of o to the flags of `baton fake-agent`.
@@ -94,6 +99,8 @@ func (o *Options) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Duration, "duration", 0, "write lines at --rate until this long has passed (--lines is then ignored)")
 	fs.BoolVar(&o.Story, "story", false, "tell the session once, from the first message to the result (an explicit --lines or --duration wins)")
 	fs.BoolVar(&o.FollowUp, "follow-up", false, "with --story: read the prompt as stdin's first line, and after the result one more user message, answered by a second turn (a regression test); exit at stdin's end")
+	fs.IntVar(&o.MCPCalls, "mcp-calls", 0, "be an MCP client of `baton mcp` (the run's host tools): list the tools, make this many calls of --mcp-tool one after the other, and print each round trip and their percentiles")
+	fs.StringVar(&o.MCPTool, "mcp-tool", "", "the tool --mcp-calls calls")
 	fs.BoolVar(&o.Chat, "chat", false, "converse on stdin like Claude Code's stream-json: echo, ask approval (\"approve: CMD\"), slow turns (\"slow\") that SIGINT or an interrupt control_request stop")
 }
 

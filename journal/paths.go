@@ -36,6 +36,10 @@ const (
 	// InputSocketName is the unix socket on which the runner of a run
 	// with stdin "stream" takes input messages from the worker.
 	InputSocketName = "input.sock"
+	// ToolsSocketName is the unix socket on which the runner of a run
+	// whose profile lists tools hands the agent's calls to the worker
+	// and takes their answers.
+	ToolsSocketName = "tools.sock"
 )
 
 // Journal is the append-only file of the agent's stdout, ended by the sentinel.

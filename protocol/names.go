@@ -163,7 +163,7 @@ func (n Names) ParseRunSubject(subject string) (runID string, kind RunKind, ok b
 		return "", "", false
 	}
 	switch RunKind(k) {
-	case KindEvents, KindRaw, KindStatus, KindInput, KindEgress:
+	case KindEvents, KindRaw, KindStatus, KindInput, KindEgress, KindTool:
 		return runID, RunKind(k), true
 	}
 	return "", "", false

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/consumer"
@@ -36,7 +37,7 @@ import (
 // nothing changed.
 func TestNATSPermissions(t *testing.T) {
 	bin := testenv.BatonBinary(t)
-	pw := map[string]string{"worker": "w-secret", "worker-svc": "s-secret", "client": "c-secret", "viewer": "v-secret"}
+	pw := map[string]string{"worker": "w-secret", "worker-svc": "s-secret", "client": "c-secret", "viewer": "v-secret", "tools": "t-secret"}
 	for user, p := range pw {
 		t.Setenv(passwordVar(user), p)
 	}
@@ -96,7 +97,8 @@ func TestNATSPermissions(t *testing.T) {
 	stateDir := testenv.StateDir(t)
 	// A profile whose runs' outputs are captured, for `baton outputs`.
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
-	if err := os.WriteFile(cfg, []byte("profiles:\n  out:\n    command: [/bin/sh, -c]\n    allowArgs: true\n    outputs: {diff: true, files: [\"out/**\"]}\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("profiles:\n  out:\n    command: [/bin/sh, -c]\n    allowArgs: true\n    outputs: {diff: true, files: [\"out/**\"]}\n"+
+		"  tools:\n    command: [\"{baton}\", mcp]\n    tools: [deploy]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	workerLog := startWorker(t, bin, url("worker"), stateDir, "auth", "--config", cfg, "--service-nats", url("worker-svc"))
@@ -220,8 +222,36 @@ func TestNATSPermissions(t *testing.T) {
 		}
 	})
 
-	// The worker did all it does (jobs, KV, chain, micro service) within
-	// its permissions.
+	// Host tools: the tools user serves an endpoint; the worker discovers
+	// and calls it for a run's agent; nobody else may call it, and the
+	// tools user may do nothing but serve.
+	tools := connect("tools")
+	svc, err := micro.AddService(tools.nc, micro.Config{Name: "auth-tools", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	if err := svc.AddEndpoint("deploy", micro.HandlerFunc(func(req micro.Request) {
+		_ = req.Respond([]byte("deployed for " + req.Headers().Get(protocol.HeaderToolRunID)))
+	}), micro.WithEndpointSubject(names.ToolSubject("deploy")), micro.WithEndpointMetadata(map[string]string{protocol.ToolMetaDescription: "Deploy it"})); err != nil {
+		t.Fatal(err)
+	}
+	o := asClient(0, "submit", "--profile", "tools", "--run-id", "auth-tools", "--watch", "--input",
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"deploy","arguments":{}}}`+"\n")
+	if !strings.Contains(o, `"description":"Deploy it"`) || !strings.Contains(o, `deployed for auth-tools`) {
+		t.Fatalf("the tools run as client:\n%s", o)
+	}
+	deniedPublish(connect("client"), names.ToolSubject("deploy"), []byte(`{}`))
+	deniedPublish(viewer, names.ToolSubject("deploy"), []byte(`{}`))
+	for _, subject := range []string{names.IngestSubject("auth-1", protocol.KindEvents), "$JS.API.INFO", worker.InboxPrefix + ".x", "_INBOX.x", names.RunJobSubject()} {
+		deniedPublish(tools, subject, nil)
+	}
+	for _, subject := range []string{names.RunFilter("auth-1"), worker.InboxPrefix + ".>", "_INBOX.>", names.RunJobSubject()} {
+		deniedSubscribe(tools, subject)
+	}
+
+	// The worker did all it does (jobs, KV, chain, micro service, tool
+	// calls) within its permissions.
 	if l := workerLog.String(); strings.Contains(strings.ToLower(l), "permissions violation") {
 		t.Fatalf("the worker was refused something:\n%s", l)
 	}
@@ -456,7 +486,7 @@ func attacks(t *testing.T, c *conn, user string, deniedPublish func(*conn, strin
 // JetStream limits, and one tenant's baton is invisible to another's
 // client.
 func TestTenantsAreIsolated(t *testing.T) {
-	for _, user := range []string{"WORKER", "WORKER_SVC", "CLIENT", "VIEWER"} {
+	for _, user := range []string{"WORKER", "WORKER_SVC", "CLIENT", "VIEWER", "TOOLS"} {
 		t.Setenv("BATON_"+user+"_PASSWORD", "p")
 		t.Setenv("TENANT_A_"+user+"_PASSWORD", "p")
 		t.Setenv("TENANT_B_"+user+"_PASSWORD", "p")

@@ -36,7 +36,7 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pw := map[string]string{"worker": "w-secret", "worker-svc": "s-secret", "client": "c-secret", "viewer": "v-secret", "console": "k-secret"}
+	pw := map[string]string{"worker": "w-secret", "worker-svc": "s-secret", "client": "c-secret", "viewer": "v-secret", "tools": "t-secret", "console": "k-secret"}
 	for user, p := range pw {
 		t.Setenv(passwordVar(user), p)
 	}

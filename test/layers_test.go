@@ -23,8 +23,9 @@ var layers = [][]string{
 	// The wire and the disk: names, jobs, the journal's writer.
 	{"protocol", "journal", "internal/unpack", "internal/testenv"},
 	// A run's spec: the file the worker writes and every runner stage
-	// reads; and the chain read for people, as AG-UI events.
-	{"sandbox/runspec", "agui"},
+	// reads; the chain read for people, as AG-UI events; and the MCP
+	// server the agent finds in its sandbox, with its socket's frames.
+	{"sandbox/runspec", "agui", "mcp"},
 	// What the sandbox's worker side and its runner stages share (the
 	// chain's records, pipes and frames), and the egress proxy and DNS
 	// stub the runner serves.

@@ -35,7 +35,7 @@ import (
 // still accepted (F12).
 func TestClientWorkspaceAttacks(t *testing.T) {
 	bin := testenv.BatonBinary(t)
-	pw := map[string]string{"worker": "w-secret", "worker-svc": "s-secret", "client": "c-secret", "viewer": "v-secret"}
+	pw := map[string]string{"worker": "w-secret", "worker-svc": "s-secret", "client": "c-secret", "viewer": "v-secret", "tools": "t-secret"}
 	for user, p := range pw {
 		t.Setenv(passwordVar(user), p)
 	}

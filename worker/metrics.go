@@ -37,6 +37,10 @@ type metrics struct {
 	lostStopped    prometheus.Counter
 	// Gaps between this worker's successive node heartbeats (beats.go).
 	heartbeatGaps prometheus.Histogram
+	// Host tool calls this worker asked, by outcome, and how long each
+	// service took (tools.go).
+	toolCalls    *prometheus.CounterVec
+	toolDuration prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
@@ -84,6 +88,11 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_stops_abandoned_total", Help: "Stops of a runner (cancel, idle, lost) this worker gave up on while the runner stayed alive past their bound; the log says why."}, []string{"kind"}),
 		lostStopped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_lost_agents_stopped_total", Help: "Agents this worker stopped because their run was declared lost while its node was away (slow restart, partition, overload); their runs' directories say so in lost-stopped."}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_tool_calls_total", Help: "Host tool calls this worker asked of their services, by outcome: ok, error (the service's), no_service, timeout, abandoned (handed to a successor)."}, []string{"outcome"}),
+		toolDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "baton_tool_call_seconds", Help: "Time from a host tool request to its service's answer.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}),
 		heartbeatGaps: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "baton_heartbeat_gap_seconds", Help: "Time between this worker's successive node heartbeats (planned: leaseTTL/3); leaseTTL should be at least twice the longest (docs/operations.md).",
 			Buckets: prometheus.ExponentialBuckets(0.1, 2, 12)}),
@@ -91,7 +100,7 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.runsStarted, m.prestarted, m.runsPrestarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
 			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.dropped, m.heldForDisk, m.active, m.reapPasses, m.storageWaiting, m.storageStalls, m.requestsRefused,
-			m.stopsAbandoned, m.lostStopped, m.heartbeatGaps)
+			m.stopsAbandoned, m.lostStopped, m.heartbeatGaps, m.toolCalls, m.toolDuration)
 	}
 	return m
 }

@@ -162,6 +162,7 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 	go w.checkCancel(ctx, r)
 	stopInput := w.startInput(ctx, r)
 	defer stopInput()
+	defer w.startTools(ctx, r)()
 	defer w.trackTurns(ctx, r)()
 	if err := w.resumeSetup(ctx, r); err != nil {
 		r.log.Warn().Err(err).Msg("the session's setup; its wrapper waits at most " + setupWait.String() + " for a checkpoint")
@@ -291,10 +292,18 @@ func (r *run) publish(ctx context.Context, lines []follow.Line) error {
 	for len(lines) > 0 {
 		n := 0
 		turnEnd, setupDone := false, false
-		for n < len(lines) && lines[n].Data != nil && !r.isRecord(lines[n]) && !turnEnd && !setupDone {
+		for n < len(lines) && lines[n].Data != nil && !r.isRecord(lines[n]) && !r.isTool(lines[n]) && !turnEnd && !setupDone {
 			turnEnd = r.isTurnEnd(lines[n])
 			setupDone = r.onSetup != nil && string(lines[n].Data) == setupDoneLine
 			n++
+		}
+		if n == 0 && lines[0].Data != nil && r.isTool(lines[0]) {
+			// The runner's record of a host tool call or of its answer.
+			if err := r.publishTool(ctx, lines[0]); err != nil {
+				return err
+			}
+			r.offset, lines = lines[0].End, lines[1:]
+			continue
 		}
 		if n == 0 && lines[0].Data != nil {
 			if rec, ok := r.egressRecord(lines[0]); ok {

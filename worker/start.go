@@ -460,7 +460,7 @@ func (w *Worker) sandboxSpec(id string, dir journal.Dir, inv config.Invocation) 
 		RunID: id, RunDir: string(dir), Argv: inv.Argv, Baton: w.binary, Env: inv.Env, Files: inv.Files, HomeFiles: inv.HomeFiles,
 		KillGrace: 5 * time.Second,
 		Network:   inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
-		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line,
+		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line, Tools: inv.Tools,
 		Nice: inv.Nice, CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs,
 	}
 }

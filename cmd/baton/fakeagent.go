@@ -45,6 +45,9 @@ that signal.`,
   # echo stdin into the init event; mix in non-JSON lines and a forged sentinel
   echo "fix the bug" | baton fake-agent --echo-input --raw-every 5 --forge-sentinel
 
+  # an MCP client of the run's host tools (profile tools: [deploy]): 100 calls, their round trips
+  baton fake-agent --mcp-calls 100 --mcp-tool deploy
+
   # converse: one turn per stdin line, a permission prompt for "approve: CMD"
   printf 'hello\napprove: make test\n{"type":"control_response","response":{"subtype":"success","request_id":"req-2","response":{"behavior":"allow"}}}\n' | baton fake-agent --chat`,
 		Args: cobra.NoArgs,
@@ -64,6 +67,14 @@ that signal.`,
 func runFakeAgent(o fakeagent.Options) error {
 	if o.Chat {
 		return runFakeChat()
+	}
+	if o.MCPCalls > 0 {
+		// This binary's `mcp`: in a sandbox, the run's host tools.
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		return fakeagent.MCPClient(context.Background(), os.Stdout, []string{self, "mcp"}, o.MCPTool, o.MCPCalls)
 	}
 	// main's context ends on SIGINT and SIGTERM too, but does not say which
 	// signal came; the fake agent dies by the one it got, as a real agent

@@ -449,10 +449,40 @@ func (p *eventPrinter) print(ev client.Event) error {
 		p.input(ev)
 	case protocol.KindEgress:
 		p.egress(ev)
+	case protocol.KindTool:
+		p.tool(ev.Data)
 	default:
 		p.line(p.paint(styleDim, string(ev.Kind)+"│ ") + sanitize(trimEOL(ev.Data), false))
 	}
 	return p.err
+}
+
+// toolShown bounds what a tool line shows of its arguments or answer.
+const toolShown = 200
+
+// tool renders a host tool call or its answer (docs/tools.md).
+func (p *eventPrinter) tool(data []byte) {
+	var m protocol.ToolMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		p.line(p.paint(styleDim, "tool│ ") + sanitize(trimEOL(data), false))
+		return
+	}
+	head := fmt.Sprintf("tool › %s #%d ", m.Name, m.Call)
+	shown := func(b []byte) string {
+		s := sanitize(b, false)
+		if len(s) > toolShown {
+			s = strings.ToValidUTF8(s[:toolShown], "") + "…"
+		}
+		return s
+	}
+	switch {
+	case m.Phase == "call":
+		p.line(p.paint(styleCyan, head) + shown(m.Args))
+	case m.Error != "":
+		p.line(p.paint(styleCyan, head) + p.paint(styleRed, "✗ "+shown([]byte(m.Error))))
+	case m.Result != nil:
+		p.line(p.paint(styleCyan, head) + "→ " + shown([]byte(*m.Result)))
+	}
 }
 
 // finish ends a line left open by streamed text.

@@ -61,6 +61,11 @@ func TestHumanFormat(t *testing.T) {
 		evs  []client.Event
 		want string
 	}{
+		{"tool call and answers", []client.Event{
+			evLine(protocol.KindTool, `{"call":1,"phase":"call","name":"deploy","args":{"env":"prod"}}`),
+			evLine(protocol.KindTool, `{"call":1,"phase":"result","name":"deploy","result":"deployed\u001b[2J v42"}`),
+			evLine(protocol.KindTool, `{"call":2,"phase":"result","name":"create_pr","error":"tool create_pr failed (409): exists"}`)},
+			"tool › deploy #1 {\"env\":\"prod\"}\ntool › deploy #1 → deployed\\x1b[2J v42\ntool › create_pr #2 ✗ tool create_pr failed (409): exists\n"},
 		{"started status", []client.Event{evStatus(t, `{"status":"started","runId":"r","worker":"w1","node":"n1","epoch":12,"offset":0,"time":"2026-01-01T00:00:00Z"}`)},
 			"● started  worker=w1 node=n1 epoch=12\n"},
 		{"terminal status with stderr tail", []client.Event{evStatus(t, `{"status":"failed","runId":"r","worker":"w1","offset":9,"exitCode":2,"reason":"exit","stderrTail":"boom\nbang\u001b[2J\n","time":"2026-01-01T00:00:00Z"}`)},

@@ -74,6 +74,8 @@ type Spec struct {
 	// InterruptLine is written to stdin on an interrupt; empty: SIGINT
 	// to the agent's process group.
 	InterruptLine string `json:"interruptLine,omitempty"`
+	// Tools are the host tools the agent may call (nil: none).
+	Tools *Tools `json:"tools,omitempty"`
 	// Nice is the run's CPU priority (-20 to 19): runner-outer sets it
 	// for itself, so for everything it starts, and for its session's
 	// scheduling autogroup.

@@ -20,3 +20,13 @@ func InputSocketPath(dir journal.Dir) (*os.File, string, error) {
 	}
 	return d, "/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/" + journal.InputSocketName, nil
 }
+
+// ToolsSocketPath names the run directory's tools socket, as
+// InputSocketPath does the input socket.
+func ToolsSocketPath(dir journal.Dir) (*os.File, string, error) {
+	d, err := journal.OpenNoLinks(string(dir), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	return d, "/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/" + journal.ToolsSocketName, nil
+}

@@ -58,21 +58,26 @@ func AgentTakeOf(s runspec.Spec) AgentTake {
 }
 
 // AgentSpecEnv is the environment the agent of s is started with, before
-// the runner's agentEnv sets its HOME and PWD. With secrets, the agent's
-// TLS trusts the run's CA (CAEnv), whatever the profile set.
+// the runner's agentEnv sets its HOME and PWD: the spec's, the proxy's
+// variables when its network needs them, with secrets CAEnv (the agent's
+// TLS trusts the run's CA, whatever the profile set), and with tools
+// MCPConfigEnv.
 func AgentSpecEnv(s runspec.Spec) []string {
-	if NetMode(s.Network) == NetNone {
-		return s.Env
+	env := s.Env
+	if NetMode(s.Network) != NetNone {
+		env = append(append([]string(nil), env...), ProxyEnv()...)
 	}
-	env := append(append([]string(nil), s.Env...), ProxyEnv()...)
-	if len(s.Network.Secrets) == 0 {
-		return env
+	if len(s.Network.Secrets) > 0 {
+		ca := CAEnv()
+		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+			return slices.ContainsFunc(ca, func(c string) bool { k, _, _ := strings.Cut(c, "="); return strings.HasPrefix(kv, k+"=") })
+		})
+		env = append(env, ca...)
 	}
-	ca := CAEnv()
-	env = slices.DeleteFunc(env, func(kv string) bool {
-		return slices.ContainsFunc(ca, func(c string) bool { k, _, _ := strings.Cut(c, "="); return strings.HasPrefix(kv, k+"=") })
-	})
-	return append(env, ca...)
+	if s.Tools != nil {
+		env = append(append([]string(nil), env...), MCPConfigEnv+"=/etc/"+MCPConfigName)
+	}
+	return env
 }
 
 // Fits reports whether a run of spec can take a chain prestarted for

@@ -39,6 +39,8 @@ type outerHandover struct {
 	Stderr      int          `json:"stderr"`
 	StderrPipe  int          `json:"stderrPipe"` // the agent's stderr, read end
 	Input       int          `json:"input"`      // the input socket's listener
+	Tools       int          `json:"tools"`      // the workers' tools socket's listener
+	ToolsAgent  int          `json:"toolsAgent"` // the agent's tools socket's listener
 	Stdout      int          `json:"stdout"`
 	Status      int          `json:"status"`
 	Control     int          `json:"control"`
@@ -144,7 +146,7 @@ func heldHow() string {
 
 // handover gathers the running chain's descriptors.
 func (o *outerRun) handover() (outerHandover, error) {
-	h := outerHandover{Spec: o.spec, Journal: -1, State: -1, Input: -1, StdinSource: -1, Disk: -1, Cgroup: -1, Pool: -1}
+	h := outerHandover{Spec: o.spec, Journal: -1, State: -1, Input: -1, StdinSource: -1, Disk: -1, Cgroup: -1, Pool: -1, Tools: -1, ToolsAgent: -1}
 	var err error
 	fd := func(dst *int, c syscall.Conn) {
 		if err == nil {
@@ -169,6 +171,12 @@ func (o *outerRun) handover() (outerHandover, error) {
 	fd(&h.StderrPipe, o.stderrPipe)
 	if o.input != nil {
 		fd(&h.Input, o.input)
+	}
+	if o.tools != nil {
+		fd(&h.Tools, o.tools)
+	}
+	if o.toolsAgent != nil {
+		fd(&h.ToolsAgent, o.toolsAgent)
 	}
 	fd(&h.Stdout, o.stdout)
 	fd(&h.Status, o.status)
@@ -218,7 +226,7 @@ func passDescriptors(f *os.File, h outerHandover) ([]string, error) {
 		return nil, err
 	}
 	fds := append([]int{spec, h.Lock, h.Journal, h.State, h.Stderr, h.StderrPipe, h.Input, h.Stdout, h.Status, h.Control,
-		h.Stdin, h.StdinSource, h.Init, h.Disk, h.Cgroup, h.Pool}, h.Egress...)
+		h.Stdin, h.StdinSource, h.Init, h.Disk, h.Cgroup, h.Pool, h.Tools, h.ToolsAgent}, h.Egress...)
 	if err := passOnExec(fds...); err != nil {
 		unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 		return nil, err
@@ -322,18 +330,15 @@ func (h outerHandover) outerRun() (*outerRun, error) {
 		o.jw.SetLimit(int64(h.Spec.Limits.Output))
 	}
 	var err error
-	if f := file(h.Input, "input-socket"); f != nil {
-		ln, err := net.FileListener(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("handover: input socket: %w", err)
-		}
-		ul, ok := ln.(*net.UnixListener)
-		if !ok {
-			ln.Close()
-			return nil, fmt.Errorf("handover: the input socket is a %T", ln)
-		}
-		o.input = ul
+	if o.input, err = unixListener(file(h.Input, "input-socket"), "input"); err != nil {
+		return nil, err
+	}
+	if o.tools, err = unixListener(file(h.Tools, "tools-socket"), "tools"); err != nil {
+		return nil, err
+	}
+	o.toolsAgent = file(h.ToolsAgent, "tools-agent")
+	if (o.tools == nil) != (h.Spec.Tools == nil) || (o.toolsAgent == nil) != (h.Spec.Tools == nil) {
+		return nil, errors.New("handover: the tools sockets do not match the spec's tools")
 	}
 	if f := file(h.Cgroup, "cgroup"); f != nil {
 		o.plan.cgroup = &runCgroup{path: h.CgroupPath, dir: f}
@@ -356,4 +361,22 @@ func (h outerHandover) outerRun() (*outerRun, error) {
 		}
 	}
 	return o, nil
+}
+
+// unixListener is the listener of f (nil: none), which it closes.
+func unixListener(f *os.File, what string) (*net.UnixListener, error) {
+	if f == nil {
+		return nil, nil
+	}
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("handover: %s socket: %w", what, err)
+	}
+	ul, ok := ln.(*net.UnixListener)
+	if !ok {
+		ln.Close()
+		return nil, fmt.Errorf("handover: the %s socket is a %T", what, ln)
+	}
+	return ul, nil
 }

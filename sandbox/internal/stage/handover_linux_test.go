@@ -46,7 +46,7 @@ func TestHandoverKeepsTheCA(t *testing.T) {
 			Spec: runspec.Spec{RunDir: dir, Network: runspec.Network{Allow: []string{"api.example.com"}, Secrets: secrets}},
 			Lock: open("lock"), Journal: open("journal"), State: -1, Stderr: open("stderr"), StderrPipe: open("stderr-pipe"),
 			Input: -1, Stdout: open("stdout"), Status: open("status"), Control: open("control"), Stdin: open("stdin"),
-			StdinSource: open("input"), Init: open("init"), Disk: -1, Cgroup: -1, Pool: -1,
+			StdinSource: open("input"), Init: open("init"), Disk: -1, Cgroup: -1, Pool: -1, Tools: -1, ToolsAgent: -1,
 			Egress:   []int{open("e0"), open("e1"), open("e2")},
 			EgressCA: ca,
 		}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonhq/baton/internal/bounded"
+	"github.com/batonhq/baton/mcp"
 	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
@@ -108,11 +109,18 @@ func runInner(specPath string, st *state, report *os.File) (_ chainStatus, start
 		}
 		st.ok("nft", "egress ruleset installed: "+strings.Join(strings.Fields(spec.Net.Ruleset), " "))
 	}
-	if spec.Net.Mode != chain.NetNone {
-		if err := handOverEgressSockets(); err != nil {
+	if spec.Net.Mode != chain.NetNone || spec.Tools {
+		if err := handOverSockets(spec.Net.Mode != chain.NetNone, spec.Tools); err != nil {
 			return fail("egress-sockets", err)
 		}
-		st.ok("egress-sockets", "proxy "+chain.ProxyAddr+", dns "+chain.DNSAddr)
+		var made []string
+		if spec.Net.Mode != chain.NetNone {
+			made = append(made, "proxy "+chain.ProxyAddr, "dns "+chain.DNSAddr)
+		}
+		if spec.Tools {
+			made = append(made, "tools "+mcp.SocketAddr)
+		}
+		st.ok("egress-sockets", strings.Join(made, ", "))
 	}
 	if spec.Net.Mode == chain.NetPasta {
 		began := time.Now()
@@ -161,13 +169,27 @@ func installRuleset(nft, ruleset string) error {
 	return err
 }
 
-// handOverEgressSockets binds the proxy's and DNS stub's sockets on this
-// namespace's loopback, sends them to runner-outer and waits for it to
-// serve them.
-func handOverEgressSockets() error {
-	socks, err := egressSockets()
-	if err != nil {
-		return err
+// handOverSockets makes the sandbox's sockets in this network namespace
+// (egress: the proxy's and DNS stub's on loopback; tools: the tools
+// socket, last), sends them to runner-outer and waits for it to serve
+// them.
+func handOverSockets(egress, tools bool) error {
+	var socks []int
+	if egress {
+		var err error
+		if socks, err = egressSockets(); err != nil {
+			return err
+		}
+	}
+	if tools {
+		fd, err := toolsSocket()
+		if err != nil {
+			for _, s := range socks {
+				unix.Close(s)
+			}
+			return err
+		}
+		socks = append(socks, fd)
 	}
 	defer func() {
 		for _, fd := range socks {
@@ -217,6 +239,24 @@ func egressSockets() ([]int, error) {
 		}
 	}
 	return fds, nil
+}
+
+// toolsSocket is the tools socket's listener: abstract, so it is this
+// network namespace's, which only the sandbox shares.
+func toolsSocket() (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: mcp.SocketAddr}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("bind %s: %w", mcp.SocketAddr, err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // waitDefaultRoute waits until this namespace has a default route, which

@@ -16,7 +16,18 @@ import (
 // listenInput makes the run's input socket (0600): runner-outer calls it
 // while it may still be root, so only the worker can connect.
 func listenInput(dir journal.Dir) (*net.UnixListener, error) {
-	d, path, err := chain.InputSocketPath(dir)
+	return listenWorker(dir, chain.InputSocketPath, "input")
+}
+
+// listenTools makes the run's tools socket (0600), as listenInput does
+// the input socket.
+func listenTools(dir journal.Dir) (*net.UnixListener, error) {
+	return listenWorker(dir, chain.ToolsSocketPath, "tools")
+}
+
+// listenWorker makes one of the run directory's sockets for the worker.
+func listenWorker(dir journal.Dir, socketPath func(journal.Dir) (*os.File, string, error), what string) (*net.UnixListener, error) {
+	d, path, err := socketPath(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open the run directory: %w", err)
 	}
@@ -30,7 +41,7 @@ func listenInput(dir journal.Dir) (*net.UnixListener, error) {
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	unix.Umask(old)
 	if err != nil {
-		return nil, fmt.Errorf("listen on the input socket: %w", err)
+		return nil, fmt.Errorf("listen on the %s socket: %w", what, err)
 	}
 	// The file stays when the runner ends (it may no longer unlink it):
 	// a worker's dial is then refused.

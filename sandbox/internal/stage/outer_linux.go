@@ -138,6 +138,10 @@ type outerRun struct {
 	disk       *os.File  // the workspace, if it is bounded (see limits.disk)
 	stdin      *agentStdin
 	input      *net.UnixListener // stdin "stream": the worker's input messages
+	// With tools: the workers' tools socket, and the agent's (in the
+	// sandbox's network namespace) until served (serveTools).
+	tools      *net.UnixListener
+	toolsAgent *os.File
 	// pool is a prestarted chain's socket to its worker, until its take
 	// (sandbox.Prestart); initDone is the init's end once awaitTake watches it.
 	pool     *os.File
@@ -196,6 +200,12 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		return nil, o.startFailed("input-socket", err)
 	}
 	o.st.ok("input-socket", "")
+	if o.spec.Tools != nil {
+		if o.tools, err = listenTools(o.dir); err != nil {
+			return nil, o.startFailed("tools-socket", err)
+		}
+		o.st.ok("tools-socket", "")
+	}
 	if o.plan, err = o.prepare(); err != nil {
 		return nil, o.startFailed("prepare", err)
 	}
@@ -221,7 +231,7 @@ func (o *outerRun) setup(ctx context.Context) (*innerProc, error) {
 		return nil, o.startFailed("start-inner", err)
 	}
 	o.st.ok("start-inner", fmt.Sprintf("pid %d", inner.cmd.Process.Pid))
-	if o.plan.inner.Net.Mode != chain.NetNone {
+	if o.plan.inner.Net.Mode != chain.NetNone || o.plan.inner.Tools {
 		if err := o.startNetwork(ctx, inner); err != nil {
 			o.killChain(inner)
 			<-inner.done

@@ -46,11 +46,12 @@ type outerNet struct {
 }
 
 // startNetwork attaches pasta to runner-inner's network namespace when the
-// allowlist has CIDR entries and takes the egress sockets runner-inner made
-// there, listening already: serveEgress serves them.
+// allowlist has CIDR entries and takes the sockets runner-inner made
+// there, listening already: serveEgress serves the egress sockets,
+// serveTools the tools socket.
 func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 	n := o.net
-	if o.plan.inner.Net.Mode == chain.NetPasta {
+	if n != nil && o.plan.inner.Net.Mode == chain.NetPasta {
 		n.pastaErr = &bounded.Buffer{Limit: 8 << 10}
 		n.pasta = &exec.Cmd{
 			Path:   o.plan.pasta,
@@ -70,9 +71,16 @@ func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 		n.pastaDone = done
 		o.st.ok("pasta-start", strings.Join(n.pasta.Args, " "))
 	}
-	socks, err := receiveSockets(o.chain)
+	want := 0
+	if n != nil {
+		want = 3
+	}
+	if o.plan.inner.Tools {
+		want++
+	}
+	socks, err := receiveSockets(o.chain, want)
 	if err != nil {
-		if n.pasta != nil {
+		if n != nil && n.pasta != nil {
 			select {
 			case perr := <-n.pastaDone:
 				n.pastaDone = nil
@@ -82,7 +90,13 @@ func (o *outerRun) startNetwork(ctx context.Context, inner *innerProc) error {
 		}
 		return err
 	}
-	n.socks = socks
+	if o.plan.inner.Tools {
+		// The tools socket comes last.
+		o.toolsAgent, socks = socks[len(socks)-1], socks[:len(socks)-1]
+	}
+	if n != nil {
+		n.socks = socks
+	}
 	// They listen: what the agent sends waits there until served.
 	if _, err := o.chain.Write([]byte("serving")); err != nil {
 		return fmt.Errorf("tell runner-inner: %w", err)
@@ -147,9 +161,9 @@ func (o *outerRun) serveEgress(ctx context.Context) error {
 	return nil
 }
 
-// receiveSockets reads the proxy's and DNS stub's sockets from
-// runner-inner.
-func receiveSockets(ctl *os.File) ([]*os.File, error) {
+// receiveSockets reads the want sockets runner-inner made in the
+// sandbox's network namespace.
+func receiveSockets(ctl *os.File, want int) ([]*os.File, error) {
 	c, err := net.FileConn(ctl)
 	if err != nil {
 		return nil, err
@@ -160,7 +174,7 @@ func receiveSockets(ctl *os.File) ([]*os.File, error) {
 		return nil, errors.New("the control socket is not a unix socket")
 	}
 	_ = uc.SetReadDeadline(time.Now().Add(socketsWait))
-	buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(3*4))
+	buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(want*4))
 	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return nil, fmt.Errorf("wait for runner-inner's sockets: %w", err)
@@ -175,7 +189,7 @@ func receiveSockets(ctl *os.File) ([]*os.File, error) {
 		unix.CloseOnExec(fd)
 		files = append(files, os.NewFile(uintptr(fd), "egress"))
 	}
-	if err != nil || string(buf[:n]) != "sockets" || len(files) != 3 {
+	if err != nil || string(buf[:n]) != "sockets" || len(files) != want {
 		closeAll(files)
 		if n == 0 {
 			return nil, errors.New("runner-inner ended before it made the sandbox's sockets; see state.ndjson")

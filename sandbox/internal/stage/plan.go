@@ -18,6 +18,9 @@ import (
 type innerSpec struct {
 	Child childSpec `json:"child"`
 	Net   netPlan   `json:"net"`
+	// Tools: runner-inner makes the tools socket (mcp.SocketAddr) in the
+	// sandbox's network namespace and hands it to runner-outer.
+	Tools bool `json:"tools,omitempty"`
 }
 
 // netPlan is runner-inner's part of the network.

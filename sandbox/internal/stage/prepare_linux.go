@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -142,6 +143,20 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 	if c.Binary, c.BinaryDev, c.BinaryIno, err = bindBinary(s.Argv[0], s.Baton); err != nil {
 		return nil, err
 	}
+	var mcpCommand string
+	if s.Tools != nil {
+		// `baton mcp` runs in the sandbox: the binary is there at its own
+		// path, bound unless a system directory shows it anyway.
+		if mcpCommand, err = batonPath(s.Baton); err != nil {
+			return nil, err
+		}
+		if c.Binary == "" {
+			if c.Binary, c.BinaryDev, c.BinaryIno, err = bindBinary(mcpCommand, s.Baton); err != nil {
+				return nil, err
+			}
+		}
+		p.inner.Tools = true
+	}
 	if c.Mounts, err = resolveMounts(s, ws); err != nil {
 		return nil, err
 	}
@@ -159,6 +174,9 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 		}
 		cert := string(p.ca.CertPEM())
 		c.Etc[chain.CAFile], c.Etc[chain.CABundleFile] = cert, hostRoots()+cert
+	}
+	if mcpCommand != "" {
+		maps.Copy(c.Etc, mcpConfigFiles(mcpCommand))
 	}
 	c.TmpBytes, c.ShmBytes = tmpSizes(s.Limits)
 	c.Rlimits = rlimitsFor(s.Limits)
@@ -199,6 +217,19 @@ func (p *outerPlan) preparePasta(uid int, prefixes []netip.Prefix) error {
 	}
 	p.inner.Net.Ruleset = NftRuleset(prefixes, host)
 	return nil
+}
+
+// batonPath is the baton binary's path on the host: baton, the spec's,
+// or else the runner's own.
+func batonPath(baton string) (string, error) {
+	if baton == "" {
+		baton = "/proc/self/exe"
+	}
+	p, err := filepath.EvalSymlinks(baton)
+	if err != nil {
+		return "", fmt.Errorf("the baton binary, for baton mcp: %w", err)
+	}
+	return p, nil
 }
 
 // bindBinary is where the baton binary is bound into the sandbox, with

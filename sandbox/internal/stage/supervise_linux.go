@@ -20,7 +20,7 @@ import (
 // runner-inner has handed the sandbox's init over already (o.init).
 //
 // The services (the journal's copy, the status pipe's reader, stdin, the
-// input socket, the egress proxy) start once runner-inner has exited, or
+// input socket, the tools sockets, the egress proxy) start once runner-inner has exited, or
 // earlier on a stop: with none running yet, runner-outer then re-execs
 // itself to shed its setup's heap (handOver), and they start in the
 // fresh process.
@@ -28,6 +28,10 @@ func (o *outerRun) supervise(ctx context.Context, inner *innerProc, sigs chan os
 	if o.input != nil {
 		// No input after the chain has ended: the journal is being ended.
 		defer o.input.Close()
+	}
+	if o.tools != nil {
+		// No answers after the chain has ended either.
+		defer o.tools.Close()
 	}
 	s := newSupervisor(ctx, o, inner, sigs)
 	defer s.stopDeadline()
@@ -146,6 +150,12 @@ func (s *supervisor) serve() {
 	o.startStdin()
 	if o.input != nil {
 		go o.serveInput(o.input)
+	}
+	if err := o.serveTools(); err != nil {
+		// The agent's calls would never be answered: the run ends as an
+		// error that says why.
+		o.st.fail("tools", err)
+		s.fail("tools: " + err.Error())
 	}
 	if err := o.serveEgress(s.ctx); err != nil {
 		// The agent's traffic has no way out: the run ends as an
