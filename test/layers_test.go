@@ -17,7 +17,7 @@ import (
 var layers = [][]string{
 	// Leaves: the standard library and outside modules only.
 	{"internal/bounded", "internal/clock", "internal/fsat", "internal/fstree", "internal/leader", "internal/natsurl", "internal/pidfd", "internal/runid", "fakeagent",
-		"sandbox/internal/seccomp", "test", "test/escapeagent",
+		"sandbox/internal/seccomp", "sandbox/internal/tlsterm", "test", "test/escapeagent",
 		// The TypeScript client's package: its Go test only.
 		"clients/js"},
 	// The wire and the disk: names, jobs, the journal's writer.
@@ -32,7 +32,7 @@ var layers = [][]string{
 	{"sandbox/internal/chain", "sandbox/internal/egress"},
 	// The runner chain's stages; package sandbox, the worker's side, runs
 	// them (RunStage) and imports what its doctor checks of them.
-	{"sandbox/internal/stage"},
+	{"sandbox/internal/stage", "sandbox/secrettls"},
 	// One store or one mechanism each.
 	{"internal/provision", "internal/wsarchive", "kv", "outputs", "runtoken", "journal/follow", "sandbox"},
 	// What is built on them.

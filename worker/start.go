@@ -293,7 +293,7 @@ func (s *starter) spawn(ctx context.Context) (consumer.Disposition, bool) {
 		}
 		return err
 	}
-	startOpts := []sandbox.StartOption{sandbox.WithBinary(w.runner), sandbox.WithBeforeSpawn(spawning)}
+	startOpts := []sandbox.StartOption{sandbox.WithBinary(w.runnerFor(spec)), sandbox.WithBeforeSpawn(spawning)}
 	seed, restored := s.seed(&spec)
 	if seed != nil {
 		startOpts = append(startOpts, sandbox.WithSeed(seed))
@@ -482,4 +482,14 @@ func (w *Worker) clearUnstarted(r *run) bool {
 	}
 	r.log.Info().Msg("starting a run whose first worker died before its runner started")
 	return true
+}
+
+// runnerFor is the binary whose runner stages run spec: baton-runner,
+// which starts fast and links little, unless the run has secrets, whose
+// TLS only baton links (package sandbox/secrettls).
+func (w *Worker) runnerFor(spec sandbox.Spec) string {
+	if len(spec.Network.Secrets) > 0 {
+		return w.binary
+	}
+	return w.runner
 }

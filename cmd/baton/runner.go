@@ -6,6 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/sandbox"
+	// The TLS of runs with secrets, which baton-runner leaves out.
+	_ "github.com/batonhq/baton/sandbox/secrettls"
 )
 
 // newRunnerCmds are the hidden stages of the runner chain the worker

@@ -4,7 +4,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -30,7 +29,14 @@ type CA struct {
 	key     *ecdsa.PrivateKey
 
 	mu     sync.Mutex
-	leaves map[string]*tls.Certificate
+	leaves map[string]*leafCert
+}
+
+// leafCert is a host's certificate chain (the leaf, then the CA) and
+// the leaf's key.
+type leafCert struct {
+	chain [][]byte
+	key   *ecdsa.PrivateKey
 }
 
 // NewCA makes a CA for hosts (lower-case names).
@@ -64,7 +70,7 @@ func newCA(der []byte, key *ecdsa.PrivateKey) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress CA: %w", err)
 	}
-	return &CA{cert: cert, certDER: der, key: key, leaves: map[string]*tls.Certificate{}}, nil
+	return &CA{cert: cert, certDER: der, key: key, leaves: map[string]*leafCert{}}, nil
 }
 
 func serial() *big.Int {
@@ -120,7 +126,7 @@ func ParseCA(b []byte) (*CA, error) {
 }
 
 // leaf is the certificate the proxy shows the agent for host, made once.
-func (ca *CA) leaf(host string) (*tls.Certificate, error) {
+func (ca *CA) leaf(host string) (*leafCert, error) {
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
 	if c, ok := ca.leaves[host]; ok {
@@ -143,7 +149,7 @@ func (ca *CA) leaf(host string) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress CA: certificate for %s: %w", host, err)
 	}
-	c := &tls.Certificate{Certificate: [][]byte{der, ca.certDER}, PrivateKey: key}
+	c := &leafCert{chain: [][]byte{der, ca.certDER}, key: key}
 	ca.leaves[host] = c
 	return c, nil
 }

@@ -3,7 +3,12 @@ package egress
 import (
 	"context"
 	"net/netip"
+
+	"github.com/batonhq/baton/sandbox/internal/tlsterm"
 )
+
+// The tests intercept as the baton binary does (package sandbox/secrettls).
+func init() { SetTLS(tlsterm.Client, tlsterm.Server) }
 
 // Knobs only tests turn.
 

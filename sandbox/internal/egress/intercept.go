@@ -3,7 +3,6 @@ package egress
 import (
 	"bufio"
 	"bytes"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -48,15 +47,16 @@ func (x *Proxy) intercept(c net.Conn, br *bufio.Reader, t net.Conn, target, host
 		reply(c, code, err.Error())
 		return Intercepted{Refused: err}
 	}
-	up := tls.Client(t, &tls.Config{ServerName: host, RootCAs: s.roots, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
-	_ = up.SetDeadline(time.Now().Add(handshakeTimeout))
-	if err := up.Handshake(); err != nil {
+	_ = t.SetDeadline(time.Now().Add(handshakeTimeout))
+	upc, proto, err := tlsClient(t, host, s.roots)
+	if err != nil {
 		return fail(statusBadGateway, fmt.Errorf("TLS to %s: %w", host, err))
 	}
-	if p := up.ConnectionState().NegotiatedProtocol; p != "" && p != "http/1.1" {
-		return fail(statusBadGateway, fmt.Errorf("TLS to %s: the server chose %q, not http/1.1", host, p))
+	if proto != "" && proto != "http/1.1" {
+		return fail(statusBadGateway, fmt.Errorf("TLS to %s: the server chose %q, not http/1.1", host, proto))
 	}
-	_ = up.SetDeadline(time.Time{})
+	_ = t.SetDeadline(time.Time{})
+	up := upc.(closeWriter)
 	leaf, err := s.ca.leaf(host)
 	if err != nil {
 		return fail(statusBadGateway, err)
@@ -64,15 +64,14 @@ func (x *Proxy) intercept(c net.Conn, br *bufio.Reader, t net.Conn, target, host
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return Intercepted{}
 	}
-	ag := tls.Server(&bufConn{Conn: c, r: br}, &tls.Config{
-		Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
-	})
-	_ = ag.SetDeadline(time.Now().Add(handshakeTimeout))
-	if err := ag.Handshake(); err != nil {
-		x.logf("proxy: CONNECT %s: TLS with the agent: %v", target, err)
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	agc, err := tlsServer(&bufConn{Conn: c, r: br}, leaf.chain, leaf.key)
+	if err != nil {
+		x.logf("proxy: CONNECT %s: %v", target, err)
 		return Intercepted{}
 	}
-	_ = ag.SetDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
+	ag := agc.(closeWriter)
 
 	// Responses go back as they come, and when the upstream side ends so
 	// does the agent's, unless a refusal is to be written there. An

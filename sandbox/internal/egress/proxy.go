@@ -36,9 +36,8 @@ type Logf func(format string, args ...any)
 // and absolute-form requests (GET http://host/path) forwarded one per
 // connection. It reads request heads itself, without net/http: it runs in
 // runner-outer, which lives as long as its run, and net/http costs every
-// runner process memory. crypto/tls, which intercepting a secret's host
-// needs (SetSecrets), costs less: docs/sandbox.md, "Network", has the
-// figures.
+// runner process memory; so would crypto/tls, which intercepting a
+// secret's host needs: it is given (SetTLS) by the baton binary alone.
 type Proxy struct {
 	policy  *Policy
 	logf    Logf

@@ -62,6 +62,9 @@ type Secrets struct {
 // NewSecrets are n's secrets, with ca (NewCA of their hosts). The roots
 // are the host's, and n.UpstreamCA's.
 func NewSecrets(n runspec.Network, ca *CA) (*Secrets, error) {
+	if err := TLSReady(); err != nil {
+		return nil, err
+	}
 	roots, err := x509.SystemCertPool()
 	if err != nil {
 		return nil, fmt.Errorf("egress: the host's CA certificates: %w", err)

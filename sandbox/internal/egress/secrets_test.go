@@ -228,7 +228,7 @@ func TestCA(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, _ := x509.ParseCertificate(leaf.Certificate[0])
+		c, _ := x509.ParseCertificate(leaf.chain[0])
 		_, err = c.Verify(x509.VerifyOptions{DNSName: host, Roots: roots})
 		if (err == nil) != ok {
 			t.Errorf("%s: verify: %v, want ok=%v (the name constraints)", host, err, ok)
@@ -280,7 +280,11 @@ func newSecretFixture(t testing.TB, upstreamTrusted bool) *secretFixture {
 			fmt.Fprintf(w, "ok %s", r.Proto)
 		}),
 		TLSConfig: &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return originCA.leaf(h.ServerName)
+			l, err := originCA.leaf(h.ServerName)
+			if err != nil {
+				return nil, err
+			}
+			return &tls.Certificate{Certificate: l.chain, PrivateKey: l.key}, nil
 		}},
 		// Refused handshakes are the tests' point, not news.
 		ErrorLog: log.New(io.Discard, "", 0),
@@ -694,4 +698,19 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// TestSecretsNeedTLS: a binary that was given no TLS (baton-runner) says
+// so for a run with secrets, rather than tunnelling its hosts unswapped.
+func TestSecretsNeedTLS(t *testing.T) {
+	client, server := tlsClient, tlsServer
+	t.Cleanup(func() { SetTLS(client, server) })
+	SetTLS(nil, nil)
+	ca, err := NewCA([]string{apiHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSecrets(runspec.Network{Allow: []string{apiHost}, Secrets: testSecrets()}, ca); !errors.Is(err, ErrNoTLS) || TLSReady() == nil {
+		t.Fatalf("NewSecrets without TLS: %v, want ErrNoTLS", err)
+	}
 }

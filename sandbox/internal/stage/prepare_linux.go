@@ -169,6 +169,9 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 	}
 	c.Etc = etcFiles(auid, agid, home, mode)
 	if len(s.Network.Secrets) > 0 {
+		if err := egress.TLSReady(); err != nil {
+			return nil, err
+		}
 		if p.ca, err = egress.NewCA(egress.SecretHosts(s.Network.Secrets)); err != nil {
 			return nil, err
 		}
