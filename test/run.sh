@@ -43,5 +43,7 @@ export BATON_BIN="$bin/baton"
 # time: beside the other packages their figures are those packages' load (a
 # fresh-clone CI failed TestFirstInputUnderLoad so).
 alone='^(TestFirstInputUnderLoad|TestLargeCheckpointKeepsItsLease)$'
-go test -race -count=1 -timeout 14m -skip "$alone" "$@" ./...
+# Three packages at a time on 2 cores: their tests mostly wait (on leases,
+# servers, sandboxes), and two at a time left half the CPU idle.
+go test -race -count=1 -timeout 14m -p 3 -skip "$alone" "$@" ./...
 go test -race -count=1 -timeout 5m -p 1 -run "$alone" "$@" ./worker ./test
