@@ -18,8 +18,8 @@ import (
 // line, a raw (non-JSON) line or a status. A line that was published in
 // chunks arrives as one Event holding the whole line.
 type Event struct {
-	// Kind is the subject the message came on: events, raw, status, input
-	// or egress (or the last subject token, for a message some other
+	// Kind is the subject the message came on: events, raw, status,
+	// input, egress or tool (or the last subject token, for a message some other
 	// publisher put on the run's chain).
 	Kind protocol.RunKind
 	// Data is the payload unchanged: the line's bytes, or the status JSON.
@@ -41,6 +41,9 @@ type Event struct {
 	// Egress is the decoded connection when Kind is egress (one the run's
 	// egress proxy decided); nil if the message's body is not one.
 	Egress *journal.Egress
+	// Tool is the decoded host tool call or answer when Kind is tool
+	// (docs/tools.md); nil if the message's body is not one.
+	Tool *protocol.ToolMessage
 }
 
 // WatchOption configures Watch.
@@ -365,6 +368,12 @@ func newEvent(p part, data []byte) (Event, bool, error) {
 		var e journal.Egress
 		if json.Unmarshal(data, &e) == nil {
 			ev.Egress = &e
+		}
+	}
+	if ev.Kind == protocol.KindTool {
+		var m protocol.ToolMessage
+		if json.Unmarshal(data, &m) == nil {
+			ev.Tool = &m
 		}
 	}
 	if ev.Kind == protocol.KindInput {

@@ -224,3 +224,28 @@ func TestEgressEvent(t *testing.T) {
 		t.Fatalf("undecodable egress event %+v, %v, %v", e, ok, err)
 	}
 }
+
+// A tool message comes decoded; a body that is none passes undecoded.
+func TestToolEvent(t *testing.T) {
+	const tl = "baton.runs.r.tool"
+	a := assembler{maxLine: 1 << 10}
+	e, ok, err := a.add(mkPart(tl, 1, "", "40", `{"call":1,"phase":"call","name":"deploy","args":{"env":"prod"}}`))
+	if err != nil || !ok || e.Kind != protocol.KindTool || e.Tool == nil {
+		t.Fatalf("tool call event %+v, %v, %v", e, ok, err)
+	}
+	if m := *e.Tool; m.Call != 1 || m.Phase != "call" || m.Name != "deploy" || string(m.Args) != `{"env":"prod"}` || m.Result != nil {
+		t.Fatalf("decoded call %+v", m)
+	}
+	e, ok, err = a.add(mkPart(tl, 2, "", "80", `{"call":1,"phase":"result","name":"deploy","result":"deployed v42","truncated":true}`))
+	if err != nil || !ok || e.Tool == nil || e.Tool.Result == nil || *e.Tool.Result != "deployed v42" || !e.Tool.Truncated || e.Tool.Error != "" {
+		t.Fatalf("tool result event %+v (%+v), %v, %v", e, e.Tool, ok, err)
+	}
+	e, ok, err = a.add(mkPart(tl, 3, "", "120", `{"call":2,"phase":"result","name":"create_pr","error":"tool create_pr failed (409): a PR exists"}`))
+	if err != nil || !ok || e.Tool == nil || e.Tool.Result != nil || e.Tool.Error != "tool create_pr failed (409): a PR exists" {
+		t.Fatalf("tool error event %+v (%+v), %v, %v", e, e.Tool, ok, err)
+	}
+	e, ok, err = a.add(mkPart(tl, 4, "", "121", `not json`))
+	if err != nil || !ok || e.Tool != nil || string(e.Data) != "not json" {
+		t.Fatalf("undecodable tool event %+v, %v, %v", e, ok, err)
+	}
+}

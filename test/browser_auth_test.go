@@ -49,7 +49,8 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 		}
 		return edited
 	})
-	// Its worker, client and viewer are nats-auth.conf's, unchanged.
+	// Every user of nats-auth.conf is there (its tools user was once
+	// missing), with nats-auth.conf's permissions, unchanged.
 	single := map[string]*server.Permissions{}
 	for _, u := range testenv.ShippedConfig(t, "..", t.TempDir(), "nats-auth.conf", nil).Users {
 		single[u.Username] = u.Permissions
@@ -58,6 +59,10 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 		if p, ok := single[u.Username]; ok && !reflect.DeepEqual(p, u.Permissions) {
 			t.Errorf("%s's permissions differ from nats-auth.conf's:\n%+v\n%+v", u.Username, u.Permissions, p)
 		}
+		delete(single, u.Username)
+	}
+	for name := range single {
+		t.Errorf("nats-browser.conf has no user %s of nats-auth.conf", name)
 	}
 	s := testenv.RunShipped(t, opts)
 	tcpURL := func(user string) string {

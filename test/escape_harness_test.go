@@ -159,6 +159,11 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 			Allow: []string{escapeName, w.host.Prefix.String()},
 			Hosts: map[string]string{escapeName: w.host.Addr.String()},
 		}}
+	// Host tools, which escapeTools' service serves; no network: the tools
+	// socket needs none.
+	cfg.Profiles["hostile-tools"] = config.Profile{Command: []string{w.agent}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
+		Mounts: mounts, Limits: limits, Tools: []string{"deploy", "create_pr"},
+		ToolLimits: config.ToolLimits{Calls: escapeToolCalls, Bytes: escapeToolBytes, Timeout: 10 * time.Second}}
 	w.secrets = newEscapeSecrets(t, w.host, cfg)
 	cfg.Profiles["sh"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Limits: config.Limits{Pids: escapePids}}
@@ -248,14 +253,16 @@ type escapeRun struct {
 	state   string
 	// statuses are every status of its chain, in order.
 	statuses []protocol.StatusType
-	egress   []journal.Egress // its egress messages, in order
+	egress   []journal.Egress       // its egress messages, in order
+	tools    []protocol.ToolMessage // its tool messages, in order
 }
 
 // wait reads the run's chain until its terminal status and checks it
 // against the journal: every line the agent wrote, attacks included, is
 // published once, in order, and the journal ends with one sentinel. An
-// egress message stands for the runner's egress record of the journal
-// it was published from.
+// egress or tool message stands for the runner's egress or tool record
+// of the journal it was published from (the record is rebuilt from it
+// with the run's nonce: a message no nonced record stands for fails).
 func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) escapeRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -269,6 +276,17 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 	r := escapeRun{id: runID}
 	var events bytes.Buffer
 	var nonce string
+	// runNonce is the run's nonce, which its egress and tool records carry
+	// in the journal and their messages do not.
+	runNonce := func() string {
+		if nonce == "" {
+			var err error
+			if nonce, err = sandbox.ReadNonce(journal.Dir(filepath.Join(w.stateDir, "runs", runID))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nonce
+	}
 	for {
 		m, err := c.Next(jetstream.FetchMaxWait(time.Until(escapeDeadline(ctx))))
 		if err != nil {
@@ -286,18 +304,33 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 			}
 			continue
 		}
-		if strings.HasSuffix(m.Subject(), ".egress") {
-			if nonce == "" {
-				if nonce, err = sandbox.ReadNonce(journal.Dir(filepath.Join(w.stateDir, "runs", runID))); err != nil {
-					t.Fatal(err)
-				}
-			}
+		switch {
+		case strings.HasSuffix(m.Subject(), ".egress"):
 			var e journal.Egress
 			if err := json.Unmarshal(m.Data(), &e); err != nil {
 				t.Fatalf("run %s: egress message %q: %v", runID, m.Data(), err)
 			}
-			events.Write(journal.EgressRecord{Egress: e, Nonce: nonce}.Line())
+			events.Write(journal.EgressRecord{Egress: e, Nonce: runNonce()}.Line())
 			r.egress = append(r.egress, e)
+			continue
+		case strings.HasSuffix(m.Subject(), ".tool"):
+			var tm protocol.ToolMessage
+			if err := json.Unmarshal(m.Data(), &tm); err != nil {
+				t.Fatalf("run %s: tool message %q: %v", runID, m.Data(), err)
+			}
+			if tm.Truncated {
+				// Its record cannot be rebuilt; the suite's calls and
+				// answers are far below the max payload.
+				t.Fatalf("run %s: tool message %q is truncated", runID, m.Data())
+			}
+			rec := journal.ToolRecord{Call: tm.Call, Nonce: runNonce(), Phase: tm.Phase, Name: tm.Name, Error: tm.Error}
+			if tm.Phase == journal.ToolCall {
+				rec.Args = tm.Args
+			} else if tm.Result != nil {
+				rec.Result = []byte(*tm.Result)
+			}
+			events.Write(rec.Line())
+			r.tools = append(r.tools, tm)
 			continue
 		}
 		events.Write(m.Data())

@@ -169,6 +169,10 @@ func TestEscape(t *testing.T) {
 			}
 			t.Logf("trees: the run ended %v after its job, outputsError %q", time.Since(start).Round(time.Millisecond), escapeShort(r.status.OutputsError))
 		})
+		t.Run("tools", func(t *testing.T) {
+			t.Parallel()
+			escapeTools(t, w, "escape-tools", runDir("escape-tools"))
+		})
 		t.Run("forged sentinel", func(t *testing.T) {
 			t.Parallel()
 			id := "escape-forge"

@@ -21,7 +21,10 @@ var layers = [][]string{
 		// The TypeScript client's package: its Go test only.
 		"clients/js"},
 	// The wire and the disk: names, jobs, the journal's writer.
-	{"protocol", "journal", "internal/unpack", "internal/testenv"},
+	{"protocol", "journal", "internal/unpack"},
+	// The tests' real parts: a server, the binary, a product's tool
+	// service (which speaks the wire's names and headers).
+	{"internal/testenv"},
 	// A run's spec: the file the worker writes and every runner stage
 	// reads; the chain read for people, as AG-UI events; and the MCP
 	// server the agent finds in its sandbox, with its socket's frames.

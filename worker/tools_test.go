@@ -6,12 +6,10 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
@@ -20,79 +18,12 @@ import (
 	"github.com/batonhq/baton/worker"
 )
 
-// toolService is a product's tool service, as the docs tell one to write
-// it: a NATS micro service whose endpoints are <prefix>.tools.<name>, the
-// tool's description and schema in their metadata, which executes each
-// idempotency key once and answers a repeat with the first answer.
-type toolService struct {
-	mu       sync.Mutex
-	requests []micro.Request          // every request, repeats included
-	answers  map[string][]byte        // by idempotency key
-	running  map[string]chan struct{} // closed when the key's execution ends
-	executed map[string]int           // executions by idempotency key
-	block    chan struct{}            // if set, the first execution waits for it
-	started  chan struct{}            // closed when the first execution starts
-	once     sync.Once
-}
-
-func newToolService(t *testing.T, h *harness, block chan struct{}) *toolService {
+// newToolService serves the product's tools (testenv.ToolService) on
+// h's server.
+func newToolService(t *testing.T, h *harness, block chan struct{}) *testenv.ToolService {
 	t.Helper()
-	ts := &toolService{answers: map[string][]byte{}, running: map[string]chan struct{}{}, executed: map[string]int{}, started: make(chan struct{}), block: block}
 	nc, _ := testenv.Connect(t, h.s)
-	svc, err := micro.AddService(nc, micro.Config{Name: "product-tools", Version: "1.0.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop() })
-	deploy := func(req micro.Request) {
-		key := req.Headers().Get(protocol.HeaderIdempotencyKey)
-		ts.mu.Lock()
-		ts.requests = append(ts.requests, req)
-		if done, ok := ts.running[key]; ok {
-			// A repeat: the first execution's answer, once it is done.
-			ts.mu.Unlock()
-			<-done
-			ts.mu.Lock()
-			a := ts.answers[key]
-			ts.mu.Unlock()
-			_ = req.Respond(a)
-			return
-		}
-		done := make(chan struct{})
-		ts.running[key] = done
-		ts.executed[key]++
-		ts.mu.Unlock()
-		ts.once.Do(func() {
-			close(ts.started)
-			if ts.block != nil {
-				<-ts.block
-			}
-		})
-		a := []byte("deployed " + string(req.Data()) + " for " + req.Headers().Get(protocol.HeaderToolRunID))
-		ts.mu.Lock()
-		ts.answers[key] = a
-		close(done)
-		ts.mu.Unlock()
-		_ = req.Respond(a)
-	}
-	for _, e := range []struct {
-		name    string
-		handler micro.HandlerFunc
-		meta    map[string]string
-	}{
-		// Each request in its own goroutine: micro calls a handler one
-		// request at a time, and a repeat must not wait behind the first.
-		{"deploy", func(req micro.Request) { go deploy(req) }, map[string]string{protocol.ToolMetaDescription: "Deploy the workspace",
-			protocol.ToolMetaSchema: `{"type":"object","properties":{"env":{"type":"string"}},"required":["env"]}`}},
-		{"create_pr", func(req micro.Request) { _ = req.Error("409", "a pull request for this branch exists", nil) },
-			map[string]string{protocol.ToolMetaDescription: "Open a pull request"}},
-	} {
-		if err := svc.AddEndpoint(e.name, e.handler, micro.WithEndpointSubject(h.names.ToolSubject(e.name)),
-			micro.WithEndpointMetadata(e.meta)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ts
+	return testenv.NewToolService(t, nc, h.names, block)
 }
 
 // mcpRequests are newline-delimited JSON-RPC requests, as an MCP client
@@ -205,12 +136,12 @@ func TestHostTools(t *testing.T) {
 	}
 
 	// The service saw one request per call, with the run's identity.
-	ts.mu.Lock()
-	if len(ts.requests) != 1 {
-		t.Fatalf("deploy got %d requests, want 1", len(ts.requests))
+	ts.Mu.Lock()
+	if len(ts.Requests) != 1 {
+		t.Fatalf("deploy got %d requests, want 1", len(ts.Requests))
 	}
-	hd := ts.requests[0].Headers()
-	ts.mu.Unlock()
+	hd := ts.Requests[0].Headers()
+	ts.Mu.Unlock()
 	var call string
 	for _, tm := range c.tools {
 		if tm.Name == "deploy" {
@@ -285,10 +216,10 @@ func TestHostToolsLimit(t *testing.T) {
 			t.Errorf("call %d answered %q (error %v)", i, text, isErr)
 		}
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ok != 2 || refused != 3 || len(ts.requests) != 2 || len(c.tools) != 4 {
-		t.Errorf("%d answered, %d refused, %d requests to the service, %d tool messages; want 2, 3, 2, 4", ok, refused, len(ts.requests), len(c.tools))
+	ts.Mu.Lock()
+	defer ts.Mu.Unlock()
+	if ok != 2 || refused != 3 || len(ts.Requests) != 2 || len(c.tools) != 4 {
+		t.Errorf("%d answered, %d refused, %d requests to the service, %d tool messages; want 2, 3, 2, 4", ok, refused, len(ts.Requests), len(c.tools))
 	}
 }
 
@@ -315,7 +246,7 @@ func testHostToolsSuccessor(t *testing.T, crash bool) {
 	id := newRunID(t)
 	h.submit(map[string]any{"runId": id, "profile": "tools", "input": mcpRequests(mcpCall(7, "deploy", `{"env":"prod"}`))})
 	select {
-	case <-ts.started:
+	case <-ts.Started:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the service got no deploy request within 30s")
 	}
@@ -328,9 +259,9 @@ func testHostToolsSuccessor(t *testing.T, crash bool) {
 	h.stopWorker(first) // the request in flight
 	h.addWorker("w2")
 	testenv.WaitFor(t, 30*time.Second, "the successor's request of the same call", func() bool {
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		return len(ts.requests) == 2
+		ts.Mu.Lock()
+		defer ts.Mu.Unlock()
+		return len(ts.Requests) == 2
 	})
 	close(release)
 	msgs := h.chain(id, time.Minute)
@@ -338,12 +269,12 @@ func testHostToolsSuccessor(t *testing.T, crash bool) {
 	if text, isErr := callText(t, c.answers[7]); isErr || text != `deployed {"env":"prod"} for `+id {
 		t.Errorf("deploy answered %q (error %v)", text, isErr)
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
+	ts.Mu.Lock()
+	defer ts.Mu.Unlock()
 	key := id + ":1"
-	keys := []string{ts.requests[0].Headers().Get(protocol.HeaderIdempotencyKey), ts.requests[1].Headers().Get(protocol.HeaderIdempotencyKey)}
-	if keys[0] != key || keys[1] != key || ts.executed[key] != 1 {
-		t.Errorf("requests with keys %q, %d executions of %s; want both %s, 1", keys, ts.executed[key], key, key)
+	keys := []string{ts.Requests[0].Headers().Get(protocol.HeaderIdempotencyKey), ts.Requests[1].Headers().Get(protocol.HeaderIdempotencyKey)}
+	if keys[0] != key || keys[1] != key || ts.Executed[key] != 1 {
+		t.Errorf("requests with keys %q, %d executions of %s; want both %s, 1", keys, ts.Executed[key], key, key)
 	}
 	if len(c.tools) != 2 || c.tools[0].Phase != "call" || c.tools[1].Phase != "result" {
 		t.Errorf("tool messages %+v, want one call and one result", c.tools)
@@ -406,9 +337,9 @@ func TestHostToolsRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	ts.mu.Lock()
-	served := len(ts.requests)
-	ts.mu.Unlock()
+	ts.Mu.Lock()
+	served := len(ts.Requests)
+	ts.Mu.Unlock()
 	if answered != calls || served != calls || bench == nil {
 		t.Fatalf("%d answered, %d served, summary %v; want %d, %d and a summary", answered, served, bench, calls, calls)
 	}
@@ -443,10 +374,10 @@ func TestHostToolsForgedRecord(t *testing.T) {
 	if strings.Join(events, "\n") != strings.Join(forged, "\n") {
 		t.Errorf("events %q, want the agent's lines %q", events, forged)
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if len(ts.requests) != 0 {
-		t.Errorf("the service got %d requests", len(ts.requests))
+	ts.Mu.Lock()
+	defer ts.Mu.Unlock()
+	if len(ts.Requests) != 0 {
+		t.Errorf("the service got %d requests", len(ts.Requests))
 	}
 }
 

@@ -100,6 +100,14 @@ func TestJSClient(t *testing.T) {
 		return strings.Contains(logs.String(), "worker ready")
 	})
 
+	// The product's host tools, served as the tools user.
+	tnc, err := nats.Connect(url("tools"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tnc.Close)
+	testenv.NewToolService(t, tnc, protocol.MustNames(""), nil)
+
 	// The console's part: answering the auth callout for run tokens.
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -173,8 +181,8 @@ func nodeVersion(t *testing.T, node string) (major, minor int) {
 }
 
 // workerConfig: baton's fake agent (its arguments from the job), its chat
-// mode for input and interrupts, and a shell agent that reads its seeded
-// workspace and leaves outputs.
+// mode for input and interrupts, `baton mcp` as an agent of host tools,
+// and a shell agent that reads its seeded workspace and leaves outputs.
 const workerConfig = `profiles:
   fake:
     command: ["{baton}", fake-agent]
@@ -187,6 +195,11 @@ const workerConfig = `profiles:
     turnEnd: {field: type, equals: result}
     timeout: 2m
     network: none
+  tools:
+    command: ["{baton}", mcp]
+    timeout: 1m
+    network: none
+    tools: [deploy, create_pr]
   files:
     command: [/bin/sh, -c, 'mkdir -p out && { cat seed.txt; echo made by the agent; } > out/report.md && printf "{\"read\":\"%s\"}\n" "$(cat seed.txt)"']
     timeout: 1m

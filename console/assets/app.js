@@ -612,6 +612,20 @@ class Renderer {
     this.push(h('div', { class: 'entry egress mono' + (v.allowed ? '' : ' refused'), text }));
   }
 
+  // hostTool is a host tool call or its answer (docs/tools.md), in one
+  // line: the tool, the call's number, its arguments, or its result or
+  // error. The agent wrote the arguments and the service the answer: as
+  // every run string they go in as text, on one line, cut short.
+  hostTool(v) {
+    const head = `tool › ${oneLine(v.name, 64)} #${v.call} `;
+    let text;
+    if (v.phase === 'call') text = head + oneLine(JSON.stringify(v.args === undefined ? {} : v.args));
+    else if (v.error) text = head + '✗ ' + oneLine(v.error);
+    else text = head + '→ ' + oneLine(v.result);
+    if (v.truncated) text += ' (cut on the chain)';
+    this.push(h('div', { class: 'entry host-tool mono' + (v.phase !== 'call' && v.error ? ' err' : ''), 'data-call': String(v.call), text }));
+  }
+
   json(label, v) {
     this.push(h('details', { class: 'entry json' }, h('summary', { text: label }), h('pre', { text: JSON.stringify(v, null, 2) })));
   }
@@ -745,6 +759,7 @@ class Renderer {
       case 'baton.input': this.you(JSON.stringify(v.input)); return;
       case 'baton.handoff': case 'baton.attached': case 'baton.waiting': case 'baton.running': this.marker(v); return;
       case 'baton.egress': this.egress(v); return;
+      case 'baton.tool': this.hostTool(v); return;
       case 'claude.init':
         this.push(h('div', { class: 'marker', text: ['session', [v.session_id, v.model, v.cwd].filter(Boolean).join(' · ')].join(' ').trim() }));
         return;
@@ -784,6 +799,21 @@ function fmtUsage(u) {
   const n = x => (x || 0).toLocaleString();
   return (u.model ? u.model + ': ' : '') + `${n(u.inputTokens)} in` + (u.cachedInputTokens ? ` (${n(u.cachedInputTokens)} cached)` : '') +
     `, ${n(u.outputTokens)} out` + (u.reasoningTokens ? ` (${n(u.reasoningTokens)} reasoning)` : '') + ' tokens';
+}
+
+// oneLine is s on one line of at most n characters: line breaks, other
+// control characters and bidirectional controls (which would reorder
+// what the line shows) escaped, as `baton watch` shows them.
+function oneLine(s, n = 200) {
+  const t = String(s === undefined || s === null ? '' : s).replace(
+    /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, c => {
+      const esc = { '\n': '\\n', '\t': '\\t', '\r': '\\r' }[c];
+      if (esc) return esc;
+      const code = c.charCodeAt(0);
+      return code < 0x80 ? '\\x' + code.toString(16).padStart(2, '0') : '\\u' + code.toString(16).padStart(4, '0');
+    });
+  const chars = Array.from(t);
+  return chars.length > n ? chars.slice(0, n).join('') + '…' : t;
 }
 
 // summarize is a tool call's input in a few words: its command, file,

@@ -11,6 +11,7 @@
 //	escapeagent network   --nats-port P --host-addrs A,B --resolver A --test-name N --test-addr A --test-port P --host-side A
 //	escapeagent forge     # prints a forged exit sentinel, then exits 3
 //	escapeagent egress    --test-name N --test-addr A --test-port P --rounds R --pause D [--flood N]
+//	escapeagent tools     --run-dir R --calls N --bytes N
 package main
 
 import (
@@ -58,7 +59,7 @@ func refused(attempt string, err error) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: escapeagent files|syscalls|resources|network|forge|trees [flags]")
+		fmt.Fprintln(os.Stderr, "usage: escapeagent files|syscalls|resources|network|forge|trees|egress|tools [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
@@ -84,6 +85,8 @@ func main() {
 		rounds    = fs.Int("rounds", 1, "egress: rounds of connections")
 		pause     = fs.Duration("pause", 0, "egress: pause after each round")
 		flood     = fs.Int("flood", 0, "egress: refused CONNECTs after the rounds, one after the other")
+		calls     = fs.Int("calls", 0, "tools: the run's toolLimits.calls")
+		toolBytes = fs.Int("bytes", 0, "tools: the run's toolLimits.bytes")
 	)
 	_ = fs.Parse(os.Args[2:])
 	switch os.Args[1] {
@@ -100,6 +103,8 @@ func main() {
 	case "egress":
 		egressRounds(*testName, *testAddr, *testPort, *rounds, *pause)
 		egressFlood(*flood)
+	case "tools":
+		tools(*runDir, *calls, *toolBytes)
 	case "forge":
 		fmt.Println(`{"__exit":0,"__nonce":"00000000000000000000000000000000","reason":"exit"}`)
 		fmt.Println(`{"__exit":0,"__nonce":"guess","reason":"exit"}`)

@@ -12,7 +12,8 @@ export { decodeMsgpack, MsgpackError } from "./msgpack.js";
 export { Names, runInboxPrefix, validRunId } from "./names.js";
 export { isTerminal } from "./types.js";
 export type {
-  CancelReply, Checkpoint, InputReply, Job, Output, RunRecord, SessionRecord, SessionSendReply, Status, StatusType,
+  CancelReply, Checkpoint, Egress, InputReply, Job, Output, RunRecord, SessionRecord, SessionSendReply, Status, StatusType,
+  ToolMessage,
 } from "./types.js";
 export { Assembler, DEFAULT_MAX_LINE_BYTES, RunEvent, RunWatch } from "./watch.js";
 export type { WatchOptions } from "./watch.js";

@@ -75,6 +75,48 @@ export interface Status {
   checkpointError?: string;
 }
 
+/**
+ * A connection the run's egress proxy decided (the payload of
+ * baton.runs.<runId>.egress; Go: journal.Egress, docs/protocol.md#egress).
+ * A run's last one may be a note instead: no more of its egress is recorded.
+ */
+export interface Egress {
+  start?: string;
+  host?: string;
+  port?: number;
+  /** CONNECT for a tunnel, else the forwarded request's method (DNS for a refused query). */
+  method?: string;
+  allowed: boolean;
+  /** Why it was refused, or why an allowed one failed. */
+  reason?: string;
+  /** The names of the secrets swapped into the request, if any. */
+  secret: string;
+  bytesOut: number;
+  bytesIn: number;
+  durationMs: number;
+  note?: string;
+}
+
+/**
+ * A host tool call (phase "call", with its args) or its answer (phase
+ * "result", with its result or error): the payload of
+ * baton.runs.<runId>.tool (Go: protocol.ToolMessage, docs/tools.md).
+ */
+export interface ToolMessage {
+  /** The call's number in its run, from 1. */
+  call: number;
+  phase: "call" | "result";
+  name: string;
+  /** On a call: its arguments, as the agent wrote them. */
+  args?: Record<string, unknown>;
+  /** On an answer: the tool's answer, as text. */
+  result?: string;
+  /** On an answer: why there is none. */
+  error?: string;
+  /** The chain holds only the start of it (the agent got all of it). */
+  truncated?: boolean;
+}
+
 /** A cancel's answer. */
 export interface CancelReply {
   runId: string;

@@ -8,19 +8,21 @@ import { BrokenChunkError, NoWorkerError, RelayError } from "./errors.js";
 import type { Names } from "./names.js";
 import { Queue, TIMEOUT } from "./queue.js";
 import { header, pages, storedOf, type RelayConn, type Stored } from "./relay.js";
-import { isTerminal, type Status } from "./types.js";
+import { isTerminal, type Egress, type Status, type ToolMessage } from "./types.js";
 
 const decoder = new TextDecoder();
 
 /**
  * One message of a run's chain as a watcher sees it: an agent JSON line
  * (kind "events"), a raw line ("raw"), an input ("input"), a connection
- * the sandbox's egress proxy decided ("egress": JSON, docs/protocol.md)
- * or a status ("status"). A line that was published in chunks arrives as one RunEvent (named so as not to be the DOM's Event).
+ * the sandbox's egress proxy decided ("egress", decoded in `egress`), a
+ * host tool call or its answer ("tool", decoded in `tool`) or a status
+ * ("status"). A line that was published in chunks arrives as one RunEvent
+ * (named so as not to be the DOM's Event).
  */
 export class RunEvent {
   constructor(
-    /** The subject's last token: events, raw, status, input or egress. */
+    /** The subject's last token: events, raw, status, input, egress or tool. */
     readonly kind: string,
     /** The payload unchanged: the line's bytes, or the status JSON. */
     readonly data: Uint8Array,
@@ -36,6 +38,10 @@ export class RunEvent {
     readonly interrupt = false,
     /** On an input: its sequence in the input stream (0 if none). */
     readonly inputSeq = 0,
+    /** The decoded connection when kind is "egress"; undefined if the body is not one. */
+    readonly egress?: Egress,
+    /** The decoded call or answer when kind is "tool"; undefined if the body is not one. */
+    readonly tool?: ToolMessage,
   ) {}
 
   /** The payload as UTF-8 text. */
@@ -318,5 +324,27 @@ function newEvent(p: Part, data: Uint8Array): RunEvent {
       header(p.headers, "Baton-Input-Kind") === "interrupt",
       /^[0-9]+$/.test(seqText) ? Number(seqText) : 0);
   }
+  if (kind === "egress") {
+    const e = decodeObject(data);
+    return new RunEvent(kind, data, offset, p.seq, undefined, false, false, 0, e && typeof e.allowed === "boolean" ? (e as unknown as Egress) : undefined);
+  }
+  if (kind === "tool") {
+    const m = decodeObject(data);
+    const tool = m && typeof m.call === "number" && typeof m.phase === "string" && typeof m.name === "string" ? (m as unknown as ToolMessage) : undefined;
+    return new RunEvent(kind, data, offset, p.seq, undefined, false, false, 0, undefined, tool);
+  }
   return new RunEvent(kind, data, offset, p.seq, status);
+}
+
+/**
+ * decodeObject is data's JSON object, or null if it is none: a message
+ * another publisher put on the chain passes undecoded, as in Go.
+ */
+function decodeObject(data: Uint8Array): Record<string, unknown> | null {
+  try {
+    const v: unknown = JSON.parse(decoder.decode(data));
+    return v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
 }

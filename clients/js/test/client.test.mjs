@@ -257,6 +257,34 @@ describe("client over TCP", { skip: env ? false : skipReason, timeout: 240_000 }
     });
   });
 
+  test("a run with host tools: each call and its answer decoded, in order", async () => {
+    const id = runId("js-tools");
+    // The agent is `baton mcp` itself; its stdin, the job's input, is what
+    // an MCP client writes. It may make the two calls at once: their
+    // numbers, not their order, pair calls with answers.
+    const call = (n, name, args) => JSON.stringify({ jsonrpc: "2.0", id: n, method: "tools/call", params: { name, arguments: args } });
+    await client.submit({ runId: id, profile: "tools", input: [call(1, "deploy", { env: "prod" }), call(2, "create_pr", { title: "x" })].join("\n") + "\n" });
+    const events = [];
+    const status = await withDeadline(client.watch(id, (ev) => { events.push(ev); }), 60_000, `watch ${id} to its terminal status`);
+    assert.equal(status.status, "succeeded", show(events));
+    const tools = events.filter((e) => e.kind === "tool");
+    assert.equal(tools.length, 4, show(events));
+    const byName = (name, phase) => tools.find((e) => e.tool.name === name && e.tool.phase === phase);
+    const deploy = byName("deploy", "call"), deployed = byName("deploy", "result");
+    const pr = byName("create_pr", "call"), refused = byName("create_pr", "result");
+    assert.deepEqual(deploy.tool, { call: deploy.tool.call, phase: "call", name: "deploy", args: { env: "prod" } });
+    assert.deepEqual(deployed.tool, { call: deploy.tool.call, phase: "result", name: "deploy", result: `deployed {"env":"prod"} for ${id}` });
+    assert.deepEqual(pr.tool, { call: pr.tool.call, phase: "call", name: "create_pr", args: { title: "x" } });
+    assert.deepEqual(refused.tool, { call: pr.tool.call, phase: "result", name: "create_pr", error: "tool create_pr failed (409): a pull request for this branch exists" });
+    assert.deepEqual([deploy.tool.call, pr.tool.call].sort(), [1, 2]);
+    // Each call before its answer, each answer before the agent's line that
+    // answers its client.
+    for (const [c, r, id] of [[deploy, deployed, 1], [pr, refused, 2]]) {
+      const answer = events.find((e) => e.kind === "events" && JSON.parse(e.text).id === id);
+      assert.ok(c.seq < r.seq && r.seq < answer.seq, `call ${c.seq}, answer ${r.seq}, the agent's line ${answer.seq}`);
+    }
+  });
+
   test("cancel a running run", async () => {
     const id = runId("js-cancel");
     await client.submit({ runId: id, profile: "fake", args: ["--duration", "1m", "--rate", "20"] });
