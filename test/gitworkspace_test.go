@@ -33,6 +33,7 @@ import (
 // value only, and recording the credentials it saw.
 type escapeGit struct {
 	port   int
+	root   string // git http-backend's GIT_PROJECT_ROOT
 	token  string // the secret's value
 	master string // the commits of repo.git's branches
 	feat   string
@@ -60,6 +61,7 @@ func newEscapeGit(t *testing.T, host *testenv.TestHost, cfg *config.Config) *esc
 	_, _ = rand.Read(b)
 	g := &escapeGit{token: "ghs-" + hex.EncodeToString(b) + "-" + escapeSecretMarker}
 	dir := t.TempDir()
+	g.root = dir
 	git := func(wd string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
@@ -241,6 +243,17 @@ echo done`
 		t.Errorf("a missing ref: status %s, reason %q, journal %q", nr.status.Status, nr.status.Reason, nr.journal)
 	}
 
+	// A repository larger than the job's disk limit fails the run.
+	bigRepo(t, g.root, 24<<20)
+	w.submit(map[string]any{"runId": "git-big", "profile": "git", "args": []string{"echo agent ran"}, "limits": map[string]string{"disk": "16MiB"},
+		"workspace": map[string]any{"git": map[string]any{"url": g.url("big.git")}}})
+	br := w.wait(t, "git-big", 90*time.Second)
+	t.Logf("a repository over the disk limit: %s: %s", br.status.Status, br.status.Reason)
+	if br.status.Status != protocol.StatusFailed || !strings.Contains(br.status.Reason, g.url("big.git")) ||
+		!strings.Contains(br.status.Reason, "limits.disk") || strings.Contains(string(br.journal), "agent ran") {
+		t.Errorf("a repository over the disk limit: status %s, reason %q, journal %q", br.status.Status, br.status.Reason, br.journal)
+	}
+
 	// Jobs that cannot be cloned go to the DLQ, with a reason.
 	for runID, c := range map[string]struct{ url, reason, want string }{
 		"git-refused": {"https://refused.escape.test/repo.git", string(protocol.ReasonNotAllowed), `host "refused.escape.test" is not on profile "git"'s network.allow`},
@@ -275,6 +288,28 @@ func (w *escapeWorld) dlqEntry(t *testing.T, runID string, timeout time.Duration
 		}
 		if m.Headers().Get(protocol.HeaderRunID) == runID {
 			return m
+		}
+	}
+}
+
+// bigRepo makes root/big.git, one commit of a file of size random bytes
+// (which no compression shrinks).
+func bigRepo(t *testing.T, root string, size int) {
+	t.Helper()
+	work := filepath.Join(t.TempDir(), "big")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, size)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(filepath.Join(work, "blob.bin"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"commit", "-q", "-m", "big"}, {"clone", "-q", "--bare", ".", filepath.Join(root, "big.git")}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir, cmd.Env = work, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + work, "GIT_CONFIG_NOSYSTEM=1"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
 }

@@ -145,6 +145,12 @@ func gitSaid(out []byte, err error, g *runspec.Git) string {
 	if strings.Contains(last, "couldn't find remote ref") || strings.Contains(last, "not our ref") {
 		return fmt.Sprintf("ref %q does not exist (%s)", g.Ref, last)
 	}
+	// The workspace's filesystem is full, or a file passed fsize (which
+	// is limits.disk unless the profile sets it): SIGXFSZ is signal 25.
+	if s := string(out); strings.Contains(s, "No space left on device") || strings.Contains(s, "File size limit exceeded") ||
+		strings.Contains(s, "died of signal 25") {
+		return fmt.Sprintf("the repository is larger than the workspace may hold (limits.disk) (%s)", last)
+	}
 	if last == "" {
 		return err.Error()
 	}

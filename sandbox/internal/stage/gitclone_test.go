@@ -77,6 +77,10 @@ func TestGitSaid(t *testing.T) {
 	if s := gitSaid(out, errors.New("exit status 128"), g); !strings.Contains(s, `ref "nope" does not exist`) {
 		t.Errorf("gitSaid: %s", s)
 	}
+	out = []byte("error: index-pack died of signal 25\nfatal: fetch-pack: invalid index-pack output\n")
+	if s := gitSaid(out, errors.New("exit status 128"), g); !strings.Contains(s, "limits.disk") || !strings.Contains(s, "invalid index-pack output") {
+		t.Errorf("gitSaid of a full disk: %s", s)
+	}
 	if s := gitSaid(nil, errors.New("exit status 128"), g); s != "exit status 128" {
 		t.Errorf("gitSaid without output: %s", s)
 	}
