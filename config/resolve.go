@@ -63,6 +63,9 @@ type Invocation struct {
 	Setup      []string
 	// Tools are the profile's host tools (nil: none).
 	Tools *runspec.Tools
+	// Git is the job's workspace repository, with the secret that is its
+	// credential (nil: none).
+	Git *runspec.Git
 }
 
 // Limits are the job limits this configuration sets.
@@ -170,6 +173,12 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	if err != nil {
 		return Invocation{}, err
 	}
+	network := runspec.Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts),
+		Secrets: secrets, UpstreamCA: upstreamCA}
+	git, err := resolveGit(job, secrets, network)
+	if err != nil {
+		return Invocation{}, err
+	}
 	wsFiles, homeFiles := protocol.SplitFiles(job.Files)
 	env := maps.Clone(baseEnv)
 	maps.Copy(env, p.Env)
@@ -183,15 +192,15 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 	}
 
 	return Invocation{
-		Profile:   job.Profile,
-		Argv:      argv,
-		Env:       envv,
-		Input:     jobInput(job.Input, p.Stdin.OrDefault()),
-		Files:     wsFiles,
-		HomeFiles: homeFiles,
-		Timeout:   timeout,
-		Network: runspec.Network{Allow: slices.Clone(p.Network.Allow), Hosts: maps.Clone(p.Network.Hosts),
-			Secrets: secrets, UpstreamCA: upstreamCA},
+		Profile:     job.Profile,
+		Argv:        argv,
+		Env:         envv,
+		Input:       jobInput(job.Input, p.Stdin.OrDefault()),
+		Files:       wsFiles,
+		HomeFiles:   homeFiles,
+		Timeout:     timeout,
+		Network:     network,
+		Git:         git,
 		Mounts:      mounts,
 		Limits:      limits.Spec(),
 		Outputs:     runspec.Outputs(outs),

@@ -44,6 +44,10 @@ type Policy struct {
 	MaxFiles int
 	// MaxEntries bounds the workspace entries listed (0: DefaultMaxEntries).
 	MaxEntries int
+	// SkipTop are names at the workspace's top that are neither diffed
+	// nor captured: ".git" of a cloned workspace, git's and not the
+	// agent's work (the baseline is the commit's tree).
+	SkipTop []string
 }
 
 // Empty reports whether p captures nothing.

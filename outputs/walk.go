@@ -146,6 +146,9 @@ func (w *walker) walk(top *os.File, base baseDir, visit func(*entry) error) erro
 		}
 		k := f.kids[f.next]
 		f.next++
+		if f.rel == "" && slices.Contains(w.pol.SkipTop, k.name) {
+			continue
+		}
 		rel := k.name
 		if f.rel != "" {
 			rel = f.rel + "/" + k.name

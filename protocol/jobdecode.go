@@ -225,8 +225,13 @@ func (j Job) Validate(lim Limits) error {
 	if err := validateOutputs(j.Outputs); err != nil {
 		return err
 	}
-	if err := validateWorkspace(j.Workspace); err != nil {
+	if err := validateWorkspace(j.Workspace, j.Files); err != nil {
 		return err
+	}
+	if j.Session != "" && j.Workspace != nil && j.Workspace.Git != nil {
+		// A session's later turns start from its checkpoint, which a
+		// clone would have to check out over.
+		return jobErr(ErrInvalidJob, "workspace.git with \"session\": a session's workspace is its checkpoint's; clone the repository in the session's setup instead")
 	}
 	if j.Session != "" && !ValidSessionID(j.Session) {
 		return jobErr(ErrInvalidJob, "session %s must match [A-Za-z0-9_-]{1,128}", q(j.Session))

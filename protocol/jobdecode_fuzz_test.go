@@ -14,7 +14,9 @@ import (
 // decode to an equal job; a rejection wraps a job sentinel, maps to a
 // non-empty Reason and fits on one header line.
 func FuzzDecodeJob(f *testing.F) {
-	for _, j := range []protocol.Job{fullJob(), {RunID: "r", Profile: "demo"}} {
+	gitJob := protocol.Job{RunID: "r", Profile: "p", Files: map[string]string{"~/.netrc": ""},
+		Workspace: &protocol.WorkspaceRef{Git: &protocol.GitSource{URL: "https://h/r.git", Ref: "refs/heads/main", Depth: 5}}}
+	for _, j := range []protocol.Job{fullJob(), {RunID: "r", Profile: "demo"}, gitJob} {
 		js, err := protocol.EncodeJob(j)
 		if err != nil {
 			f.Fatal(err)
@@ -47,6 +49,11 @@ func FuzzDecodeJob(f *testing.F) {
 		`{"runId":"r","profile":"p","workspace":{"object":null}}`,
 		`{"runId":"r","profile":"p","workspace":{"object":"a","object":"b"}}`,
 		`{"runId":"r","profile":"p","workspace":"repo.tar"}`,
+		`{"runId":"r","profile":"p","workspace":{"git":{"url":"https://git.example.com/r.git","ref":"main","depth":2}}}`,
+		`{"runId":"r","profile":"p","workspace":{"git":{"url":"https://u:p@h/r"}}}`,
+		`{"runId":"r","profile":"p","workspace":{"git":{"url":"ext::sh","ref":"-x","depth":-1}}}`,
+		`{"runId":"r","profile":"p","workspace":{"git":{"url":"https://h/r"},"object":"a"}}`,
+		`{"runId":"r","profile":"p","workspace":{"git":{"url":"https://h/r"}},"files":{"a":"b","~/c":"d"}}`,
 	} {
 		f.Add([]byte(s), false)
 	}

@@ -41,5 +41,8 @@ func Poolable(s Spec) error {
 	if len(s.Network.Secrets) > 0 {
 		return fmt.Errorf("%w: a run with secrets has a CA of its own in its sandbox", ErrNotPooled)
 	}
+	if s.Git != nil {
+		return fmt.Errorf("%w: a run's repository is cloned before its agent, which a take names", ErrNotPooled)
+	}
 	return nil
 }

@@ -82,6 +82,7 @@ type escapeWorld struct {
 	hits     *escapeHits
 	natsPort int
 	secrets  *escapeSecrets
+	git      *escapeGit
 }
 
 // escapeHits counts the test host's requests by path.
@@ -165,6 +166,7 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 		Mounts: mounts, Limits: limits, Tools: []string{"deploy", "create_pr"},
 		ToolLimits: config.ToolLimits{Calls: escapeToolCalls, Bytes: escapeToolBytes, Timeout: 10 * time.Second}}
 	w.secrets = newEscapeSecrets(t, w.host, cfg)
+	w.git = newEscapeGit(t, w.host, cfg)
 	cfg.Profiles["sh"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Limits: config.Limits{Pids: escapePids}}
 	if err := cfg.Validate(); err != nil {

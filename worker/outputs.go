@@ -45,6 +45,9 @@ func (w *Worker) captureOutputs(ctx context.Context, r *run, st *protocol.Status
 	if pol.Empty() {
 		return true
 	}
+	if spec.Git != nil {
+		pol.SkipTop = []string{".git"}
+	}
 	cctx, cancel := w.endingContext(ctx, r, captureTimeout, errCaptureTimeout)
 	defer cancel()
 	start := time.Now()

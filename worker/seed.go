@@ -40,7 +40,7 @@ func (e *archiveError) Unwrap() error { return e.err }
 // (the job goes to the DLQ); any other error is NATS's (the job is tried
 // again).
 func (w *Worker) pinWorkspace(ctx context.Context, job protocol.Job) (*sandbox.WorkspaceArchive, error) {
-	if job.Workspace == nil {
+	if job.Workspace == nil || job.Workspace.Git != nil {
 		return nil, nil
 	}
 	name := job.Workspace.Object
@@ -137,7 +137,7 @@ func baselineDir(r *run) string { return filepath.Join(string(r.dir), "baseline"
 // (pinned by the digest its spec recorded) and its spec, never from the
 // workspace. The caller calls done when the capture is over.
 func (w *Worker) baseline(ctx context.Context, r *run, spec sandbox.Spec) (_ outputs.Baseline, done func(), err error) {
-	if spec.Workspace == nil {
+	if spec.Workspace == nil && spec.Git == nil {
 		return outputs.FilesBaseline(spec.Files), func() {}, nil
 	}
 	dir := baselineDir(r)
@@ -151,10 +151,13 @@ func (w *Worker) baseline(ctx context.Context, r *run, spec sandbox.Spec) (_ out
 	if err != nil {
 		return nil, nil, err
 	}
+	scratch := dir + ".git" // a cloned commit's objects are read through it
 	cleanup := func() {
 		root.Close()
-		if err := removeTree(dir); err != nil {
-			r.log.Warn().Err(err).Msg("remove the diff's baseline")
+		for _, d := range []string{dir, scratch} {
+			if err := removeTree(d); err != nil {
+				r.log.Warn().Err(err).Msg("remove the diff's baseline")
+			}
 		}
 	}
 	defer func() {
@@ -162,6 +165,21 @@ func (w *Worker) baseline(ctx context.Context, r *run, spec sandbox.Spec) (_ out
 			cleanup()
 		}
 	}()
+	if spec.Git != nil {
+		commit, err := sandbox.ClonedCommit(r.dir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("repository %s: %w", spec.Git.URL, err)
+		}
+		if err := removeTree(scratch); err != nil {
+			return nil, nil, err
+		}
+		gctx, cancel := context.WithTimeout(ctx, seedTimeout)
+		defer cancel()
+		if err := gitTree(gctx, r.dir.Workspace(), scratch, commit, root, w.cfg.WorkspaceLimits().MaxBytes); err != nil {
+			return nil, nil, fmt.Errorf("repository %s at %s: %w", spec.Git.URL, commit, err)
+		}
+		return outputs.TreeBaseline(root), cleanup, nil
+	}
 	if _, err := w.extractArchive(ctx, spec.Workspace, root, unpack.Options{Limits: w.cfg.WorkspaceLimits()}); err != nil {
 		return nil, nil, err
 	}

@@ -339,7 +339,7 @@ func (s *starter) spawn(ctx context.Context) (consumer.Disposition, bool) {
 // restored, for a session's run, gets the tree the seed laid out.
 func (s *starter) seed(spec *sandbox.Spec) (seed sandbox.SeedFunc, restored *restoredTree) {
 	w, r, inv := s.w, s.r, s.inv
-	if s.job.Workspace != nil {
+	if s.job.Workspace != nil && s.job.Workspace.Git == nil { // a repository is cloned in the sandbox
 		seed = w.seedWorkspace(s.job.Workspace.Object, s.arch, s.archErr, s.msg.InProgress, r.log)
 	}
 	if s.claimed == nil {
@@ -461,7 +461,7 @@ func (w *Worker) sandboxSpec(id string, dir journal.Dir, inv config.Invocation) 
 		KillGrace: 5 * time.Second,
 		Network:   inv.Network, SandboxUID: w.cfg.SandboxUID, SandboxGID: w.cfg.SandboxUID,
 		Mounts: inv.Mounts, Limits: inv.Limits, AgentUID: inv.AgentUID, AgentGID: inv.AgentGID, Stdin: inv.Stdin, InterruptLine: inv.Interrupt.Line, Tools: inv.Tools,
-		Nice: inv.Nice, CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs,
+		Nice: inv.Nice, CgroupParent: w.cfg.CgroupParent, Outputs: inv.Outputs, Git: inv.Git,
 	}
 }
 

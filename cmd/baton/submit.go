@@ -42,6 +42,9 @@ type submitFlags struct {
 	json                    bool
 	// workspace is a directory or archive uploaded to seed the workspace.
 	workspace string
+	// git, gitRef and gitDepth are a repository cloned into the workspace.
+	git, gitRef string
+	gitDepth    int
 	// session makes the run a turn of that session.
 	session string
 }
@@ -60,7 +63,10 @@ two-minute duplicates window) does not start a second run.
 devices) or a tar or gzipped tar to the workspaces stream, named
 sha256-<hex>.tar[.gz] so the same archive is stored once, and has the
 worker extract it into the workspace before the agent starts (the job's
---file files are written over it).
+--file files are written over it). --git clones a repository into the
+workspace instead, in the sandbox through the run's egress (the host on
+the profile's network.allow; a profile secret with header basic for it is
+the credential, never in the URL).
 
 With --watch it then follows the run like 'baton watch', and its exit
 status follows the run's: 0 if it succeeded, 1 if not, 2 if watching failed.
@@ -76,6 +82,9 @@ stdin closes the agent's stdin.`,
 
   # Seed the workspace with a repository (tarred and gzipped, uploaded once)
   baton submit --profile claude --workspace ./repo --input 'fix the failing test' --watch
+
+  # Clone a branch of a private repository (the profile's secret for its host)
+  baton submit --profile claude --git https://github.com/org/repo.git --git-ref main --input 'fix the failing test'
 
   # Lower limits, two retries if its node is lost, capture out/ only and no diff
   baton submit --profile claude --input 'write the report' --limit disk=2GiB \
@@ -157,6 +166,9 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet) {
 	fl.Var(&f.diff, "diff", "keep (--diff) or drop (--diff=false) the profile's captured diff; refused when the profile captures none")
 	fl.Lookup("diff").NoOptDefVal = "true"
 	fl.StringArrayVar(&f.files, "file", nil, "PATH=LOCALFILE: seed the workspace's PATH (or, after ~/, the agent's home's) with a local text file (repeatable)")
+	fl.StringVar(&f.git, "git", "", "URL: clone this https:// repository into the workspace before the agent starts (no credential in it: a profile secret holds it)")
+	fl.StringVar(&f.gitRef, "git-ref", "", "REF: the branch, tag or commit --git clones (default: the repository's HEAD)")
+	fl.IntVar(&f.gitDepth, "git-depth", 0, "N: commits of history --git fetches (default 1)")
 	fl.StringVar(&f.workspace, "workspace", "", "DIR or FILE.tar[.gz]: upload it to the workspaces stream (named by its SHA-256, so once) and seed the workspace with it")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label copied to the run record (repeatable)")
 	fl.StringVar(&f.session, "session", "", "make the run a turn of this session: it starts from the session's last checkpoint, after its earlier runs (docs/sessions.md)")
@@ -213,6 +225,14 @@ func (f *submitFlags) job(stdin io.Reader, readFile func(string) ([]byte, error)
 	}
 	if job.Files, err = parseFiles(f.files, readFile); err != nil {
 		return protocol.Job{}, err
+	}
+	switch {
+	case f.git != "" && f.workspace != "":
+		return protocol.Job{}, errors.New("--git and --workspace both given: a workspace is seeded from one of them")
+	case f.git != "":
+		job.Workspace = &protocol.WorkspaceRef{Git: &protocol.GitSource{URL: f.git, Ref: f.gitRef, Depth: f.gitDepth}}
+	case f.gitRef != "" || f.gitDepth != 0:
+		return protocol.Job{}, errors.New("--git-ref and --git-depth go with --git")
 	}
 	// The worker's own rules (env names, file paths, sizes), checked here so
 	// that a bad job is refused now rather than dead-lettered later.

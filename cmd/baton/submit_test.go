@@ -144,6 +144,11 @@ func TestSubmitFlagsJobJSON(t *testing.T) {
 		{[]string{"--limit", "output=1KiB", "--output-limit", "1MiB"}, "", "give one"},
 		{[]string{"--outputs", ""}, "", "outputs.files[0]"},
 		{[]string{"--diff=maybe"}, "", "want true or false"},
+		{[]string{"--git", "https://h/r.git", "--git-ref", "v1", "--git-depth", "5"}, `,"workspace":{"git":{"url":"https://h/r.git","ref":"v1","depth":5}}}`, ""},
+		{[]string{"--git", "https://h/r.git"}, `,"workspace":{"git":{"url":"https://h/r.git"}}}`, ""},
+		{[]string{"--git", "https://u:p@h/r.git"}, "", "must not carry a credential"},
+		{[]string{"--git", "https://h/r.git", "--workspace", "./repo"}, "", "both given"},
+		{[]string{"--git-ref", "main"}, "", "go with --git"},
 	} {
 		var f submitFlags
 		fs := pflag.NewFlagSet("submit", pflag.ContinueOnError)
@@ -176,7 +181,7 @@ func TestSubmitHasAFlagPerJobField(t *testing.T) {
 	flags := map[string][]string{ // a job field: the flags that set it
 		"runId": {"run-id"}, "profile": {"profile"}, "input": {"input"}, "args": {"arg"}, "env": {"env"},
 		"timeout": {"timeout"}, "files": {"file"}, "labels": {"label"}, "retries": {"retries"}, "limits": {"limit"},
-		"outputs": {"outputs", "diff"}, "workspace": {"workspace"}, "session": {"session"},
+		"outputs": {"outputs", "diff"}, "workspace": {"workspace", "git"}, "session": {"session"},
 	}
 	cmd := newSubmitCmd(&globals{})
 	var docs []string

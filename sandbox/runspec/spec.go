@@ -41,6 +41,10 @@ type Spec struct {
 	// Files, pinned by its digest: the diff's baseline is that archive,
 	// read again from the store when the run ends.
 	Workspace *WorkspaceArchive `json:"workspace,omitempty"`
+	// Git is the repository cloned into the (empty) workspace before the
+	// agent starts; the diff's baseline is its commit the stages record
+	// in state.ndjson (the phase GitClonePhase).
+	Git *Git `json:"git,omitempty"`
 	// Outputs is what the worker captures from the workspace at the end.
 	Outputs Outputs `json:"outputs,omitzero"`
 	// Nonce ends the journal's sentinel; the agent never sees it.

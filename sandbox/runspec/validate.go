@@ -51,6 +51,11 @@ func (s Spec) Validate() error {
 	if err := ValidateEnv(s.Env); err != nil {
 		return err
 	}
+	if s.Git != nil {
+		if err := s.Git.Validate(s.Env); err != nil {
+			return err
+		}
+	}
 	// The sentinel must be one the journal's readers recognise.
 	line := journal.Sentinel{Nonce: s.Nonce, Reason: journal.ReasonExit}.Line()
 	if _, ok := journal.ParseSentinel(line[:len(line)-1], s.Nonce); !ok {

@@ -14,8 +14,11 @@ export interface Job {
   retries?: number;
   limits?: { output?: string; disk?: string; outputs?: string };
   outputs?: { diff?: boolean; files?: string[] };
-  /** Seed the workspace from an archive of the workspaces stream (putWorkspace's name). */
-  workspace?: { object: string };
+  /**
+   * Seed the workspace from an archive of the workspaces stream (putWorkspace's name), or
+   * clone a repository into it (https, no credential in the URL: a profile secret holds it).
+   */
+  workspace?: { object: string } | { git: { url: string; ref?: string; depth?: number } };
   session?: string;
 }
 

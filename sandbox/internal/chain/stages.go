@@ -32,6 +32,12 @@ const PoolFDEnv = "BATON_RUNNER_POOL_FD"
 // input (SCM_RIGHTS), and runner-outer answers ReadyOK or "error: why".
 const PoolReady = "ready"
 
+// GitClonePhase is the phase of the state record (state.ndjson) whose
+// detail is the commit the exec stage cloned into the workspace before the
+// agent started: written by the init, which the agent cannot reach, it is
+// the diff's baseline.
+const GitClonePhase = "git-clone"
+
 // PoolWaitPhase is the phase of the state record (state.ndjson) a
 // prestarted chain's init writes once its exec stage waits for the take:
 // nothing is left to do before one (the worker's side looks for it).

@@ -91,6 +91,9 @@ func Fits(pooled, spec runspec.Spec) error {
 	if filepath.Dir(pooled.RunDir) != filepath.Dir(spec.RunDir) {
 		return mismatch("the runs directory")
 	}
+	if spec.Git != nil {
+		return mismatch("the workspace's repository (a prestarted chain clones none)")
+	}
 	if len(spec.Argv) == 0 || pooled.Argv[0] != spec.Argv[0] || pooled.Baton != spec.Baton {
 		return mismatch("the agent's binary")
 	}

@@ -112,6 +112,7 @@ func TestFits(t *testing.T) {
 		{"a cgroup", func(s *runspec.Spec) { s.CgroupParent = "/sys/fs/cgroup/baton" }, false},
 		{"sandbox ids", func(s *runspec.Spec) { s.SandboxUID = 1000 }, false},
 		{"agent ids", func(s *runspec.Spec) { s.AgentGID = 2000 }, false},
+		{"a repository to clone", func(s *runspec.Spec) { s.Git = &runspec.Git{URL: "https://h/r", Depth: 1} }, false},
 		{"a take over its bound", func(s *runspec.Spec) { s.Env = append(s.Env, "BIG="+strings.Repeat("x", MaxTakeLine)) }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -267,7 +267,7 @@ func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *
 	if spec.Pooled {
 		w.Pooled, w.Rlimits = true, spec.Rlimits
 	} else {
-		b, res, ok := resolveAgent(spec.Argv, spec.Env, ws, w.Home, spec.Rlimits, st)
+		b, res, ok := resolveAgent(spec.Argv, spec.Env, ws, w.Home, spec.Rlimits, spec.Git, st)
 		if !ok {
 			return res
 		}
@@ -301,8 +301,8 @@ func runAgent(ctx context.Context, spec childSpec, ws string, exe *os.File, st *
 
 // resolveAgent finds the agent argv names on env's PATH, from the
 // workspace ws (its HOME home unless env sets one), and returns the exec
-// stage's spec.
-func resolveAgent(argv, env []string, ws, home string, rlimits []rlimit, st *state) ([]byte, chainStatus, bool) {
+// stage's spec, which clones git into the workspace first when it is set.
+func resolveAgent(argv, env []string, ws, home string, rlimits []rlimit, git *runspec.Git, st *state) ([]byte, chainStatus, bool) {
 	env = agentEnv(env, ws, home)
 	path, err := lookPath(argv[0], env, ws)
 	if err != nil {
@@ -310,7 +310,7 @@ func resolveAgent(argv, env []string, ws, home string, rlimits []rlimit, st *sta
 		return nil, chainStatus{Exit: startExitCode(err), Error: err.Error()}, false
 	}
 	st.ok("resolve-agent", path)
-	return chain.MustJSON(execSpec{Path: path, Argv: argv, Env: env, Dir: ws, Rlimits: rlimits}), chainStatus{}, true
+	return chain.MustJSON(execSpec{Path: path, Argv: argv, Env: env, Dir: ws, Rlimits: rlimits, Git: git}), chainStatus{}, true
 }
 
 // waitSpec is what the wait stage needs to start the agent and wait for
@@ -457,7 +457,11 @@ func startAgent(ctx context.Context, w waitSpec, st *state, stops *stopReader) (
 		return nil, chainStatus{Exit: 126, Error: err.Error()}, false
 	}
 	started := func(stage *execStage) (*execStage, chainStatus, bool) {
-		if err := stage.started(); err != nil {
+		commit, err := stage.started()
+		if commit != "" {
+			st.ok(chain.GitClonePhase, commit)
+		}
+		if err != nil {
 			return failed(err)
 		}
 		return stage, chainStatus{}, true
@@ -484,7 +488,7 @@ func startAgent(ctx context.Context, w waitSpec, st *state, stops *stopReader) (
 	t, res, ok := awaitTake(ctx, w.Take, st, stops)
 	var spec []byte
 	if ok {
-		spec, res, ok = resolveAgent(t.Argv, t.Env, w.Dir, w.Home, w.Rlimits, st)
+		spec, res, ok = resolveAgent(t.Argv, t.Env, w.Dir, w.Home, w.Rlimits, nil, st)
 	}
 	if !ok {
 		stage.kill()
@@ -639,15 +643,23 @@ func spawnExecStage(w waitSpec) (*execStage, error) {
 }
 
 // started returns once the agent runs, or with why the exec stage could
-// not start it; in that case the stage has been reaped.
-func (e *execStage) started() error {
+// not start it; in that case the stage has been reaped. commit is the
+// commit the stage cloned into the workspace, if it cloned one: it
+// says so on the pipe before the agent exists (gitClonedNote).
+func (e *execStage) started() (commit string, err error) {
 	defer e.errR.Close()
 	msg, _ := io.ReadAll(io.LimitReader(e.errR, 4096))
+	if rest, ok := bytes.CutPrefix(msg, []byte(gitClonedNote)); ok {
+		id, after, _ := bytes.Cut(rest, []byte("\n"))
+		if commitID.Match(id) {
+			commit, msg = string(id), after
+		}
+	}
 	if len(msg) == 0 {
-		return nil // the pipe closed on exec: the agent runs
+		return commit, nil // the pipe closed on exec: the agent runs
 	}
 	e.reap()
-	return errors.New(strings.TrimSpace(string(msg)))
+	return commit, errors.New(strings.TrimSpace(string(msg)))
 }
 
 // kill ends a stage that will not start an agent.

@@ -90,6 +90,21 @@ func RunExec(_ context.Context, specPath string) error {
 	if err := seccomp.Install(filter); err != nil {
 		return execFailed(err)
 	}
+	if spec.Git != nil {
+		// As the agent, under its limits and filter, through its egress;
+		// before it exists, so it never sees the clone's environment.
+		commit, err := cloneWorkspace(context.Background(), spec.Git, spec.Dir, spec.Env)
+		if err != nil {
+			return execFailed(err)
+		}
+		// The worker's diff baseline: told on the pipe the agent never
+		// holds, and recorded by the init in state.ndjson.
+		// (A raw write: an *os.File of it could be finalized, and the fd
+		// closed, before the exec.)
+		if _, err := unix.Write(fdExecErr, []byte(gitClonedNote+commit+"\n")); err != nil {
+			return execFailed(fmt.Errorf("report the cloned commit: %w", err))
+		}
+	}
 	err = syscall.Exec(spec.Path, spec.Argv, spec.Env)
 	return execFailed(fmt.Errorf("exec %s: %w", spec.Path, err))
 }

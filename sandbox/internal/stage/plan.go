@@ -61,6 +61,9 @@ type childSpec struct {
 	// else it is the workspace of a run directory made before homes, and
 	// the agent's HOME is its workspace.
 	Home bool `json:"home,omitempty"`
+	// Git is cloned into the workspace by the exec stage before the
+	// agent (never with Pooled).
+	Git *runspec.Git `json:"git,omitempty"`
 }
 
 // defaultHome is the agent's HOME when its profile sets none.
@@ -95,6 +98,8 @@ type execSpec struct {
 	Env     []string `json:"env"`
 	Dir     string   `json:"dir"`
 	Rlimits []rlimit `json:"rlimits"`
+	// Git is cloned into Dir before the exec (see cloneWorkspace).
+	Git *runspec.Git `json:"git,omitempty"`
 }
 
 // maxShmBytes bounds /dev/shm, whatever limits.tmp is.
@@ -300,8 +305,13 @@ func (c childSpec) validate() error {
 	if err := runspec.ValidateRunDir(c.RunDir); err != nil {
 		return err
 	}
-	if c.Pooled && (len(c.Argv) > 0 || len(c.Env) > 0) {
-		return bad("a pooled chain's argv and environment come with its take")
+	if c.Pooled && (len(c.Argv) > 0 || len(c.Env) > 0 || c.Git != nil) {
+		return bad("a pooled chain's argv and environment come with its take, and it clones no repository")
+	}
+	if c.Git != nil {
+		if err := c.Git.Validate(c.Env); err != nil {
+			return err
+		}
 	}
 	if !c.Pooled {
 		if err := runspec.ValidateArgv(c.Argv); err != nil {
@@ -359,6 +369,11 @@ func decodeExecSpec(b []byte) (execSpec, error) {
 	}
 	if err := runspec.ValidateEnv(e.Env); err != nil {
 		return execSpec{}, err
+	}
+	if e.Git != nil {
+		if err := e.Git.Validate(e.Env); err != nil {
+			return execSpec{}, err
+		}
 	}
 	for _, r := range e.Rlimits {
 		if !slices.Contains(runspec.RlimitNames, r.Name) {

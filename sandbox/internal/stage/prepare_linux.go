@@ -138,7 +138,7 @@ func (o *outerRun) prepare() (_ *outerPlan, err error) {
 		// The agent's argv and environment come with the take.
 		c.Pooled = true
 	} else {
-		c.Argv, c.Env = s.Argv, env
+		c.Argv, c.Env, c.Git = s.Argv, env, s.Git
 	}
 	if c.Binary, c.BinaryDev, c.BinaryIno, err = bindBinary(s.Argv[0], s.Baton); err != nil {
 		return nil, err
