@@ -260,17 +260,24 @@ type escapeRun struct {
 }
 
 // wait reads the run's chain until its terminal status and checks it
-// against the journal: every line the agent wrote, attacks included, is
-// published once, in order, and the journal ends with one sentinel. An
-// egress or tool message stands for the runner's egress or tool record
-// of the journal it was published from (the record is rebuilt from it
-// with the run's nonce: a message no nonced record stands for fails).
+// against the journal (readRun).
 func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) escapeRun {
+	t.Helper()
+	return readRun(t, w.js, w.names, w.stateDir, runID, timeout)
+}
+
+// readRun reads the chain of the run runID of a worker whose state
+// directory is stateDir until its terminal status and checks it against
+// the journal: every line the agent wrote, attacks included, is published
+// once, in order, and the journal ends with one sentinel. An egress or
+// tool message stands for the runner's record of the journal it was
+// published from.
+func readRun(t *testing.T, js jetstream.JetStream, names protocol.Names, stateDir, runID string, timeout time.Duration) escapeRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := w.js.OrderedConsumer(ctx, w.names.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{w.names.RunFilter(runID)},
+	c, err := js.OrderedConsumer(ctx, names.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{names.RunFilter(runID)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -278,12 +285,9 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 	r := escapeRun{id: runID}
 	var events bytes.Buffer
 	var nonce string
-	// runNonce is the run's nonce, which its egress and tool records carry
-	// in the journal and their messages do not.
-	runNonce := func() string {
+	readNonce := func() string {
 		if nonce == "" {
-			var err error
-			if nonce, err = sandbox.ReadNonce(journal.Dir(filepath.Join(w.stateDir, "runs", runID))); err != nil {
+			if nonce, err = sandbox.ReadNonce(journal.Dir(filepath.Join(stateDir, "runs", runID))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -292,7 +296,7 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 	for {
 		m, err := c.Next(jetstream.FetchMaxWait(time.Until(escapeDeadline(ctx))))
 		if err != nil {
-			t.Fatalf("run %s: no terminal status after %v: %v\nstate:\n%s", runID, timeout, err, w.file(runID, "state.ndjson"))
+			t.Fatalf("run %s: no terminal status after %v: %v\nstate:\n%s", runID, timeout, err, runFile(stateDir, runID, "state.ndjson"))
 		}
 		if strings.HasSuffix(m.Subject(), ".status") {
 			st, err := protocol.ParseStatus(m.Data())
@@ -306,26 +310,23 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 			}
 			continue
 		}
-		switch {
-		case strings.HasSuffix(m.Subject(), ".egress"):
+		if strings.HasSuffix(m.Subject(), ".egress") {
 			var e journal.Egress
 			if err := json.Unmarshal(m.Data(), &e); err != nil {
 				t.Fatalf("run %s: egress message %q: %v", runID, m.Data(), err)
 			}
-			events.Write(journal.EgressRecord{Egress: e, Nonce: runNonce()}.Line())
+			events.Write(journal.EgressRecord{Egress: e, Nonce: readNonce()}.Line())
 			r.egress = append(r.egress, e)
 			continue
-		case strings.HasSuffix(m.Subject(), ".tool"):
+		}
+		if strings.HasSuffix(m.Subject(), ".tool") {
 			var tm protocol.ToolMessage
-			if err := json.Unmarshal(m.Data(), &tm); err != nil {
-				t.Fatalf("run %s: tool message %q: %v", runID, m.Data(), err)
+			if err := json.Unmarshal(m.Data(), &tm); err != nil || tm.Truncated {
+				// A truncated one's record cannot be rebuilt; the suites'
+				// calls and answers are far below the max payload.
+				t.Fatalf("run %s: tool message %q (truncated: the journal holds more): %v", runID, m.Data(), err)
 			}
-			if tm.Truncated {
-				// Its record cannot be rebuilt; the suite's calls and
-				// answers are far below the max payload.
-				t.Fatalf("run %s: tool message %q is truncated", runID, m.Data())
-			}
-			rec := journal.ToolRecord{Call: tm.Call, Nonce: runNonce(), Phase: tm.Phase, Name: tm.Name, Error: tm.Error}
+			rec := journal.ToolRecord{Call: tm.Call, Nonce: readNonce(), Phase: tm.Phase, Name: tm.Name, Error: tm.Error}
 			if tm.Phase == journal.ToolCall {
 				rec.Args = tm.Args
 			} else if tm.Result != nil {
@@ -344,7 +345,7 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 		events.WriteByte('\n')
 	}
 	r.events = events.Bytes()
-	j := []byte(w.file(runID, "journal.ndjson"))
+	j := []byte(runFile(stateDir, runID, "journal.ndjson"))
 	if len(j) == 0 || j[len(j)-1] != '\n' {
 		t.Fatalf("run %s: journal %q does not end with a line", runID, j)
 	}
@@ -356,7 +357,7 @@ func (w *escapeWorld) wait(t *testing.T, runID string, timeout time.Duration) es
 	if !bytes.Equal(r.events, r.journal) {
 		t.Errorf("run %s: published lines differ from the journal\npublished %q\njournal   %q", runID, r.events, r.journal)
 	}
-	r.state = w.file(runID, "state.ndjson")
+	r.state = runFile(stateDir, runID, "state.ndjson")
 	return r
 }
 
@@ -366,8 +367,11 @@ func escapeDeadline(ctx context.Context) time.Time {
 }
 
 // file reads a file of a run's directory.
-func (w *escapeWorld) file(runID, name string) string {
-	b, err := os.ReadFile(filepath.Join(w.stateDir, "runs", runID, name))
+func (w *escapeWorld) file(runID, name string) string { return runFile(w.stateDir, runID, name) }
+
+// runFile reads a file of the directory of run runID in stateDir.
+func runFile(stateDir, runID, name string) string {
+	b, err := os.ReadFile(filepath.Join(stateDir, "runs", runID, name))
 	if err != nil {
 		return fmt.Sprintf("(%v)", err)
 	}

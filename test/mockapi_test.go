@@ -12,17 +12,34 @@ import (
 // mockAPI is a minimal model API for the real agent CLIs: Anthropic's
 // Messages API and OpenAI's Responses API, both streaming (SSE). Each
 // conversation is one tool-use turn: the first request gets a tool call
-// that runs `echo written by <agent> > proof.txt && cat proof.txt`, the
-// request that carries the tool's result gets a closing text. It keeps
-// every tool result it was sent, so a test sees what the agent's tool
-// really did.
+// that runs `echo written by <agent> > proof.txt && cat proof.txt` and
+// then secretSearch, or, where Claude offers a tool of the MCP server
+// named baton (mcp__baton__<tool>), calls that tool; the request that
+// carries the tool's result gets a closing text. It keeps every tool
+// result it was sent, so a test sees what the agent's tool really did,
+// and the credentials of every request.
 type mockAPI struct {
 	mu      sync.Mutex
 	results []string // tool results, as the CLIs sent them back
 	paths   []string // every request, "METHOD /path"
 	prompts []string // the user's texts of each Messages request, joined by " | "
 	bodies  []string // every model request's body, as sent
+	creds   []string // every request's credential headers (mockCreds)
+	mcp     []string // the MCP tools it called, by Claude's name
 }
+
+// mockCreds is how the mock records a request's credentials: its
+// x-api-key (Anthropic's) and Authorization (OpenAI's Bearer) headers.
+func mockCreds(apiKey, authorization string) string {
+	return "x-api-key=" + apiKey + " authorization=" + authorization
+}
+
+// mockMCPPrefix starts the names Claude Code gives the tools of the MCP
+// server named baton, as /etc/baton-mcp.json names it.
+const mockMCPPrefix = "mcp__baton__"
+
+// mockToolArgs are the arguments the mock calls a host tool with.
+const mockToolArgs = `{"title":"Add proof.txt"}`
 
 // mockDone is the closing text of every conversation.
 const mockDone = "Done: proof.txt is written."
@@ -31,10 +48,15 @@ func mockCommand(agent string) string {
 	return "echo written by " + agent + " > proof.txt && cat proof.txt"
 }
 
+// mockScript is what the mock has the agent run: mockCommand, then
+// secretSearch, in the agent's own sandbox with the agent running.
+func mockScript(agent string) string { return mockCommand(agent) + "\n" + secretSearch }
+
 func (m *mockAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	m.mu.Lock()
 	m.paths = append(m.paths, r.Method+" "+r.URL.Path)
+	m.creds = append(m.creds, mockCreds(r.Header.Get("X-Api-Key"), r.Header.Get("Authorization")))
 	if r.Method == http.MethodPost {
 		m.bodies = append(m.bodies, string(body))
 	}
@@ -51,6 +73,20 @@ func (m *mockAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// to HTTP; other probes get nothing either.
 		http.NotFound(w, r)
 	}
+}
+
+// credentials is every request's mockCreds, in order.
+func (m *mockAPI) credentials() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.creds...)
+}
+
+// mcpCalls is the MCP tools the mock called, in order.
+func (m *mockAPI) mcpCalls() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.mcp...)
 }
 
 func (m *mockAPI) toolResults() []string {
@@ -142,9 +178,12 @@ func (m *mockAPI) messages(w http.ResponseWriter, body []byte) {
 			m.mu.Unlock()
 		}
 	}
-	bash := false
+	bash, mcp := false, ""
 	for _, t := range req.Tools {
 		bash = bash || t.Name == "Bash"
+		if mcp == "" && strings.HasPrefix(t.Name, mockMCPPrefix) {
+			mcp = t.Name
+		}
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{
@@ -156,12 +195,22 @@ func (m *mockAPI) messages(w http.ResponseWriter, body []byte) {
 		sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	}
 	stop := "end_turn"
-	if bash && !answered {
-		input, _ := json.Marshal(map[string]string{"command": mockCommand("claude"), "description": "Write proof.txt"})
+	switch {
+	case answered:
+		block(map[string]any{"type": "text", "text": ""}, map[string]any{"type": "text_delta", "text": mockDone})
+	case mcp != "":
+		m.mu.Lock()
+		m.mcp = append(m.mcp, mcp)
+		m.mu.Unlock()
+		block(map[string]any{"type": "tool_use", "id": "toolu_mock_mcp", "name": mcp, "input": map[string]any{}},
+			map[string]any{"type": "input_json_delta", "partial_json": mockToolArgs})
+		stop = "tool_use"
+	case bash:
+		input, _ := json.Marshal(map[string]string{"command": mockScript("claude"), "description": "Write proof.txt"})
 		block(map[string]any{"type": "tool_use", "id": "toolu_mock", "name": "Bash", "input": map[string]any{}},
 			map[string]any{"type": "input_json_delta", "partial_json": string(input)})
 		stop = "tool_use"
-	} else {
+	default:
 		block(map[string]any{"type": "text", "text": ""}, map[string]any{"type": "text_delta", "text": mockDone})
 	}
 	sse(w, "message_delta", map[string]any{"type": "message_delta",
@@ -213,7 +262,7 @@ func (m *mockAPI) responses(w http.ResponseWriter, body []byte) {
 			m.mu.Unlock()
 		}
 	}
-	cmd := mockCommand("codex")
+	cmd := mockScript("codex")
 	var call map[string]any
 	switch {
 	case answered:
@@ -237,6 +286,24 @@ func (m *mockAPI) responses(w http.ResponseWriter, body []byte) {
 	sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "item": call})
 	sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_mock",
 		"usage": map[string]any{"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}}})
+}
+
+// resultText is the text of a tool result as a CLI sent it: a JSON
+// string, or text blocks; anything else as it is.
+func resultText(raw string) string {
+	var s string
+	if json.Unmarshal([]byte(raw), &s) == nil {
+		return s
+	}
+	var blocks []struct{ Text string }
+	if json.Unmarshal([]byte(raw), &blocks) == nil {
+		var b strings.Builder
+		for _, bl := range blocks {
+			b.WriteString(bl.Text)
+		}
+		return b.String()
+	}
+	return raw
 }
 
 // hasResult reports whether one of results holds want.

@@ -3,18 +3,26 @@ package test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/batonhq/baton/client"
@@ -38,10 +46,16 @@ const (
 // TestRealAgents runs the real Claude Code and Codex CLIs, installed from
 // npm as a new user would, through the claude and codex profiles of
 // deploy/baton.example.yaml as written, in baton's sandbox, against a mock
-// model API on a test host (a network namespace of its own: the worker's
-// own host is unreachable from the sandbox by design). Each CLI must run
-// its tool inside the sandbox (proof.txt written in the workspace and its
-// output sent back to the API) and the run must succeed. Then the
+// model API served over HTTPS on a test host (a network namespace of its
+// own: the worker's own host is unreachable from the sandbox by design).
+// Their API keys are the profiles' secrets: the mock receives each key's
+// value in the header the CLI sends it in, while the agent's environment
+// holds a placeholder and the agent's search of what it can read (files,
+// /proc; secretSearch, run by the CLI's own tool) and the run's chain
+// find no value. Each CLI must run its tool inside the sandbox (proof.txt
+// written in the workspace and its output sent back to the API) and the
+// run must succeed. The claude-tools profile's Claude calls a host tool,
+// served by the test as a product would, through baton mcp. Then the
 // claude-chat recipe of docs/interactive.md runs as written
 // (claudeChatRecipe), and the gateway recipe of docs/real-agents.md
 // (gatewayRecipe).
@@ -53,14 +67,20 @@ func TestRealAgents(t *testing.T) {
 	escapeNeeds(t, "real agents test")
 	prefix := realInstall(t)
 	api := &mockAPI{}
-	host := testenv.NewTestHost(t, api)
-	base := fmt.Sprintf("http://%s:%d", mockName, host.Port)
+	// The test host is the mock's network namespace; the mock is served
+	// there over HTTPS only, with a certificate of a CA made for the test
+	// (the profiles' upstreamCA), as a gateway with an internal CA is.
+	host := testenv.NewTestHost(t, http.NotFoundHandler())
+	port, upstreamCA := serveTestHostTLS(t, host, api, mockName)
+	base := fmt.Sprintf("https://%s:%d", mockName, port)
+	keys := map[string]string{"ANTHROPIC_API_KEY": realKey("sk-ant-"), "CODEX_API_KEY": realKey("sk-")}
 
-	cfg := realProfiles(t, prefix, host, map[string]map[string]string{
-		"claude": {"ANTHROPIC_API_KEY": "sk-mock", "ANTHROPIC_BASE_URL": base},
-		"codex":  {"CODEX_API_KEY": "sk-mock"},
+	cfg := realProfiles(t, prefix, host, upstreamCA, keys, map[string]map[string]string{
+		"claude": {"ANTHROPIC_BASE_URL": base},
+		"codex":  {},
 		// docs/interactive.md's recipe runs it.
-		"claude-chat": {"ANTHROPIC_API_KEY": "sk-mock", "ANTHROPIC_BASE_URL": base},
+		"claude-chat":  {"ANTHROPIC_BASE_URL": base},
+		"claude-tools": {"ANTHROPIC_BASE_URL": base},
 	})
 	// Codex reads its provider from $CODEX_HOME/config.toml, in HOME: the
 	// job seeds it (a file under ~/), as a user pointing Codex at a
@@ -73,6 +93,7 @@ func TestRealAgents(t *testing.T) {
 
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
+	_, js := testenv.Connect(t, s)
 	stateDir := testenv.StateDir(t)
 	startWorker(t, bin, s.ClientURL(), stateDir, "real", "--config", cfg)
 
@@ -80,9 +101,13 @@ func TestRealAgents(t *testing.T) {
 		profile string
 		args    []string
 		want    []string // in what `baton submit --watch` prints
+		secret  string   // the profile's API key
+		creds   string   // how the mock must receive it (mockCreds)
 	}{
-		{"claude", nil, []string{"→ Bash: " + mockCommand("claude"), mockDone, "● succeeded"}},
-		{"codex", []string{"--file", "~/.codex/config.toml=" + codexConfig}, []string{"→ shell: ", mockCommand("codex"), mockDone, "● succeeded"}},
+		{"claude", nil, []string{"→ Bash: " + mockCommand("claude"), mockDone, "● succeeded"},
+			"ANTHROPIC_API_KEY", mockCreds(keys["ANTHROPIC_API_KEY"], "")},
+		{"codex", []string{"--file", "~/.codex/config.toml=" + codexConfig}, []string{"→ shell: ", mockCommand("codex"), mockDone, "● succeeded"},
+			"CODEX_API_KEY", mockCreds("", "Bearer "+keys["CODEX_API_KEY"])},
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
 			runID := "real-" + tc.profile
@@ -90,6 +115,7 @@ func TestRealAgents(t *testing.T) {
 			defer cancel()
 			args := append([]string{"submit", "--nats", s.ClientURL(), "--profile", tc.profile, "--run-id", runID,
 				"--input", "Write proof.txt.", "--watch"}, tc.args...)
+			before := len(api.credentials())
 			var out bytes.Buffer
 			submit := bounded.Command(ctx, bin, args...)
 			submit.Stdout, submit.Stderr = &out, &out
@@ -115,9 +141,25 @@ func TestRealAgents(t *testing.T) {
 			if want := "written by " + tc.profile + "\n"; err != nil || string(proof) != want {
 				t.Errorf("workspace/proof.txt = %q, %v; want %q", proof, err, want)
 			}
-			if !hasResult(api.toolResults(), "written by "+tc.profile) {
+			var result string
+			for _, r := range api.toolResults() {
+				if text := commandOutput(resultText(r)); strings.Contains(text, "written by "+tc.profile) {
+					result = text
+				}
+			}
+			if result == "" {
 				t.Errorf("the API got no tool result with the command's output: %q", api.toolResults())
 			}
+			// The key: the mock received its value, in the CLI's own
+			// header, on every request; the agent found none of it.
+			for _, c := range api.credentials()[before:] {
+				if c != tc.creds {
+					t.Errorf("the mock received the credentials %q, want %q", c, tc.creds)
+				}
+			}
+			t.Logf("the agent's search:\n%s", result)
+			checkSecretSearch(t, result, tc.secret)
+			realChain(t, readRun(t, js, protocol.MustNames(""), stateDir, runID, 30*time.Second), keys, tc.secret)
 			// What the allowlist refused (Codex calls home) is recorded as
 			// refused, never as ok.
 			state, _ := os.ReadFile(filepath.Join(run, "state.ndjson"))
@@ -136,6 +178,9 @@ func TestRealAgents(t *testing.T) {
 			}
 		})
 	}
+	t.Run("claude-tools", func(t *testing.T) {
+		claudeTools(t, api, s, js, bin, stateDir, keys)
+	})
 	t.Run("claude-chat-recipe", func(t *testing.T) { claudeChatRecipe(t, api, bin, s.ClientURL()) })
 	t.Run("gateway-recipe", func(t *testing.T) { gatewayRecipe(t, prefix, bin) })
 	t.Run("claude-session", func(t *testing.T) { sessionAcrossNodes(t, api, bin, cfg, "claude", nil) })
@@ -148,13 +193,56 @@ func TestRealAgents(t *testing.T) {
 	})
 }
 
+// realKey is a test API key: prefix, random, then escapeSecretMarker,
+// which secretSearch looks for.
+func realKey(prefix string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b) + "-" + escapeSecretMarker
+}
+
+// commandOutput is the command's output in a tool result's text: Codex's
+// code mode wraps it in a JSON object (its "output"), on a line of its
+// own after the script's summary; any other text is the output itself.
+func commandOutput(text string) string {
+	for line := range strings.Lines(text) {
+		var r struct{ Output *string }
+		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &r) == nil && r.Output != nil {
+			return *r.Output
+		}
+	}
+	return text
+}
+
+// realChain checks a run's chain (readRun): no key's value in its lines,
+// egress messages or state records, and an egress message of a
+// connection to the mock with the secret named secret put in.
+func realChain(t *testing.T, r escapeRun, keys map[string]string, secret string) {
+	t.Helper()
+	for name, v := range keys {
+		for what, text := range map[string]string{"chain's lines and records": string(r.events), "state.ndjson": r.state} {
+			if strings.Contains(text, v) {
+				t.Errorf("ESCAPE: the run's %s hold %s's value", what, name)
+			}
+		}
+	}
+	swapped := false
+	for _, e := range r.egress {
+		swapped = swapped || e.Allowed && e.Host == mockName && e.Secret == secret
+	}
+	if !swapped {
+		t.Errorf("no egress message of the run names %s put in a request to %s: %+v", secret, mockName, r.egress)
+	}
+}
+
 // realProfiles writes a worker config holding the named profiles of
 // deploy/baton.example.yaml, changed only where this machine differs from
 // a user's: the CLIs sit under the npm prefix mounted at /opt/npm instead
 // of /usr, the API is the mock on host (the variables in env, per
-// profile), a run lasts at most 2 minutes, and proof.txt is captured. It
-// returns the config's path.
-func realProfiles(t *testing.T, prefix string, host *testenv.TestHost, env map[string]map[string]string) string {
+// profile; each secret's value from keys, for the mock's host, whose CA
+// is upstreamCA), a run lasts at most 2 minutes, and proof.txt is
+// captured. It returns the config's path.
+func realProfiles(t *testing.T, prefix string, host *testenv.TestHost, upstreamCA string, keys map[string]string, env map[string]map[string]string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "deploy", "baton.example.yaml"))
 	if err != nil {
@@ -173,13 +261,26 @@ func realProfiles(t *testing.T, prefix string, host *testenv.TestHost, env map[s
 			t.Fatalf("deploy/baton.example.yaml has no %s profile", name)
 		}
 		env := map[string]any{"PATH": realMount + "/bin:/usr/local/bin:/usr/bin:/bin"}
-		for k, v := range p["env"].(map[string]any) {
+		profileEnv, _ := p["env"].(map[string]any) // codex has none
+		for k, v := range profileEnv {
 			env[k] = v
 		}
 		for k, v := range extra {
 			env[k] = v
 		}
 		p["env"] = env
+		secrets, _ := p["secrets"].(map[string]any)
+		if len(secrets) == 0 {
+			t.Fatalf("deploy/baton.example.yaml's %s profile has no secrets: the test runs its agents with their keys as secrets", name)
+		}
+		for k, v := range secrets {
+			s := v.(map[string]any)
+			if keys[k] == "" {
+				t.Fatalf("no test key for profile %s's secret %s", name, k)
+			}
+			s["value"], s["hosts"] = keys[k], []any{mockName}
+		}
+		p["upstreamCA"] = upstreamCA
 		p["mounts"] = []any{map[string]any{"source": prefix, "target": realMount}}
 		p["network"] = map[string]any{"allow": []any{mockName, host.Prefix.String()}, "hosts": map[string]any{mockName: host.Addr.String()}}
 		// The test host's CIDR entry is set up per run: no pool.
@@ -406,5 +507,105 @@ func sessionAcrossNodes(t *testing.T, api *mockAPI, bin, cfg, profile string, fi
 	})
 	if rec.RunCount != 2 || !slices.Equal(rec.Runs, []string{first, second}) {
 		t.Fatalf("session record %+v", rec)
+	}
+}
+
+// claudeTools runs the example's claude-tools profile (keyless, with the
+// host tool create_pr; docs/real-agents.md's recipe is the same profile)
+// on the worker of TestRealAgents: the test serves create_pr as a
+// product would (a NATS micro service, the schema and description in the
+// endpoint's metadata), the mock's first answer is a tool_use of the
+// tool as Claude Code names it (mcp__baton__create_pr), Claude calls it
+// through baton mcp, the service gets the call with the run's identity,
+// and the mock's next request carries the service's answer.
+func claudeTools(t *testing.T, api *mockAPI, s *server.Server, js jetstream.JetStream, bin, stateDir string, keys map[string]string) {
+	realRecipeIsExample(t, "keyless-tools-profile", "claude-tools")
+	const answer = "opened pull request #7"
+	var mu sync.Mutex
+	var calls []*nats.Msg // what the service got: headers and arguments
+	nc, _ := testenv.Connect(t, s)
+	svc, err := micro.AddService(nc, micro.Config{Name: "product-tools", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	names := protocol.MustNames("")
+	if err := svc.AddEndpoint("create_pr", micro.HandlerFunc(func(req micro.Request) {
+		mu.Lock()
+		calls = append(calls, &nats.Msg{Header: nats.Header(req.Headers()), Data: req.Data()})
+		mu.Unlock()
+		_ = req.Respond([]byte(answer))
+	}), micro.WithEndpointSubject(names.ToolSubject("create_pr")), micro.WithEndpointMetadata(map[string]string{
+		protocol.ToolMetaDescription: "Open a pull request from the run's branch",
+		protocol.ToolMetaSchema:      `{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`,
+	})); err != nil {
+		t.Fatal(err)
+	}
+
+	runID := "real-claude-tools"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	before := len(api.mcpCalls())
+	out, err := bounded.Command(ctx, bin, "submit", "--nats", s.ClientURL(), "--profile", "claude-tools", "--run-id", runID,
+		"--input", "Open a pull request.", "--watch").CombinedOutput()
+	if err != nil {
+		stderr, _ := os.ReadFile(filepath.Join(stateDir, "runs", runID, "stderr.log"))
+		t.Fatalf("submit --watch: %v\n%s\nstderr.log:\n%s\nmock saw %q", err, out, stderr, api.requests())
+	}
+	for _, want := range []string{"→ " + mockMCPPrefix + "create_pr", mockDone, "● succeeded"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("submit --watch printed no %q:\n%s", want, out)
+		}
+	}
+	if got := api.mcpCalls()[before:]; !slices.Equal(got, []string{mockMCPPrefix + "create_pr"}) {
+		t.Errorf("the mock called the MCP tools %q; Claude offered them as %q", got, mockMCPPrefix+"create_pr")
+	}
+	mu.Lock()
+	got := slices.Clone(calls)
+	mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("the service got %d calls, want 1", len(got))
+	}
+	h := got[0].Header
+	if string(got[0].Data) != mockToolArgs || h.Get(protocol.HeaderToolRunID) != runID || h.Get(protocol.HeaderToolProfile) != "claude-tools" ||
+		h.Get(protocol.HeaderIdempotencyKey) != runID+":1" {
+		t.Errorf("the service got %s with headers %v; want %s from run %s, profile claude-tools, call 1", got[0].Data, h, mockToolArgs, runID)
+	}
+	if !hasResult(api.toolResults(), answer) {
+		t.Errorf("the mock's next request carried no tool_result with the service's answer: %q", api.toolResults())
+	}
+	r := readRun(t, js, names, stateDir, runID, 30*time.Second)
+	realChain(t, r, keys, "ANTHROPIC_API_KEY")
+	var phases []string
+	for _, m := range r.tools {
+		phases = append(phases, m.Phase+" "+m.Name)
+	}
+	if !slices.Equal(phases, []string{"call create_pr", "result create_pr"}) {
+		t.Errorf("the run's tool messages: %+v, want the call and its result", r.tools)
+	}
+}
+
+// realRecipeIsExample checks that the profile of docs/real-agents.md's
+// block marked name is the example's profile: the page's recipe is what
+// the test runs.
+func realRecipeIsExample(t *testing.T, name, profile string) {
+	t.Helper()
+	blocks := docBlocks(t, "../docs/real-agents.md", name)
+	var page map[string]any
+	if err := yaml.Unmarshal([]byte(blocks[0].Script), &page); err != nil {
+		t.Fatalf("docs/real-agents.md's %s block: %v", name, err)
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "deploy", "baton.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example struct {
+		Profiles map[string]any `yaml:"profiles"`
+	}
+	if err := yaml.Unmarshal(raw, &example); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(page[profile], example.Profiles[profile]) {
+		t.Errorf("docs/real-agents.md's %s profile differs from deploy/baton.example.yaml's:\npage    %v\nexample %v", profile, page[profile], example.Profiles[profile])
 	}
 }

