@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox/internal/chain"
+	"github.com/batonhq/baton/sandbox/runspec"
 )
 
 // ErrNotCloned: the run's state records no commit cloned into its
@@ -19,8 +19,6 @@ var ErrNotCloned = errors.New("sandbox: no cloned commit recorded")
 // maxStateBytes bounds how much of state.ndjson ClonedCommit reads: a
 // run's records before its agent starts are a few KiB.
 const maxStateBytes = 1 << 20
-
-var commitID = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
 
 // ClonedCommit is the commit the run's chain cloned into its workspace
 // (Spec.Git), as its init recorded it in state.ndjson before the agent
@@ -37,7 +35,7 @@ func ClonedCommit(dir journal.Dir) (string, error) {
 	sc.Buffer(nil, 64<<10)
 	for sc.Scan() {
 		var rec struct{ Phase, Status, Detail string }
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Phase == chain.GitClonePhase && rec.Status == "ok" && commitID.MatchString(rec.Detail) {
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Phase == chain.GitClonePhase && rec.Status == "ok" && runspec.IsCommitID(rec.Detail) {
 			return rec.Detail, nil
 		}
 	}

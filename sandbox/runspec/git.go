@@ -45,3 +45,17 @@ func (g *Git) Validate(env []string) error {
 	}
 	return nil
 }
+
+// IsCommitID reports whether s is a full commit id, SHA-1 or SHA-256, in
+// lower-case hex, as git prints one. (No regexp: the runner links none.)
+func IsCommitID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -2,6 +2,7 @@ package runspec_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/batonhq/baton/sandbox/runspec"
@@ -28,6 +29,18 @@ func TestGitValidate(t *testing.T) {
 		err := tc.g.Validate(env)
 		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, runspec.ErrInvalidSpec)) {
 			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
+
+func TestIsCommitID(t *testing.T) {
+	for s, want := range map[string]bool{
+		strings.Repeat("a", 40): true, strings.Repeat("0", 64): true, "0123456789abcdef0123456789abcdef01234567": true,
+		"": false, strings.Repeat("a", 39): false, strings.Repeat("a", 41): false, strings.Repeat("A", 40): false,
+		strings.Repeat("g", 40): false, strings.Repeat("a", 39) + "\n": false, strings.Repeat("a", 63) + " ": false,
+	} {
+		if got := runspec.IsCommitID(s); got != want {
+			t.Errorf("IsCommitID(%q) = %v, want %v", s, got, want)
 		}
 	}
 }

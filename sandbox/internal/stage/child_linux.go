@@ -651,7 +651,7 @@ func (e *execStage) started() (commit string, err error) {
 	msg, _ := io.ReadAll(io.LimitReader(e.errR, 4096))
 	if rest, ok := bytes.CutPrefix(msg, []byte(gitClonedNote)); ok {
 		id, after, _ := bytes.Cut(rest, []byte("\n"))
-		if commitID.Match(id) {
+		if runspec.IsCommitID(string(id)) {
 			commit, msg = string(id), after
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -94,8 +93,6 @@ func gitSteps(g *runspec.Git) [][]string {
 // the commit it cloned, before it executes the agent.
 const gitClonedNote = "cloned "
 
-var commitID = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
-
 // cloneWorkspace clones g into dir, the empty workspace, with git found
 // on env's PATH, and returns the commit checked out. Every error wraps
 // ErrGitClone and names the repository.
@@ -126,7 +123,7 @@ func cloneWorkspace(ctx context.Context, g *runspec.Git, dir string, env []strin
 	}
 	out, err := run("rev-parse", "--verify", "HEAD^{commit}")
 	id := string(bytes.TrimSpace(out))
-	if err != nil || !commitID.MatchString(id) {
+	if err != nil || !runspec.IsCommitID(id) {
 		return "", fail("no commit checked out: %s", gitSaid(out, err, g))
 	}
 	return id, nil
