@@ -7,9 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -145,25 +148,40 @@ profiles:
 	}
 }
 
+// A checkpoint over a link of checkpointRate bytes a second: 8 s of it.
+const (
+	checkpointBytes = 24_000_000
+	checkpointRate  = 3_000_000
+)
+
 // TestLargeCheckpointKeepsItsLease: a checkpoint that takes longer than
-// the lease TTL to store (500 MB, 1 s) is stored at its first try: the
-// worker moves it on a connection of its own, so the liveness renewals
-// are not queued behind its chunks (on the main connection they missed
-// their bound: the lease lost, the checkpoint cancelled and tried again,
-// for minutes once).
+// the lease TTL to store (8 s of a 3 MB/s link, 1 s) is stored at its
+// first try: the worker moves it on a connection of its own, so the
+// liveness renewals are not queued behind its chunks. On the main
+// connection (worker.openTransfers left out) they miss their bound: the
+// lease is lost, the checkpoint cancelled and tried again, and no head
+// within a minute.
 //
-// It moves 500 MB through NATS with a 1 s lease TTL: on 2 cores beside the
-// suite's other packages the server itself missed the renewal bound (a
-// fresh-clone CI), so test/run.sh runs it after them, alone.
+// The worker reaches a nats-server process through links of a fixed
+// bandwidth each, so the network, not the machine's load, makes the
+// checkpoint long: with 500 MB through a server embedded in this -race
+// binary, the server itself missed the renewal bound in a fresh-clone CI.
+// test/run.sh still runs it after the suite's other packages, alone.
 func TestLargeCheckpointKeepsItsLease(t *testing.T) {
 	bin := testenv.BatonBinary(t)
-	s := testenv.RunServer(t)
+	// A nats-server process, built without the race detector (embedded in
+	// this -race test binary, the server itself took over a second to
+	// answer a renewal while it stored 500 MB, in a fresh-clone CI), which
+	// the worker reaches over links of checkpointRate each: a network's
+	// bandwidth, not the machine's load, makes the checkpoint long.
+	natsProcs := startNATS(t, 1)
+	link := throttledLink(t, natsProcs[0].url(), checkpointRate)
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
 	if err := os.WriteFile(cfg, []byte("leaseTTL: 1s\nprofiles:\n  make:\n    command: [/bin/sh, -c]\n    allowArgs: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logs := &testenv.Buffer{}
-	cmd := exec.Command(bin, "worker", "--nats", s.ClientURL(), "--state-dir", testenv.StateDir(t), "--node", "big",
+	cmd := exec.Command(bin, "worker", "--nats", link, "--state-dir", testenv.StateDir(t), "--node", "big",
 		"--config", cfg, "--log-format", "json")
 	cmd.Stdout, cmd.Stderr = logs, logs
 	p := testenv.Start(t, cmd)
@@ -174,13 +192,14 @@ func TestLargeCheckpointKeepsItsLease(t *testing.T) {
 		}
 	})
 	testenv.WaitFor(t, 60*time.Second, "the worker ready", func() bool { return bytes.Contains([]byte(logs.String()), []byte("worker ready")) })
-	_, js := testenv.Connect(t, s)
+	nc, js := clientOf(t, natsProcs)
+	defer nc.Close()
 	names := protocol.MustNames("")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	const runID = "big-checkpoint"
 	job, _ := json.Marshal(map[string]any{"runId": runID, "profile": "make", "session": "big",
-		"args": []string{"head -c 500000000 /dev/urandom > ~/big"}})
+		"args": []string{fmt.Sprintf("head -c %d /dev/urandom > ~/big", checkpointBytes)}})
 	msg := nats.NewMsg(names.SessionJobSubject("big"))
 	msg.Data = job
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
@@ -212,8 +231,78 @@ func TestLargeCheckpointKeepsItsLease(t *testing.T) {
 	if took < 2000 {
 		t.Fatalf("the checkpoint took %.0f ms, not two lease TTLs (1s): the test did not test a checkpoint that outlasts renewals", took)
 	}
-	t.Logf("the checkpoint of 500 MB took %.0f ms, at the first try", took)
+	t.Logf("the checkpoint of %d MB at %d MB/s took %.0f ms, at the first try", checkpointBytes/1_000_000, checkpointRate/1_000_000, took)
 	if st := lastStatus(t, js, names, runID); st.Status != protocol.StatusSucceeded || st.Checkpoint == nil {
 		t.Fatalf("terminal status %+v", st)
+	}
+}
+
+// throttledLink is a TCP proxy to the server at url whose connections each
+// carry at most rate bytes a second each way, as links of their own: one
+// connection's backlog delays what follows it on that connection only. It
+// returns the URL to dial.
+func throttledLink(t *testing.T, url string, rate int) string {
+	t.Helper()
+	addr := strings.TrimPrefix(url, "nats://")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			go throttledCopy(u, c, rate)
+			go throttledCopy(c, u, rate)
+		}
+	}()
+	return "nats://" + l.Addr().String()
+}
+
+// throttledCopy copies src to dst at most rate bytes a second (bursts of
+// a tenth of a second's worth at most), then closes both.
+func throttledCopy(dst, src net.Conn, rate int) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 16<<10)
+	start, sent := time.Now(), 0
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+			sent += n
+			// Idle time earns no burst beyond a tenth of a second.
+			switch ahead := time.Duration(float64(sent)/float64(rate)*float64(time.Second)) - time.Since(start); {
+			case ahead > 0:
+				time.Sleep(ahead)
+			case ahead < -100*time.Millisecond:
+				start, sent = time.Now(), 0
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
