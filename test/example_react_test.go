@@ -17,7 +17,9 @@ import (
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/console"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/sandbox"
 )
 
 // TestReactChatExample runs examples/react-chat as its README says (npm
@@ -37,7 +39,11 @@ func TestReactChatExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &testenv.Buffer{}
-	cmd := exec.Command(bin, "worker", "--nats", s.ClientURL(), "--state-dir", testenv.StateDir(t), "--config", cfg, "--log-format", "json")
+	stateDir := testenv.StateDir(t)
+	// The chat run waits for input past the test: its worker hands it off
+	// at the end, and nobody takes it over.
+	endRunsAtCleanup(t, stateDir)
+	cmd := exec.Command(bin, "worker", "--nats", s.ClientURL(), "--state-dir", stateDir, "--config", cfg, "--log-format", "json")
 	cmd.Stdout, cmd.Stderr = logs, logs
 	w := testenv.Start(t, cmd)
 	t.Cleanup(func() { w.Stop(os.Interrupt, 15*time.Second) })
@@ -124,4 +130,29 @@ func TestReactChatExample(t *testing.T) {
 	if err != nil || rec.RunCount != 1 || rec.Live == "" {
 		t.Fatalf("session %s: %+v %v, want one live run that took both messages", thread, rec, err)
 	}
+}
+
+// endRunsAtCleanup cancels, once the test's other cleanups (its workers'
+// stops) are done, every run of stateDir whose runner is still alive, and
+// waits (at most 15 s each) for its runner to end: a run a stopped worker
+// handed off would otherwise outlive its test, its agent and runners left
+// over for the rest of the suite.
+func endRunsAtCleanup(t *testing.T, stateDir string) {
+	t.Cleanup(func() {
+		runs, _ := os.ReadDir(filepath.Join(stateDir, "runs"))
+		for _, r := range runs {
+			dir := journal.Dir(filepath.Join(stateDir, "runs", r.Name()))
+			if alive, err := sandbox.Alive(dir); err != nil || !alive {
+				continue
+			}
+			if err := sandbox.Cancel(dir); err != nil {
+				t.Errorf("cancel the left-over run %s: %v", r.Name(), err)
+				continue
+			}
+			testenv.WaitFor(t, 15*time.Second, "the left-over run "+r.Name()+" to end", func() bool {
+				alive, err := sandbox.Alive(dir)
+				return err == nil && !alive
+			})
+		}
+	})
 }
