@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -26,20 +27,11 @@ type InputConn struct {
 // stdin stands. It fails with ErrNoInput when the run takes no input
 // messages or its runner has ended.
 func DialInput(ctx context.Context, dir journal.Dir) (*InputConn, error) {
-	d, path, err := chain.InputSocketPath(dir)
+	nc, err := dialRunner(ctx, dir, chain.InputSocketPath, ErrNoInput, "input")
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
-	var dl net.Dialer
-	nc, err := dl.DialContext(ctx, "unix", path)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-		return nil, fmt.Errorf("%w: %v", ErrNoInput, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: dial the input socket: %w", err)
-	}
-	c := &InputConn{c: nc.(*net.UnixConn), r: bufio.NewReaderSize(nc, 4<<10)}
+	c := &InputConn{c: nc, r: bufio.NewReaderSize(nc, 4<<10)}
 	if err := c.read(ctx, &c.state); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("sandbox: read the runner's input state: %w", err)
@@ -87,3 +79,23 @@ func (c *InputConn) read(ctx context.Context, v any) error {
 
 // Close closes the connection.
 func (c *InputConn) Close() error { return c.c.Close() }
+
+// dialRunner connects to the socket of the run in dir that socketPath
+// names (what of the runner's it serves). A socket that is not there, or
+// whose runner has ended, fails with absent.
+func dialRunner(ctx context.Context, dir journal.Dir, socketPath func(journal.Dir) (*os.File, string, error), absent error, what string) (*net.UnixConn, error) {
+	d, path, err := socketPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	var dl net.Dialer
+	nc, err := dl.DialContext(ctx, "unix", path)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("%w: %v", absent, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: dial the %s socket: %w", what, err)
+	}
+	return nc.(*net.UnixConn), nil
+}

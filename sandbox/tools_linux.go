@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"net"
 	"sync"
-	"syscall"
 
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/sandbox/internal/chain"
@@ -30,20 +27,11 @@ type ToolsConn struct {
 // DialTools connects to the runner of the run in dir. It fails with
 // ErrNoTools when the run has no tools or its runner has ended.
 func DialTools(ctx context.Context, dir journal.Dir) (*ToolsConn, error) {
-	d, path, err := chain.ToolsSocketPath(dir)
+	nc, err := dialRunner(ctx, dir, chain.ToolsSocketPath, ErrNoTools, "tools")
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
-	var dl net.Dialer
-	nc, err := dl.DialContext(ctx, "unix", path)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-		return nil, fmt.Errorf("%w: %v", ErrNoTools, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: dial the tools socket: %w", err)
-	}
-	return &ToolsConn{c: nc.(*net.UnixConn), r: bufio.NewReaderSize(nc, 64<<10)}, nil
+	return &ToolsConn{c: nc, r: bufio.NewReaderSize(nc, 64<<10)}, nil
 }
 
 // Next reads the runner's next request; it fails once the connection
