@@ -596,8 +596,32 @@ func marker(t testing.TB) string {
 }
 
 // deadlineRoom is how long after its start a deadline test's run ends: room
-// for its agent to start, and its children be seen, before it.
-const deadlineRoom = 5 * time.Second
+// for its agent to start, and its children be seen, before it. A fresh-clone
+// CI once saw no child within 5 s, with the worker and test packages' race
+// binaries beside this one on 2 cores.
+const deadlineRoom = 10 * time.Second
+
+// waitChildren is waitPIDs(t, n, argv...) for a run with a deadline: when the
+// run ends before n processes are seen, it fails at once with the run's end,
+// which tells a start slower than deadlineRoom from children that never ran.
+func waitChildren(t testing.TB, dir journal.Dir, n int, argv ...string) {
+	t.Helper()
+	deadline := time.Now().Add(deadlineRoom + 5*time.Second)
+	for {
+		pids := hostPIDs(t, argv...)
+		if len(pids) == n {
+			return
+		}
+		if alive, err := sandbox.Alive(dir); err == nil && !alive {
+			t.Fatalf("the run ended with %d processes run %q seen, want %d first (a start slower than %v?); journal:\n%s",
+				len(pids), argv, n, deadlineRoom, readFile(t, dir.Journal()))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes run %q, want %d; state:\n%s", len(pids), argv, n, readFile(t, dir.State()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 func TestDeadlineStopsAgentAndChildren(t *testing.T) {
 	t.Parallel()
@@ -613,7 +637,7 @@ func TestDeadlineStopsAgentAndChildren(t *testing.T) {
 			// the run's counts.
 			spec.Deadline = time.Now().Add(deadlineRoom)
 			dir := st.start(t, spec, "")
-			waitPIDs(t, 2, "sleep", m)
+			waitChildren(t, dir, 2, "sleep", m)
 			stdout, s := waitEnd(t, dir, spec.Nonce, deadlineRoom+10*time.Second)
 			if stdout != "started\n" {
 				t.Errorf("journal = %q", stdout)
@@ -635,7 +659,7 @@ func TestDeadlineEscalatesToKill(t *testing.T) {
 	spec.Deadline = time.Now().Add(deadlineRoom)
 	spec.KillGrace = 300 * time.Millisecond
 	dir := start(t, spec, "")
-	waitPIDs(t, 2, "sleep", m)
+	waitChildren(t, dir, 2, "sleep", m)
 	_, s := waitEnd(t, dir, spec.Nonce, deadlineRoom+10*time.Second)
 	wantSentinel(t, s, 137, journal.ReasonTimeout, "KILL")
 	if !strings.Contains(s.Detail, "grace") {
