@@ -276,8 +276,23 @@ func checkStream(evs []agui.Projected, ended bool) error {
 			if len(texts)+len(spans)+len(reasoning)+len(tools) > 0 {
 				return fail("with messages or tool calls open: %v %v %v %v", texts, spans, reasoning, tools)
 			}
-			if len(unanswered) > 0 {
-				return fail("with tool calls unanswered: %v", unanswered)
+			// An interrupt's tool call waits for its result in a later run.
+			waits := map[string]bool{}
+			if e.Type == agui.RunFinished && e.Outcome != nil && e.Outcome.Type == agui.OutcomeInterrupt {
+				if len(e.Outcome.Interrupts) == 0 {
+					return fail("an interrupt outcome with no interrupts")
+				}
+				for _, in := range e.Outcome.Interrupts {
+					if in.ID == "" || in.Reason == "" {
+						return fail("an interrupt with no id or reason")
+					}
+					waits[in.ToolCallID] = true
+				}
+			}
+			for id := range unanswered {
+				if !waits[id] {
+					return fail("with tool calls unanswered: %v", unanswered)
+				}
 			}
 			if e.Type == agui.RunFinished {
 				finished = true

@@ -103,8 +103,9 @@ func (p *Projector) claude(line []byte) {
 			// does): the prompt is the call's only account.
 			p.tool(r.ToolUseID, r.ToolName, orEmptyObject(r.Input))
 		}
-		p.custom("baton.approval", approval{Dialect: DialectClaude, RequestID: mustJSON(l.RequestID),
-			ToolCallID: p.toolID(l.Request.ToolUseID), ToolName: l.Request.ToolName, Input: l.Request.Input, Request: compact(line)})
+		p.prompt(approval{Dialect: DialectClaude, RequestID: mustJSON(l.RequestID),
+			ToolCallID: p.toolID(l.Request.ToolUseID), ToolName: l.Request.ToolName, Input: l.Request.Input, Request: compact(line)},
+			l.Request.ToolName, claudeTarget(l.Request.Input))
 	case l.Type == "control_cancel_request":
 		p.custom("baton.approval_cancelled", map[string]json.RawMessage{"requestId": mustJSON(l.RequestID)})
 	default:
@@ -112,15 +113,24 @@ func (p *Projector) claude(line []byte) {
 	}
 }
 
-// approval is a CUSTOM baton.approval's value: a permission prompt the
-// agent waits on, to be answered on its stdin in its own dialect.
-type approval struct {
-	Dialect    Dialect         `json:"dialect"`
-	RequestID  json.RawMessage `json:"requestId"`
-	ToolCallID string          `json:"toolCallId,omitempty"`
-	ToolName   string          `json:"toolName,omitempty"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Request    json.RawMessage `json:"request"`
+// claudeTarget is what a can_use_tool prompt's tool acts on: its
+// input's command, file or notebook path, path or pattern, or url.
+func claudeTarget(input json.RawMessage) string {
+	var in struct {
+		Command      string `json:"command"`
+		FilePath     string `json:"file_path"`
+		NotebookPath string `json:"notebook_path"`
+		Path         string `json:"path"`
+		Pattern      string `json:"pattern"`
+		URL          string `json:"url"`
+	}
+	_ = json.Unmarshal(input, &in)
+	for _, s := range []string{in.Command, in.FilePath, in.NotebookPath, in.Path, in.Pattern, in.URL} {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }
 
 // claudeStream projects a partial message's stream event: blocks start,

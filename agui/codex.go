@@ -208,7 +208,12 @@ type codexAppLine struct {
 		Item   *codexAppItem `json:"item"`
 		ItemID string        `json:"itemId"`
 		Delta  string        `json:"delta"`
-		Turn   *struct {
+		// requestApproval
+		Command        json.RawMessage `json:"command"`
+		CommandActions []struct {
+			Command string `json:"command"`
+		} `json:"commandActions"`
+		Turn *struct {
 			Status string `json:"status"`
 			Error  *struct {
 				Message string `json:"message"`
@@ -277,8 +282,9 @@ func (p *Projector) codexApp(line []byte) {
 	case m == "item/commandExecution/outputDelta" || m == "item/fileChange/outputDelta" || m == "item/reasoning/summaryPartAdded":
 		// Told whole when the item completes.
 	case strings.HasSuffix(m, "requestApproval") && l.ID != nil:
-		p.custom("baton.approval", approval{Dialect: DialectCodexAppServer, RequestID: compact(l.ID),
-			ToolCallID: p.toolID(l.Params.ItemID), ToolName: approvalTool(m), Request: compact(line)})
+		tool, target := codexAsked(m, l.Params.Command, l.Params.CommandActions)
+		p.prompt(approval{Dialect: DialectCodexAppServer, RequestID: compact(l.ID),
+			ToolCallID: p.toolID(l.Params.ItemID), ToolName: approvalTool(m), Request: compact(line)}, tool, target)
 	case m == "thread/tokenUsage/updated" && l.Params.TokenUsage != nil:
 		u := l.Params.TokenUsage.Last
 		if p.st.Turn == nil {
@@ -312,6 +318,30 @@ func approvalTool(method string) string {
 		return "file_change"
 	}
 	return ""
+}
+
+// codexAsked names what a requestApproval asks for as a policy reads
+// it: "Bash" and the command (its first action's, else the command
+// line) for a command, "Edit" for a file change.
+func codexAsked(method string, command json.RawMessage, actions []struct {
+	Command string `json:"command"`
+}) (tool, target string) {
+	switch {
+	case strings.HasPrefix(method, "item/commandExecution/"):
+		if len(actions) > 0 && actions[0].Command != "" {
+			return "Bash", actions[0].Command
+		}
+		var s string
+		if json.Unmarshal(command, &s) != nil {
+			var argv []string
+			_ = json.Unmarshal(command, &argv)
+			s = strings.Join(argv, " ")
+		}
+		return "Bash", s
+	case strings.HasPrefix(method, "item/fileChange/"):
+		return "Edit", ""
+	}
+	return "", ""
 }
 
 // item translates an app-server item, as codexExecItem.item does.

@@ -66,13 +66,37 @@
 // carries result {"status": <the status>, "turn": <the agent's turn-end
 // line>} and the turn's token usage; a turn the agent reports failed is a
 // RUN_ERROR (code: its subtype), and one it reports aborted, or that
-// failed after an interrupt, is cancelled. paused is a success: the
-// protocol's "interrupt" outcome would oblige the client's next run to
-// answer it, when a paused session only waits for its next message. An
+// failed after an interrupt, is cancelled. paused is a success: a paused
+// session only waits for its next message. An
 // event with no run open (the next turn's input, a hand-off while the
 // agent waits) opens one: RUN_STARTED with runId "<runId>:<position>".
 // The stream so obeys @ag-ui/client's verifier: a RUN_STARTED first, none
 // while a run is open, nothing after RUN_FINISHED but a RUN_STARTED.
+//
+// # Approvals: the interrupt outcome
+//
+// With a policy (issue 29), a permission prompt's chain message carries
+// the approval's id, the policy's verdict and its rule (Baton-Approval,
+// Baton-Verdict, Baton-Rule), and they join its CUSTOM baton.approval
+// (approvalId, verdict, rule). An allow or a deny by the policy is no
+// interrupt: baton answers it at once, a decision input (Baton-Input-Kind
+// decision) whose CUSTOM baton.approval_answer says approvalId, decidedBy
+// ("policy") and rule. A prompt whose verdict is ask stays open until a
+// decision input answers it (by a person; one by "timeout" only holds
+// it: the agent is told it awaits approval) or a follow-up turn
+// (Baton-Input-Kind followup, CUSTOM baton.approval_followup) says a
+// person allowed it after a hold. A turn that ends (waiting, paused)
+// while prompts are open ends with RUN_FINISHED outcome
+// {"type":"interrupt","interrupts":[...]}, one Interrupt per open prompt:
+// id the approval's id, reason "approval", a message, the toolCallId of
+// the call it is about while that waits for its result (it is not given
+// a "no result" result: its result comes in a later run), a
+// responseSchema ({"approved": boolean, "message": string}) and metadata
+// {runId, tool, target, rule}. The client answers with the next
+// RunAgentInput's resume (see the console's POST /api/agui); the answer's
+// input then opens the next AG-UI run. A prompt still open at the next
+// turn's end (a hold) is an interrupt again. Without a Baton-Verdict
+// (no policy) nothing changes: prompts are CUSTOM baton.approval only.
 //
 // # Inputs and other lines
 //
@@ -82,7 +106,8 @@
 // message with role user, which AG-UI clients show in the conversation as
 // the user's; an approval's answer (a Claude control_response, a Codex
 // JSON-RPC result with a decision) is CUSTOM baton.approval_answer; an
-// interrupt CUSTOM baton.interrupt; the end of input CUSTOM baton.eof; any
+// interrupt CUSTOM baton.interrupt; baton's follow-up turn after a late
+// allow CUSTOM baton.approval_followup; the end of input CUSTOM baton.eof; any
 // other input (a handshake) CUSTOM baton.input. A host tool call or answer
 // (.tool, docs/tools.md) is CUSTOM baton.tool, its value the chain's JSON.
 // A .raw line (not JSON) is CUSTOM baton.raw {"line": ...}; an .egress

@@ -63,19 +63,41 @@ type Event struct {
 	RawEvent  json.RawMessage `json:"rawEvent,omitempty"`
 }
 
-// Outcome is a RUN_FINISHED's outcome.
+// Outcome is a RUN_FINISHED's outcome; Interrupts only with
+// OutcomeInterrupt (at least one).
 type Outcome struct {
-	Type OutcomeType `json:"type"`
+	Type       OutcomeType `json:"type"`
+	Interrupts []Interrupt `json:"interrupts,omitempty"`
+}
+
+// Interrupt is something an AG-UI run needs from outside before it can
+// go on (@ag-ui/core's Interrupt): for baton, a permission prompt the
+// run's policy asks a person about. The next AG-UI run answers it with a
+// resume entry (RunAgentInput.resume) naming its ID.
+type Interrupt struct {
+	// ID is the approval's id (protocol.Approval's ID) within its run.
+	ID string `json:"id"`
+	// Reason is protocol.ReasonApproval.
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+	// ToolCallID is the AG-UI tool call the prompt is about, while it
+	// waits for its result.
+	ToolCallID     string          `json:"toolCallId,omitempty"`
+	ResponseSchema json.RawMessage `json:"responseSchema,omitempty"`
+	// Metadata holds the approval's runId, tool, target and rule.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 // OutcomeType says how a run that did not fail ended.
 type OutcomeType string
 
-// Outcomes of RUN_FINISHED. The protocol's third, "interrupt", obliges
-// the client's next run to answer it; baton's runs never need that.
+// Outcomes of RUN_FINISHED. An interrupt obliges the client's next run
+// to answer it (RunAgentInput.resume): baton ends a turn so only when
+// the agent waits on a permission prompt its policy asks a person about.
 const (
 	OutcomeSuccess   OutcomeType = "success"
 	OutcomeCancelled OutcomeType = "cancelled"
+	OutcomeInterrupt OutcomeType = "interrupt"
 )
 
 // TokenUsage is AG-UI's token accounting for one provider and model:

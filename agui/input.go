@@ -17,13 +17,24 @@ import (
 // line) CUSTOM baton.input; the end of input CUSTOM baton.eof.
 func (p *Projector) input(m Message, data []byte) {
 	seq, _ := strconv.ParseUint(header(m, protocol.HeaderInputSeq), 10, 64)
-	if header(m, protocol.HeaderInputKind) == protocol.InputKindInterrupt {
+	var d *decision
+	switch header(m, protocol.HeaderInputKind) {
+	case protocol.InputKindInterrupt:
 		p.st.Interrupted = true
 		p.custom("baton.interrupt", inputValue{InputSeq: seq})
 		return
+	case protocol.InputKindFollowUp:
+		p.followUp(bytes.TrimSuffix(data, []byte("\n")), seq)
+		return
+	case protocol.InputKindDecision:
+		d = p.decision()
 	}
 	if line := bytes.TrimSuffix(data, []byte("\n")); len(line) > 0 {
-		p.echo(line, seq)
+		p.echo(line, seq, d)
+	}
+	if d != nil && d.DecidedBy != protocol.DecidedByTimeout {
+		// Answered; a hold leaves the prompt open for a person.
+		p.resolve(d.ApprovalID)
 	}
 	if header(m, protocol.HeaderInputEOF) == "true" {
 		p.custom("baton.eof", inputValue{InputSeq: seq})
@@ -37,12 +48,12 @@ func (p *Projector) jobEcho(input []byte) {
 	lines := bytes.Split(input, []byte("\n"))
 	for _, l := range lines {
 		if !json.Valid(l) {
-			p.echo(input, 0)
+			p.echo(input, 0, nil)
 			return
 		}
 	}
 	for _, l := range lines {
-		p.echo(l, 0)
+		p.echo(l, 0, nil)
 	}
 }
 
@@ -52,8 +63,8 @@ type inputValue struct {
 }
 
 // echo projects one input, whatever the dialect: every dialect's input
-// has its own shape.
-func (p *Projector) echo(line []byte, seq uint64) {
+// has its own shape. d, for a decision input, says whose decision it is.
+func (p *Projector) echo(line []byte, seq uint64, d *decision) {
 	if !json.Valid(line) {
 		p.userText(string(line))
 		return
@@ -102,7 +113,7 @@ func (p *Projector) echo(line []byte, seq uint64) {
 			}
 		case in.Type == "control_response" && in.Response.Response.Behavior != "":
 			p.custom("baton.approval_answer", answer{InputSeq: seq, RequestID: mustJSON(in.Response.RequestID),
-				Decision: in.Response.Response.Behavior, Message: in.Response.Response.Message})
+				Decision: in.Response.Response.Behavior, Message: in.Response.Response.Message}.by(d))
 			return
 		case in.Method == "" && in.ID != nil && in.Result.Decision != nil:
 			// Codex app-server's answer to a requestApproval.
@@ -110,18 +121,31 @@ func (p *Projector) echo(line []byte, seq uint64) {
 			if json.Unmarshal(in.Result.Decision, &decision) != nil {
 				decision = string(compact(in.Result.Decision))
 			}
-			p.custom("baton.approval_answer", answer{InputSeq: seq, RequestID: compact(in.ID), Decision: decision})
+			p.custom("baton.approval_answer", answer{InputSeq: seq, RequestID: compact(in.ID), Decision: decision}.by(d))
 			return
 		}
 	}
 	p.custom("baton.input", inputValue{InputSeq: seq, Input: compact(line)})
 }
 
+// answer is a CUSTOM baton.approval_answer's value; baton's own
+// decisions (a decision input) say which approval, who decided (the
+// policy, a person, or the timeout that held it) and the policy's rule.
 type answer struct {
-	InputSeq  uint64          `json:"inputSeq,omitempty"`
-	RequestID json.RawMessage `json:"requestId"`
-	Decision  string          `json:"decision"`
-	Message   string          `json:"message,omitempty"`
+	InputSeq   uint64          `json:"inputSeq,omitempty"`
+	RequestID  json.RawMessage `json:"requestId"`
+	Decision   string          `json:"decision"`
+	Message    string          `json:"message,omitempty"`
+	ApprovalID string          `json:"approvalId,omitempty"`
+	DecidedBy  string          `json:"decidedBy,omitempty"`
+	Rule       string          `json:"rule,omitempty"`
+}
+
+func (a answer) by(d *decision) answer {
+	if d != nil {
+		a.ApprovalID, a.DecidedBy, a.Rule = d.ApprovalID, d.DecidedBy, d.Rule
+	}
+	return a
 }
 
 // userText emits text as a user's message.

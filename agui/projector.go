@@ -77,6 +77,7 @@ type Projector struct {
 	// The message being projected.
 	pos  Position
 	time int64
+	hdr  map[string][]string
 	out  []Projected
 }
 
@@ -109,6 +110,10 @@ type state struct {
 	Turn *turn `json:"turn,omitempty"`
 	// Interrupted: an interrupt was written during the open run.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Asks are the permission prompts the run's policy asked a person
+	// about that nobody answered yet, oldest first: a turn that ends
+	// while one is open ends with the interrupt outcome.
+	Asks []ask `json:"asks,omitempty"`
 	// Chunk is a chunked line whose pieces are still coming.
 	Chunk *chunk `json:"chunk,omitempty"`
 }
@@ -157,6 +162,17 @@ func fnvAdd(h uint64, s string) uint64 {
 		h *= fnvPrime
 	}
 	return h
+}
+
+// ask is a permission prompt waiting for a person's answer.
+type ask struct {
+	// ID is the approval's id (Baton-Approval).
+	ID     string `json:"id"`
+	Tool   string `json:"tool,omitempty"`
+	Target string `json:"target,omitempty"`
+	Rule   string `json:"rule,omitempty"`
+	// Call is the AG-UI id of the tool call it is about, if known.
+	Call string `json:"call,omitempty"`
 }
 
 // turn is the agent's account of a turn: its turn-end line, an error,
@@ -224,7 +240,7 @@ func (p *Projector) Project(m Message) []Projected {
 		return nil
 	}
 	p.st.LastSeq = m.Seq
-	p.pos, p.out, p.time = Position{Seq: m.Seq}, nil, 0
+	p.pos, p.out, p.time, p.hdr = Position{Seq: m.Seq}, nil, 0, m.Header
 	if !m.Time.IsZero() {
 		p.time = m.Time.UnixMilli()
 	}
@@ -268,6 +284,15 @@ func (p *Projector) egress(m Message, data []byte) {
 
 func header(m Message, key string) string {
 	if v := m.Header[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// header is the first value of key among the headers of the message
+// being projected.
+func (p *Projector) header(key string) string {
+	if v := p.hdr[key]; len(v) > 0 {
 		return v[0]
 	}
 	return ""
@@ -394,9 +419,19 @@ func (p *Projector) closeRun(st protocol.Status, status json.RawMessage) {
 	if st.Status.Terminal() {
 		why = "no result: the run ended (" + string(st.Status) + ")"
 	}
+	// A turn that stops at a prompt a person is asked about is
+	// interrupted, not over: the tool calls the prompts are about wait on.
+	interrupt := len(p.st.Asks) > 0 && (st.Status == protocol.StatusWaiting || st.Status == protocol.StatusPaused)
+	var waitOn []entity
 	for len(p.st.Pending) > 0 {
+		if interrupt && !st.Status.Terminal() && p.asked(p.st.Pending[0].ID) {
+			waitOn = append(waitOn, p.st.Pending[0])
+			p.st.Pending = p.st.Pending[1:]
+			continue
+		}
 		p.abandon(why)
 	}
+	p.st.Pending = waitOn
 	t := p.st.Turn
 	if t == nil {
 		t = &turn{}
@@ -414,6 +449,9 @@ func (p *Projector) closeRun(st protocol.Status, status json.RawMessage) {
 		p.emit(Event{Type: RunError, Message: msg, Code: string(st.Status), Usage: t.Usage, RawEvent: result})
 	case st.Status == protocol.StatusCancelled || t.Cancelled || t.Error != "" && p.st.Interrupted:
 		p.finish(OutcomeCancelled, result, t.Usage)
+	case interrupt:
+		p.emit(Event{Type: RunFinished, ThreadID: p.threadID, RunID: p.st.Run,
+			Outcome: &Outcome{Type: OutcomeInterrupt, Interrupts: p.interrupts()}, Result: result, Usage: t.Usage})
 	case t.Error != "":
 		p.emit(Event{Type: RunError, Message: t.Error, Code: t.Code, Usage: t.Usage, RawEvent: result})
 	default:
@@ -421,6 +459,10 @@ func (p *Projector) closeRun(st protocol.Status, status json.RawMessage) {
 	}
 	p.st.Run, p.st.Turn, p.st.Interrupted = "", nil, false
 	p.st.Msg, p.st.Streamed, p.st.Parent = "", false, ""
+	if st.Status.Terminal() {
+		// Nothing waits on an answer once the run ended.
+		p.st.Asks = nil
+	}
 }
 
 func (p *Projector) finish(o OutcomeType, result json.RawMessage, usage []TokenUsage) {
