@@ -210,10 +210,8 @@ type codexAppLine struct {
 		Delta  string        `json:"delta"`
 		// requestApproval
 		Command        json.RawMessage `json:"command"`
-		CommandActions []struct {
-			Command string `json:"command"`
-		} `json:"commandActions"`
-		Turn *struct {
+		CommandActions json.RawMessage `json:"commandActions"`
+		Turn           *struct {
 			Status string `json:"status"`
 			Error  *struct {
 				Message string `json:"message"`
@@ -323,11 +321,13 @@ func approvalTool(method string) string {
 // codexAsked names what a requestApproval asks for as a policy reads
 // it: "Bash" and the command (its first action's, else the command
 // line) for a command, "Edit" for a file change.
-func codexAsked(method string, command json.RawMessage, actions []struct {
-	Command string `json:"command"`
-}) (tool, target string) {
+func codexAsked(method string, command, commandActions json.RawMessage) (tool, target string) {
 	switch {
 	case strings.HasPrefix(method, "item/commandExecution/"):
+		var actions []struct {
+			Command string `json:"command"`
+		}
+		_ = json.Unmarshal(commandActions, &actions)
 		if len(actions) > 0 && actions[0].Command != "" {
 			return "Bash", actions[0].Command
 		}

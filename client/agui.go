@@ -77,20 +77,37 @@ func NewProjector(rec kv.RunRecord, opts ...agui.Option) *agui.Projector {
 }
 
 // AGUIMessage is ev as a projector reads it. A chunked line is whole in
-// ev already; an input's headers are restored from its fields.
+// ev already; an input's headers, and an approval's, are restored from
+// its fields.
 func AGUIMessage(ev Event) agui.Message {
 	m := agui.Message{Kind: ev.Kind, Seq: ev.Seq, Data: ev.Data}
+	set := func(key, v string) {
+		if v != "" {
+			if m.Header == nil {
+				m.Header = map[string][]string{}
+			}
+			m.Header[key] = []string{v}
+		}
+	}
 	if ev.Kind == protocol.KindInput {
 		m.Header = map[string][]string{}
 		if ev.EOF {
-			m.Header[protocol.HeaderInputEOF] = []string{"true"}
+			set(protocol.HeaderInputEOF, "true")
 		}
+		kind := ev.InputKind
 		if ev.Interrupt {
-			m.Header[protocol.HeaderInputKind] = []string{protocol.InputKindInterrupt}
+			kind = protocol.InputKindInterrupt
 		}
+		set(protocol.HeaderInputKind, kind)
 		if ev.InputSeq > 0 {
-			m.Header[protocol.HeaderInputSeq] = []string{strconv.FormatUint(ev.InputSeq, 10)}
+			set(protocol.HeaderInputSeq, strconv.FormatUint(ev.InputSeq, 10))
 		}
+	}
+	if a := ev.Approval; a != nil {
+		set(protocol.HeaderApproval, a.ID)
+		set(protocol.HeaderVerdict, a.Verdict)
+		set(protocol.HeaderRule, a.Rule)
+		set(protocol.HeaderDecidedBy, a.DecidedBy)
 	}
 	return m
 }

@@ -38,12 +38,41 @@ type Event struct {
 	// stream (0 if the message has none).
 	EOF, Interrupt bool
 	InputSeq       uint64
+	// InputKind is an input's Baton-Input-Kind: protocol.InputKindInterrupt,
+	// InputKindDecision (baton's answer to a permission prompt),
+	// InputKindFollowUp (its turn after a late allow), or "".
+	InputKind string
+	// Approval is set on a permission prompt's line of a run with a
+	// policy (kind events: Verdict and Rule) and on baton's decision and
+	// follow-up inputs (DecidedBy, and Rule for a policy's): which
+	// approval, what the policy said, who decided.
+	Approval *EventApproval
 	// Egress is the decoded connection when Kind is egress (one the run's
 	// egress proxy decided); nil if the message's body is not one.
 	Egress *journal.Egress
 	// Tool is the decoded host tool call or answer when Kind is tool
 	// (docs/tools.md); nil if the message's body is not one.
 	Tool *protocol.ToolMessage
+}
+
+// EventApproval is what a chain message says of an approval (issue 29):
+// its headers protocol.HeaderApproval, HeaderVerdict, HeaderRule and
+// HeaderDecidedBy.
+type EventApproval struct {
+	ID        string
+	Verdict   string
+	Rule      string
+	DecidedBy string
+}
+
+// eventApproval reads h's approval headers; nil when it has none.
+func eventApproval(h nats.Header) *EventApproval {
+	id := h.Get(protocol.HeaderApproval)
+	if id == "" {
+		return nil
+	}
+	return &EventApproval{ID: id, Verdict: h.Get(protocol.HeaderVerdict), Rule: h.Get(protocol.HeaderRule),
+		DecidedBy: h.Get(protocol.HeaderDecidedBy)}
 }
 
 // WatchOption configures Watch.
@@ -378,8 +407,12 @@ func newEvent(p part, data []byte) (Event, bool, error) {
 	}
 	if ev.Kind == protocol.KindInput {
 		ev.EOF = p.header.Get(protocol.HeaderInputEOF) == "true"
-		ev.Interrupt = p.header.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt
+		ev.InputKind = p.header.Get(protocol.HeaderInputKind)
+		ev.Interrupt = ev.InputKind == protocol.InputKindInterrupt
 		ev.InputSeq, _ = strconv.ParseUint(p.header.Get(protocol.HeaderInputSeq), 10, 64)
+	}
+	if ev.Kind == protocol.KindInput || ev.Kind == protocol.KindEvents {
+		ev.Approval = eventApproval(p.header)
 	}
 	return ev, true, nil
 }

@@ -8,7 +8,7 @@ import { BrokenChunkError, NoWorkerError, RelayError } from "./errors.js";
 import type { Names } from "./names.js";
 import { Queue, TIMEOUT } from "./queue.js";
 import { header, pages, storedOf, type RelayConn, type Stored } from "./relay.js";
-import { isTerminal, type Egress, type Status, type ToolMessage } from "./types.js";
+import { isTerminal, type Egress, type EventApproval, type Status, type ToolMessage } from "./types.js";
 
 const decoder = new TextDecoder();
 
@@ -42,6 +42,12 @@ export class RunEvent {
     readonly egress?: Egress,
     /** The decoded call or answer when kind is "tool"; undefined if the body is not one. */
     readonly tool?: ToolMessage,
+    /** On an input: its Baton-Input-Kind ("interrupt", "decision": baton's answer to a
+     * permission prompt, "followup": its turn after a late allow), or "". */
+    readonly inputKind = "",
+    /** On a permission prompt's line of a run with a policy, and on baton's decision and
+     * follow-up inputs: which approval, the policy's verdict and rule, who decided. */
+    readonly approval?: EventApproval,
   ) {}
 
   /** The payload as UTF-8 text. */
@@ -302,6 +308,13 @@ function parseChunk(h: string, seq: number): [number, number] {
   return [i, n];
 }
 
+/** approvalOf reads a message's approval headers (undefined without Baton-Approval). */
+function approvalOf(h: MsgHdrs | undefined): EventApproval | undefined {
+  const id = header(h, "Baton-Approval");
+  if (id === "") return undefined;
+  return { id, verdict: header(h, "Baton-Verdict"), rule: header(h, "Baton-Rule"), decidedBy: header(h, "Baton-Decided-By") };
+}
+
 function newEvent(p: Part, data: Uint8Array): RunEvent {
   const kind = p.subject.slice(p.subject.lastIndexOf(".") + 1);
   const offText = header(p.headers, "Baton-Offset");
@@ -319,10 +332,16 @@ function newEvent(p: Part, data: Uint8Array): RunEvent {
   }
   if (kind === "input") {
     const seqText = header(p.headers, "Baton-Input-Seq");
+    const inputKind = header(p.headers, "Baton-Input-Kind");
     return new RunEvent(kind, data, offset, p.seq, undefined,
       header(p.headers, "Baton-Input-EOF") === "true",
-      header(p.headers, "Baton-Input-Kind") === "interrupt",
-      /^[0-9]+$/.test(seqText) ? Number(seqText) : 0);
+      inputKind === "interrupt",
+      /^[0-9]+$/.test(seqText) ? Number(seqText) : 0,
+      undefined, undefined, inputKind, approvalOf(p.headers));
+  }
+  if (kind === "events") {
+    const a = approvalOf(p.headers);
+    if (a) return new RunEvent(kind, data, offset, p.seq, undefined, false, false, 0, undefined, undefined, "", a);
   }
   if (kind === "egress") {
     const e = decodeObject(data);

@@ -1,3 +1,4 @@
+import { claudeTarget, prompt } from "./approval.js";
 import { DialectClaude } from "./dialect.js";
 import { type Usage, usage } from "./event.js";
 import { byteOrder, compact, map, obj, omitRaw, omitStr, ptr, quote, rawOut, slice, struct, unmarshal, valid } from "./json.js";
@@ -68,31 +69,17 @@ export function claude(p: Projector, line: string): void {
       // only account.
       p.tool(r.tool_use_id, r.tool_name, orEmptyObject(r.input));
     }
-    p.custom("baton.approval", approval(src, quote(l.request_id), p.toolID(r.tool_use_id), r.tool_name, r.input, compact(line)));
+    prompt(
+      p,
+      { dialect: src, requestId: quote(l.request_id), toolCallId: p.toolID(r.tool_use_id), toolName: r.tool_name, input: r.input, request: compact(line) },
+      r.tool_name,
+      claudeTarget(r.input),
+    );
   } else if (l.type === "control_cancel_request") {
     p.custom("baton.approval_cancelled", obj([["requestId", quote(l.request_id)]]));
   } else {
     p.raw(line, src);
   }
-}
-
-/** approval is a CUSTOM baton.approval's value. */
-export function approval(
-  dialect: string,
-  requestId: string,
-  toolCallId: string,
-  toolName: string,
-  input: string | null,
-  request: string,
-): string {
-  return obj([
-    ["dialect", quote(dialect)],
-    ["requestId", rawOut(requestId)],
-    ["toolCallId", omitStr(toolCallId)],
-    ["toolName", omitStr(toolName)],
-    ["input", omitRaw(input)],
-    ["request", rawOut(request)],
-  ]);
 }
 
 export function orEmptyObject(v: string | null): string {

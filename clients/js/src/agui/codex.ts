@@ -1,4 +1,5 @@
-import { approval, orEmptyObject } from "./claude.js";
+import { codexAsked, prompt } from "./approval.js";
+import { orEmptyObject } from "./claude.js";
 import { DialectCodexAppServer, DialectCodexExec } from "./dialect.js";
 import { addUsage, usage } from "./event.js";
 import { fnvAdd, fnvOffset } from "./fnv.js";
@@ -224,6 +225,8 @@ const codexAppLine = struct({
     item: ptr(codexAppItem),
     itemId: "s",
     delta: "s",
+    command: "r",
+    commandActions: "r",
     turn: ptr(struct({ status: "s", error: errorMessage })),
     tokenUsage: ptr(
       struct({
@@ -269,7 +272,13 @@ export function codexApp(p: Projector, line: string): void {
   ) {
     // Told whole when the item completes.
   } else if (m.endsWith("requestApproval") && l.id !== null) {
-    p.custom("baton.approval", approval(src, compact(l.id), p.toolID(params.itemId), approvalTool(m), null, compact(line)));
+    const [tool, target] = codexAsked(m, params.command, params.commandActions);
+    prompt(
+      p,
+      { dialect: src, requestId: compact(l.id), toolCallId: p.toolID(params.itemId), toolName: approvalTool(m), input: null, request: compact(line) },
+      tool,
+      target,
+    );
   } else if (m === "thread/tokenUsage/updated" && params.tokenUsage !== null) {
     const u = params.tokenUsage.last;
     if (p.st.turn === null) p.st.turn = newTurn();

@@ -22,8 +22,24 @@ export const EventType = {
 } as const;
 export type EventType = (typeof EventType)[keyof typeof EventType];
 
-/** Outcomes of RUN_FINISHED. */
-export type OutcomeType = "success" | "cancelled";
+/** Outcomes of RUN_FINISHED: interrupt when the agent waits on a
+ * permission prompt its run's policy asks a person about. */
+export type OutcomeType = "success" | "cancelled" | "interrupt";
+
+/** An interrupt of RUN_FINISHED's interrupt outcome (@ag-ui/core's
+ * Interrupt): a permission prompt awaiting a person's answer, which the
+ * next RunAgentInput's resume gives by its id. */
+export interface Interrupt {
+  /** The approval's id within its run. */
+  id: string;
+  /** "approval". */
+  reason: string;
+  message?: string;
+  toolCallId?: string;
+  responseSchema?: Record<string, unknown>;
+  /** The approval's runId, tool, target and rule. */
+  metadata?: { runId: string; tool?: string; target?: string; rule?: string };
+}
 
 /** AG-UI's token accounting for one provider and model. */
 export interface TokenUsage {
@@ -57,7 +73,7 @@ export interface Event {
   source?: string;
   message?: string;
   code?: string;
-  outcome?: { type: OutcomeType };
+  outcome?: { type: OutcomeType; interrupts?: Interrupt[] };
   result?: unknown;
   usage?: TokenUsage[];
   /** The chain message's stored time, in milliseconds since the epoch. */
@@ -141,6 +157,8 @@ export interface Ev {
   message?: string;
   code?: string;
   outcome?: OutcomeType;
+  /** The interrupt outcome's interrupts, a JSON array. */
+  interrupts?: string;
   result?: string | null;
   usage?: Usage[] | null;
   timestamp?: number;
@@ -167,7 +185,7 @@ export function encodeEvent(e: Ev): string {
     ["source", omitStr(e.source)],
     ["message", omitStr(e.message)],
     ["code", omitStr(e.code)],
-    ["outcome", e.outcome === undefined ? undefined : obj([["type", quote(e.outcome)]])],
+    ["outcome", e.outcome === undefined ? undefined : obj([["type", quote(e.outcome)], ["interrupts", e.interrupts]])],
     ["result", omitRaw(e.result)],
     ["usage", encodeUsages(e.usage)],
     ["timestamp", omitInt(e.timestamp)],

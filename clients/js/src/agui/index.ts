@@ -26,6 +26,7 @@ export {
   BadPositionError,
   comparePosition,
   type Event,
+  type Interrupt,
   EventType,
   formatPosition,
   type OutcomeType,

@@ -1,3 +1,4 @@
+import { DecidedByTimeout, type Decision, decision, followUp, resolve } from "./approval.js";
 import { blockText } from "./claude.js";
 import { EventType } from "./event.js";
 import { compact, obj, omitInt, omitRaw, omitStr, parseUint64, quote, rawOut, slice, struct, unmarshal, valid } from "./json.js";
@@ -11,13 +12,23 @@ const HeaderInputKind = "Baton-Input-Kind";
  * stdin (see the Go package's input). */
 export function input(p: Projector, m: Message, data: string): void {
   const seq = parseUint64(header(m, HeaderInputSeq)).v;
-  if (header(m, HeaderInputKind) === "interrupt") {
-    p.st.interrupted = true;
-    p.custom("baton.interrupt", inputValue(seq, null));
-    return;
+  let d: Decision | null = null;
+  switch (header(m, HeaderInputKind)) {
+    case "interrupt":
+      p.st.interrupted = true;
+      p.custom("baton.interrupt", inputValue(seq, null));
+      return;
+    case "followup":
+      followUp(p, data.endsWith("\n") ? data.slice(0, -1) : data, seq);
+      return;
+    case "decision":
+      d = decision(p);
+      break;
   }
   const line = data.endsWith("\n") ? data.slice(0, -1) : data;
-  if (line.length > 0) echo(p, line, seq);
+  if (line.length > 0) echo(p, line, seq, d);
+  // Answered; a hold leaves the prompt open for a person.
+  if (d !== null && d.decidedBy !== DecidedByTimeout) resolve(p, d.approvalId);
   if (header(m, HeaderInputEOF) === "true") p.custom("baton.eof", inputValue(seq, null));
 }
 
@@ -28,11 +39,11 @@ export function jobEcho(p: Projector, input: string): void {
   const lines = input.split("\n");
   for (const l of lines) {
     if (!valid(l)) {
-      echo(p, input, 0n);
+      echo(p, input, 0n, null);
       return;
     }
   }
-  for (const l of lines) echo(p, l, 0n);
+  for (const l of lines) echo(p, l, 0n, null);
 }
 
 function inputValue(seq: bigint, input: string | null): string {
@@ -56,7 +67,7 @@ const inputLine = struct({
 });
 
 /** echo projects one input, whatever the dialect. */
-function echo(p: Projector, line: string, seq: bigint): void {
+function echo(p: Projector, line: string, seq: bigint, d: Decision | null): void {
   if (!valid(line)) {
     userText(p, line);
     return;
@@ -80,25 +91,28 @@ function echo(p: Projector, line: string, seq: bigint): void {
     } else if (inp.type === "control_response" && inp.response.response.behavior !== "") {
       p.custom(
         "baton.approval_answer",
-        answer(seq, quote(inp.response.request_id), inp.response.response.behavior, inp.response.response.message),
+        answer(seq, quote(inp.response.request_id), inp.response.response.behavior, inp.response.response.message, d),
       );
       return;
     } else if (inp.method === "" && inp.id !== null && inp.result.Decision !== null) {
-      const d = unmarshal<string>(inp.result.Decision, "s");
-      const decision = d.ok ? d.v : compact(inp.result.Decision);
-      p.custom("baton.approval_answer", answer(seq, compact(inp.id), decision, ""));
+      const ds = unmarshal<string>(inp.result.Decision, "s");
+      const verdict = ds.ok ? ds.v : compact(inp.result.Decision);
+      p.custom("baton.approval_answer", answer(seq, compact(inp.id), verdict, "", d));
       return;
     }
   }
   p.custom("baton.input", inputValue(seq, compact(line)));
 }
 
-function answer(seq: bigint, requestId: string, decision: string, message: string): string {
+function answer(seq: bigint, requestId: string, decision: string, message: string, d: Decision | null): string {
   return obj([
     ["inputSeq", omitInt(seq)],
     ["requestId", rawOut(requestId)],
     ["decision", quote(decision)],
     ["message", omitStr(message)],
+    ["approvalId", omitStr(d?.approvalId)],
+    ["decidedBy", omitStr(d?.decidedBy)],
+    ["rule", omitStr(d?.rule)],
   ]);
 }
 

@@ -2,6 +2,7 @@ import { claude } from "./claude.js";
 import { codexApp, codexExec } from "./codex.js";
 import { type Dialect, DialectClaude, DialectCodexAppServer, DialectCodexExec, sniff } from "./dialect.js";
 import { type Ev, encodeEvent, encodeUsages, type Event, EventType, type OutcomeType, Position, type Usage } from "./event.js";
+import { asked, interrupts } from "./approval.js";
 import { input, jobEcho } from "./input.js";
 import {
   base64Encode,
@@ -124,7 +125,17 @@ interface State {
   parent: string;
   turn: Turn | null;
   interrupted: boolean;
+  asks: Ask[];
   chunk: Chunk | null;
+}
+
+/** A permission prompt waiting for a person's answer (see approval.ts). */
+export interface Ask {
+  id: string;
+  tool: string;
+  target: string;
+  rule: string;
+  call: string;
 }
 
 const stateVersion = 1;
@@ -165,6 +176,7 @@ const stateType = struct({
   parent: "s",
   turn: ptr(struct({ line: "r", error: "s", code: "s", cancelled: "b", usage: slice(usageType) })),
   interrupted: "b",
+  asks: slice(struct({ id: "s", tool: "s", target: "s", rule: "s", call: "s" })),
   chunk: ptr(struct({ kind: "s", n: "i", next: "i", first: "u", buf: "bytes", over: "b" })),
 });
 
@@ -225,6 +237,7 @@ export class Projector {
   /** @internal */ seq = 0n;
   /** @internal */ index = 0;
   /** @internal */ time = 0;
+  /** @internal */ msg: Message | null = null;
   /** @internal */ out: Projected[] = [];
 
   constructor(runId: string, opts: ProjectorOptions = {}) {
@@ -280,6 +293,24 @@ export class Projector {
       ],
       ["interrupted", omitBool(s.interrupted)],
       [
+        "asks",
+        s.asks.length > 0
+          ? "[" +
+            s.asks
+              .map((a) =>
+                obj([
+                  ["id", quote(a.id)],
+                  ["tool", omitStr(a.tool)],
+                  ["target", omitStr(a.target)],
+                  ["rule", omitStr(a.rule)],
+                  ["call", omitStr(a.call)],
+                ])
+              )
+              .join(",") +
+            "]"
+          : undefined,
+      ],
+      [
         "chunk",
         c === null
           ? undefined
@@ -321,6 +352,7 @@ export class Projector {
       parent: v.parent,
       turn: t && { line: t.line, error: t.error, code: t.code, cancelled: t.cancelled, usage: t.usage && t.usage.map(u) },
       interrupted: v.interrupted,
+      asks: (v.asks ?? []).map((a: any): Ask => ({ id: a.id, tool: a.tool, target: a.target, rule: a.rule, call: a.call })),
       chunk: c && {
         kind: c.kind,
         n: c.n,
@@ -344,6 +376,7 @@ export class Projector {
     this.index = 0;
     this.out = [];
     this.time = 0;
+    this.msg = m;
     if (m.time !== undefined) this.time = Math.floor(typeof m.time === "number" ? m.time : m.time.getTime());
     const data = this.assemble(m);
     if (data === undefined) return this.out;
@@ -457,7 +490,18 @@ export class Projector {
     while (this.st.open.length > 0) this.end(this.st.open[0]!.key);
     let why = "no result: the turn ended";
     if (terminal.has(status)) why = `no result: the run ended (${status})`;
-    while (this.st.pending.length > 0) this.abandon(why);
+    // A turn that stops at a prompt a person is asked about is
+    // interrupted, not over: the tool calls the prompts are about wait on.
+    const interrupt = this.st.asks.length > 0 && (status === "waiting" || status === "paused");
+    const waitOn: Entity[] = [];
+    while (this.st.pending.length > 0) {
+      if (interrupt && !terminal.has(status) && asked(this, this.st.pending[0]!.id)) {
+        waitOn.push(this.st.pending.shift()!);
+        continue;
+      }
+      this.abandon(why);
+    }
+    this.st.pending = waitOn;
     const t = this.st.turn ?? newTurn();
     const result = obj([
       ["status", omitRaw(statusRaw) ?? "null"],
@@ -468,6 +512,16 @@ export class Projector {
       this.emit({ type: EventType.RunError, message: msg, code: status, usage: t.usage, rawEvent: result });
     } else if (status === "cancelled" || t.cancelled || (t.error !== "" && this.st.interrupted)) {
       this.finish("cancelled", result, t.usage);
+    } else if (interrupt) {
+      this.emit({
+        type: EventType.RunFinished,
+        threadId: this.threadId,
+        runId: this.st.run,
+        outcome: "interrupt",
+        interrupts: interrupts(this),
+        result,
+        usage: t.usage,
+      });
     } else if (t.error !== "") {
       this.emit({ type: EventType.RunError, message: t.error, code: t.code, usage: t.usage, rawEvent: result });
     } else {
@@ -479,6 +533,8 @@ export class Projector {
     this.st.msg = "";
     this.st.streamed = false;
     this.st.parent = "";
+    // Nothing waits on an answer once the run ended.
+    if (terminal.has(status)) this.st.asks = [];
   }
 
   private finish(o: OutcomeType, result: string, usage: Usage[] | null): void {
@@ -706,6 +762,7 @@ function freshState(runId: string): State {
     parent: "",
     turn: null,
     interrupted: false,
+    asks: [],
     chunk: null,
   };
 }

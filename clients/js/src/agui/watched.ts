@@ -8,6 +8,8 @@ export interface WatchedEvent {
   eof?: boolean;
   interrupt?: boolean;
   inputSeq?: number;
+  inputKind?: string;
+  approval?: { id: string; verdict?: string; rule?: string; decidedBy?: string };
 }
 
 /**
@@ -20,11 +22,20 @@ export interface WatchedEvent {
  */
 export function messageOf(ev: WatchedEvent): Message {
   const m: Message = { kind: ev.kind, seq: ev.seq, data: ev.data };
+  const headers: Record<string, string> = {};
   if (ev.kind === "input") {
-    const headers: Record<string, string> = {};
     if (ev.eof) headers["Baton-Input-EOF"] = "true";
-    if (ev.interrupt) headers["Baton-Input-Kind"] = "interrupt";
+    const kind = ev.interrupt ? "interrupt" : (ev.inputKind ?? "");
+    if (kind) headers["Baton-Input-Kind"] = kind;
     if (ev.inputSeq) headers["Baton-Input-Seq"] = String(ev.inputSeq);
+    m.headers = headers;
+  }
+  const a = ev.approval;
+  if (a && a.id) {
+    headers["Baton-Approval"] = a.id;
+    if (a.verdict) headers["Baton-Verdict"] = a.verdict;
+    if (a.rule) headers["Baton-Rule"] = a.rule;
+    if (a.decidedBy) headers["Baton-Decided-By"] = a.decidedBy;
     m.headers = headers;
   }
   return m;
