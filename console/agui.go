@@ -26,6 +26,11 @@ import (
 //	                           next message; answered with that turn only;
 //	                           id "<runId>/<seq>:<index>"
 //	GET  /api/agui?runId=R     a join: the run's stream, as the first GET
+//
+// A POST whose resume answers the interrupts a turn ended with (a
+// permission prompt the run's policy asks a person about, package agui)
+// sends no message: each entry is an approve request for its approval,
+// and the answer is the turn the agent goes on with.
 
 // errTurnDone ends a watch whose response carried its turn's end.
 var errTurnDone = errors.New("the turn is over")
@@ -41,6 +46,10 @@ type aguiStream struct {
 	input uint64
 	// oneTurn ends the response after the first RUN_FINISHED or RUN_ERROR.
 	oneTurn bool
+	// approvals, when not nil, start the response at the AG-UI run (the
+	// turn) open when the last of these approvals' answers went in to
+	// the agent (a decision input not by the timeout, or a follow-up).
+	approvals map[string]bool
 	// noUserEcho leaves out user messages: the client that sent them has
 	// them already.
 	noUserEcho bool
@@ -103,7 +112,11 @@ type runAgentInput struct {
 	ForwardedProps struct {
 		Profile string `json:"profile"`
 		Input   string `json:"input"`
+		// By names who answers the resume's approvals (else "agui").
+		By string `json:"by"`
 	} `json:"forwardedProps"`
+	// Resume answers the interrupts the thread's last turn ended with.
+	Resume []agui.ResumeEntry `json:"resume"`
 }
 
 type inputMessage struct {
@@ -166,6 +179,10 @@ func (c *Console) serveAGUIRun(w http.ResponseWriter, r *http.Request) {
 	}
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		c.resumeAGUIRun(w, r, in.ThreadID, last)
+		return
+	}
+	if len(in.Resume) > 0 {
+		c.answerAGUI(w, r, in)
 		return
 	}
 	text := ""
@@ -316,18 +333,15 @@ type aguiWriter struct {
 func (a *aguiWriter) write(ev client.Event, events []agui.Projected) error {
 	if a.st.input > 0 && !a.started {
 		if ev.Kind != protocol.KindInput || ev.InputSeq != a.st.input {
-			for _, pe := range events {
-				switch pe.Event.Type {
-				case agui.RunStarted:
-					a.pending = append(a.pending[:0], pe)
-				case agui.RunFinished, agui.RunError:
-					a.pending = a.pending[:0]
-				default:
-					if len(a.pending) > 0 {
-						a.pending = append(a.pending, pe)
-					}
-				}
-			}
+			a.hold(events)
+			return nil
+		}
+		events = append(a.pending, events...)
+		a.pending = nil
+	}
+	if a.st.approvals != nil && !a.started {
+		if !a.answers(ev) || len(a.st.approvals) > 0 {
+			a.hold(events)
 			return nil
 		}
 		events = append(a.pending, events...)
@@ -354,6 +368,40 @@ func (a *aguiWriter) write(ev client.Event, events []agui.Projected) error {
 	}
 	a.sse.flush()
 	return nil
+}
+
+// hold keeps, until the response's start comes, the events of the AG-UI
+// run open before it.
+func (a *aguiWriter) hold(events []agui.Projected) {
+	for _, pe := range events {
+		switch pe.Event.Type {
+		case agui.RunStarted:
+			a.pending = append(a.pending[:0], pe)
+		case agui.RunFinished, agui.RunError:
+			a.pending = a.pending[:0]
+		default:
+			if len(a.pending) > 0 {
+				a.pending = append(a.pending, pe)
+			}
+		}
+	}
+}
+
+// answers reports whether ev is what went in to the agent for one of
+// the approvals the response waits for (a hold by the timeout is not),
+// and counts it.
+func (a *aguiWriter) answers(ev client.Event) bool {
+	ap := ev.Approval
+	if ev.Kind != protocol.KindInput || ap == nil || !a.st.approvals[ap.ID] {
+		return false
+	}
+	switch {
+	case ev.InputKind == protocol.InputKindFollowUp,
+		ev.InputKind == protocol.InputKindDecision && ap.DecidedBy != protocol.DecidedByTimeout:
+		delete(a.st.approvals, ap.ID)
+		return true
+	}
+	return false
 }
 
 // userEcho reports whether e is part of a user's text message.
@@ -388,4 +436,141 @@ func (a *aguiWriter) comment(s string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_ = a.sse.comment(s)
+}
+
+// answerAGUI answers the interrupts a turn of thread in.ThreadID ended
+// with: each of in.Resume is an approve request for its approval of the
+// thread's run (the session's live or last run, or the run the threadId
+// names), sent once; the response is the turn the agent goes on with. A
+// refused answer (answered before, 409; the run ended, 410; no such
+// approval, 404) is a RUN_ERROR whose code is the refusal's; a retry of
+// the same answer by the same person is not refused.
+func (c *Console) answerAGUI(w http.ResponseWriter, r *http.Request, in runAgentInput) {
+	by := in.ForwardedProps.By
+	if by == "" {
+		by = "agui"
+	}
+	reqs := make([]protocol.ApproveRequest, 0, len(in.Resume))
+	for _, e := range in.Resume {
+		req, err := e.Approval(by)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		reqs = append(reqs, req)
+	}
+	runID, err := c.threadRun(r.Context(), in.ThreadID)
+	if err != nil {
+		c.writeReply(w, nil, err)
+		return
+	}
+	st := aguiStream{runID: runID, oneTurn: true, noUserEcho: true, idPrefix: runID + "/", approvals: map[string]bool{}}
+	for _, req := range reqs {
+		a, err := c.client.Approve(r.Context(), runID, req)
+		if errors.Is(err, client.ErrConflict) {
+			a, err = c.sameAnswer(r.Context(), runID, req, err)
+		}
+		if err != nil {
+			if code := approveCode(err); code != "" {
+				aguiFailure(w, code, err)
+				return
+			}
+			c.writeReply(w, nil, err)
+			return
+		}
+		if a.HeldAt != nil && !req.Allow {
+			// The agent was told already that its request awaits
+			// approval: a denial then writes nothing to it.
+			continue
+		}
+		st.approvals[req.ID] = true
+	}
+	if len(st.approvals) == 0 {
+		aguiFinished(w, in)
+		return
+	}
+	c.streamAGUI(w, r, st)
+}
+
+// threadRun is the run an AG-UI thread's interrupts are of: a session's
+// live run, else its last; a thread that is no session is a run's own.
+func (c *Console) threadRun(ctx context.Context, thread string) (string, error) {
+	s, err := c.client.Session(ctx, thread)
+	switch {
+	case err == nil && s.Live != "":
+		return s.Live, nil
+	case err == nil && len(s.Runs) > 0:
+		return s.Runs[len(s.Runs)-1], nil
+	case err == nil:
+		return "", fmt.Errorf("%w: session %s has no run", client.ErrNotFound, thread)
+	case !errors.Is(err, client.ErrNotFound):
+		return "", err
+	}
+	if _, err := c.client.Run(ctx, thread); err != nil {
+		return "", err
+	}
+	return thread, nil
+}
+
+// sameAnswer returns the approval req answered before when it was this
+// answer by the same person (a retried request), else conflict.
+func (c *Console) sameAnswer(ctx context.Context, runID string, req protocol.ApproveRequest, conflict error) (protocol.Approval, error) {
+	rep, err := c.client.Approvals(ctx, protocol.ApprovalsQuery{RunID: runID})
+	if err != nil {
+		return protocol.Approval{}, conflict
+	}
+	state := protocol.ApprovalDenied
+	if req.Allow {
+		state = protocol.ApprovalAllowed
+	}
+	for _, a := range rep.Approvals {
+		if a.ID == req.ID && a.State == state && a.DecidedBy == req.By {
+			return a, nil
+		}
+	}
+	return protocol.Approval{}, conflict
+}
+
+// approveCode is the refusal code of an approve request's error, "" for
+// an error that is no refusal.
+func approveCode(err error) string {
+	switch {
+	case errors.Is(err, client.ErrConflict):
+		return protocol.ApprovalConflict
+	case errors.Is(err, client.ErrTerminal):
+		return protocol.ApprovalGone
+	case errors.Is(err, client.ErrNotFound):
+		return protocol.ApprovalNotFound
+	}
+	return ""
+}
+
+// aguiFailure answers with an AG-UI stream of one RUN_ERROR (code: the
+// approve request's refusal): the resume did not go through.
+func aguiFailure(w http.ResponseWriter, code string, err error) {
+	aguiEvents(w, agui.Event{Type: agui.RunError, Message: err.Error(), Code: code})
+}
+
+// aguiFinished answers with an AG-UI run that finishes at once: the
+// resume was taken, and the agent has nothing to go on with.
+func aguiFinished(w http.ResponseWriter, in runAgentInput) {
+	aguiEvents(w,
+		agui.Event{Type: agui.RunStarted, ThreadID: in.ThreadID, RunID: in.RunID},
+		agui.Event{Type: agui.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Outcome: &agui.Outcome{Type: agui.OutcomeSuccess}})
+}
+
+// aguiEvents writes evs as a response of server-sent events without ids
+// (they are no positions of the run's projection).
+func aguiEvents(w http.ResponseWriter, evs ...agui.Event) {
+	s, ok := newSSE(w)
+	if !ok {
+		return
+	}
+	for _, ev := range evs {
+		b, err := json.Marshal(ev)
+		if err != nil || s.event("", "", b) != nil {
+			return
+		}
+	}
+	s.flush()
 }
