@@ -18,6 +18,8 @@ import {
   parseDialect,
   Position,
   Projector,
+  resumeApproval,
+  BadResumeError,
   UnknownDialectError,
 } from "../dist/agui/index.js";
 
@@ -440,4 +442,30 @@ test("a message at or before the last one read gives nothing", () => {
   assert.equal(p.project({ kind: "raw", seq: 2, data: "a" }).length, 0);
   assert.equal(p.project({ kind: "raw", seq: 1, data: "a" }).length, 0);
   assert.equal(p.project({ kind: "raw", seq: 0, data: "no seq" }).length, 0);
+});
+
+// The claude-policy fixture: an ask ends its turn with the interrupt
+// outcome (every event parses with @ag-ui/core above), and each resume
+// entry shape becomes the approve request the Go console sends.
+test("approvals: interrupts of the policy fixture, resume entries as approve requests", () => {
+  const f = fixtures.find((x) => x.name === "claude-policy");
+  const evs = project(new Projector(f.runId, options(f)), chain(f.name));
+  const outcomes = evs.filter((e) => e.event.type === "RUN_FINISHED").map((e) => e.event.outcome);
+  const interrupts = outcomes.filter((o) => o.type === "interrupt");
+  assert.equal(interrupts.length, 3);
+  const first = interrupts[0].interrupts[0];
+  assert.equal(first.id, "9b2e4d71-5c3a-4f08-8d6e-1f7a2c9b3d22");
+  assert.equal(first.reason, "approval");
+  assert.deepEqual(first.metadata, { runId: f.runId, tool: "Bash", target: "git push origin main", rule: "ask: Bash(git push*)" });
+  assert.ok(first.toolCallId);
+  assert.equal(interrupts[2].interrupts[0].toolCallId, undefined); // held: its tool call has its result
+  const id = first.id;
+  assert.deepEqual(resumeApproval({ interruptId: id, status: "resolved", payload: { approved: true } }, "me"), { id, allow: true, by: "me" });
+  assert.deepEqual(resumeApproval({ interruptId: id, status: "resolved", payload: { approved: false, message: "no" } }, "me"),
+    { id, allow: false, message: "no", by: "me" });
+  assert.deepEqual(resumeApproval({ interruptId: id, status: "resolved", payload: true, metadata: { by: "carol" } }, "me"), { id, allow: true, by: "carol" });
+  assert.deepEqual(resumeApproval({ interruptId: id, status: "cancelled" }, "me"),
+    { id, allow: false, by: "me", message: "the person asked cancelled the request" });
+  assert.throws(() => resumeApproval({ interruptId: id, status: "resolved", payload: { ok: 1 } }, "me"), BadResumeError);
+  assert.throws(() => resumeApproval({ interruptId: id, status: "later" }, "me"), BadResumeError);
 });

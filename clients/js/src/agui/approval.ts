@@ -152,3 +152,50 @@ export function codexAsked(method: string, command: string | null, commandAction
   if (method.startsWith("item/fileChange/")) return ["Edit", ""];
   return ["", ""];
 }
+
+/** An answer to one interrupt (@ag-ui/core's ResumeEntry). */
+export interface ResumeEntry {
+  interruptId: string;
+  status: "resolved" | "cancelled";
+  payload?: unknown;
+  metadata?: Record<string, unknown>;
+}
+
+/** The approve request that answers an approval interrupt (Go: protocol.ApproveRequest). */
+export interface ApproveRequest {
+  id: string;
+  allow: boolean;
+  message?: string;
+  by?: string;
+}
+
+/** The error resumeApproval throws for an entry that answers no approval interrupt. */
+export class BadResumeError extends Error {
+  constructor(msg: string) {
+    super("bad resume entry: " + msg);
+    this.name = "BadResumeError";
+  }
+}
+
+/**
+ * resumeApproval is the approve request that answers an approval
+ * interrupt as the resume entry does (Go: agui.ResumeEntry.Approval):
+ * resolved with payload {approved, message} (or a bare boolean) allows
+ * or denies, cancelled denies; by names who answers, unless the entry's
+ * metadata.by does. It throws BadResumeError.
+ */
+export function resumeApproval(e: ResumeEntry, by: string): ApproveRequest {
+  if (!e.interruptId) throw new BadResumeError("no interruptId");
+  const metaBy = e.metadata && typeof e.metadata.by === "string" && e.metadata.by !== "" ? e.metadata.by : "";
+  const req: ApproveRequest = { id: e.interruptId, allow: false, by: metaBy || by };
+  if (e.status === "cancelled") return { ...req, message: "the person asked cancelled the request" };
+  if (e.status !== "resolved") throw new BadResumeError(`${JSON.stringify(e.interruptId)}: status ${JSON.stringify(e.status)} (want resolved or cancelled)`);
+  if (typeof e.payload === "boolean") return { ...req, allow: e.payload };
+  const p = e.payload as { approved?: unknown; message?: unknown } | null | undefined;
+  if (!p || typeof p !== "object" || typeof p.approved !== "boolean") {
+    throw new BadResumeError(`${JSON.stringify(e.interruptId)}: a resolved approval's payload is {"approved": true|false, "message": "..."}`);
+  }
+  const out: ApproveRequest = { ...req, allow: p.approved };
+  if (typeof p.message === "string" && p.message !== "") out.message = p.message;
+  return out;
+}

@@ -46,4 +46,5 @@ export {
   validDialect,
 } from "./dialect.js";
 export { goBytes } from "./json.js";
+export { type ApproveRequest, BadResumeError, type ResumeEntry, resumeApproval } from "./approval.js";
 export { messageOf, type WatchedEvent } from "./watched.js";
