@@ -53,6 +53,11 @@ func (p *Projector) prompt(a approval, tool, target string) {
 	if len(p.st.Asks) > maxPending {
 		p.st.Asks = p.st.Asks[1:]
 	}
+	if raw := p.st.AskWait; raw != nil {
+		// The turn's waiting status came first.
+		st, _ := protocol.ParseStatus(raw)
+		p.closeRun(st, raw)
+	}
 }
 
 // resolve closes the ask of approval id, if open.

@@ -131,8 +131,13 @@ func TestApprovalHold(t *testing.T) {
 	if last := evs[len(evs)-1].Event.Outcome.Interrupts; len(last) != 1 || last[0].ID != "8" || last[0].Message != "Allow Bash: git push? (default: ask)" {
 		t.Fatalf("paused with a prompt open: %+v", last)
 	}
-	// A resume of the projection after every event gives the same tail:
-	// what is open is in the state.
+	restores(t, chain, evs)
+}
+
+// restores checks that a projector restored from the state after each
+// message of chain gives the rest of evs: what is open is in the state.
+func restores(t *testing.T, chain []string, evs []agui.Projected) {
+	t.Helper()
 	p := agui.New("r")
 	all := msgs(chain...)
 	for i, m := range all {
@@ -144,6 +149,29 @@ func TestApprovalHold(t *testing.T) {
 		if a, b := golden(t, project(q, all[i+1:])), golden(t, evs[len(project(agui.New("r"), all[:i+1])):]); string(a) != string(b) {
 			t.Fatalf("restored after message %d:\n%s\nwant\n%s", i+1, a, b)
 		}
+	}
+}
+
+// TestApprovalWaitFirst: a waiting status (reason approval) published
+// before the prompt's line ends the turn at that line; one that no
+// prompt follows (a running status comes) ends nothing.
+func TestApprovalWaitFirst(t *testing.T) {
+	c := codexAsk("ask")
+	chain := []string{c[0], c[1], status("waiting", `,"reason":"approval"`), c[2]}
+	evs := project(agui.New("r"), msgs(chain...))
+	got := summaries(t, evs)
+	want := []string{"RUN_STARTED", "TOOL_CALL_START shell", `TOOL_CALL_ARGS {"command":"git push origin main"}`, "TOOL_CALL_END",
+		"CUSTOM baton.waiting", "CUSTOM baton.approval", "RUN_FINISHED interrupt"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	restores(t, chain, evs)
+
+	chain = []string{status("started"), status("waiting", `,"reason":"approval"`), status("running"), status("waiting")}
+	got = summaries(t, project(agui.New("r"), msgs(chain...)))
+	want = []string{"RUN_STARTED", "CUSTOM baton.waiting", "CUSTOM baton.running", "CUSTOM baton.waiting", "RUN_FINISHED success"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 }
 

@@ -86,7 +86,9 @@
 // it: the agent is told it awaits approval) or a follow-up turn
 // (Baton-Input-Kind followup, CUSTOM baton.approval_followup) says a
 // person allowed it after a hold. A turn that ends (waiting, paused)
-// while prompts are open ends with RUN_FINISHED outcome
+// while prompts are open (or whose waiting status, reason approval,
+// came just before the prompt's line: the line ends it) ends with
+// RUN_FINISHED outcome
 // {"type":"interrupt","interrupts":[...]}, one Interrupt per open prompt:
 // id the approval's id, reason "approval", a message, the toolCallId of
 // the call it is about while that waits for its result (it is not given

@@ -114,6 +114,9 @@ type state struct {
 	// about that nobody answered yet, oldest first: a turn that ends
 	// while one is open ends with the interrupt outcome.
 	Asks []ask `json:"asks,omitempty"`
+	// AskWait is a waiting status (reason approval) that came before the
+	// prompt it waits on: the prompt's line ends the turn with it.
+	AskWait json.RawMessage `json:"askWait,omitempty"`
 	// Chunk is a chunked line whose pieces are still coming.
 	Chunk *chunk `json:"chunk,omitempty"`
 }
@@ -459,6 +462,7 @@ func (p *Projector) closeRun(st protocol.Status, status json.RawMessage) {
 	}
 	p.st.Run, p.st.Turn, p.st.Interrupted = "", nil, false
 	p.st.Msg, p.st.Streamed, p.st.Parent = "", false, ""
+	p.st.AskWait = nil
 	if st.Status.Terminal() {
 		// Nothing waits on an answer once the run ended.
 		p.st.Asks = nil
@@ -484,12 +488,17 @@ func (p *Projector) status(data []byte) {
 	switch {
 	case st.Status == protocol.StatusStarted && p.st.Run == "":
 		p.openRun(raw)
+	case st.Status == protocol.StatusWaiting && st.Reason == protocol.ReasonApproval && len(p.st.Asks) == 0:
+		// Waiting on a prompt whose line comes next: the turn ends there.
+		p.custom("baton.waiting", raw)
+		p.st.AskWait = raw
 	case st.Status == protocol.StatusWaiting:
 		p.custom("baton.waiting", raw)
 		p.closeRun(st, raw)
 	case st.Status.Terminal():
 		p.closeRun(st, raw)
 	default:
+		p.st.AskWait = nil
 		p.custom("baton."+string(st.Status), raw)
 	}
 }

@@ -48,6 +48,44 @@ async function agui(threadId, profile, input, texts) {
   return { retries, messages: agent.messages }
 }
 
+// approvals holds a conversation with an agent whose profile has a
+// policy, on @ag-ui/client's HttpAgent: an ask ends the turn with the
+// interrupt outcome (agent.pendingInterrupts), and the next run's resume
+// answers it (allowed, then one cancelled); a command the policy allows
+// is no interrupt; answering an interrupt again is a RUN_ERROR 409.
+async function approvals(threadId, profile) {
+  const agent = new HttpAgent({ url: endpoint, headers, threadId })
+  const steps = []
+  let n = 0
+  const say = async (content) => {
+    agent.addMessage({ id: `${threadId}-u${n}`, role: 'user', content })
+    await agent.runAgent({ runId: `${threadId}-r${n++}`, forwardedProps: { profile, input: 'stream-json' } })
+    steps.push({ said: content, interrupts: structuredClone(agent.pendingInterrupts) })
+  }
+  const resume = async (entry) => {
+    await agent.runAgent({ runId: `${threadId}-r${n++}`, resume: [entry], forwardedProps: { by: 'alice' } })
+    steps.push({ resumed: entry, interrupts: structuredClone(agent.pendingInterrupts) })
+  }
+  await say('approve: git status')
+  await say('approve: git push origin main')
+  const first = agent.pendingInterrupts[0]
+  await resume({ interruptId: first?.id, status: 'resolved', payload: { approved: true } })
+  await say('approve: git push --force origin main')
+  await resume({ interruptId: agent.pendingInterrupts[0]?.id, status: 'cancelled' })
+  // The first interrupt again, by someone else: refused.
+  const res = await fetch(endpoint, {
+    method: 'POST', headers: { ...headers, 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+    body: JSON.stringify({ threadId, runId: `${threadId}-again`, messages: [], tools: [], context: [],
+      resume: [{ interruptId: first?.id, status: 'resolved', payload: { approved: false } }], forwardedProps: { by: 'bob' } }),
+  })
+  const again = (await res.text()).split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)))
+  for (const e of again) {
+    const r = EventSchema.safeParse(e)
+    if (!r.success) throw new Error(`the refusal ${JSON.stringify(e)}: ${r.error}`)
+  }
+  return { steps, messages: agent.messages, again }
+}
+
 // Every event of each run of the threads, read from the run's stream.
 async function checkSchemas(runs) {
   let n = 0
@@ -73,6 +111,8 @@ process.on('unhandledRejection', (e) => { out.unhandled.push(String(e)) })
 const [mode, ...rest] = process.argv.slice(2)
 if (mode === 'schemas') {
   out.events = await checkSchemas(rest)
+} else if (mode === 'approvals') {
+  out.approvals = await approvals(rest[0], rest[1])
 } else {
   out.tanstackChat = await tanstack('tan-chat', 'chat', 'stream-json', ['hello', 'again'])
   out.tanstackTools = await tanstack('tan-tools', 'story', 'text', ['tell it', 'once more'])

@@ -56,6 +56,12 @@ export function prompt(p: Projector, a: ApprovalFields, tool: string, target: st
   resolve(p, approvalId);
   p.st.asks.push({ id: approvalId, tool, target, rule, call: a.toolCallId });
   if (p.st.asks.length > maxPending) p.st.asks.shift();
+  const raw = p.st.askWait;
+  if (raw !== null) {
+    // The turn's waiting status came first.
+    const { v } = unmarshal(raw, struct({ status: "s", reason: "s" }));
+    p.closeRun(v.status, v.reason, raw);
+  }
 }
 
 /** resolve closes the ask of approval id, if open. */

@@ -126,6 +126,7 @@ interface State {
   turn: Turn | null;
   interrupted: boolean;
   asks: Ask[];
+  askWait: string | null;
   chunk: Chunk | null;
 }
 
@@ -177,6 +178,7 @@ const stateType = struct({
   turn: ptr(struct({ line: "r", error: "s", code: "s", cancelled: "b", usage: slice(usageType) })),
   interrupted: "b",
   asks: slice(struct({ id: "s", tool: "s", target: "s", rule: "s", call: "s" })),
+  askWait: "r",
   chunk: ptr(struct({ kind: "s", n: "i", next: "i", first: "u", buf: "bytes", over: "b" })),
 });
 
@@ -310,6 +312,7 @@ export class Projector {
             "]"
           : undefined,
       ],
+      ["askWait", omitRaw(s.askWait)],
       [
         "chunk",
         c === null
@@ -353,6 +356,7 @@ export class Projector {
       turn: t && { line: t.line, error: t.error, code: t.code, cancelled: t.cancelled, usage: t.usage && t.usage.map(u) },
       interrupted: v.interrupted,
       asks: (v.asks ?? []).map((a: any): Ask => ({ id: a.id, tool: a.tool, target: a.target, rule: a.rule, call: a.call })),
+      askWait: v.askWait,
       chunk: c && {
         kind: c.kind,
         n: c.n,
@@ -533,6 +537,7 @@ export class Projector {
     this.st.msg = "";
     this.st.streamed = false;
     this.st.parent = "";
+    this.st.askWait = null;
     // Nothing waits on an answer once the run ended.
     if (terminal.has(status)) this.st.asks = [];
   }
@@ -551,12 +556,17 @@ export class Projector {
     const raw = compact(data);
     if (st.status === "started" && this.st.run === "") {
       this.openRun(raw);
+    } else if (st.status === "waiting" && st.reason === "approval" && this.st.asks.length === 0) {
+      // Waiting on a prompt whose line comes next: the turn ends there.
+      this.custom("baton.waiting", raw);
+      this.st.askWait = raw;
     } else if (st.status === "waiting") {
       this.custom("baton.waiting", raw);
       this.closeRun(st.status, st.reason, raw);
     } else if (terminal.has(st.status)) {
       this.closeRun(st.status, st.reason, raw);
     } else {
+      this.st.askWait = null;
       this.custom("baton." + st.status, raw);
     }
   }
@@ -763,6 +773,7 @@ function freshState(runId: string): State {
     turn: null,
     interrupted: false,
     asks: [],
+    askWait: null,
     chunk: null,
   };
 }
