@@ -103,11 +103,11 @@ func AGUIMessage(ev Event) agui.Message {
 			set(protocol.HeaderInputSeq, strconv.FormatUint(ev.InputSeq, 10))
 		}
 	}
-	if a := ev.Approval; a != nil {
-		set(protocol.HeaderApproval, a.ID)
-		set(protocol.HeaderVerdict, a.Verdict)
-		set(protocol.HeaderRule, a.Rule)
-		set(protocol.HeaderDecidedBy, a.DecidedBy)
+	if ev.Approval != "" {
+		set(protocol.HeaderApproval, ev.Approval)
+		set(protocol.HeaderVerdict, ev.Verdict)
+		set(protocol.HeaderRule, ev.Rule)
+		set(protocol.HeaderDecidedBy, ev.DecidedBy)
 	}
 	return m
 }

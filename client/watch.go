@@ -38,41 +38,27 @@ type Event struct {
 	// stream (0 if the message has none).
 	EOF, Interrupt bool
 	InputSeq       uint64
-	// InputKind is an input's Baton-Input-Kind: protocol.InputKindInterrupt,
-	// InputKindDecision (baton's answer to a permission prompt),
-	// InputKindFollowUp (its turn after a late allow), or "".
-	InputKind string
-	// Approval is set on a permission prompt's line of a run with a
-	// policy (kind events: Verdict and Rule) and on baton's decision and
-	// follow-up inputs (DecidedBy, and Rule for a policy's): which
-	// approval, what the policy said, who decided.
-	Approval *EventApproval
 	// Egress is the decoded connection when Kind is egress (one the run's
 	// egress proxy decided); nil if the message's body is not one.
 	Egress *journal.Egress
 	// Tool is the decoded host tool call or answer when Kind is tool
 	// (docs/tools.md); nil if the message's body is not one.
 	Tool *protocol.ToolMessage
-}
-
-// EventApproval is what a chain message says of an approval (issue 29):
-// its headers protocol.HeaderApproval, HeaderVerdict, HeaderRule and
-// HeaderDecidedBy.
-type EventApproval struct {
-	ID        string
-	Verdict   string
-	Rule      string
-	DecidedBy string
-}
-
-// eventApproval reads h's approval headers; nil when it has none.
-func eventApproval(h nats.Header) *EventApproval {
-	id := h.Get(protocol.HeaderApproval)
-	if id == "" {
-		return nil
-	}
-	return &EventApproval{ID: id, Verdict: h.Get(protocol.HeaderVerdict), Rule: h.Get(protocol.HeaderRule),
-		DecidedBy: h.Get(protocol.HeaderDecidedBy)}
+	// InputKind is an input's Baton-Input-Kind: "" for what a client
+	// sent, protocol.InputKindInterrupt, or what baton itself wrote to an
+	// agent with a policy: protocol.InputKindDecision (the answer to a
+	// permission prompt, or its hold) and protocol.InputKindFollowUp
+	// (the turn asking the agent to retry a request allowed after a hold).
+	InputKind string
+	// Approval is the permission prompt's approval id (Baton-Approval)
+	// on a decision or follow-up input, and on a prompt line (Kind
+	// events) of a run whose profile has a policy; Verdict is the
+	// policy's verdict on such a prompt line (allow, ask, deny:
+	// Baton-Verdict), Rule the rule that matched (Baton-Rule), and
+	// DecidedBy who decided, on a decision or follow-up input
+	// (protocol.DecidedByPolicy, protocol.DecidedByTimeout, or a
+	// person's name: Baton-Decided-By).
+	Approval, Verdict, Rule, DecidedBy string
 }
 
 // WatchOption configures Watch.
@@ -410,9 +396,14 @@ func newEvent(p part, data []byte) (Event, bool, error) {
 		ev.InputKind = p.header.Get(protocol.HeaderInputKind)
 		ev.Interrupt = ev.InputKind == protocol.InputKindInterrupt
 		ev.InputSeq, _ = strconv.ParseUint(p.header.Get(protocol.HeaderInputSeq), 10, 64)
+		ev.DecidedBy = p.header.Get(protocol.HeaderDecidedBy)
 	}
 	if ev.Kind == protocol.KindInput || ev.Kind == protocol.KindEvents {
-		ev.Approval = eventApproval(p.header)
+		ev.Approval = p.header.Get(protocol.HeaderApproval)
+		ev.Rule = p.header.Get(protocol.HeaderRule)
+	}
+	if ev.Kind == protocol.KindEvents {
+		ev.Verdict = p.header.Get(protocol.HeaderVerdict)
 	}
 	return ev, true, nil
 }

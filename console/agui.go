@@ -391,14 +391,13 @@ func (a *aguiWriter) hold(events []agui.Projected) {
 // the approvals the response waits for (a hold by the timeout is not),
 // and counts it.
 func (a *aguiWriter) answers(ev client.Event) bool {
-	ap := ev.Approval
-	if ev.Kind != protocol.KindInput || ap == nil || !a.st.approvals[ap.ID] {
+	if ev.Kind != protocol.KindInput || ev.Approval == "" || !a.st.approvals[ev.Approval] {
 		return false
 	}
 	switch {
 	case ev.InputKind == protocol.InputKindFollowUp,
-		ev.InputKind == protocol.InputKindDecision && ap.DecidedBy != protocol.DecidedByTimeout:
-		delete(a.st.approvals, ap.ID)
+		ev.InputKind == protocol.InputKindDecision && ev.DecidedBy != protocol.DecidedByTimeout:
+		delete(a.st.approvals, ev.Approval)
 		return true
 	}
 	return false
@@ -466,9 +465,13 @@ func (c *Console) answerAGUI(w http.ResponseWriter, r *http.Request, in runAgent
 	}
 	st := aguiStream{runID: runID, oneTurn: true, noUserEcho: true, idPrefix: runID + "/", approvals: map[string]bool{}}
 	for _, req := range reqs {
-		a, err := c.client.Approve(r.Context(), runID, req)
-		if errors.Is(err, client.ErrConflict) {
-			a, err = c.sameAnswer(r.Context(), runID, req, err)
+		opts := []client.ApproveOption{client.WithDecidedBy(req.By)}
+		if !req.Allow {
+			opts = append(opts, client.WithDeny(req.Message))
+		}
+		a, err := c.client.Approve(r.Context(), runID, req.ID, opts...)
+		if errors.Is(err, client.ErrApprovalConflict) && sameAnswer(a, req) {
+			err = nil // this very answer, sent again
 		}
 		if err != nil {
 			if code := approveCode(err); code != "" {
@@ -512,34 +515,25 @@ func (c *Console) threadRun(ctx context.Context, thread string) (string, error) 
 	return thread, nil
 }
 
-// sameAnswer returns the approval req answered before when it was this
-// answer by the same person (a retried request), else conflict.
-func (c *Console) sameAnswer(ctx context.Context, runID string, req protocol.ApproveRequest, conflict error) (protocol.Approval, error) {
-	rep, err := c.client.Approvals(ctx, protocol.ApprovalsQuery{RunID: runID})
-	if err != nil {
-		return protocol.Approval{}, conflict
-	}
+// sameAnswer reports whether approval a, decided before, was decided as
+// req answers it, by the same person: req is a retried request.
+func sameAnswer(a protocol.Approval, req protocol.ApproveRequest) bool {
 	state := protocol.ApprovalDenied
 	if req.Allow {
 		state = protocol.ApprovalAllowed
 	}
-	for _, a := range rep.Approvals {
-		if a.ID == req.ID && a.State == state && a.DecidedBy == req.By {
-			return a, nil
-		}
-	}
-	return protocol.Approval{}, conflict
+	return a.ID == req.ID && a.State == state && a.DecidedBy == req.By
 }
 
 // approveCode is the refusal code of an approve request's error, "" for
 // an error that is no refusal.
 func approveCode(err error) string {
 	switch {
-	case errors.Is(err, client.ErrConflict):
+	case errors.Is(err, client.ErrApprovalConflict):
 		return protocol.ApprovalConflict
-	case errors.Is(err, client.ErrTerminal):
+	case errors.Is(err, client.ErrRunEnded):
 		return protocol.ApprovalGone
-	case errors.Is(err, client.ErrNotFound):
+	case errors.Is(err, client.ErrApprovalNotFound):
 		return protocol.ApprovalNotFound
 	}
 	return ""

@@ -44,9 +44,7 @@ func policyChain(t *testing.T) []client.Event {
 			ev.EOF = h[protocol.HeaderInputEOF] == "true"
 			ev.InputSeq, _ = strconv.ParseUint(h[protocol.HeaderInputSeq], 10, 64)
 		}
-		if id := h[protocol.HeaderApproval]; id != "" {
-			ev.Approval = &client.EventApproval{ID: id, Verdict: h[protocol.HeaderVerdict], Rule: h[protocol.HeaderRule], DecidedBy: h[protocol.HeaderDecidedBy]}
-		}
+		ev.Approval, ev.Verdict, ev.Rule, ev.DecidedBy = h[protocol.HeaderApproval], h[protocol.HeaderVerdict], h[protocol.HeaderRule], h[protocol.HeaderDecidedBy]
 		evs = append(evs, ev)
 	}
 	return evs

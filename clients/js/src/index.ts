@@ -13,7 +13,7 @@ export { Names, runInboxPrefix, validRunId } from "./names.js";
 export { isTerminal } from "./types.js";
 export type {
   CancelReply, Checkpoint, Egress, InputReply, Job, Output, RunRecord, SessionRecord, SessionSendReply, Status, StatusType,
-  EventApproval, ToolMessage,
+  ToolMessage,
 } from "./types.js";
 export { Assembler, DEFAULT_MAX_LINE_BYTES, RunEvent, RunWatch } from "./watch.js";
 export type { WatchOptions } from "./watch.js";

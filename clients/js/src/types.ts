@@ -105,20 +105,6 @@ export interface Egress {
  * "result", with its result or error): the payload of
  * baton.runs.<runId>.tool (Go: protocol.ToolMessage, docs/tools.md).
  */
-/**
- * What a chain message says of an approval (issue 29; Go: client.EventApproval):
- * on a permission prompt's line of a run with a policy, the approval's id,
- * the policy's verdict ("allow", "ask" or "deny") and rule; on baton's
- * decision and follow-up inputs, the id, who decided ("policy", "timeout"
- * for a hold, or a person) and, for a policy's, the rule.
- */
-export interface EventApproval {
-  id: string;
-  verdict: string;
-  rule: string;
-  decidedBy: string;
-}
-
 export interface ToolMessage {
   /** The call's number in its run, from 1. */
   call: number;

@@ -8,7 +8,7 @@ import { BrokenChunkError, NoWorkerError, RelayError } from "./errors.js";
 import type { Names } from "./names.js";
 import { Queue, TIMEOUT } from "./queue.js";
 import { header, pages, storedOf, type RelayConn, type Stored } from "./relay.js";
-import { isTerminal, type Egress, type EventApproval, type Status, type ToolMessage } from "./types.js";
+import { isTerminal, type Egress, type Status, type ToolMessage } from "./types.js";
 
 const decoder = new TextDecoder();
 
@@ -45,9 +45,16 @@ export class RunEvent {
     /** On an input: its Baton-Input-Kind ("interrupt", "decision": baton's answer to a
      * permission prompt, "followup": its turn after a late allow), or "". */
     readonly inputKind = "",
-    /** On a permission prompt's line of a run with a policy, and on baton's decision and
-     * follow-up inputs: which approval, the policy's verdict and rule, who decided. */
-    readonly approval?: EventApproval,
+    /** The approval id (Baton-Approval) on a permission prompt's line (kind "events") of a
+     * run whose profile has a policy, and on baton's decision and follow-up inputs; "" else. */
+    readonly approval = "",
+    /** On such a prompt line: the policy's verdict, "allow", "ask" or "deny" (Baton-Verdict). */
+    readonly verdict = "",
+    /** The policy's rule that matched (Baton-Rule), on a prompt line and a policy's decision. */
+    readonly rule = "",
+    /** On a decision or follow-up input: who decided, "policy", "timeout" (a hold) or a
+     * person's name (Baton-Decided-By). */
+    readonly decidedBy = "",
   ) {}
 
   /** The payload as UTF-8 text. */
@@ -308,13 +315,6 @@ function parseChunk(h: string, seq: number): [number, number] {
   return [i, n];
 }
 
-/** approvalOf reads a message's approval headers (undefined without Baton-Approval). */
-function approvalOf(h: MsgHdrs | undefined): EventApproval | undefined {
-  const id = header(h, "Baton-Approval");
-  if (id === "") return undefined;
-  return { id, verdict: header(h, "Baton-Verdict"), rule: header(h, "Baton-Rule"), decidedBy: header(h, "Baton-Decided-By") };
-}
-
 function newEvent(p: Part, data: Uint8Array): RunEvent {
   const kind = p.subject.slice(p.subject.lastIndexOf(".") + 1);
   const offText = header(p.headers, "Baton-Offset");
@@ -337,11 +337,12 @@ function newEvent(p: Part, data: Uint8Array): RunEvent {
       header(p.headers, "Baton-Input-EOF") === "true",
       inputKind === "interrupt",
       /^[0-9]+$/.test(seqText) ? Number(seqText) : 0,
-      undefined, undefined, inputKind, approvalOf(p.headers));
+      undefined, undefined, inputKind,
+      header(p.headers, "Baton-Approval"), "", header(p.headers, "Baton-Rule"), header(p.headers, "Baton-Decided-By"));
   }
-  if (kind === "events") {
-    const a = approvalOf(p.headers);
-    if (a) return new RunEvent(kind, data, offset, p.seq, undefined, false, false, 0, undefined, undefined, "", a);
+  if (kind === "events" && header(p.headers, "Baton-Approval") !== "") {
+    return new RunEvent(kind, data, offset, p.seq, undefined, false, false, 0, undefined, undefined, "",
+      header(p.headers, "Baton-Approval"), header(p.headers, "Baton-Verdict"), header(p.headers, "Baton-Rule"));
   }
   if (kind === "egress") {
     const e = decodeObject(data);

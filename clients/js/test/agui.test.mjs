@@ -106,12 +106,10 @@ test("messageOf: watched events project as the stored chain does", () => {
       interrupt: m.headers["Baton-Input-Kind"] === "interrupt",
       inputSeq: Number(m.headers["Baton-Input-Seq"] ?? 0),
       inputKind: m.headers["Baton-Input-Kind"] ?? "",
-      approval: m.headers["Baton-Approval"] === undefined ? undefined : {
-        id: m.headers["Baton-Approval"],
-        verdict: m.headers["Baton-Verdict"] ?? "",
-        rule: m.headers["Baton-Rule"] ?? "",
-        decidedBy: m.headers["Baton-Decided-By"] ?? "",
-      },
+      approval: m.headers["Baton-Approval"] ?? "",
+      verdict: m.headers["Baton-Verdict"] ?? "",
+      rule: m.headers["Baton-Rule"] ?? "",
+      decidedBy: m.headers["Baton-Decided-By"] ?? "",
     }));
     const got = golden(project(new Projector(f.runId, options(f)), watched.map(messageOf)));
     const want = golden(project(new Projector(f.runId, options(f)), msgs));

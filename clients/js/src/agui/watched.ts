@@ -9,7 +9,10 @@ export interface WatchedEvent {
   interrupt?: boolean;
   inputSeq?: number;
   inputKind?: string;
-  approval?: { id: string; verdict?: string; rule?: string; decidedBy?: string };
+  approval?: string;
+  verdict?: string;
+  rule?: string;
+  decidedBy?: string;
 }
 
 /**
@@ -30,12 +33,11 @@ export function messageOf(ev: WatchedEvent): Message {
     if (ev.inputSeq) headers["Baton-Input-Seq"] = String(ev.inputSeq);
     m.headers = headers;
   }
-  const a = ev.approval;
-  if (a && a.id) {
-    headers["Baton-Approval"] = a.id;
-    if (a.verdict) headers["Baton-Verdict"] = a.verdict;
-    if (a.rule) headers["Baton-Rule"] = a.rule;
-    if (a.decidedBy) headers["Baton-Decided-By"] = a.decidedBy;
+  if (ev.approval) {
+    headers["Baton-Approval"] = ev.approval;
+    if (ev.verdict) headers["Baton-Verdict"] = ev.verdict;
+    if (ev.rule) headers["Baton-Rule"] = ev.rule;
+    if (ev.decidedBy) headers["Baton-Decided-By"] = ev.decidedBy;
     m.headers = headers;
   }
   return m;
