@@ -1,0 +1,133 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/console"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/policy"
+	"github.com/batonhq/baton/protocol"
+)
+
+// TestAGUIApprovals: @ag-ui/client's HttpAgent against the console, on a
+// session of an agent whose profile has a policy
+// (testdata/agui-clients/clients.mjs approvals): a command the policy
+// allows runs in the turn; one it asks about ends the turn with the
+// interrupt outcome (the agent's pendingInterrupts), and the next run's
+// resume answers it, allowed, then one cancelled (denied); the agent
+// goes on in that run. Answering the first again is a RUN_ERROR 409.
+// The approvals' records say who decided each, and every event of the
+// run parses with @ag-ui/core's EventSchema.
+func TestAGUIApprovals(t *testing.T) {
+	dir, node := testenv.NPMInstall(t, filepath.Join("testdata", "agui-clients"), "BATON_AGUI_CLIENTS_NPM_DIR", "clients.mjs")
+	e := setup(t)
+	cfg := config.Default()
+	cfg.Profiles["chat-policy"] = config.Profile{
+		Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
+		Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"},
+		Session:    &config.Session{PauseAfter: time.Minute},
+		Policy:     &policy.Policy{Default: policy.Deny, Allow: []string{"Bash(git status*)"}, Ask: []string{"Bash(git push*)"}},
+		AskTimeout: 2 * time.Minute,
+	}
+	c := e.startWorker(t, cfg)
+	con, err := console.New(t.Context(), e.js, names, console.WithToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(con)
+	t.Cleanup(srv.Close)
+	run := func(args ...string) []byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, node, append([]string{"clients.mjs"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "BATON_URL="+srv.URL, "BATON_TOKEN="+token, "SUPPRESS_TRANSFORMATION_WARNINGS=true")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("clients.mjs %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr.Bytes())
+		}
+		return out
+	}
+	type interrupt struct {
+		ID, Reason, Message, ToolCallID string
+		Metadata                        map[string]string
+	}
+	var got struct {
+		Approvals struct {
+			Steps []struct {
+				Said       string
+				Resumed    json.RawMessage
+				Interrupts []interrupt
+			}
+			Messages []json.RawMessage
+			Again    []struct{ Type, Code, Message string }
+		}
+	}
+	out := run("approvals", "agui-policy", "chat-policy")
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("clients.mjs printed %q: %v", out, err)
+	}
+	steps := got.Approvals.Steps
+	if len(steps) != 5 {
+		t.Fatalf("%d steps, want 5: %s", len(steps), out)
+	}
+	for i, want := range []int{0, 1, 0, 1, 0} {
+		if len(steps[i].Interrupts) != want {
+			t.Fatalf("step %d (%s%s): interrupts %+v, want %d", i, steps[i].Said, steps[i].Resumed, steps[i].Interrupts, want)
+		}
+	}
+	push := steps[1].Interrupts[0]
+	if push.Reason != protocol.ReasonApproval || push.ToolCallID == "" || push.Metadata["tool"] != "Bash" ||
+		push.Metadata["target"] != "git push origin main" || push.Metadata["rule"] == "" || push.Message == "" {
+		t.Errorf("the push's interrupt: %+v", push)
+	}
+	var all []string
+	for _, m := range got.Approvals.Messages {
+		all = append(all, string(m))
+	}
+	msgs := strings.Join(all, "\n")
+	for _, s := range []string{"ran: git status", "ran: git push origin main", "denied: the person asked cancelled the request"} {
+		if !strings.Contains(msgs, s) {
+			t.Errorf("the conversation has no %q:\n%s", s, msgs)
+		}
+	}
+	if again := got.Approvals.Again; len(again) != 1 || again[0].Type != "RUN_ERROR" || again[0].Code != protocol.ApprovalConflict {
+		t.Errorf("answering %s again: %+v, want one RUN_ERROR 409", push.ID, again)
+	}
+
+	// The records: the policy's allow, and the person's two answers.
+	rec, err := c.Session(ctxT(t), "agui-policy")
+	if err != nil || rec.RunCount != 1 {
+		t.Fatalf("session: %+v %v, want one run", rec, err)
+	}
+	runID := rec.Runs[0]
+	rep, err := c.Approvals(ctxT(t), protocol.ApprovalsQuery{RunID: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decided []string
+	for _, a := range rep.Approvals {
+		decided = append(decided, a.Target+" "+a.State+" by "+a.DecidedBy)
+	}
+	want := []string{"git status allowed by policy", "git push origin main allowed by alice", "git push --force origin main denied by alice"}
+	if strings.Join(decided, "; ") != strings.Join(want, "; ") {
+		t.Errorf("approvals: %q, want %q", decided, want)
+	}
+	var checked struct{ Events int }
+	if err := json.Unmarshal(run("schemas", runID), &checked); err != nil || checked.Events < 20 {
+		t.Fatalf("@ag-ui/core checked %d events (%v)", checked.Events, err)
+	}
+}
