@@ -39,6 +39,9 @@ func TestAGUIApprovals(t *testing.T) {
 		Policy:     &policy.Policy{Default: policy.Deny, Allow: []string{"Bash(git status*)"}, Ask: []string{"Bash(git push*)"}},
 		AskTimeout: 2 * time.Minute,
 	}
+	hold := cfg.Profiles["chat-policy"]
+	hold.AskTimeout = time.Second
+	cfg.Profiles["chat-hold"] = hold
 	c := e.startWorker(t, cfg)
 	con, err := console.New(t.Context(), e.js, names, console.WithToken(token))
 	if err != nil {
@@ -126,8 +129,47 @@ func TestAGUIApprovals(t *testing.T) {
 	if strings.Join(decided, "; ") != strings.Join(want, "; ") {
 		t.Errorf("approvals: %q, want %q", decided, want)
 	}
+	testAGUIHold(t, run)
+	hrec, err := c.Session(ctxT(t), "agui-hold")
+	if err != nil || len(hrec.Runs) != 1 {
+		t.Fatalf("session agui-hold: %+v %v", hrec, err)
+	}
+	held, err := c.Approvals(ctxT(t), protocol.ApprovalsQuery{RunID: hrec.Runs[0]})
+	if err != nil || len(held.Approvals) == 0 || held.Approvals[0].HeldAt == nil || held.Approvals[0].State != protocol.ApprovalAllowed ||
+		held.Approvals[0].DecidedBy != "alice" {
+		t.Errorf("agui-hold's approvals: %+v %v, want the first held, then allowed by alice", held.Approvals, err)
+	}
 	var checked struct{ Events int }
-	if err := json.Unmarshal(run("schemas", runID), &checked); err != nil || checked.Events < 20 {
+	if err := json.Unmarshal(run("schemas", runID, hrec.Runs[0]), &checked); err != nil || checked.Events < 30 {
 		t.Fatalf("@ag-ui/core checked %d events (%v)", checked.Events, err)
+	}
+}
+
+// agui-hold: the ask is held after askTimeout (1 s) while the client
+// waits; its resume, an allow, is answered with the follow-up turn, in
+// which the agent retries and runs the command.
+func testAGUIHold(t *testing.T, run func(...string) []byte) {
+	var got struct {
+		Hold struct {
+			Steps []struct {
+				Interrupts []struct{ ID string }
+				Events     []string
+			}
+			Messages []json.RawMessage
+		}
+	}
+	out := run("hold", "agui-hold", "chat-hold", "4000")
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("clients.mjs printed %q: %v", out, err)
+	}
+	steps := got.Hold.Steps
+	if len(steps) != 2 || len(steps[0].Interrupts) != 1 || len(steps[1].Interrupts) != 0 {
+		t.Fatalf("hold: %s", out)
+	}
+	if ev := strings.Join(steps[1].Events, " "); !strings.HasPrefix(ev, "RUN_STARTED CUSTOM baton.approval_followup") || !strings.HasSuffix(ev, "RUN_FINISHED") {
+		t.Errorf("the resume's response: %s, want the follow-up's turn", ev)
+	}
+	if !strings.Contains(string(got.Hold.Messages[len(got.Hold.Messages)-1]), "ran: git push origin dev") {
+		t.Errorf("the agent did not run the command after the follow-up: %s", got.Hold.Messages)
 	}
 }

@@ -86,6 +86,24 @@ async function approvals(threadId, profile) {
   return { steps, messages: agent.messages, again }
 }
 
+// hold: an ask nobody answers within the profile's askTimeout is held
+// (the agent is told it awaits approval); resumed later with an allow,
+// the agent gets a follow-up turn, retries, and runs it, in the run the
+// resume's response carries.
+async function hold(threadId, profile, waitMs) {
+  const agent = new HttpAgent({ url: endpoint, headers, threadId })
+  const steps = []
+  agent.addMessage({ id: `${threadId}-u0`, role: 'user', content: 'approve: git push origin dev' })
+  await agent.runAgent({ runId: `${threadId}-r0`, forwardedProps: { profile, input: 'stream-json' } })
+  steps.push({ interrupts: structuredClone(agent.pendingInterrupts) })
+  await new Promise((r) => setTimeout(r, Number(waitMs)))
+  const resume = [{ interruptId: agent.pendingInterrupts[0]?.id, status: 'resolved', payload: { approved: true } }]
+  const events = []
+  await agent.runAgent({ runId: `${threadId}-r1`, resume, forwardedProps: { by: 'alice' } }, { onEvent: ({ event }) => { events.push(event.type === 'CUSTOM' ? `CUSTOM ${event.name}` : event.type) } })
+  steps.push({ interrupts: structuredClone(agent.pendingInterrupts), events })
+  return { steps, messages: agent.messages }
+}
+
 // Every event of each run of the threads, read from the run's stream.
 async function checkSchemas(runs) {
   let n = 0
@@ -113,6 +131,8 @@ if (mode === 'schemas') {
   out.events = await checkSchemas(rest)
 } else if (mode === 'approvals') {
   out.approvals = await approvals(rest[0], rest[1])
+} else if (mode === 'hold') {
+  out.hold = await hold(rest[0], rest[1], rest[2])
 } else {
   out.tanstackChat = await tanstack('tan-chat', 'chat', 'stream-json', ['hello', 'again'])
   out.tanstackTools = await tanstack('tan-tools', 'story', 'text', ['tell it', 'once more'])
