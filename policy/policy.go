@@ -252,10 +252,20 @@ func (p Policy) Narrow(job Policy) Policy {
 	for _, s := range slices.Concat(p.Deny, job.Deny) {
 		add(&out.Deny, s)
 	}
+	// A rule a deny rule covers decides nothing: it is left out.
+	denied := func(s string) bool {
+		x, err := parseRule(s)
+		return err == nil && slices.ContainsFunc(out.Deny, func(d string) bool {
+			rl, err := parseRule(d)
+			return err == nil && rl.covers(x)
+		})
+	}
 	for _, s := range slices.Concat(p.Ask, job.Ask) {
-		if atMost(p, dp, s, Ask) && atMost(job, dj, s, Ask) {
+		switch {
+		case denied(s):
+		case atMost(p, dp, s, Ask) && atMost(job, dj, s, Ask):
 			add(&out.Ask, s)
-		} else {
+		default:
 			// Dropped, an allow rule of the result could take its
 			// requests: one of the two says deny to them.
 			add(&out.Deny, s)
@@ -263,6 +273,7 @@ func (p Policy) Narrow(job Policy) Policy {
 	}
 	for _, s := range slices.Concat(p.Allow, job.Allow) {
 		switch {
+		case denied(s):
 		case atMost(p, dp, s, Allow) && atMost(job, dj, s, Allow):
 			add(&out.Allow, s)
 		case def == Deny && atMost(p, dp, s, Ask) && atMost(job, dj, s, Ask):
