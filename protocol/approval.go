@@ -152,12 +152,22 @@ const (
 	InputKindFollowUp = "followup"
 )
 
-// Headers of decision and follow-up inputs, stored and on the chain.
+// Headers of decision and follow-up inputs, stored and on the chain; the
+// chain's message of the prompt line itself carries HeaderApproval,
+// HeaderVerdict and HeaderRule too, so a viewer knows at the prompt
+// whether a person is asked.
 const (
 	HeaderApproval  = "Baton-Approval"
 	HeaderDecidedBy = "Baton-Decided-By"
 	HeaderRule      = "Baton-Rule"
+	// HeaderVerdict is the policy's verdict (allow, ask, deny) on a
+	// prompt line's chain message.
+	HeaderVerdict = "Baton-Verdict"
 )
+
+// DecisionHeaders are the headers a stored input of baton's own carries
+// to the chain.
+var DecisionHeaders = []string{HeaderInputKind, HeaderApproval, HeaderDecidedBy, HeaderRule}
 
 // ReasonApproval is the reason of a "waiting" status while a person's
 // answer to a permission prompt is awaited.
