@@ -673,32 +673,20 @@ func (w *Worker) handleReadApprovals(ctx context.Context, req micro.Request) {
 	_ = req.Respond(b)
 }
 
-// listApprovals reads the approval records whose keys match filter.
+// listApprovals reads the approval records whose keys match filter; a
+// record that cannot be decoded is left out (and logged).
 func (w *Worker) listApprovals(ctx context.Context, filter string) ([]protocol.Approval, error) {
-	kw, err := w.approvals.KV().Watch(ctx, filter, jetstream.IgnoreDeletes())
-	if err != nil {
+	all, err := w.approvals.ListMatching(ctx, filter)
+	if errors.Is(err, kv.ErrDecode) {
+		w.log.Warn().Err(err).Msg("approval records that cannot be decoded")
+	} else if err != nil {
 		return nil, err
 	}
-	defer kw.Stop()
-	var out []protocol.Approval
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-kw.Updates():
-			if !ok {
-				return nil, errors.New("the watch ended")
-			}
-			if e == nil {
-				return out, nil
-			}
-			ap, err := kv.Decode[protocol.Approval](e.Key(), e.Revision(), e.Value())
-			if err != nil {
-				continue
-			}
-			out = append(out, ap)
-		}
+	out := make([]protocol.Approval, 0, len(all))
+	for _, e := range all {
+		out = append(out, e.Value)
 	}
+	return out, nil
 }
 
 // wait pauses for d, or until ctx ends: false then.
