@@ -53,6 +53,32 @@ func approve(t *testing.T, nc *nats.Conn, names protocol.Names, runID, id string
 	return ap, ""
 }
 
+// listApprovals asks a worker for approval records.
+func listApprovals(t *testing.T, nc *nats.Conn, names protocol.Names, q protocol.ApprovalsQuery) []protocol.Approval {
+	t.Helper()
+	b, _ := json.Marshal(q)
+	m, err := nc.Request(names.ReadApprovalsSubject(), b, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+		t.Fatalf("list approvals %+v: %s %s", q, code, m.Header.Get("Nats-Service-Error"))
+	}
+	var rep protocol.ApprovalsReply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep.Approvals
+}
+
+func approvalIDs(aps []protocol.Approval) []string {
+	var ids []string
+	for _, ap := range aps {
+		ids = append(ids, ap.ID+":"+ap.State)
+	}
+	return ids
+}
+
 // chat drives one conversation run of the guarded profile.
 type chat struct {
 	t      *testing.T
@@ -134,6 +160,7 @@ func decisions(msgs []jetstream.Msg) map[string]map[string]int {
 // waiting, reason approval), and a second answer is refused; each prompt's
 // chain message says its verdict and rule.
 func TestPolicyDecidesAndAsks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withGuardedProfile(time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -211,12 +238,21 @@ func TestPolicyDecidesAndAsks(t *testing.T) {
 	if ap := h.approval(c.id, id); ap.AnswerSeq == 0 || ap.Rule != "ask: Bash(git push*)" || ap.DecidedAt == nil {
 		t.Fatalf("record %+v: want the answer's input sequence, the rule and when", ap)
 	}
+	// The audit: every prompt of the run, oldest first; none pending.
+	all := listApprovals(t, h.nc, h.names, protocol.ApprovalsQuery{RunID: c.id})
+	if got, want := approvalIDs(all), []string{"req-1:allowed", "req-2:denied", "3:allowed", "req-4:denied", id + ":allowed"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the run's approvals %v, want %v", got, want)
+	}
+	if got := listApprovals(t, h.nc, h.names, protocol.ApprovalsQuery{RunID: c.id, Pending: true}); len(got) != 0 {
+		t.Fatalf("pending approvals of an ended run: %v", approvalIDs(got))
+	}
 }
 
 // Past askTimeout with no answer the agent is told its request awaits
 // approval; a person's allow, later, is a follow-up turn, and the agent's
 // retry of the same command is allowed by it, not asked again.
 func TestAskOutlivesTheAgentsPatience(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withGuardedProfile(time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -256,6 +292,7 @@ func TestAskOutlivesTheAgentsPatience(t *testing.T) {
 // An ask pending while its worker hands the run off (SIGTERM) is answered
 // through the successor, once.
 func TestAskSurvivesHandOff(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, withGuardedProfile(time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -263,6 +300,9 @@ func TestAskSurvivesHandOff(t *testing.T) {
 	c.say("approve: git push")
 	id := c.wait("can_use_tool")["request_id"].(string)
 	h.waitStatus(c.id, protocol.StatusWaiting)
+	if got := approvalIDs(listApprovals(t, h.nc, h.names, protocol.ApprovalsQuery{Pending: true})); fmt.Sprint(got) != fmt.Sprint([]string{id + ":pending"}) {
+		t.Fatalf("pending approvals across runs: %v, want %s", got, id)
+	}
 	h.addWorker("w2")
 	h.stopWorker("w1")
 	if ap, code := approve(t, h.nc, h.names, c.id, id, true, "ana"); code != "" || ap.State != protocol.ApprovalAllowed {
