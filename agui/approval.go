@@ -3,6 +3,7 @@ package agui
 import (
 	"encoding/json"
 
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -37,8 +38,10 @@ const (
 
 // prompt emits a permission prompt's CUSTOM baton.approval, with the
 // verdict of the run's policy when its message has one, and keeps an ask
-// open: tool and target name what it asks for, as the policy reads it.
-func (p *Projector) prompt(a approval, tool, target string) {
+// open, naming the tool and target the prompt asks for as the policy
+// reads them (package policy: a Codex file change's paths, which only
+// the item's earlier line tells, are left out).
+func (p *Projector) prompt(a approval, line []byte) {
 	a.ApprovalID = p.header(protocol.HeaderApproval)
 	a.Verdict = p.header(protocol.HeaderVerdict)
 	if a.Verdict != "" {
@@ -49,7 +52,9 @@ func (p *Projector) prompt(a approval, tool, target string) {
 		return
 	}
 	p.resolve(a.ApprovalID)
-	p.st.Asks = append(p.st.Asks, ask{ID: a.ApprovalID, Tool: tool, Target: target, Rule: a.Rule, Call: a.ToolCallID})
+	var reader policy.Reader
+	req, _ := reader.Request(line)
+	p.st.Asks = append(p.st.Asks, ask{ID: a.ApprovalID, Tool: req.Tool, Target: req.Target, Rule: a.Rule, Call: a.ToolCallID})
 	if len(p.st.Asks) > maxPending {
 		p.st.Asks = p.st.Asks[1:]
 	}

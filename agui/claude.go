@@ -104,33 +104,12 @@ func (p *Projector) claude(line []byte) {
 			p.tool(r.ToolUseID, r.ToolName, orEmptyObject(r.Input))
 		}
 		p.prompt(approval{Dialect: DialectClaude, RequestID: mustJSON(l.RequestID),
-			ToolCallID: p.toolID(l.Request.ToolUseID), ToolName: l.Request.ToolName, Input: l.Request.Input, Request: compact(line)},
-			l.Request.ToolName, claudeTarget(l.Request.Input))
+			ToolCallID: p.toolID(l.Request.ToolUseID), ToolName: l.Request.ToolName, Input: l.Request.Input, Request: compact(line)}, line)
 	case l.Type == "control_cancel_request":
 		p.custom("baton.approval_cancelled", map[string]json.RawMessage{"requestId": mustJSON(l.RequestID)})
 	default:
 		p.raw(line, string(DialectClaude))
 	}
-}
-
-// claudeTarget is what a can_use_tool prompt's tool acts on: its
-// input's command, file or notebook path, path or pattern, or url.
-func claudeTarget(input json.RawMessage) string {
-	var in struct {
-		Command      string `json:"command"`
-		FilePath     string `json:"file_path"`
-		NotebookPath string `json:"notebook_path"`
-		Path         string `json:"path"`
-		Pattern      string `json:"pattern"`
-		URL          string `json:"url"`
-	}
-	_ = json.Unmarshal(input, &in)
-	for _, s := range []string{in.Command, in.FilePath, in.NotebookPath, in.Path, in.Pattern, in.URL} {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // claudeStream projects a partial message's stream event: blocks start,

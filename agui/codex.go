@@ -208,10 +208,7 @@ type codexAppLine struct {
 		Item   *codexAppItem `json:"item"`
 		ItemID string        `json:"itemId"`
 		Delta  string        `json:"delta"`
-		// requestApproval
-		Command        json.RawMessage `json:"command"`
-		CommandActions json.RawMessage `json:"commandActions"`
-		Turn           *struct {
+		Turn   *struct {
 			Status string `json:"status"`
 			Error  *struct {
 				Message string `json:"message"`
@@ -280,9 +277,8 @@ func (p *Projector) codexApp(line []byte) {
 	case m == "item/commandExecution/outputDelta" || m == "item/fileChange/outputDelta" || m == "item/reasoning/summaryPartAdded":
 		// Told whole when the item completes.
 	case strings.HasSuffix(m, "requestApproval") && l.ID != nil:
-		tool, target := codexAsked(m, l.Params.Command, l.Params.CommandActions)
 		p.prompt(approval{Dialect: DialectCodexAppServer, RequestID: compact(l.ID),
-			ToolCallID: p.toolID(l.Params.ItemID), ToolName: approvalTool(m), Request: compact(line)}, tool, target)
+			ToolCallID: p.toolID(l.Params.ItemID), ToolName: approvalTool(m), Request: compact(line)}, line)
 	case m == "thread/tokenUsage/updated" && l.Params.TokenUsage != nil:
 		u := l.Params.TokenUsage.Last
 		if p.st.Turn == nil {
@@ -316,32 +312,6 @@ func approvalTool(method string) string {
 		return "file_change"
 	}
 	return ""
-}
-
-// codexAsked names what a requestApproval asks for as a policy reads
-// it: "Bash" and the command (its first action's, else the command
-// line) for a command, "Edit" for a file change.
-func codexAsked(method string, command, commandActions json.RawMessage) (tool, target string) {
-	switch {
-	case strings.HasPrefix(method, "item/commandExecution/"):
-		var actions []struct {
-			Command string `json:"command"`
-		}
-		_ = json.Unmarshal(commandActions, &actions)
-		if len(actions) > 0 && actions[0].Command != "" {
-			return "Bash", actions[0].Command
-		}
-		var s string
-		if json.Unmarshal(command, &s) != nil {
-			var argv []string
-			_ = json.Unmarshal(command, &argv)
-			s = strings.Join(argv, " ")
-		}
-		return "Bash", s
-	case strings.HasPrefix(method, "item/fileChange/"):
-		return "Edit", ""
-	}
-	return "", ""
 }
 
 // item translates an app-server item, as codexExecItem.item does.

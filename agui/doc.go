@@ -1,8 +1,8 @@
 // Package agui projects a run's chain onto AG-UI events (the protocol of
 // @ag-ui/core 1.0), so that any AG-UI client reads any agent baton runs:
 // Claude Code, Codex, baton's fake agent, or anything printing NDJSON.
-// It imports only protocol, so the console, the client and the CLI can
-// all use it.
+// It imports only protocol and policy (a leaf: how a permission prompt
+// reads), so the console, the client and the CLI can all use it.
 //
 // # A projection is a function of the chain
 //

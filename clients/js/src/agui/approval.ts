@@ -4,7 +4,7 @@
 // until a decision input (not the timeout's hold) or a follow-up turn
 // answers it, and a turn that ends while one is open ends with the
 // interrupt outcome.
-import { compact, obj, omitInt, omitRaw, omitStr, quote, rawOut, slice, struct, unmarshal, valid } from "./json.js";
+import { compact, obj, omitInt, omitRaw, omitStr, parse, quote, rawOut, slice, struct, unmarshal, valid } from "./json.js";
 import { type Projector, header } from "./projector.js";
 
 export const HeaderApproval = "Baton-Approval";
@@ -34,7 +34,7 @@ function hdr(p: Projector, key: string): string {
 /** prompt emits a permission prompt's CUSTOM baton.approval, with the
  * verdict of the run's policy when its message has one, and keeps an ask
  * open. */
-export function prompt(p: Projector, a: ApprovalFields, tool: string, target: string): void {
+export function prompt(p: Projector, a: ApprovalFields, line: string): void {
   const approvalId = hdr(p, HeaderApproval);
   const verdict = hdr(p, HeaderVerdict);
   const rule = verdict !== "" ? hdr(p, HeaderRule) : "";
@@ -54,6 +54,7 @@ export function prompt(p: Projector, a: ApprovalFields, tool: string, target: st
   );
   if (verdict !== "ask" || approvalId === "") return;
   resolve(p, approvalId);
+  const [tool, target] = promptAsks(line);
   p.st.asks.push({ id: approvalId, tool, target, rule, call: a.toolCallId });
   if (p.st.asks.length > maxPending) p.st.asks.shift();
   const raw = p.st.askWait;
@@ -135,28 +136,126 @@ export function followUp(p: Projector, line: string, seq: bigint): void {
   resolve(p, d.approvalId);
 }
 
+// What a prompt asks for, as the Go package policy's Reader.Request reads
+// it (a Codex file change's paths, told by an earlier line, left out).
 const claudeInput = struct({ command: "s", file_path: "s", notebook_path: "s", path: "s", pattern: "s", url: "s" });
+const promptLine = struct({
+  type: "s",
+  request_id: "r",
+  request: struct({ subtype: "s", tool_name: "s", input: "r" }),
+  method: "s",
+  id: "r",
+  params: "r",
+});
+const codexParams = struct({ command: "s", commandActions: slice(struct({ command: "s" })) });
 
-/** claudeTarget is what a can_use_tool prompt's tool acts on. */
-export function claudeTarget(input: string | null): string {
-  if (input === null) return "";
-  const { v } = unmarshal(input, claudeInput);
-  for (const s of [v.command, v.file_path, v.notebook_path, v.path, v.pattern, v.url]) if (s !== "") return s;
+/** promptAsks is the tool and target a permission prompt asks for (Go:
+ * policy.Reader.Request's Tool and Target), ["", ""] for no prompt. */
+export function promptAsks(line: string): [string, string] {
+  if (!line.includes("can_use_tool") && !line.includes("/requestApproval")) return ["", ""];
+  const { v: m, ok } = unmarshal(line, promptLine);
+  if (!ok) return ["", ""];
+  if (m.type === "control_request" && m.request.subtype === "can_use_tool" && validID(m.request_id)) {
+    return [m.request.tool_name, claudeTarget(m.request.tool_name, m.request.input)];
+  }
+  const command = m.method === "item/commandExecution/requestApproval";
+  if ((command || m.method === "item/fileChange/requestApproval") && validID(m.id)) {
+    if (!command) return ["Edit", ""];
+    const p = m.params === null ? { command: "", commandActions: null } : unmarshal(m.params, codexParams).v;
+    const cmds: string[] = [];
+    const add = (c: string) => {
+      if (c !== "" && !cmds.includes(c)) cmds.push(c);
+    };
+    add(unwrapShell(p.command));
+    for (const a of p.commandActions ?? []) add(a.command);
+    return ["Bash", cmds.join("\n")];
+  }
+  return ["", ""];
+}
+
+function validID(id: string | null): boolean {
+  if (id === null) return false;
+  const d = parse(id);
+  if (!d) return false;
+  const c = compact(id);
+  return c.startsWith('"') || /^-?[0-9]/.test(c);
+}
+
+function claudeTarget(tool: string, input: string | null): string {
+  const v = input === null ? unmarshal("{}", claudeInput).v : unmarshal(input, claudeInput).v;
+  switch (tool) {
+    case "Bash":
+      return v.command;
+    case "Read":
+    case "Write":
+    case "Edit":
+    case "MultiEdit":
+      return v.file_path;
+    case "NotebookEdit":
+      return v.notebook_path;
+    case "Glob":
+    case "Grep":
+      return v.path !== "" ? v.path : v.pattern;
+    case "WebFetch":
+      return v.url;
+  }
   return "";
 }
 
-/** codexAsked names what a requestApproval asks for as a policy reads it. */
-export function codexAsked(method: string, command: string | null, commandActions: string | null): [string, string] {
-  if (method.startsWith("item/commandExecution/")) {
-    const actions = commandActions === null ? [] : (unmarshal(commandActions, slice(struct({ command: "s" }))).v ?? []);
-    if (actions.length > 0 && actions[0].command !== "") return ["Bash", actions[0].command];
-    const s = command === null ? { v: "", ok: false } : unmarshal<string>(command, "s");
-    if (s.ok) return ["Bash", s.v];
-    const argv = command === null ? [] : (unmarshal<string[]>(command, slice("s")).v ?? []);
-    return ["Bash", argv.join(" ")];
+/** unwrapShell is the script of a Codex command run through a shell,
+ * `/bin/bash -lc '<script>'`, or the command as it is. */
+function unwrapShell(cmd: string): string {
+  const sp = cmd.indexOf(" ");
+  if (sp < 0) return cmd;
+  const prog = cmd.slice(0, sp);
+  const rest = cmd.slice(sp + 1);
+  const base = prog.slice(prog.lastIndexOf("/") + 1);
+  if (base !== "bash" && base !== "sh" && base !== "zsh") return cmd;
+  const sp2 = rest.indexOf(" ");
+  if (sp2 < 0) return cmd;
+  const flag = rest.slice(0, sp2);
+  if (flag !== "-lc" && flag !== "-c") return cmd;
+  const w = shellWord(rest.slice(sp2 + 1));
+  return w ?? cmd;
+}
+
+/** shellWord unquotes s when it is exactly one POSIX shell word. */
+function shellWord(s: string): string | undefined {
+  let b = "";
+  for (let i = 0; i < s.length; ) {
+    const c = s[i]!;
+    if (c === "'") {
+      const end = s.indexOf("'", i + 1);
+      if (end < 0) return undefined;
+      b += s.slice(i + 1, end);
+      i = end + 1;
+    } else if (c === '"') {
+      i++;
+      for (;;) {
+        if (i >= s.length) return undefined;
+        if (s[i] === '"') {
+          i++;
+          break;
+        }
+        if (s[i] === "\\" && i + 1 < s.length && '"\\$`'.includes(s[i + 1]!)) {
+          i++;
+        } else if (s[i] === "$" || s[i] === "`") {
+          return undefined;
+        }
+        b += s[i];
+        i++;
+      }
+    } else if (c === "\\") {
+      if (i + 1 >= s.length) return undefined;
+      b += s[i + 1];
+      i += 2;
+    } else {
+      if (" \t\n;&|<>()$`*?[#~=%".includes(c)) return undefined;
+      b += c;
+      i++;
+    }
   }
-  if (method.startsWith("item/fileChange/")) return ["Edit", ""];
-  return ["", ""];
+  return b;
 }
 
 /** An answer to one interrupt (@ag-ui/core's ResumeEntry). */

@@ -1,4 +1,4 @@
-import { claudeTarget, prompt } from "./approval.js";
+import { prompt } from "./approval.js";
 import { DialectClaude } from "./dialect.js";
 import { type Usage, usage } from "./event.js";
 import { byteOrder, compact, map, obj, omitRaw, omitStr, ptr, quote, rawOut, slice, struct, unmarshal, valid } from "./json.js";
@@ -72,8 +72,7 @@ export function claude(p: Projector, line: string): void {
     prompt(
       p,
       { dialect: src, requestId: quote(l.request_id), toolCallId: p.toolID(r.tool_use_id), toolName: r.tool_name, input: r.input, request: compact(line) },
-      r.tool_name,
-      claudeTarget(r.input),
+      line,
     );
   } else if (l.type === "control_cancel_request") {
     p.custom("baton.approval_cancelled", obj([["requestId", quote(l.request_id)]]));

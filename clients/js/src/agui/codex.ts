@@ -1,4 +1,4 @@
-import { codexAsked, prompt } from "./approval.js";
+import { prompt } from "./approval.js";
 import { orEmptyObject } from "./claude.js";
 import { DialectCodexAppServer, DialectCodexExec } from "./dialect.js";
 import { addUsage, usage } from "./event.js";
@@ -225,8 +225,6 @@ const codexAppLine = struct({
     item: ptr(codexAppItem),
     itemId: "s",
     delta: "s",
-    command: "r",
-    commandActions: "r",
     turn: ptr(struct({ status: "s", error: errorMessage })),
     tokenUsage: ptr(
       struct({
@@ -272,12 +270,10 @@ export function codexApp(p: Projector, line: string): void {
   ) {
     // Told whole when the item completes.
   } else if (m.endsWith("requestApproval") && l.id !== null) {
-    const [tool, target] = codexAsked(m, params.command, params.commandActions);
     prompt(
       p,
       { dialect: src, requestId: compact(l.id), toolCallId: p.toolID(params.itemId), toolName: approvalTool(m), input: null, request: compact(line) },
-      tool,
-      target,
+      line,
     );
   } else if (m === "thread/tokenUsage/updated" && params.tokenUsage !== null) {
     const u = params.tokenUsage.last;
