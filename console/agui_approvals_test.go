@@ -1,12 +1,8 @@
 package console_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,21 +45,7 @@ func TestAGUIApprovals(t *testing.T) {
 	}
 	srv := httptest.NewServer(con)
 	t.Cleanup(srv.Close)
-	run := func(args ...string) []byte {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, node, append([]string{"clients.mjs"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "BATON_URL="+srv.URL, "BATON_TOKEN="+token, "SUPPRESS_TRANSFORMATION_WARNINGS=true")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("clients.mjs %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr.Bytes())
-		}
-		return out
-	}
+	run := clientsRunner(t, dir, node, srv.URL)
 	type interrupt struct {
 		ID, Reason, Message, ToolCallID string
 		Metadata                        map[string]string

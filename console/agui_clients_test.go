@@ -71,6 +71,26 @@ func (c *cutWriter) Write(b []byte) (int, error) {
 
 func (c *cutWriter) Flush() { c.ResponseWriter.(http.Flusher).Flush() }
 
+// clientsRunner runs testdata/agui-clients/clients.mjs (installed in dir)
+// with args against the console at url, and returns what it printed.
+func clientsRunner(t *testing.T, dir, node, url string) func(args ...string) []byte {
+	return func(args ...string) []byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, node, append([]string{"clients.mjs"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "BATON_URL="+url, "BATON_TOKEN="+token, "SUPPRESS_TRANSFORMATION_WARNINGS=true")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("clients.mjs %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr.Bytes())
+		}
+		return out
+	}
+}
+
 // TestAGUIClients runs the official clients against the console
 // (testdata/agui-clients/clients.mjs): @tanstack/ai-client's ChatClient
 // and @ag-ui/client's HttpAgent each hold a two-turn conversation on a
@@ -98,21 +118,7 @@ func TestAGUIClients(t *testing.T) {
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
 
-	run := func(args ...string) []byte {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, node, append([]string{"clients.mjs"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "BATON_URL="+srv.URL, "BATON_TOKEN="+token, "SUPPRESS_TRANSFORMATION_WARNINGS=true")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("clients.mjs %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr.Bytes())
-		}
-		return out
-	}
+	run := clientsRunner(t, dir, node, srv.URL)
 	var got struct {
 		TanstackChat, TanstackTools []json.RawMessage
 		AguiChat, AguiTools         struct {
