@@ -444,7 +444,7 @@ func (a *approver) publishPrompt(ctx context.Context, l follow.Line) error {
 	}
 	id := req.ApprovalID()
 	key := protocol.ApprovalKey(a.r.id, id)
-	ap, err := a.record(ctx, key, a.decide(req, l))
+	ap, err := a.record(ctx, key, a.decide(ctx, req, l))
 	if err != nil {
 		return err
 	}
@@ -494,14 +494,14 @@ func (a *approver) record(ctx context.Context, key string, ap protocol.Approval)
 }
 
 // decide makes the approval record of the prompt req on line l.
-func (a *approver) decide(req policy.Request, l follow.Line) protocol.Approval {
+func (a *approver) decide(ctx context.Context, req policy.Request, l follow.Line) protocol.Approval {
 	now := time.Now().UTC()
 	d := a.r.rec.Policy.Decide(req)
 	ap := protocol.Approval{RunID: a.r.id, ID: req.ApprovalID(), Agent: req.Agent, Tool: req.Tool, Target: req.Target,
 		Input: req.Input, Verdict: string(d.Verdict), Rule: d.Rule, State: protocol.ApprovalPending, AskedAt: now,
 		Offset: l.Start, End: l.End}
 	if d.Verdict == policy.Ask {
-		if g, ok := a.grant(req); ok {
+		if g, ok := a.grant(ctx, req); ok {
 			d = policy.Decision{Verdict: policy.Allow, Rule: grantRule + g.ID}
 			ap.Verdict, ap.Rule = string(policy.Allow), d.Rule
 			ap.State, ap.DecidedBy, ap.DecidedAt = protocol.ApprovalAllowed, g.DecidedBy, &now
@@ -519,18 +519,55 @@ func (a *approver) decide(req policy.Request, l follow.Line) protocol.Approval {
 }
 
 // grant finds a person's allow, after a hold, of the same tool and
-// target as req in this run: req is the agent's retry.
-func (a *approver) grant(req policy.Request) (protocol.Approval, bool) {
+// target as req in this run, or in its session's earlier runs (the
+// follow-up of a paused run's hold starts the next one): req is the
+// agent's retry.
+func (a *approver) grant(ctx context.Context, req policy.Request) (protocol.Approval, bool) {
+	match := func(ap protocol.Approval) bool {
+		return ap.State == protocol.ApprovalAllowed && ap.HeldAt != nil && ap.DecidedBy != protocol.DecidedByPolicy &&
+			ap.Agent == req.Agent && ap.Tool == req.Tool && ap.Target == req.Target
+	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	for _, ap := range a.all {
-		if ap.State == protocol.ApprovalAllowed && ap.HeldAt != nil && ap.DecidedBy != protocol.DecidedByPolicy &&
-			ap.Agent == req.Agent && ap.Tool == req.Tool && ap.Target == req.Target {
+		if match(ap) {
+			a.mu.Unlock()
 			return ap, true
+		}
+	}
+	a.mu.Unlock()
+	if a.r.rec.Session == "" {
+		return protocol.Approval{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, approvalTimeout)
+	defer cancel()
+	sess, _, err := a.w.sessions.Get(ctx, a.r.rec.Session)
+	if err != nil {
+		a.r.log.Warn().Err(err).Msg("read the session's runs for an approval given in an earlier one")
+		return protocol.Approval{}, false
+	}
+	// The latest runs: a follow-up starts the run right after its hold's.
+	runs := sess.Runs[max(len(sess.Runs)-sessionGrantRuns, 0):]
+	for i := len(runs) - 1; i >= 0; i-- {
+		if runs[i] == a.r.id {
+			continue
+		}
+		aps, err := a.w.listApprovals(ctx, protocol.ApprovalKeys(runs[i]))
+		if err != nil {
+			a.r.log.Warn().Err(err).Str("session_run", runs[i]).Msg("read an earlier run's approvals")
+			continue
+		}
+		for _, ap := range aps {
+			if match(ap) {
+				return ap, true
+			}
 		}
 	}
 	return protocol.Approval{}, false
 }
+
+// sessionGrantRuns bounds the earlier runs of a session whose approvals
+// answer a retry.
+const sessionGrantRuns = 8
 
 // approvalIDs are what ApprovalID makes: a request id, or a digest.
 var approvalIDs = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -572,7 +609,7 @@ func (w *Worker) handleApprove(ctx context.Context, req micro.Request) {
 	case err != nil:
 		_ = req.Error(protocol.ApprovalFailed, "cannot read the run's record: "+err.Error(), nil)
 		return
-	case rec.State.Terminal():
+	case rec.State.Terminal() && !pausedInSession(rec):
 		_ = req.Error(protocol.ApprovalGone, fmt.Sprintf("run %s is %s: nothing waits on the answer", runID, rec.State), nil)
 		return
 	}
@@ -609,8 +646,34 @@ func (w *Worker) handleApprove(ctx context.Context, req micro.Request) {
 		_ = req.Error(protocol.ApprovalFailed, "cannot write the approval: "+err.Error(), nil)
 		return
 	}
+	if pausedInSession(rec) {
+		if err := w.followUpSession(ctx, rec, ap); err != nil {
+			_ = req.Error(protocol.ApprovalFailed, "the approval is recorded, but its follow-up turn could not be sent to the session: "+err.Error(), nil)
+			return
+		}
+	}
 	b, _ := json.Marshal(ap)
 	_ = req.Respond(b)
+}
+
+// pausedInSession reports whether rec's run is a session's, paused: an
+// approval it held is answered by the session's next run.
+func pausedInSession(rec kv.RunRecord) bool {
+	return rec.Session != "" && protocol.StatusType(rec.State) == protocol.StatusPaused
+}
+
+// followUpSession sends the follow-up turn of ap, a held request of a
+// paused session's run that a person allowed, to the session: its next
+// run starts with it, and the agent's retry there is allowed by ap (grant).
+// A Codex follow-up names its thread, which only the run knew: it is not
+// sent.
+func (w *Worker) followUpSession(ctx context.Context, rec kv.RunRecord, ap protocol.Approval) error {
+	if ap.State != protocol.ApprovalAllowed || ap.HeldAt == nil || ap.Agent != policy.Claude {
+		return nil
+	}
+	line := append(policy.Request{Agent: ap.Agent}.FollowUp(followUpText(ap)), '\n')
+	_, err := w.sendToSession(ctx, ctx, rec.Session, line, false, "followup-"+ap.RunID+"-"+ap.ID)
+	return err
 }
 
 // maxApprovalsListed bounds one read of approvals.

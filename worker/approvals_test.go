@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
@@ -316,5 +317,51 @@ func TestAskSurvivesHandOff(t *testing.T) {
 	h.assertChainMatchesJournal(c.id, msgs)
 	if got, want := decisions(msgs), map[string]map[string]int{id: {"decision by ana": 1}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("baton's inputs by approval: %v, want %v", got, want)
+	}
+}
+
+// A session's run that pauses while a request is held waits at no cost:
+// a person's allow, later, starts the session's next run with the
+// follow-up turn, and the agent's retry there is allowed by it.
+func TestHeldAskPausesTheSession(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		p := guardedPolicy
+		c.Profiles["guarded-session"] = config.Profile{Command: []string{"{baton}", "fake-agent", "--chat"}, Timeout: 2 * time.Minute,
+			Stdin: config.StdinStream, TurnEnd: &config.TurnEnd{Field: "type", Equals: "result"},
+			Policy: &p, AskTimeout: time.Second, Session: &config.Session{PauseAfter: time.Second}}
+	}))
+	first := newRunID(t)
+	h.submitSession(map[string]any{"runId": first, "profile": "guarded-session", "session": "sa",
+		"input": string(client.StreamJSONUserMessage("approve: git push --tags")) + "\n"})
+	if st := h.terminal(first); st.Status != protocol.StatusPaused {
+		t.Fatalf("the run holding a request ended %+v, want paused", st)
+	}
+	if ap := h.approval(first, "req-1"); ap.State != protocol.ApprovalPending || ap.HeldAt == nil {
+		t.Fatalf("approval of the paused run %+v, want pending and held", ap)
+	}
+	if ap, code := approve(t, h.nc, h.names, first, "req-1", true, "ana"); code != "" || ap.State != protocol.ApprovalAllowed {
+		t.Fatalf("approve the paused run's request: %+v %q", ap, code)
+	}
+	var next string
+	testenv.WaitFor(t, 30*time.Second, "the session's next run", func() bool {
+		runs := h.session("sa").Runs
+		next = runs[len(runs)-1]
+		return next != first
+	})
+	if st := h.terminal(next); st.Status != protocol.StatusPaused {
+		t.Fatalf("the follow-up's run ended %+v, want paused after its turn", st)
+	}
+	if in := h.record(next).Input; !strings.Contains(in, "was approved by ana. Please retry it now.") {
+		t.Fatalf("the session's next run started with %q, want the follow-up", in)
+	}
+	if out := h.journalText(next); !strings.Contains(out, "ran: git push --tags") {
+		t.Fatalf("the follow-up's run's journal:\n%s", out)
+	}
+	if ap := h.approval(next, "req-1"); ap.Rule != "approved: req-1" || ap.DecidedBy != "ana" {
+		t.Fatalf("the retry's approval %+v, want allowed by ana's approval in the earlier run", ap)
+	}
+	if _, code := approve(t, h.nc, h.names, first, "req-1", true, "bo"); !strings.HasPrefix(code, protocol.ApprovalConflict) {
+		t.Fatalf("a second answer: %q, want 409", code)
 	}
 }
