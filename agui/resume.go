@@ -35,6 +35,18 @@ var ErrBadResume = errors.New("bad resume entry")
 // interrupt.
 const cancelledMessage = "the person asked cancelled the request"
 
+// RunID is the run the entry's metadata names ({"runId": ...}, as the
+// interrupt's metadata has it), or "".
+func (e ResumeEntry) RunID() string {
+	var meta struct {
+		RunID string `json:"runId"`
+	}
+	if len(e.Metadata) > 0 && json.Unmarshal(e.Metadata, &meta) == nil && protocol.ValidRunID(meta.RunID) {
+		return meta.RunID
+	}
+	return ""
+}
+
 // Approval is the approve request (protocol.ApproveRequest) that answers
 // an approval interrupt as e does:
 //

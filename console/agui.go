@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/batonhq/baton/agui"
 	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -438,13 +440,17 @@ func (a *aguiWriter) comment(s string) {
 }
 
 // answerAGUI answers the interrupts a turn of thread in.ThreadID ended
-// with: each of in.Resume is an approve request for its approval of the
-// thread's run (the session's live or last run, or the run the threadId
-// names), sent once; the response is the turn the agent goes on with. A
-// refused answer (answered before, 409; the run ended, 410; no such
-// approval, 404) is a RUN_ERROR whose code is the refusal's; a retry of
-// the same answer by the same person is not refused.
+// with: each of in.Resume is an approve request for its approval, sent
+// once, to the thread's run that has it (the entry's metadata.runId, else
+// the session's live or latest runs, newest first; a thread that is no
+// session is a run's own id). The response is the turn the agent goes
+// on with: in the run, from baton's answer; for a request a paused run
+// held, the session's next run, which the follow-up starts. A refused
+// answer (answered before, 409; the run ended, 410; no such approval,
+// 404) is a RUN_ERROR whose code is the refusal's; a retry of the same
+// answer by the same person is not refused.
 func (c *Console) answerAGUI(w http.ResponseWriter, r *http.Request, in runAgentInput) {
+	ctx := r.Context()
 	by := in.ForwardedProps.By
 	if by == "" {
 		by = "agui"
@@ -458,18 +464,19 @@ func (c *Console) answerAGUI(w http.ResponseWriter, r *http.Request, in runAgent
 		}
 		reqs = append(reqs, req)
 	}
-	runID, err := c.threadRun(r.Context(), in.ThreadID)
+	runs, err := c.threadRuns(ctx, in.ThreadID)
 	if err != nil {
 		c.writeReply(w, nil, err)
 		return
 	}
-	st := aguiStream{runID: runID, oneTurn: true, noUserEcho: true, idPrefix: runID + "/", approvals: map[string]bool{}}
-	for _, req := range reqs {
+	var st *aguiStream
+	for i, req := range reqs {
+		runID := c.approvalRun(ctx, runs, in.Resume[i].RunID(), req.ID)
 		opts := []client.ApproveOption{client.WithDecidedBy(req.By)}
 		if !req.Allow {
 			opts = append(opts, client.WithDeny(req.Message))
 		}
-		a, err := c.client.Approve(r.Context(), runID, req.ID, opts...)
+		a, err := c.client.Approve(ctx, runID, req.ID, opts...)
 		if errors.Is(err, client.ErrApprovalConflict) && sameAnswer(a, req) {
 			err = nil // this very answer, sent again
 		}
@@ -481,38 +488,109 @@ func (c *Console) answerAGUI(w http.ResponseWriter, r *http.Request, in runAgent
 			c.writeReply(w, nil, err)
 			return
 		}
-		if a.HeldAt != nil && !req.Allow {
+		switch next, paused := c.pausedFollowUp(ctx, runID, a); {
+		case a.HeldAt != nil && !req.Allow:
 			// The agent was told already that its request awaits
 			// approval: a denial then writes nothing to it.
-			continue
+		case paused && next == "":
+			// The follow-up went to no run this response can follow.
+		case paused:
+			st = &aguiStream{runID: next, oneTurn: true, noUserEcho: true, idPrefix: next + "/"}
+		default:
+			if st == nil || st.runID != runID || st.approvals == nil {
+				st = &aguiStream{runID: runID, oneTurn: true, noUserEcho: true, idPrefix: runID + "/", approvals: map[string]bool{}}
+			}
+			st.approvals[req.ID] = true
 		}
-		st.approvals[req.ID] = true
 	}
-	if len(st.approvals) == 0 {
+	if st == nil {
 		aguiFinished(w, in)
 		return
 	}
-	c.streamAGUI(w, r, st)
+	c.streamAGUI(w, r, *st)
 }
 
-// threadRun is the run an AG-UI thread's interrupts are of: a session's
-// live run, else its last; a thread that is no session is a run's own.
-func (c *Console) threadRun(ctx context.Context, thread string) (string, error) {
+// threadRuns are the runs of an AG-UI thread whose interrupts a resume
+// may answer, newest first: a session's live run and its latest ones; a
+// thread that is no session is a run's own id.
+func (c *Console) threadRuns(ctx context.Context, thread string) ([]string, error) {
 	s, err := c.client.Session(ctx, thread)
 	switch {
-	case err == nil && s.Live != "":
-		return s.Live, nil
-	case err == nil && len(s.Runs) > 0:
-		return s.Runs[len(s.Runs)-1], nil
 	case err == nil:
-		return "", fmt.Errorf("%w: session %s has no run", client.ErrNotFound, thread)
+		var runs []string
+		if s.Live != "" {
+			runs = append(runs, s.Live)
+		}
+		for i := len(s.Runs) - 1; i >= 0 && len(runs) < maxResumeRuns; i-- {
+			if s.Runs[i] != s.Live {
+				runs = append(runs, s.Runs[i])
+			}
+		}
+		if len(runs) == 0 {
+			return nil, fmt.Errorf("%w: session %s has no run", client.ErrNotFound, thread)
+		}
+		return runs, nil
 	case !errors.Is(err, client.ErrNotFound):
-		return "", err
+		return nil, err
 	}
 	if _, err := c.client.Run(ctx, thread); err != nil {
-		return "", err
+		return nil, err
 	}
-	return thread, nil
+	return []string{thread}, nil
+}
+
+// maxResumeRuns bounds the runs of a session a resume looks in.
+const maxResumeRuns = 8
+
+// approvalRun is the run of runs whose approval id a resume answers:
+// named, when it is one of them; else the newest where it is pending;
+// else the newest that has it; else the newest.
+func (c *Console) approvalRun(ctx context.Context, runs []string, named, id string) string {
+	if named != "" && slices.Contains(runs, named) {
+		return named
+	}
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	found := ""
+	for _, run := range runs {
+		a, err := c.client.Approval(ctx, run, id)
+		if err != nil {
+			continue
+		}
+		if a.State == protocol.ApprovalPending {
+			return run
+		}
+		if found == "" {
+			found = run
+		}
+	}
+	if found != "" {
+		return found
+	}
+	return runs[0]
+}
+
+// pausedFollowUp reports whether approval a, just allowed by a person
+// after a hold, is of a session's run that paused: the worker then sends
+// the follow-up turn to the session, and next is the run it starts (""
+// when a live run of the session took it as input, or none is sent).
+func (c *Console) pausedFollowUp(ctx context.Context, runID string, a protocol.Approval) (next string, paused bool) {
+	if a.HeldAt == nil || a.State != protocol.ApprovalAllowed {
+		return "", false
+	}
+	rec, err := c.client.Run(ctx, runID)
+	if err != nil || rec.Session == "" || protocol.StatusType(rec.State) != protocol.StatusPaused {
+		return "", false
+	}
+	if a.Agent != policy.Claude {
+		return "", true // a Codex follow-up names the paused run's thread: none is sent
+	}
+	next = protocol.SessionRunID(rec.Session, protocol.FollowUpMsgID(runID, a.ID))
+	if s, err := c.client.Session(ctx, rec.Session); err == nil && s.Live != "" && s.Live != next && s.Live != runID {
+		return "", true // the session's live run took it as input
+	}
+	return next, true
 }
 
 // sameAnswer reports whether approval a, decided before, was decided as

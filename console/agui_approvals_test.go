@@ -38,6 +38,8 @@ func TestAGUIApprovals(t *testing.T) {
 	hold := cfg.Profiles["chat-policy"]
 	hold.AskTimeout = time.Second
 	cfg.Profiles["chat-hold"] = hold
+	hold.Session = &config.Session{PauseAfter: time.Second}
+	cfg.Profiles["chat-pause"] = hold
 	c := e.startWorker(t, cfg)
 	con, err := console.New(t.Context(), e.js, names, console.WithToken(token))
 	if err != nil {
@@ -111,10 +113,15 @@ func TestAGUIApprovals(t *testing.T) {
 	if strings.Join(decided, "; ") != strings.Join(want, "; ") {
 		t.Errorf("approvals: %q, want %q", decided, want)
 	}
-	testAGUIHold(t, run)
+	testAGUIHold(t, run, "agui-hold", "chat-hold", "4000", "RUN_STARTED CUSTOM baton.approval_followup")
 	hrec, err := c.Session(ctxT(t), "agui-hold")
 	if err != nil || len(hrec.Runs) != 1 {
 		t.Fatalf("session agui-hold: %+v %v", hrec, err)
+	}
+	testAGUIHold(t, run, "agui-pause", "chat-pause", "6000", "RUN_STARTED")
+	prec, err := c.Session(ctxT(t), "agui-pause")
+	if err != nil || len(prec.Runs) != 2 {
+		t.Fatalf("session agui-pause: %+v %v, want the paused run and the follow-up's", prec, err)
 	}
 	held, err := c.Approvals(ctxT(t), protocol.ApprovalsQuery{RunID: hrec.Runs[0]})
 	if err != nil || len(held.Approvals) == 0 || held.Approvals[0].HeldAt == nil || held.Approvals[0].State != protocol.ApprovalAllowed ||
@@ -122,15 +129,17 @@ func TestAGUIApprovals(t *testing.T) {
 		t.Errorf("agui-hold's approvals: %+v %v, want the first held, then allowed by alice", held.Approvals, err)
 	}
 	var checked struct{ Events int }
-	if err := json.Unmarshal(run("schemas", runID, hrec.Runs[0]), &checked); err != nil || checked.Events < 30 {
+	if err := json.Unmarshal(run(append([]string{"schemas", runID, hrec.Runs[0]}, prec.Runs...)...), &checked); err != nil || checked.Events < 30 {
 		t.Fatalf("@ag-ui/core checked %d events (%v)", checked.Events, err)
 	}
 }
 
-// agui-hold: the ask is held after askTimeout (1 s) while the client
-// waits; its resume, an allow, is answered with the follow-up turn, in
-// which the agent retries and runs the command.
-func testAGUIHold(t *testing.T, run func(...string) []byte) {
+// testAGUIHold: the ask is held after askTimeout (1 s) while the client
+// waits wait ms; its resume, an allow, is answered with the follow-up
+// turn, in which the agent retries and runs the command: in the same run
+// (its events begin so), or, when the run paused meanwhile, in the
+// session's next run, which the follow-up starts.
+func testAGUIHold(t *testing.T, run func(...string) []byte, thread, profile, wait, begins string) {
 	var got struct {
 		Hold struct {
 			Steps []struct {
@@ -140,7 +149,7 @@ func testAGUIHold(t *testing.T, run func(...string) []byte) {
 			Messages []json.RawMessage
 		}
 	}
-	out := run("hold", "agui-hold", "chat-hold", "4000")
+	out := run("hold", thread, profile, wait)
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("clients.mjs printed %q: %v", out, err)
 	}
@@ -148,8 +157,8 @@ func testAGUIHold(t *testing.T, run func(...string) []byte) {
 	if len(steps) != 2 || len(steps[0].Interrupts) != 1 || len(steps[1].Interrupts) != 0 {
 		t.Fatalf("hold: %s", out)
 	}
-	if ev := strings.Join(steps[1].Events, " "); !strings.HasPrefix(ev, "RUN_STARTED CUSTOM baton.approval_followup") || !strings.HasSuffix(ev, "RUN_FINISHED") {
-		t.Errorf("the resume's response: %s, want the follow-up's turn", ev)
+	if ev := strings.Join(steps[1].Events, " "); !strings.HasPrefix(ev, begins) || !strings.HasSuffix(ev, "RUN_FINISHED") {
+		t.Errorf("%s: the resume's response: %s, want the follow-up's turn", thread, ev)
 	}
 	if !strings.Contains(string(got.Hold.Messages[len(got.Hold.Messages)-1]), "ran: git push origin dev") {
 		t.Errorf("the agent did not run the command after the follow-up: %s", got.Hold.Messages)

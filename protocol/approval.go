@@ -172,3 +172,9 @@ var DecisionHeaders = []string{HeaderInputKind, HeaderApproval, HeaderDecidedBy,
 // ReasonApproval is the reason of a "waiting" status while a person's
 // answer to a permission prompt is awaited.
 const ReasonApproval = "approval"
+
+// FollowUpMsgID is the message id of the follow-up turn sent to a
+// paused session when a person allows a request its run held: the run
+// that starts with it (unless a run of the session is live, which
+// takes it as input) is SessionRunID(session, FollowUpMsgID(runID, id)).
+func FollowUpMsgID(runID, id string) string { return "followup-" + runID + "-" + id }

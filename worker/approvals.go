@@ -672,7 +672,7 @@ func (w *Worker) followUpSession(ctx context.Context, rec kv.RunRecord, ap proto
 		return nil
 	}
 	line := append(policy.Request{Agent: ap.Agent}.FollowUp(followUpText(ap)), '\n')
-	_, err := w.sendToSession(ctx, ctx, rec.Session, line, false, "followup-"+ap.RunID+"-"+ap.ID)
+	_, err := w.sendToSession(ctx, ctx, rec.Session, line, false, protocol.FollowUpMsgID(ap.RunID, ap.ID))
 	return err
 }
 
