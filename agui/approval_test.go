@@ -205,4 +205,15 @@ func TestResumeEntry(t *testing.T) {
 			t.Errorf("%s: %+v %v, want %+v", tc.entry, got, err, tc.want)
 		}
 	}
+	for entry, want := range map[string]string{
+		`{"interruptId":"a1","status":"cancelled","metadata":{"runId":"run-7"}}`:       "run-7",
+		`{"interruptId":"a1","status":"cancelled","metadata":{"runId":"no such/run"}}`: "",
+		`{"interruptId":"a1","status":"cancelled"}`:                                    "",
+	} {
+		var e agui.ResumeEntry
+		_ = json.Unmarshal([]byte(entry), &e)
+		if got := e.RunID(); got != want {
+			t.Errorf("%s: runId %q, want %q", entry, got, want)
+		}
+	}
 }
