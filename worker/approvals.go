@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -374,8 +376,9 @@ func (a *approver) promptLine(ap protocol.Approval) ([]byte, error) {
 }
 
 // maxPromptBytes bounds a prompt line read whole (a Write's input holds
-// the file): a longer one is published, and left to the agent's timeout.
-const maxPromptBytes = 16 << 20
+// the file): the follower hands out no longer line whole, so none is
+// decided; it is published, and left to the agent's timeout.
+const maxPromptBytes = follow.DefaultMaxLine + 1
 
 func trimNewline(b []byte) []byte {
 	if n := len(b); n > 0 && b[n-1] == '\n' {
@@ -442,9 +445,15 @@ func (a *approver) publishPrompt(ctx context.Context, l follow.Line) error {
 		// was allowed after a hold is asked again.
 		a.r.log.Warn().Msg("the run's approvals were not read in time; deciding the prompt by the policy alone")
 	}
-	id := req.ApprovalID()
-	key := protocol.ApprovalKey(a.r.id, id)
-	ap, err := a.record(ctx, key, a.decide(ctx, req, l))
+	rec := a.decide(ctx, req, l)
+	ap, err := a.record(ctx, protocol.ApprovalKey(a.r.id, rec.ID), rec)
+	if err == nil && ap.Offset != l.Start {
+		// Another line took the id first: the agent printed a request id
+		// again. Its record is not this prompt's (nor is its answer): this
+		// one gets an id of its own, the same for a successor.
+		rec.ID = reusedID(rec.ID, l.Start)
+		ap, err = a.record(ctx, protocol.ApprovalKey(a.r.id, rec.ID), rec)
+	}
 	if err != nil {
 		return err
 	}
@@ -493,6 +502,25 @@ func (a *approver) record(ctx context.Context, key string, ap protocol.Approval)
 	return ap, fmt.Errorf("record approval %s: %w", ap.ID, err)
 }
 
+// tooLargeRule is the rule of a prompt whose allow would be an input over
+// maxInputBytes.
+const tooLargeRule = "deny: answer over maxInputBytes"
+
+// reusedID is the approval id of a prompt at offset whose request id an
+// earlier prompt of the run had (id its approval id).
+func reusedID(id string, offset int64) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s@%d", id, offset))
+	return "r" + hex.EncodeToString(sum[:8])
+}
+
+// Bounds of what a record keeps of a prompt (a Write's input holds the
+// whole file): the answer is made from the journal's line, not from the
+// record.
+const (
+	maxRecordedInput  = 16 << 10
+	maxRecordedTarget = 4 << 10
+)
+
 // decide makes the approval record of the prompt req on line l.
 func (a *approver) decide(ctx context.Context, req policy.Request, l follow.Line) protocol.Approval {
 	now := time.Now().UTC()
@@ -500,6 +528,21 @@ func (a *approver) decide(ctx context.Context, req policy.Request, l follow.Line
 	ap := protocol.Approval{RunID: a.r.id, ID: req.ApprovalID(), Agent: req.Agent, Tool: req.Tool, Target: req.Target,
 		Input: req.Input, Verdict: string(d.Verdict), Rule: d.Rule, State: protocol.ApprovalPending, AskedAt: now,
 		Offset: l.Start, End: l.End}
+	if len(ap.Input) > maxRecordedInput {
+		ap.Input, ap.Truncated = nil, true
+	}
+	if len(ap.Target) > maxRecordedTarget {
+		ap.Target, ap.Truncated = strings.ToValidUTF8(ap.Target[:maxRecordedTarget], ""), true
+	}
+	if n, limit := len(req.Answer(true, ""))+1, int(a.w.cfg.MaxInputBytes); n > limit && d.Verdict != policy.Deny {
+		// Claude's allow carries the tool's input back (a Write's file):
+		// an answer over maxInputBytes is no input baton can store.
+		d = policy.Decision{Verdict: policy.Deny, Rule: tooLargeRule}
+		ap.Verdict, ap.Rule = string(d.Verdict), d.Rule
+		ap.State, ap.DecidedBy, ap.DecidedAt = protocol.ApprovalDenied, protocol.DecidedByPolicy, &now
+		ap.Message = fmt.Sprintf("Denied: its answer would be %d bytes, over baton's maxInputBytes (%d). Make the request smaller (e.g. write the file in parts).", n, limit)
+		return ap
+	}
 	if d.Verdict == policy.Ask {
 		if g, ok := a.grant(ctx, req); ok {
 			d = policy.Decision{Verdict: policy.Allow, Rule: grantRule + g.ID}
@@ -524,7 +567,7 @@ func (a *approver) decide(ctx context.Context, req policy.Request, l follow.Line
 // agent's retry.
 func (a *approver) grant(ctx context.Context, req policy.Request) (protocol.Approval, bool) {
 	match := func(ap protocol.Approval) bool {
-		return ap.State == protocol.ApprovalAllowed && ap.HeldAt != nil && ap.DecidedBy != protocol.DecidedByPolicy &&
+		return ap.State == protocol.ApprovalAllowed && ap.HeldAt != nil && ap.DecidedBy != protocol.DecidedByPolicy && !ap.Truncated &&
 			ap.Agent == req.Agent && ap.Tool == req.Tool && ap.Target == req.Target
 	}
 	a.mu.Lock()

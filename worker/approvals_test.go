@@ -365,3 +365,64 @@ func TestHeldAskPausesTheSession(t *testing.T) {
 		t.Fatalf("a second answer: %q, want 409", code)
 	}
 }
+
+// A hostile agent's prompts: a request id printed again is a prompt of its
+// own (the first one's allow does not answer the second), and a prompt
+// too large to keep whole in its record (a Write of 2 MB) is still
+// decided and answered: denied, as its allow (which carries the input
+// back) would be an input over maxInputBytes.
+func TestPromptsOfAHostileAgent(t *testing.T) {
+	t.Parallel()
+	const script = `prompt() { printf '{"type":"control_request","request_id":"dup","request":{"subtype":"can_use_tool","tool_name":"%s","input":%s}}\n' "$1" "$2"; }
+prompt Bash '{"command":"git status"}'
+read -r a
+prompt Bash '{"command":"curl https://example.com"}'
+read -r b
+big=$(head -c 2000000 /dev/zero | tr '\0' a)
+prompt Write "{\"file_path\":\"/workspace/notes/big.txt\",\"content\":\"$big\"}"
+read -r c
+echo '{"type":"done"}'
+`
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		p := sessionAgent(t, script, nil)
+		pol := guardedPolicy
+		p.Stdin, p.Policy = config.StdinStream, &pol
+		c.Profiles["hostile"] = p
+	}))
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "hostile"})
+	st := h.terminal(id)
+	if st.Status != protocol.StatusSucceeded {
+		t.Fatalf("run ended %+v", st)
+	}
+	all := listApprovals(t, h.nc, h.names, protocol.ApprovalsQuery{RunID: id})
+	if len(all) != 3 {
+		t.Fatalf("approvals %v, want 3: one per prompt", approvalIDs(all))
+	}
+	got := map[string]string{}
+	for _, ap := range all {
+		got[ap.Target] = ap.ID + " " + ap.State + " " + ap.Rule
+		if ap.AnswerSeq == 0 {
+			t.Errorf("approval %+v was not answered", ap)
+		}
+	}
+	if g := got["git status"]; g != "dup allowed allow: Bash(git status*)" {
+		t.Errorf("the first prompt's approval: %q", g)
+	}
+	if g := got["curl https://example.com"]; !strings.HasPrefix(g, "r") || !strings.HasSuffix(g, " denied deny: Bash(curl *)") {
+		t.Errorf("the prompt that printed its id again: %q, want an id of its own, denied", g)
+	}
+	if g := got["/workspace/notes/big.txt"]; !strings.HasSuffix(g, " denied deny: answer over maxInputBytes") {
+		t.Errorf("the large prompt: %q", g)
+	}
+	for _, ap := range all {
+		if ap.Tool == "Write" && (!ap.Truncated || ap.Input != nil) {
+			t.Errorf("the large prompt's record keeps its input: truncated %v, %d bytes", ap.Truncated, len(ap.Input))
+		}
+	}
+	// The second answer is a denial, for the agent's own (repeated) id.
+	out := h.journalText(id)
+	if strings.Count(out, `"headers":{"Baton-Approval"`) != 3 {
+		t.Errorf("the journal holds %d answers of baton's, want 3:\n%.2000s", strings.Count(out, `"headers":{"Baton-Approval"`), out)
+	}
+}
