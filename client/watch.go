@@ -44,6 +44,21 @@ type Event struct {
 	// Tool is the decoded host tool call or answer when Kind is tool
 	// (docs/tools.md); nil if the message's body is not one.
 	Tool *protocol.ToolMessage
+	// InputKind is an input's Baton-Input-Kind: "" for what a client
+	// sent, protocol.InputKindInterrupt, or what baton itself wrote to an
+	// agent with a policy: protocol.InputKindDecision (the answer to a
+	// permission prompt, or its hold) and protocol.InputKindFollowUp
+	// (the turn asking the agent to retry a request allowed after a hold).
+	InputKind string
+	// Approval is the permission prompt's approval id (Baton-Approval)
+	// on a decision or follow-up input, and on a prompt line (Kind
+	// events) of a run whose profile has a policy; Verdict is the
+	// policy's verdict on such a prompt line (allow, ask, deny:
+	// Baton-Verdict), Rule the rule that matched (Baton-Rule), and
+	// DecidedBy who decided, on a decision or follow-up input
+	// (protocol.DecidedByPolicy, protocol.DecidedByTimeout, or a
+	// person's name: Baton-Decided-By).
+	Approval, Verdict, Rule, DecidedBy string
 }
 
 // WatchOption configures Watch.
@@ -378,8 +393,17 @@ func newEvent(p part, data []byte) (Event, bool, error) {
 	}
 	if ev.Kind == protocol.KindInput {
 		ev.EOF = p.header.Get(protocol.HeaderInputEOF) == "true"
-		ev.Interrupt = p.header.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt
+		ev.InputKind = p.header.Get(protocol.HeaderInputKind)
+		ev.Interrupt = ev.InputKind == protocol.InputKindInterrupt
 		ev.InputSeq, _ = strconv.ParseUint(p.header.Get(protocol.HeaderInputSeq), 10, 64)
+		ev.DecidedBy = p.header.Get(protocol.HeaderDecidedBy)
+	}
+	if ev.Kind == protocol.KindInput || ev.Kind == protocol.KindEvents {
+		ev.Approval = p.header.Get(protocol.HeaderApproval)
+		ev.Rule = p.header.Get(protocol.HeaderRule)
+	}
+	if ev.Kind == protocol.KindEvents {
+		ev.Verdict = p.header.Get(protocol.HeaderVerdict)
 	}
 	return ev, true, nil
 }
