@@ -45,8 +45,8 @@ func WithDecidedBy(name string) ApproveOption {
 // One worker decides it by compare-and-set on its record, and the run's
 // worker writes the answer to the agent, once; it returns the decided
 // record. A request decided before is refused with an error wrapping
-// ErrApprovalConflict, returned with the record as it stands when the
-// worker sent it (who decided, and when); an unknown id is
+// ErrApprovalConflict, returned with the record as it stands (who
+// decided, and when; zero if it could not be read); an unknown id is
 // ErrApprovalNotFound; an ended run's, ErrRunEnded; no worker answering
 // within DefaultCancelTimeout (or ctx), ErrNoWorker.
 func (c *Client) Approve(ctx context.Context, runID, id string, opts ...ApproveOption) (protocol.Approval, error) {
@@ -78,9 +78,9 @@ func (c *Client) Approve(ctx context.Context, runID, id string, opts ...ApproveO
 		switch code {
 		case protocol.ApprovalConflict:
 			sentinel = ErrApprovalConflict
-			// The record as it stands, when the refusal carries it.
-			if len(msg.Data) > 0 && json.Unmarshal(msg.Data, &a) != nil {
-				a = protocol.Approval{}
+			// The record as it stands: the refusal's, else read.
+			if len(msg.Data) == 0 || json.Unmarshal(msg.Data, &a) != nil || a.ID != id {
+				a, _ = c.Approval(ctx, runID, id) // zero when it cannot be read
 			}
 		case protocol.ApprovalNotFound:
 			sentinel = ErrApprovalNotFound

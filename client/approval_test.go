@@ -51,6 +51,8 @@ func TestApproveEncoding(t *testing.T) {
 		case "answered":
 			rec, _ := json.Marshal(protocol.Approval{RunID: runID, ID: req.ID, State: protocol.ApprovalAllowed, DecidedBy: "alice", DecidedAt: &decided})
 			_ = r.Error(protocol.ApprovalConflict, "approval answered was allowed by alice at 2026-12-05T15:30:00Z", rec)
+		case "b": // a refusal without the record: the client reads it
+			_ = r.Error(protocol.ApprovalConflict, "decided before", nil)
 		case "nosuch":
 			_ = r.Error(protocol.ApprovalNotFound, "run r-1 has no approval nosuch", nil)
 		case "ended":
@@ -114,6 +116,10 @@ func TestApproveEncoding(t *testing.T) {
 	if !errors.Is(err, client.ErrApprovalConflict) || a.DecidedBy != "alice" || a.DecidedAt == nil || !a.DecidedAt.Equal(decided) ||
 		!strings.Contains(err.Error(), "allowed by alice") {
 		t.Fatalf("a second answer: %+v, %v", a, err)
+	}
+	a, err = c.Approve(ctx, "r-1", "b")
+	if !errors.Is(err, client.ErrApprovalConflict) || a.DecidedBy != "policy" || a.ID != "b" {
+		t.Fatalf("a second answer, refused without the record: %+v, %v", a, err)
 	}
 	for id, want := range map[string]error{"nosuch": client.ErrApprovalNotFound, "ended": client.ErrRunEnded} {
 		if _, err := c.Approve(ctx, "r-1", id); !errors.Is(err, want) {
