@@ -517,6 +517,9 @@ function approvalsCard(runId, canAnswer) {
   const list = h('div', { class: 'approval-list' });
   const el = h('div', { class: 'card', id: 'approvals', hidden: true }, h('h2', { text: 'Approvals' }), list);
   const notes = new Map(); // approval id -> the last answer's note, kept across reloads
+  const drafts = new Map(); // approval id -> the reason typed for Deny
+  const conflicts = new Set(); // approval ids whose answer here was refused: decided before
+  const nodes = new Map(); // approval id -> {key, el}: an unchanged one keeps its element (and focus)
   let busy = false, again = false, stopped = false, timer = 0;
   const url = 'api/runs/' + encodeURIComponent(runId) + '/approvals';
 
@@ -530,40 +533,56 @@ function approvalsCard(runId, canAnswer) {
 
   function render(items) {
     el.hidden = !items.length;
-    list.replaceChildren(...items.map(a => {
-      const open = a.state === 'pending' && canAnswer();
-      const note = h('div', { class: 'approval-note', text: notes.get(a.id) || '' });
-      const why = h('input', { type: 'text', class: 'approval-message', placeholder: 'reason for the agent (Deny)', maxlength: '2000' });
-      const allow = h('button', { class: 'allow', type: 'button', text: 'Allow' });
-      const deny = h('button', { class: 'danger deny', type: 'button', text: 'Deny' });
-      const answer = async (ok, btn) => {
-        btn.disabled = true;
-        try {
-          const rec = await api(url + '/' + encodeURIComponent(a.id), { method: 'POST',
-            headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ allow: ok, message: ok ? '' : why.value }) });
-          notes.set(a.id, '');
+    const els = items.map(a => {
+      const key = JSON.stringify(a) + '|' + canAnswer() + '|' + (notes.get(a.id) || '');
+      const had = nodes.get(a.id);
+      if (had && had.key === key) return had.el;
+      const made = build(a);
+      nodes.set(a.id, { key, el: made });
+      return made;
+    });
+    const now = [...list.children];
+    if (now.length !== els.length || now.some((e, i) => e !== els[i])) list.replaceChildren(...els);
+  }
+
+  function build(a) {
+    const open = a.state === 'pending' && canAnswer();
+    const note = h('div', { class: 'approval-note', text: notes.get(a.id) || '' });
+    const why = h('input', { type: 'text', class: 'approval-message', placeholder: 'reason for the agent (Deny)', maxlength: '2000',
+      oninput: () => drafts.set(a.id, why.value) });
+    why.value = drafts.get(a.id) || '';
+    const allow = h('button', { class: 'allow', type: 'button', text: 'Allow' });
+    const deny = h('button', { class: 'danger deny', type: 'button', text: 'Deny' });
+    const answer = async (ok, btn) => {
+      btn.disabled = true;
+      try {
+        const rec = await api(url + '/' + encodeURIComponent(a.id), { method: 'POST',
+          headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ allow: ok, message: ok ? '' : why.value }) });
+        if (!conflicts.has(a.id)) notes.delete(a.id); // a second answer's refusal stays said
+        drafts.delete(a.id);
+        replace(rec);
+      } catch (e) {
+        if (e.status === 409 && e.body && e.body.approval) {
+          const rec = e.body.approval;
+          conflicts.add(a.id);
+          notes.set(a.id, 'already decided: ' + decided(rec) + (rec.rule && rec.decidedBy === 'policy' ? ' (' + rec.rule + ')' : ''));
           replace(rec);
-        } catch (e) {
-          if (e.status === 409 && e.body && e.body.approval) {
-            const rec = e.body.approval;
-            notes.set(a.id, 'already decided: ' + decided(rec) + (rec.rule && rec.decidedBy === 'policy' ? ' (' + rec.rule + ')' : ''));
-            replace(rec);
-          } else {
-            notes.set(a.id, String(e.message || e));
-            note.textContent = notes.get(a.id);
-            btn.disabled = false;
-          }
+        } else {
+          notes.set(a.id, String(e.message || e));
+          note.textContent = notes.get(a.id);
+          nodes.get(a.id).key += '|' + notes.get(a.id); // this element shows it already
+          btn.disabled = false;
         }
-      };
-      allow.onclick = () => answer(true, allow);
-      deny.onclick = () => answer(false, deny);
-      return h('div', { class: 'approval st-' + a.state, 'data-approval': a.id, 'data-state': a.state },
-        h('div', { class: 'mono what', text: oneLine(a.tool, 64) + (a.target ? ': ' + oneLine(a.target, 200) : '') }),
-        h('div', { class: 'muted rule', text: [a.rule || a.verdict, 'asked ' + fmtTime(a.askedAt)].filter(Boolean).join(' · ') }),
-        h('div', { class: 'decided', text: decided(a) }),
-        open ? h('div', { class: 'approval-actions' }, allow, ' ', deny, why) : null,
-        note);
-    }));
+      }
+    };
+    allow.onclick = () => answer(true, allow);
+    deny.onclick = () => answer(false, deny);
+    return h('div', { class: 'approval st-' + a.state, 'data-approval': a.id, 'data-state': a.state },
+      h('div', { class: 'mono what', text: oneLine(a.tool, 64) + (a.target ? ': ' + oneLine(a.target, 200) : '') }),
+      h('div', { class: 'muted rule', text: [a.rule || a.verdict, 'asked ' + fmtTime(a.askedAt)].filter(Boolean).join(' · ') }),
+      h('div', { class: 'decided', text: decided(a) }),
+      open ? h('div', { class: 'approval-actions' }, allow, ' ', deny, why) : null,
+      note);
   }
 
   let items = [];
