@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -61,7 +60,7 @@ errors too.`,
 			defer s.close()
 			a, err := s.c.Approve(cmd.Context(), runID, id, opts...)
 			if err != nil {
-				return s.approveError(cmd.Context(), runID, id, a, err)
+				return approveError(runID, id, a, err)
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), approvedLine(a))
 			return err
@@ -103,15 +102,10 @@ func approvalWhat(a protocol.Approval) string {
 }
 
 // approveError says why approve was refused: a conflict names who decided
-// before, and when (from the refusal's record, else read again).
-func (s *session) approveError(ctx context.Context, runID, id string, a protocol.Approval, err error) error {
+// before, and when.
+func approveError(runID, id string, a protocol.Approval, err error) error {
 	switch {
 	case errors.Is(err, client.ErrApprovalConflict):
-		if a.DecidedBy == "" {
-			if got, gerr := s.c.Approval(ctx, runID, id); gerr == nil {
-				a = got
-			}
-		}
 		if a.DecidedBy == "" {
 			return fmt.Errorf("approval %s of run %s was decided before: %w", id, runID, err)
 		}

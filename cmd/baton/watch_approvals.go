@@ -157,8 +157,7 @@ func (q *asks) answer(ctx context.Context, c *client.Client, runID, typed string
 	a, err := c.Approve(ctx, runID, id, opts...)
 	if err != nil {
 		q.resolve(id) // decided, or not to be: the next y answers the next one
-		s := &session{c: c}
-		fmt.Fprintf(errOut, "baton: %v\n", s.approveError(ctx, runID, id, a, err))
+		fmt.Fprintf(errOut, "baton: %v\n", approveError(runID, id, a, err))
 	}
 	return true
 }
