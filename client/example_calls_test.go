@@ -416,7 +416,7 @@ func ExampleClient_Approve() {
 		fmt.Println("client:", err)
 		return
 	}
-	a, err := c.Approve(ctx, "example-1", "toolu_01", client.WithDecidedBy("ada"))
+	a, err := c.Approve(ctx, "example-1", "512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f", client.WithDecidedBy("ada"))
 	switch {
 	case errors.Is(err, client.ErrApprovalConflict):
 		fmt.Printf("decided before: %s by %s\n", a.State, a.DecidedBy)
@@ -425,7 +425,7 @@ func ExampleClient_Approve() {
 	default:
 		fmt.Println(a.State)
 	}
-	_, err = c.Approve(ctx, "example-1", "toolu_02", client.WithDeny("not on main"), client.WithDecidedBy("ada"))
+	_, err = c.Approve(ctx, "example-1", "7f3e2a10-5b6c-4d7e-8f90-a1b2c3d4e5f6", client.WithDeny("not on main"), client.WithDecidedBy("ada"))
 	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
 	_, err = c.Approvals(ctx, protocol.ApprovalsQuery{Pending: true})
 	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
@@ -458,7 +458,7 @@ func ExampleClient_WatchApprovals() {
 	}, client.OnSubscribed(func() error {
 		// Subscribed: the moment to list the records (c.Approvals) so
 		// nothing is missed; here, the worker asks and a person allows.
-		a := protocol.Approval{RunID: "example-1", ID: "toolu_01", Agent: "claude", Tool: "Bash", Target: "git push",
+		a := protocol.Approval{RunID: "example-1", ID: "512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f", Agent: "claude", Tool: "Bash", Target: "git push",
 			Verdict: "ask", Rule: "ask: Bash(git push*)", State: protocol.ApprovalPending, AskedAt: time.Now()}
 		b, _ := json.Marshal(a)
 		_ = js.Conn().Publish(names.ApprovalNoticeSubject(a.RunID), b)
@@ -468,7 +468,7 @@ func ExampleClient_WatchApprovals() {
 	}))
 	fmt.Println("ended:", errors.Is(err, context.Canceled))
 	// Output:
-	// example-1 toolu_01: Bash git push (ask: Bash(git push*)) pending
-	// example-1 toolu_01: Bash git push (ask: Bash(git push*)) allowed
+	// example-1 512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f: Bash git push (ask: Bash(git push*)) pending
+	// example-1 512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f: Bash git push (ask: Bash(git push*)) allowed
 	// ended: true
 }

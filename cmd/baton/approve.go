@@ -37,8 +37,8 @@ within the profile's askTimeout was held (the agent was told it awaits
 approval): allowing it later sends the agent a turn asking it to retry.
 A run that ended, an unknown id, and no worker answering within 10 s are
 errors too.`,
-		Example: `  baton approve run-5kq2m8x3c1v7b0n4d6fa toolu_01ABC
-  baton approve run-5kq2m8x3c1v7b0n4d6fa toolu_01ABC --deny --message 'not on main; open a PR'
+		Example: `  baton approve run-5kq2m8x3c1v7b0n4d6fa 512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f
+  baton approve run-5kq2m8x3c1v7b0n4d6fa 512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f --deny --message 'not on main; open a PR'
 
   # Every pending approval of a run, allowed
   baton approvals list --pending --run run-5kq2m8x3c1v7b0n4d6fa --json | jq -r '.[].id' |
