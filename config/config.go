@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/agui"
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
 
@@ -152,6 +153,9 @@ type Profile struct {
 	// IdleTimeout ends a run that waits for input longer (status timeout,
 	// reason idle); 0: no bound but the run's timeout. Needs turnEnd.
 	IdleTimeout time.Duration `yaml:"idleTimeout"`
+	// Policy (provisional).
+	Policy     *policy.Policy `yaml:"policy"`
+	AskTimeout time.Duration  `yaml:"askTimeout"`
 	// Nice is the CPU priority of the profile's runs, -20 (highest) to
 	// 19 (lowest), 0 by default: runner-outer takes it first thing, so
 	// the whole chain and the agent run at it, and, where the kernel

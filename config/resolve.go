@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/agui"
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
@@ -50,6 +51,8 @@ type Invocation struct {
 	// TurnEnd and IdleTimeout are the profile's (TurnEnd nil: none).
 	TurnEnd     *TurnEnd
 	IdleTimeout time.Duration
+	Policy      *policy.Policy
+	AskTimeout  time.Duration
 	// Nice is the profile's CPU priority for the run.
 	Nice int
 	// Events is the profile's events dialect, kept in the run's record.
@@ -210,6 +213,8 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Interrupt:   p.Interrupt,
 		TurnEnd:     p.TurnEnd,
 		IdleTimeout: p.IdleTimeout,
+		Policy:      p.Policy,
+		AskTimeout:  p.AskTimeout,
 		Nice:        p.Nice,
 		Events:      p.Events,
 		Session:     sess,

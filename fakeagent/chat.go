@@ -26,6 +26,13 @@ import (
 //     Code does: a control_cancel_request for it, the interrupt's
 //     control_response, a user message "[Request interrupted by user for
 //     tool use]" and a result with terminal_reason "aborted_tools".
+//   - "write: PATH" asks the same way for Claude Code's Write of PATH
+//     (input file_path), and "codex: CMD" asks as Codex app-server does,
+//     a JSON-RPC item/commandExecution/requestApproval with command CMD,
+//     answered by {"id":…,"result":{"decision":"accept"|"decline"}}.
+//   - A user message that asks to retry ("… Please retry it now.", the
+//     follow-up baton sends once a person allowed a held request) asks
+//     the last denied request again.
 //   - "slow" starts a turn that writes a progress line every 100 ms for
 //     up to a minute, until it is interrupted: by a control_request
 //     interrupt line (answered with a control_response) or by a value on
@@ -76,6 +83,8 @@ type chat struct {
 	lines      <-chan []byte
 	interrupts <-chan struct{}
 	turns      int
+	// denied is the last request denied: a follow-up asks it again.
+	denied func() error
 }
 
 // chatMessage is the part of a stdin line the fake agent reads.
@@ -94,13 +103,32 @@ type chatMessage struct {
 	Message struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"message"`
+	// A Codex app-server answer, or turn/start request.
+	Method string `json:"method"`
+	Params struct {
+		Input []struct{ Text string } `json:"input"`
+	} `json:"params"`
+	ID     json.RawMessage `json:"id"`
+	Result struct {
+		Decision string `json:"decision"`
+	} `json:"result"`
 }
 
 // parseChat reads a stdin line: a stream-json message, or plain text as a
 // user message.
 func parseChat(line []byte) (m chatMessage, text string) {
-	if err := json.Unmarshal(line, &m); err != nil || m.Type == "" {
+	if err := json.Unmarshal(line, &m); err != nil || m.Type == "" && m.ID == nil {
 		return chatMessage{Type: "user"}, string(line)
+	}
+	if m.Type == "" && m.Method == "turn/start" {
+		m.Type = "user"
+		for _, in := range m.Params.Input {
+			text += in.Text
+		}
+		return m, text
+	}
+	if m.Type == "" {
+		m.Type = "jsonrpc_response"
 	}
 	if m.Type == "user" {
 		if err := json.Unmarshal(m.Message.Content, &text); err != nil {
@@ -161,7 +189,17 @@ func (c *chat) turn(line []byte) error {
 	c.turns++
 	switch {
 	case strings.HasPrefix(text, "approve: "):
-		return c.approval(strings.TrimPrefix(text, "approve: "))
+		cmd := strings.TrimPrefix(text, "approve: ")
+		return c.approval("Bash", map[string]string{"command": cmd}, cmd)
+	case strings.HasPrefix(text, "write: "):
+		path := strings.TrimPrefix(text, "write: ")
+		return c.approval("Write", map[string]string{"file_path": path, "content": "written by the fake agent\n"}, "write "+path)
+	case strings.HasPrefix(text, "codex: "):
+		return c.codexApproval(strings.TrimPrefix(text, "codex: "))
+	case strings.HasSuffix(text, "Please retry it now.") && c.denied != nil:
+		retry := c.denied
+		c.denied = nil
+		return retry()
 	case text == "slow":
 		return c.slow()
 	}
@@ -171,14 +209,16 @@ func (c *chat) turn(line []byte) error {
 	return c.result("echo: "+text, "completed")
 }
 
-// approval asks to run cmd and acts on the answer.
-func (c *chat) approval(cmd string) error {
+// approval asks to use tool with input, which does what, and acts on the
+// answer.
+func (c *chat) approval(name string, input map[string]string, what string) error {
 	id := fmt.Sprintf("req-%d", c.turns)
 	tool := fmt.Sprintf("toolu_%d", c.turns)
 	if err := c.emit(map[string]any{"type": "control_request", "request_id": id, "request": map[string]any{
-		"subtype": "can_use_tool", "tool_name": "Bash", "input": map[string]string{"command": cmd}, "tool_use_id": tool}}); err != nil {
+		"subtype": "can_use_tool", "tool_name": name, "input": input, "tool_use_id": tool}}); err != nil {
 		return err
 	}
+	cmd := what
 	for {
 		line, ok, err := c.next()
 		if err != nil {
@@ -206,7 +246,37 @@ func (c *chat) approval(cmd string) error {
 				"content": "denied: " + m.Response.Response.Message}}}}); err != nil {
 			return err
 		}
+		c.denied = func() error { c.turns++; return c.approval(name, input, what) }
 		return c.result("denied: "+cmd, "completed")
+	}
+}
+
+// codexApproval asks to run cmd as Codex app-server does, and acts on the
+// answer.
+func (c *chat) codexApproval(cmd string) error {
+	id := c.turns
+	if err := c.emit(map[string]any{"method": "item/commandExecution/requestApproval", "id": id, "params": map[string]any{
+		"threadId": "fake-thread", "turnId": fmt.Sprintf("turn-%d", id), "itemId": fmt.Sprintf("exec-%d", id),
+		"command": cmd, "cwd": "/workspace"}}); err != nil {
+		return err
+	}
+	for {
+		line, ok, err := c.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return c.result("stdin ended while waiting for approval", "aborted_tools")
+		}
+		m, _ := parseChat(line)
+		if m.Type != "jsonrpc_response" || string(m.ID) != fmt.Sprint(id) {
+			continue
+		}
+		if strings.HasPrefix(m.Result.Decision, "accept") {
+			return c.result("ran: "+cmd, "completed")
+		}
+		c.denied = func() error { c.turns++; return c.codexApproval(cmd) }
+		return c.result("declined: "+cmd, "completed")
 	}
 }
 

@@ -18,6 +18,8 @@ type InputRecord struct {
 	// Interrupt: an interrupt, by the line in Data or (no Data) SIGINT.
 	Interrupt bool   `json:"interrupt,omitempty"`
 	Data      []byte `json:"data"` // what was written, newline included
+	// Headers are chain headers the input came with (chain.InputMessage).
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // inputPrefix starts every input record's line (json.Marshal keeps field

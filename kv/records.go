@@ -4,6 +4,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -59,6 +60,11 @@ type RunRecord struct {
 	TurnEndField  string        `msgpack:"turnEndField,omitempty"`
 	TurnEndEquals string        `msgpack:"turnEndEquals,omitempty"`
 	IdleTimeout   time.Duration `msgpack:"idleTimeout,omitempty"`
+	// Policy is the profile's policy narrowed by the job's (nil: none),
+	// AskTimeout how long the holder waits for a person's answer before
+	// telling the agent its request awaits approval.
+	Policy     *policy.Policy `msgpack:"policy,omitempty"`
+	AskTimeout time.Duration  `msgpack:"askTimeout,omitempty"`
 	// Events is the profile's events dialect (agui.Dialect), so that a
 	// reader projects the run's chain as its worker's config says.
 	Events string `msgpack:"events,omitempty"`

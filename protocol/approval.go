@@ -165,6 +165,10 @@ const (
 	HeaderVerdict = "Baton-Verdict"
 )
 
+// DecisionHeaders are the headers a stored input of baton's own carries
+// to the chain.
+var DecisionHeaders = []string{HeaderInputKind, HeaderApproval, HeaderDecidedBy, HeaderRule}
+
 // ReasonApproval is the reason of a "waiting" status while a person's
 // answer to a permission prompt is awaited.
 const ReasonApproval = "approval"

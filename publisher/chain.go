@@ -156,6 +156,12 @@ func (c *Chain) PublishLineFrom(ctx context.Context, line []byte, end int64, fir
 	return c.publishLine(ctx, memLine(line), end, firstChunk, c.chunks(int64(len(line))))
 }
 
+// PublishLineWith publishes line like PublishLine, with the headers h
+// (a permission prompt's approval id, verdict and rule) on its message.
+func (c *Chain) PublishLineWith(ctx context.Context, line []byte, end int64, h nats.Header) error {
+	return c.publishLine(ctx, headedLine{memLine(line), h}, end, 1, c.chunks(int64(len(line))))
+}
+
 // ResumeLine finishes the chunked line that pos, the chain's last message,
 // is a chunk of: line is the whole line, which ends at pos.Offset. It cuts
 // the line exactly as its first publisher did, whatever this chain's chunk
@@ -238,6 +244,11 @@ func (c *Chain) publishLineLocked(ctx context.Context, line lineBody, end int64,
 	off := strconv.FormatInt(end, 10)
 	for i := first; i <= n; i++ {
 		h := c.header(off)
+		if hl, ok := line.(headedLine); ok {
+			for k, v := range hl.h {
+				h[k] = v
+			}
+		}
 		id := c.runID + ":" + off
 		if n > 1 {
 			chunk := strconv.Itoa(i) + "/" + strconv.Itoa(n)
@@ -270,6 +281,12 @@ type lineBody interface {
 }
 
 type memLine []byte
+
+// headedLine is a line whose message carries headers of its own.
+type headedLine struct {
+	memLine
+	h nats.Header
+}
 
 func (l memLine) size() int64           { return int64(len(l)) }
 func (l memLine) isJSON() (bool, error) { return validJSON(l), nil }

@@ -32,5 +32,10 @@ func (c *Chain) PublishInput(ctx context.Context, rec journal.InputRecord, end i
 	if rec.Interrupt {
 		h.Set(protocol.HeaderInputKind, protocol.InputKindInterrupt)
 	}
+	for _, k := range protocol.DecisionHeaders {
+		if v := rec.Headers[k]; v != "" {
+			h.Set(k, v)
+		}
+	}
 	return c.publish(ctx, c.names.IngestSubject(c.runID, protocol.KindInput), rec.Data, c.lineID(end), h)
 }

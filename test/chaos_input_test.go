@@ -61,10 +61,16 @@ func (ci *chaosInput) submit(submit func(runID, profile string)) {
 // send stores one message, retrying what failed for the chaos' sake; a
 // message is numbered by its Msg-Id, so a retry is stored once.
 func (ci *chaosInput) send(id string, data []byte, opts ...client.SendOption) error {
+	return sendRetrying(ci.c, id, data, opts...)
+}
+
+// sendRetrying sends data to run id through c, retrying what failed for
+// the chaos' sake (give opts a Msg-Id: a retry is then stored once).
+func sendRetrying(c *client.Client, id string, data []byte, opts ...client.SendOption) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := ci.c.Send(ctx, id, data, opts...)
+		_, err := c.Send(ctx, id, data, opts...)
 		cancel()
 		switch {
 		case err == nil:

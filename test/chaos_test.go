@@ -85,7 +85,7 @@ func runChaos(t *testing.T, natsNodes int) {
 	if natsNodes > 1 {
 		ttl = "3s"
 	}
-	cfg := fmt.Sprintf("leaseTTL: %s\nconcurrency: 16\ndiskBudget: false\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n    pool: 2\n", ttl, natsNodes) + chaosEchoProfile
+	cfg := fmt.Sprintf("leaseTTL: %s\nconcurrency: 16\ndiskBudget: false\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n    pool: 2\n", ttl, natsNodes) + chaosEchoProfile + chaosGuardedProfile
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +157,9 @@ func runChaos(t *testing.T, natsNodes int) {
 	// Interactive runs that get input all through the chaos.
 	input := startChaosInput(t, js, names, fmt.Sprintf("chaos-%d", seed%100000), 2)
 	input.submit(func(id, profile string) { submitJob(t, js, names, map[string]any{"runId": id, "profile": profile}) })
+	// Runs with a policy whose prompts are answered all through it.
+	approvals := startChaosApprovals(t, nc, js, names, fmt.Sprintf("chaos-%d", seed%100000), 2)
+	approvals.submit(func(id, profile string) { submitJob(t, js, names, map[string]any{"runId": id, "profile": profile}) })
 	// The first burst finds each worker's pool of the profile started,
 	// so that runs take prestarted sandboxes however slow the start
 	// (in CI's cluster run, once, none had by the time the faults
@@ -214,6 +217,7 @@ func runChaos(t *testing.T, natsNodes int) {
 		}
 	}
 	input.finish()
+	approvals.finish()
 	t.Logf("chaos done after %v: %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses; waiting for runs", time.Since(start).Round(time.Second), stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses)
 
 	for _, r := range runs {
@@ -252,13 +256,14 @@ func runChaos(t *testing.T, natsNodes int) {
 	}
 	t.Logf("%d runs took a prestarted sandbox", prestarted)
 	inputs := input.check(js)
+	prompts := approvals.check(js)
 	selfExits := 0
 	for _, w := range workers {
 		w.mu.Lock()
 		selfExits += w.selfExits
 		w.mu.Unlock()
 	}
-	t.Logf("checked %d inputs exactly once in order", inputs)
+	t.Logf("checked %d inputs exactly once in order, %d permission prompts answered exactly once", inputs, prompts)
 	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses, %d worker exits restarted by the supervisor; hand-off gaps %v; recovery gaps %v",
 		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, selfExits, summarize(stats.handoffs), summarize(stats.recoveries))
 	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d node_losses=%d handoff=%s recovery=%s\n",

@@ -178,6 +178,7 @@ func (m *mockAPI) messages(w http.ResponseWriter, body []byte) {
 			m.mu.Unlock()
 		}
 	}
+	asked := askedCommand(userTexts(req.Messages[len(req.Messages)-1:]))
 	bash, mcp := false, ""
 	for _, t := range req.Tools {
 		bash = bash || t.Name == "Bash"
@@ -198,6 +199,11 @@ func (m *mockAPI) messages(w http.ResponseWriter, body []byte) {
 	switch {
 	case answered:
 		block(map[string]any{"type": "text", "text": ""}, map[string]any{"type": "text_delta", "text": mockDone})
+	case bash && asked != "":
+		input, _ := json.Marshal(map[string]string{"command": asked, "description": "Run what the user asked"})
+		block(map[string]any{"type": "tool_use", "id": "toolu_mock_asked", "name": "Bash", "input": map[string]any{}},
+			map[string]any{"type": "input_json_delta", "partial_json": string(input)})
+		stop = "tool_use"
 	case mcp != "":
 		m.mu.Lock()
 		m.mcp = append(m.mcp, mcp)
@@ -216,6 +222,24 @@ func (m *mockAPI) messages(w http.ResponseWriter, body []byte) {
 	sse(w, "message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 20}})
 	sse(w, "message_stop", map[string]any{"type": "message_stop"})
+}
+
+// askedCommand is the command a user's turn asks the mock to run: the
+// rest of a line "run: CMD", or, in baton's follow-up after a person
+// allowed a held request ("Your earlier request to use Bash (CMD) was
+// approved by …"), CMD again; "" for any other turn.
+func askedCommand(text string) string {
+	for line := range strings.Lines(text) {
+		if cmd, ok := strings.CutPrefix(strings.TrimSpace(line), "run: "); ok {
+			return cmd
+		}
+	}
+	if _, rest, ok := strings.Cut(text, "to use Bash ("); ok {
+		if cmd, _, ok := strings.Cut(rest, ") was approved by "); ok {
+			return cmd
+		}
+	}
+	return ""
 }
 
 // responseTool is a tool of a Responses API request; namespaces nest them.

@@ -91,11 +91,17 @@ func TestRealAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if err := addClaudePolicy(cfg); err != nil {
+		t.Fatal(err)
+	}
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
 	_, js := testenv.Connect(t, s)
 	stateDir := testenv.StateDir(t)
 	startWorker(t, bin, s.ClientURL(), stateDir, "real", "--config", cfg)
+	// Its person answers after a minute: it runs beside the other cases.
+	policyDone := make(chan []string, 1)
+	go func() { policyDone <- claudePolicy(api, bin, s.ClientURL(), stateDir) }()
 
 	for _, tc := range []struct {
 		profile string
@@ -190,6 +196,11 @@ func TestRealAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		sessionAcrossNodes(t, api, bin, cfg, "codex", map[string]string{"~/.codex/config.toml": string(b)})
+	})
+	t.Run(claudePolicyProfile, func(t *testing.T) {
+		for _, p := range <-policyDone {
+			t.Error(p)
+		}
 	})
 }
 

@@ -74,7 +74,7 @@ func (w *Worker) acceptInput(ctx, life context.Context, runID string, rec kv.Run
 	if !rec.Interactive {
 		return 0, protocol.InputNotStream, fmt.Sprintf("run %s takes no input: its profile %q has stdin \"once\" (set stdin: stream)", runID, rec.Profile)
 	}
-	seq, prev, fresh, err := w.storeInput(ctx, runID, data, eof, false, msgID)
+	seq, prev, fresh, err := w.storeInput(ctx, runID, data, eof, nil, msgID)
 	switch {
 	case errors.Is(err, errInputClosed):
 		return 0, protocol.InputTerminal, fmt.Sprintf("run %s: %v", runID, err)
@@ -119,6 +119,9 @@ func (w *Worker) inputRun(ctx context.Context, req micro.Request) (string, kv.Ru
 	return runID, rec, true
 }
 
+// interruptHeader marks a stored input as an interrupt.
+var interruptHeader = nats.Header{protocol.HeaderInputKind: {protocol.InputKindInterrupt}}
+
 // storeInput appends data to runID's input messages, each linked to the
 // one before it (HeaderInputPrev) by the server's check of the subject's
 // last sequence, so concurrent senders are ordered and none is skipped.
@@ -136,7 +139,8 @@ func (w *Worker) inputRun(ctx context.Context, req micro.Request) (string, kv.Ru
 // It returns the message's sequence and, when it stored it now (fresh;
 // not a retry's duplicate), the sequence of the one before it with the
 // message's own end-of-input mark: what the runner is handed.
-func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof, interrupt bool, msgID string) (seq uint64, prev inputTail, fresh bool, err error) {
+func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof bool, kind nats.Header, msgID string) (seq uint64, prev inputTail, fresh bool, err error) {
+	interrupt := kind.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt
 	s, err := w.inputStreamHandle(ctx)
 	if err != nil {
 		return 0, inputTail{}, false, err
@@ -165,8 +169,8 @@ func (w *Worker) storeInput(ctx context.Context, runID string, data []byte, eof,
 		if eofNow {
 			m.Header.Set(protocol.HeaderInputEOF, "true")
 		}
-		if interrupt {
-			m.Header.Set(protocol.HeaderInputKind, protocol.InputKindInterrupt)
+		for k, v := range kind {
+			m.Header[k] = v
 		}
 		if msgID != "" {
 			m.Header.Set(nats.MsgIdHdr, runID+":input:"+msgID)
@@ -349,7 +353,7 @@ func (w *Worker) handleInterrupt(ctx context.Context, req micro.Request) {
 	if !ok {
 		return
 	}
-	seq, prev, fresh, err := w.storeInput(ctx, runID, nil, false, true, req.Headers().Get(nats.MsgIdHdr))
+	seq, prev, fresh, err := w.storeInput(ctx, runID, nil, false, interruptHeader, req.Headers().Get(nats.MsgIdHdr))
 	if err != nil {
 		w.log.Warn().Err(err).Str("run_id", runID).Msg("store interrupt")
 		_ = req.Error(protocol.InputFailed, "cannot store the interrupt: "+err.Error(), nil)
@@ -505,7 +509,23 @@ func (w *Worker) storedInput(ctx context.Context, r *run, stream jetstream.Strea
 	return sandbox.InputMessage{Seq: m.Sequence, Prev: prev,
 		EOF:       m.Header.Get(protocol.HeaderInputEOF) == "true",
 		Interrupt: m.Header.Get(protocol.HeaderInputKind) == protocol.InputKindInterrupt,
-		Data:      m.Data}, 0, true
+		Data:      m.Data, Headers: decisionHeaders(m.Header)}, 0, true
+}
+
+// decisionHeaders are the headers of a stored input of baton's own (an
+// approval's answer, a follow-up turn) that the chain carries; nil for a
+// client's input or an interrupt.
+func decisionHeaders(h nats.Header) map[string]string {
+	if k := h.Get(protocol.HeaderInputKind); k == "" || k == protocol.InputKindInterrupt {
+		return nil
+	}
+	m := make(map[string]string, len(protocol.DecisionHeaders))
+	for _, k := range protocol.DecisionHeaders {
+		if v := h.Get(k); v != "" {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // isRecord reports whether l is one of the runner's records, not the

@@ -35,6 +35,10 @@ type metrics struct {
 	// idle, lost), and agents of runs declared lost stopped (stop.go).
 	stopsAbandoned *prometheus.CounterVec
 	lostStopped    prometheus.Counter
+	// Permission prompts of runs with a policy, by verdict, and those
+	// that wait on a person now, in runs held here (approvals.go).
+	approvals        *prometheus.CounterVec
+	approvalsPending prometheus.Gauge
 	// Gaps between this worker's successive node heartbeats (beats.go).
 	heartbeatGaps prometheus.Histogram
 	// Host tool calls this worker asked, by outcome, and how long each
@@ -88,6 +92,10 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_stops_abandoned_total", Help: "Stops of a runner (cancel, idle, lost) this worker gave up on while the runner stayed alive past their bound; the log says why."}, []string{"kind"}),
 		lostStopped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_lost_agents_stopped_total", Help: "Agents this worker stopped because their run was declared lost while its node was away (slow restart, partition, overload); their runs' directories say so in lost-stopped."}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baton_approvals_total", Help: "Permission prompts of runs with a policy this worker recorded, by the policy's verdict: allow, ask (a person's answer awaited), deny."}, []string{"verdict"}),
+		approvalsPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "baton_approvals_pending", Help: "Permission prompts whose agent waits on a person's answer now (not yet held by askTimeout), in runs this worker holds."}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_tool_calls_total", Help: "Host tool calls this worker asked of their services, by outcome: ok, error (the service's), no_service, timeout, abandoned (handed to a successor)."}, []string{"outcome"}),
 		toolDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -100,7 +108,7 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.runsStarted, m.prestarted, m.runsPrestarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
 			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.dropped, m.heldForDisk, m.active, m.reapPasses, m.storageWaiting, m.storageStalls, m.requestsRefused,
-			m.stopsAbandoned, m.lostStopped, m.heartbeatGaps, m.toolCalls, m.toolDuration)
+			m.stopsAbandoned, m.lostStopped, m.heartbeatGaps, m.toolCalls, m.toolDuration, m.approvals, m.approvalsPending)
 	}
 	return m
 }

@@ -66,6 +66,9 @@ type run struct {
 	// pauseAsked: this worker asked for the run's pause (requestPause, on
 	// its idle timer), which its record says too.
 	pauseAsked atomic.Bool
+	// approver, for a run with a policy, records and answers its
+	// agent's permission prompts (approvals.go).
+	approver *approver
 }
 
 // cancel asks the runner to end the agent; the runner writes the sentinel
@@ -163,6 +166,7 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 	stopInput := w.startInput(ctx, r)
 	defer stopInput()
 	defer w.startTools(ctx, r)()
+	defer w.startApprovals(ctx, r)()
 	defer w.trackTurns(ctx, r)()
 	if err := w.resumeSetup(ctx, r); err != nil {
 		r.log.Warn().Err(err).Msg("the session's setup; its wrapper waits at most " + setupWait.String() + " for a checkpoint")
@@ -292,7 +296,7 @@ func (r *run) publish(ctx context.Context, lines []follow.Line) error {
 	for len(lines) > 0 {
 		n := 0
 		turnEnd, setupDone := false, false
-		for n < len(lines) && lines[n].Data != nil && !r.isRecord(lines[n]) && !r.isTool(lines[n]) && !turnEnd && !setupDone {
+		for n < len(lines) && lines[n].Data != nil && !r.isRecord(lines[n]) && !r.isTool(lines[n]) && !r.isPrompt(lines[n]) && !turnEnd && !setupDone {
 			turnEnd = r.isTurnEnd(lines[n])
 			setupDone = r.onSetup != nil && string(lines[n].Data) == setupDoneLine
 			n++
@@ -303,6 +307,16 @@ func (r *run) publish(ctx context.Context, lines []follow.Line) error {
 				return err
 			}
 			r.offset, lines = lines[0].End, lines[1:]
+			continue
+		}
+		if n == 0 && r.isPrompt(lines[0]) {
+			// A permission prompt: recorded, and decided if the policy
+			// can, before it is on the chain.
+			if err := r.approver.publishPrompt(ctx, lines[0]); err != nil {
+				return err
+			}
+			r.offset, lines = lines[0].End, lines[1:]
+			r.approver.settle(ctx)
 			continue
 		}
 		if n == 0 && lines[0].Data != nil {
@@ -319,7 +333,11 @@ func (r *run) publish(ctx context.Context, lines []follow.Line) error {
 			if err := r.publishInput(ctx, lines[0]); err != nil {
 				return err
 			}
+			in := lines[0]
 			r.offset, lines = lines[0].End, lines[1:]
+			if r.approver != nil {
+				r.approver.inputPublished(ctx, in)
+			}
 			if err := r.turn(ctx, false); err != nil {
 				return err
 			}

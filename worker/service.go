@@ -63,6 +63,17 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 		_ = svc.Stop()
 		return nil, err
 	}
+	// Approvals: see approvals.go.
+	if err := svc.AddEndpoint("approve", w.answerable("approve", true, micro.ContextHandler(ctx, w.handleApprove)),
+		micro.WithEndpointSubject(w.names.ApproveRequests())); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	if err := svc.AddEndpoint("read-approvals", w.answerable("read-approvals", false, micro.ContextHandler(ctx, w.handleReadApprovals)),
+		micro.WithEndpointSubject(w.names.ReadApprovalsSubject())); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
 	// Sessions' requests: see sessionsvc.go.
 	if err := w.addSessionEndpoints(ctx, svc); err != nil {
 		_ = svc.Stop()

@@ -141,7 +141,7 @@ func (s *starter) record(ctx context.Context) (consumer.Disposition, bool) {
 		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
 		Interactive: inv.Stdin == config.StdinStream, IdleTimeout: inv.IdleTimeout,
 		Input: kv.InputPreview(job.Input), Session: job.Session, PauseAfter: inv.Session.PauseAfter,
-		Events: string(inv.Events),
+		Events: string(inv.Events), Policy: inv.Policy, AskTimeout: inv.AskTimeout,
 	}
 	if inv.TurnEnd != nil {
 		s.rec.TurnEndField, s.rec.TurnEndEquals = inv.TurnEnd.Field, inv.TurnEnd.Equals

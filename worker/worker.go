@@ -75,7 +75,9 @@ type Worker struct {
 	workspaces jetstream.Stream
 	// sessions and checkpoints keep sessions' records and checkpoints
 	// (session.go).
-	sessions    *session.Store
+	sessions *session.Store
+	// approvals are runs' permission prompts (approvals.go).
+	approvals   *kv.Store[protocol.Approval]
 	checkpoints jetstream.ObjectStore
 	// transfers is the connection outputs and checkpoints move on
 	// (transfers.go); nil when it could not be dialed.
@@ -408,6 +410,7 @@ func (w *Worker) openStores(ctx context.Context) error {
 		return err
 	}
 	w.runs = kv.NewStore[kv.RunRecord](res.Runs)
+	w.approvals = kv.NewStore[protocol.Approval](res.Approvals)
 	w.leases = kv.NewStore[kv.LeaseRecord](res.Leases)
 	w.nodes = kv.NewStore[kv.NodeRecord](res.Nodes)
 	w.index = nodeIndex{kv: res.NodeRuns, log: w.log}

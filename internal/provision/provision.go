@@ -92,6 +92,8 @@ type Resources struct {
 	// checkpoints (packages session and checkpoint).
 	Sessions    jetstream.KeyValue
 	Checkpoints jetstream.ObjectStore
+	// Approvals are runs' permission prompts and their answers.
+	Approvals jetstream.KeyValue
 	// Workspaces is the stream of archives jobs seed their workspaces
 	// from (package wsarchive reads them).
 	Workspaces jetstream.Stream
@@ -248,6 +250,16 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		Bucket:      n.SessionsBucket(),
 		Description: "baton session records (msgpack): live run, runs, checkpoints kept; a worker deletes one unused for sessionsMaxAge",
 		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return nil, err
+	}
+	if r.Approvals, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      n.ApprovalsBucket(),
+		Description: "baton approvals: <runId>.<id>, a run's permission prompt, its policy verdict and who answered it (msgpack); kept as long as runs' events",
+		History:     1,
+		TTL:         o.EventsMaxAge,
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 	}); err != nil {

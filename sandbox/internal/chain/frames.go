@@ -22,6 +22,10 @@ type InputMessage struct {
 	// profile says (Data is then empty).
 	Interrupt bool   `json:"interrupt,omitempty"`
 	Data      []byte `json:"data"`
+	// Headers are the chain headers of what baton itself writes (an
+	// approval's decision, a follow-up turn), which the runner journals
+	// with the input so the chain says who decided.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // InputState is the runner's answer on a new connection and to each

@@ -67,7 +67,7 @@ func (s *agentStdin) deliver(m chain.InputMessage, record func(journal.InputReco
 		return chain.InputState{Last: s.last, Closed: true, Error: errStdinClosed.Error()}
 	}
 	line := inputLine(m)
-	if err := record(journal.InputRecord{Seq: m.Seq, Nonce: nonce, EOF: m.EOF, Interrupt: m.Interrupt, Data: line}); err != nil {
+	if err := record(journal.InputRecord{Seq: m.Seq, Nonce: nonce, EOF: m.EOF, Interrupt: m.Interrupt, Data: line, Headers: m.Headers}); err != nil {
 		return chain.InputState{Last: s.last, Error: "record the input in the journal: " + err.Error()}
 	}
 	s.last = m.Seq
