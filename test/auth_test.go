@@ -138,6 +138,14 @@ func TestNATSPermissions(t *testing.T) {
 	}
 	asClient(0, "watch", "auth-1")
 	asClient(0, "dlq")
+	// Approvals: listed, and answered (auth-1 ended: the worker says
+	// so), each request reaching a worker as client.
+	if o := asClient(0, "approvals", "list", "--pending"); !strings.Contains(o, "no pending approvals") {
+		t.Fatalf("approvals list as client:\n%s", o)
+	}
+	if o := asClient(1, "approve", "auth-1", "req-1"); !strings.Contains(o, "run auth-1 ended: nothing waits on approval req-1 any more") {
+		t.Fatalf("approve as client:\n%s", o)
+	}
 	// A bad job reaches the DLQ, which the client reads.
 	asClient(0, "submit", "--profile", "no-such-profile", "--run-id", "auth-bad")
 	testenv.WaitFor(t, 10*time.Second, "auth-bad in the DLQ", func() bool {

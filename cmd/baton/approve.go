@@ -104,16 +104,18 @@ func approvalWhat(a protocol.Approval) string {
 // approveError says why approve was refused: a conflict names who decided
 // before, and when.
 func approveError(runID, id string, a protocol.Approval, err error) error {
+	// The worker's sentence, without the client's sentinel before it.
+	said := func(sentinel error) string { return strings.TrimPrefix(err.Error(), sentinel.Error()+": ") }
 	switch {
 	case errors.Is(err, client.ErrApprovalConflict):
 		if a.DecidedBy == "" {
-			return fmt.Errorf("approval %s of run %s was decided before: %w", id, runID, err)
+			return errors.New(said(client.ErrApprovalConflict))
 		}
 		return fmt.Errorf("approval %s of run %s was decided before: %s", id, runID, decidedText(a))
 	case errors.Is(err, client.ErrApprovalNotFound):
-		return fmt.Errorf("run %s has no approval %s ('baton approvals list --run %s' lists its approvals): %w", runID, id, runID, err)
+		return fmt.Errorf("%s ('baton approvals list --run %s' lists its approvals)", said(client.ErrApprovalNotFound), runID)
 	case errors.Is(err, client.ErrRunEnded):
-		return fmt.Errorf("run %s ended: nothing waits on approval %s any more (%w)", runID, id, err)
+		return fmt.Errorf("run %s ended: nothing waits on approval %s any more", runID, id)
 	}
 	return err
 }

@@ -178,6 +178,11 @@ func TestApproveCommand(t *testing.T) {
 			t.Errorf("watch lacks %q:\n%s", want, out)
 		}
 	}
+	// The record says the run ended a moment after its chain does.
+	testenv.WaitFor(t, 10*time.Second, "run "+runID+"'s record to say it ended", func() bool {
+		out, _, err := e.run("", "runs", "get", runID, "--json")
+		return err == nil && strings.Contains(out, `"state": "succeeded"`)
+	})
 	_, _, err = e.run("", "approve", runID, "req-4")
 	if err == nil || !strings.Contains(err.Error(), "run appr-cli-1 ended: nothing waits on approval req-4") {
 		t.Errorf("approve of an ended run's prompt: %v", err)
