@@ -45,7 +45,9 @@ func TestApprovalFormat(t *testing.T) {
 		evApproval(in, `{"type":"user","message":{"role":"user","content":"allowed: retry"}}`, "r3", "", "", protocol.InputKindFollowUp, "alice"),
 		evApproval(ev, prompt("r4", "make deploy"), "r4", "ask", "default: ask", "", ""),
 		evApproval(in, deny("r4", "not today"), "r4", "", "", d, "bob"),
+		evApproval(ev, `{"method":"item/commandExecution/requestApproval","id":7,"params":{"threadId":"t","itemId":"i","command":"ls -la"}}`, "7", "allow", "allow: Bash(ls*)", "", ""),
 		evApproval(in, `{"id":7,"result":{"decision":"accept"}}`, "7", "", "allow: Bash(ls*)", d, protocol.DecidedByPolicy),
+		evApproval(in, `{"id":8,"result":{"decision":"decline"}}`, "8", "", "", d, "bob"),
 	)
 	want := `? Bash asks: git status  [allow: Bash(git status*)]
 [decision] allow Bash by policy (allow: Bash(git status*))
@@ -56,7 +58,9 @@ func TestApprovalFormat(t *testing.T) {
 [followup] Bash allowed by alice after its hold: the agent is asked to retry it
 ? Bash asks: make deploy  [default: ask]  (baton approve RUNID r4 [--deny])
 [decision] deny Bash by bob: not today
-[decision] allow request 7 by policy (allow: Bash(ls*))
+? Bash asks: ls -la  [allow: Bash(ls*)]
+[decision] allow Bash by policy (allow: Bash(ls*))
+[decision] deny request 8 by bob
 `
 	if got != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)

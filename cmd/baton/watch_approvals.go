@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/batonhq/baton/client"
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -22,26 +23,18 @@ import (
 // it asks, the rule that matched and, when a person is asked, how to
 // answer. It reports false for a line that is no prompt (shown as any).
 func (p *eventPrinter) policyPrompt(ev client.Event) bool {
-	a, ok := parseApproval(trimEOL(ev.Data))
+	// As the worker read it to record it (worker/approvals.go).
+	r, ok := (&policy.Reader{}).Request(trimEOL(ev.Data))
 	if !ok {
 		return false
-	}
-	tool := a.tool
-	if a.codex { // the policy's names of Codex's requests
-		switch tool {
-		case "commandExecution":
-			tool = "Bash"
-		case "fileChange":
-			tool = "Edit"
-		}
 	}
 	if p.tools == nil {
 		p.tools = map[string]string{}
 	}
-	p.tools[ev.Approval] = tool
-	what := toolSummary(a.input)
-	if a.codex {
-		what = cut(sanitize([]byte(a.what), false), 200)
+	p.tools[ev.Approval] = r.Tool
+	what := toolSummary(r.Input)
+	if r.Agent == "codex" && r.Target != "" { // the command, or the paths
+		what = cut(sanitize([]byte(strings.ReplaceAll(r.Target, "\n", ", ")), false), 200)
 	}
 	rule := sanitize([]byte(cmp.Or(ev.Rule, ev.Verdict)), false)
 	how := "  [" + rule + "]"
@@ -53,7 +46,7 @@ func (p *eventPrinter) policyPrompt(ev client.Event) bool {
 			how += "  (baton approve " + cmp.Or(p.runID, "RUNID") + " " + sanitize([]byte(ev.Approval), false) + " [--deny])"
 		}
 	}
-	p.line(p.paint(styleBold+styleYellow, "? "+sanitize([]byte(tool), false)+" asks: ") + what + p.paint(styleDim, how))
+	p.line(p.paint(styleBold+styleYellow, "? "+sanitize([]byte(r.Tool), false)+" asks: ") + what + p.paint(styleDim, how))
 	return true
 }
 
@@ -76,6 +69,7 @@ func (p *eventPrinter) decision(ev client.Event) {
 		p.line(p.paint(styleYellow, "[decision] hold "+tool+": nobody answered in time; the agent is told it awaits approval") +
 			p.paint(styleDim, "  (baton approve "+cmp.Or(p.runID, "RUNID")+" "+id+" [--deny])"))
 	default:
+		// (answered: policy.Answered once package policy has it.)
 		_, allow, why, ok := answered(trimEOL(ev.Data))
 		word, style := "deny", styleRed
 		if allow {
