@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -54,6 +55,10 @@ type RunView struct {
 	PauseRequested bool                 `json:"pauseRequested,omitempty"`
 	// Events is the profile's events dialect (docs/agui.md).
 	Events string `json:"events,omitempty"`
+	// Policy decides the run's permission prompts (the profile's, narrowed
+	// by the job's), AskTimeout how long an ask waits for a person.
+	Policy     *policy.Policy    `json:"policy,omitempty"`
+	AskTimeout protocol.Duration `json:"askTimeout,omitempty"`
 }
 
 // NewRunView returns the view of r.
@@ -74,6 +79,7 @@ func NewRunView(r kv.RunRecord) RunView {
 		IdleTimeout: protocol.Duration(r.IdleTimeout), WaitingSince: t(r.WaitingSince), Spawning: r.Spawning,
 		Session: r.Session, Checkpoint: checkpointWire(r.Checkpoint),
 		PauseAfter: protocol.Duration(r.PauseAfter), PauseRequested: r.PauseRequested, Events: r.Events,
+		Policy: r.Policy, AskTimeout: protocol.Duration(r.AskTimeout),
 	}
 	if json.Valid(r.Job) {
 		v.Job = r.Job

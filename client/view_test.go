@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/policy"
 )
 
 // TestRunViewHasEveryRecordField: the view that `baton runs get --json`
@@ -39,7 +40,8 @@ func TestRunViewHasEveryRecordField(t *testing.T) {
 		CancelRequested: true, Interactive: true, TurnEndField: "type", TurnEndEquals: "result", IdleTimeout: time.Minute,
 		WaitingSince: now, CreatedAt: now, StartedAt: now, FinishedAt: now, ExitCode: &code, Reason: "why", Offset: 9, LastSeq: 4,
 		Labels: map[string]string{"k": "v"}, Retries: 1, Job: []byte(`{"runId":"r","profile":"p"}`), Input: "hi", Spawning: true,
-		Session: "s", Checkpoint: &kv.SessionCheckpoint{Object: "s/r"}, PauseAfter: time.Minute, PauseRequested: true, Events: "claude"}
+		Session: "s", Checkpoint: &kv.SessionCheckpoint{Object: "s/r"}, PauseAfter: time.Minute, PauseRequested: true, Events: "claude",
+		Policy: &policy.Policy{Deny: []string{"Bash(curl *)"}}, AskTimeout: 45 * time.Second}
 	b, err := json.Marshal(client.NewRunView(full))
 	if err != nil {
 		t.Fatal(err)

@@ -153,9 +153,6 @@ type Profile struct {
 	// IdleTimeout ends a run that waits for input longer (status timeout,
 	// reason idle); 0: no bound but the run's timeout. Needs turnEnd.
 	IdleTimeout time.Duration `yaml:"idleTimeout"`
-	// Policy (provisional).
-	Policy     *policy.Policy `yaml:"policy"`
-	AskTimeout time.Duration  `yaml:"askTimeout"`
 	// Nice is the CPU priority of the profile's runs, -20 (highest) to
 	// 19 (lowest), 0 by default: runner-outer takes it first thing, so
 	// the whole chain and the agent run at it, and, where the kernel
@@ -183,6 +180,17 @@ type Profile struct {
 	// sandbox (docs/tools.md). ToolLimits bound the calls.
 	Tools      []string   `yaml:"tools"`
 	ToolLimits ToolLimits `yaml:"toolLimits"`
+	// Policy decides the agent's permission prompts (Claude Code's
+	// can_use_tool with --permission-prompt-tool stdio, Codex
+	// app-server's requestApproval): baton answers an allow or a deny on
+	// the agent's stdin (so it needs stdin: stream) and asks a person the
+	// rest. A job's policy narrows it. Nil: prompts are passed through.
+	Policy *policy.Policy `yaml:"policy"`
+	// AskTimeout is how long a prompt waits for a person before baton
+	// tells the agent it awaits approval (a denial it may retry after,
+	// once a person allows it); default DefaultAskTimeout, below Claude
+	// Code's own ~60 s wait. Needs policy.
+	AskTimeout time.Duration `yaml:"askTimeout"`
 }
 
 // Network is "none" (loopback only) or an egress allowlist. In YAML it is

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/batonhq/baton/agui"
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -32,6 +33,9 @@ const (
 	DefaultStreamMaxBytes = 1 << 30 // jobs and DLQ streams
 	DefaultStreamMaxMsgs  = 100_000 // jobs and DLQ streams
 	DefaultDiskReserve    = 1 << 30 // free space the disk budget leaves
+	// DefaultAskTimeout is a profile's askTimeout: below Claude Code's
+	// own wait for an answer (about 60 s), after which it gives up on it.
+	DefaultAskTimeout = 45 * time.Second
 )
 
 // DemoProfile names the built-in profile that runs baton's fake agent.
@@ -187,6 +191,8 @@ func typeKeys(goType string) (where, keys string) {
 		where, t = "outputs", reflect.TypeFor[Outputs]()
 	case "config.Secret":
 		where, t = "a secret", reflect.TypeFor[Secret]()
+	case "policy.Policy":
+		where, t = "a policy", reflect.TypeFor[policy.Policy]()
 	default:
 		return goType, "?"
 	}
@@ -225,6 +231,10 @@ func typeWant(goType string) string {
 		return "a mapping of rlimit names to values"
 	case "float64":
 		return "a number"
+	case "policy.Policy":
+		return "a policy (a mapping with default, allow, ask, deny)"
+	case "policy.Verdict":
+		return "allow, ask or deny"
 	}
 	return goType
 }

@@ -37,4 +37,15 @@ func TestReadmeConfigParses(t *testing.T) {
 	if len(cfg.Profiles["claude-keyless"].Secrets) != 3 {
 		t.Fatal("docs/configuration.md's secrets example lost its secrets")
 	}
+	// And its policy example.
+	m = regexp.MustCompile("(?s)## Policy and approvals.*?```yaml\n(.*?)```").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("docs/configuration.md has no yaml block under ## Policy and approvals")
+	}
+	if cfg, err = config.Parse(m[1]); err != nil {
+		t.Fatalf("docs/configuration.md's policy example does not parse: %v", err)
+	}
+	if cfg.Profiles["claude-chat"].Policy == nil || cfg.Profiles["codex-chat"].Policy == nil {
+		t.Fatal("docs/configuration.md's policy example lost its policies")
+	}
 }

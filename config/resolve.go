@@ -51,8 +51,6 @@ type Invocation struct {
 	// TurnEnd and IdleTimeout are the profile's (TurnEnd nil: none).
 	TurnEnd     *TurnEnd
 	IdleTimeout time.Duration
-	Policy      *policy.Policy
-	AskTimeout  time.Duration
 	// Nice is the profile's CPU priority for the run.
 	Nice int
 	// Events is the profile's events dialect, kept in the run's record.
@@ -69,6 +67,11 @@ type Invocation struct {
 	// Git is the job's workspace repository, with the secret that is its
 	// credential (nil: none).
 	Git *runspec.Git
+	// Policy is the profile's policy narrowed by the job's (nil: none, the
+	// prompts are passed through), AskTimeout the profile's askTimeout
+	// (DefaultAskTimeout when it sets none; 0 without a policy).
+	Policy     *policy.Policy
+	AskTimeout time.Duration
 }
 
 // Limits are the job limits this configuration sets.
@@ -162,6 +165,11 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		limits.Outputs = ByteSize(jo)
 	}
 
+	pol, askTimeout, err := p.resolvePolicy(job)
+	if err != nil {
+		return Invocation{}, err
+	}
+
 	outs, err := p.Outputs.narrow(job.Profile, job.Outputs)
 	if err != nil {
 		return Invocation{}, err
@@ -213,15 +221,37 @@ func (c *Config) Resolve(job protocol.Job, self string) (Invocation, error) {
 		Interrupt:   p.Interrupt,
 		TurnEnd:     p.TurnEnd,
 		IdleTimeout: p.IdleTimeout,
-		Policy:      p.Policy,
-		AskTimeout:  p.AskTimeout,
 		Nice:        p.Nice,
 		Events:      p.Events,
 		Session:     sess,
 		ResumeArgv:  resume,
 		Setup:       setup,
 		Tools:       p.toolsSpec(),
+		Policy:      pol,
+		AskTimeout:  askTimeout,
 	}, nil
+}
+
+// resolvePolicy is the run's policy, the profile's narrowed by the job's,
+// and its askTimeout. A job's policy on a profile without one is refused:
+// it would have baton decide what a person decides today.
+func (p Profile) resolvePolicy(job protocol.Job) (*policy.Policy, time.Duration, error) {
+	if p.Policy == nil {
+		if job.Policy != nil {
+			return nil, 0, reject(protocol.ErrNotAllowed, "profile %q has no policy for a job's policy to narrow: its permission prompts are passed through to whoever answers them", job.Profile)
+		}
+		return nil, 0, nil
+	}
+	pol := policy.Policy{Default: p.Policy.Default, Allow: slices.Clone(p.Policy.Allow),
+		Ask: slices.Clone(p.Policy.Ask), Deny: slices.Clone(p.Policy.Deny)}
+	if job.Policy != nil {
+		pol = p.Policy.Narrow(*job.Policy)
+	}
+	askTimeout := p.AskTimeout
+	if askTimeout == 0 {
+		askTimeout = DefaultAskTimeout
+	}
+	return &pol, askTimeout, nil
 }
 
 // rejection is a job rejection whose message reads without the sentinel's

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox/runspec"
 )
@@ -184,6 +185,68 @@ func TestResolveRejects(t *testing.T) {
 				t.Fatalf("ReasonOf(%v) fell through to %q", err, protocol.ReasonInvalid)
 			}
 		})
+	}
+}
+
+// TestResolvePolicy: the run's policy is the profile's narrowed by the
+// job's, with the profile's askTimeout (45 s unless set); a job's policy
+// on a profile without one is refused.
+func TestResolvePolicy(t *testing.T) {
+	c, err := config.Parse([]byte(`
+profiles:
+  claude:
+    command: [claude, -p, --permission-prompt-tool, stdio]
+    stdin: stream
+    policy:
+      default: ask
+      allow: [Read, Grep, "Bash(git status*)"]
+      ask: ["Bash(git push*)"]
+      deny: ["Bash(curl *)"]
+  patient:
+    command: [codex, app-server]
+    stdin: stream
+    policy: {default: deny, allow: [Read]}
+    askTimeout: 2m
+  plain:
+    command: [claude, -p]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		job        protocol.Job
+		want       *policy.Policy
+		askTimeout time.Duration
+		err        string
+	}{
+		{"the profile's", protocol.Job{RunID: "r", Profile: "claude"},
+			&policy.Policy{Default: policy.Ask, Allow: []string{"Read", "Grep", "Bash(git status*)"}, Ask: []string{"Bash(git push*)"}, Deny: []string{"Bash(curl *)"}},
+			config.DefaultAskTimeout, ""},
+		{"narrowed by the job's", protocol.Job{RunID: "r", Profile: "claude", Policy: &policy.Policy{Default: policy.Allow, Allow: []string{"Bash(git push*)"}, Deny: []string{"Grep"}}},
+			&policy.Policy{Default: policy.Ask, Allow: []string{"Read", "Bash(git status*)"}, Ask: []string{"Bash(git push*)"}, Deny: []string{"Bash(curl *)", "Grep"}},
+			config.DefaultAskTimeout, ""},
+		{"its own askTimeout", protocol.Job{RunID: "r", Profile: "patient"}, &policy.Policy{Default: policy.Deny, Allow: []string{"Read"}}, 2 * time.Minute, ""},
+		{"none", protocol.Job{RunID: "r", Profile: "plain"}, nil, 0, ""},
+		{"a job's policy needs the profile's", protocol.Job{RunID: "r", Profile: "plain", Policy: &policy.Policy{Deny: []string{"Bash"}}}, nil, 0,
+			`profile "plain" has no policy for a job's policy to narrow`},
+	} {
+		inv, err := c.Resolve(tc.job, "/b")
+		if tc.err != "" {
+			if !errors.Is(err, protocol.ErrNotAllowed) || !strings.HasPrefix(fmt.Sprint(err), tc.err) {
+				t.Errorf("%s: %v, want ErrNotAllowed %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(inv.Policy, tc.want) || inv.AskTimeout != tc.askTimeout {
+			t.Errorf("%s: %+v %v, %v; want %+v %v", tc.name, inv.Policy, inv.AskTimeout, err, tc.want, tc.askTimeout)
+		}
+	}
+	// The invocation's policy shares nothing with the configuration.
+	inv, _ := c.Resolve(protocol.Job{RunID: "r", Profile: "claude"}, "/b")
+	inv.Policy.Allow[0] = "Bash"
+	if c.Profiles["claude"].Policy.Allow[0] != "Read" {
+		t.Fatal("Resolve returned a policy sharing the profile's rules")
 	}
 }
 

@@ -211,6 +211,7 @@ func (c *Config) Validate() error {
 		case p.IdleTimeout > 0 && p.TurnEnd == nil:
 			bad(at+".idleTimeout", "needs turnEnd (a run waits for input only between turns)")
 		}
+		errs = append(errs, p.validatePolicy(at)...)
 		for _, id := range []struct {
 			key string
 			v   int
@@ -221,6 +222,29 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validatePolicy reports the problems of the profile's policy and
+// askTimeout; at is the profile's path.
+func (p Profile) validatePolicy(at string) []error {
+	var errs []error
+	if p.Policy != nil {
+		if err := p.Policy.Validate(); err != nil {
+			for _, e := range splitJoined(err) {
+				errs = append(errs, fmt.Errorf("%s.policy: %w", at, e))
+			}
+		}
+		if p.Stdin.OrDefault() != StdinStream {
+			errs = append(errs, fmt.Errorf("%s.policy: needs stdin: stream (baton answers the agent's permission prompts on its stdin)", at))
+		}
+	}
+	switch {
+	case p.AskTimeout < 0:
+		errs = append(errs, fmt.Errorf("%s.askTimeout: %s must not be negative", at, p.AskTimeout))
+	case p.AskTimeout > 0 && p.Policy == nil:
+		errs = append(errs, fmt.Errorf("%s.askTimeout: needs policy (only a policy asks a person)", at))
+	}
+	return errs
 }
 
 // splitJoined undoes errors.Join, so each problem gets its key's path.

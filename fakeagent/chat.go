@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 )
@@ -196,7 +197,13 @@ func (c *chat) turn(line []byte) error {
 		return c.approval("Write", map[string]string{"file_path": path, "content": "written by the fake agent\n"}, "write "+path)
 	case strings.HasPrefix(text, "codex: "):
 		return c.codexApproval(strings.TrimPrefix(text, "codex: "))
-	case strings.HasSuffix(text, "Please retry it now.") && c.denied != nil:
+	case strings.HasSuffix(text, "Please retry it now."):
+		if c.denied == nil {
+			c.denied = c.deniedBefore()
+		}
+		if c.denied == nil {
+			break
+		}
 		retry := c.denied
 		c.denied = nil
 		return retry()
@@ -247,8 +254,40 @@ func (c *chat) approval(name string, input map[string]string, what string) error
 			return err
 		}
 		c.denied = func() error { c.turns++; return c.approval(name, input, what) }
+		c.keepDenied(deniedRequest{Name: name, Input: input, What: what})
 		return c.result("denied: "+cmd, "completed")
 	}
+}
+
+// deniedFile keeps the last denied request in the working directory, as
+// a real agent's conversation state outlives its process: a session's
+// next run (after a pause) retries it when told to.
+const deniedFile = ".fake-agent-denied.json"
+
+type deniedRequest struct {
+	Codex bool              `json:"codex,omitempty"`
+	Name  string            `json:"name,omitempty"`
+	Input map[string]string `json:"input,omitempty"`
+	What  string            `json:"what"`
+}
+
+func (c *chat) keepDenied(d deniedRequest) {
+	b, _ := json.Marshal(d)
+	_ = os.WriteFile(deniedFile, b, 0o600) // a chat in a read-only place just retries nothing later
+}
+
+// deniedBefore is the retry of the request an earlier process of the
+// conversation was denied, if any.
+func (c *chat) deniedBefore() func() error {
+	b, err := os.ReadFile(deniedFile)
+	var d deniedRequest
+	if err != nil || json.Unmarshal(b, &d) != nil {
+		return nil
+	}
+	if d.Codex {
+		return func() error { return c.codexApproval(d.What) }
+	}
+	return func() error { return c.approval(d.Name, d.Input, d.What) }
 }
 
 // codexApproval asks to run cmd as Codex app-server does, and acts on the
@@ -276,6 +315,7 @@ func (c *chat) codexApproval(cmd string) error {
 			return c.result("ran: "+cmd, "completed")
 		}
 		c.denied = func() error { c.turns++; return c.codexApproval(cmd) }
+		c.keepDenied(deniedRequest{Codex: true, What: cmd})
 		return c.result("declined: "+cmd, "completed")
 	}
 }

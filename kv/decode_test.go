@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/batonhq/baton/policy"
 )
 
 func mustEncode(t testing.TB, v any) []byte {
@@ -73,6 +76,19 @@ func TestDecodeValid(t *testing.T) {
 	if gotRun.RunID != "r" || *gotRun.ExitCode != 3 || !gotRun.CreatedAt.Equal(run.CreatedAt) ||
 		gotRun.Labels["a"] != "b" || gotRun.Offset != run.Offset || gotRun.LastSeq != run.LastSeq {
 		t.Fatalf("round trip: got %+v, want %+v", gotRun, run)
+	}
+
+	// A run's policy survives the record, as a map a JS client reads by
+	// its names.
+	pol := RunRecord{RunID: "r", Policy: &policy.Policy{Default: policy.Deny, Allow: []string{"Read"}, Ask: []string{"Bash(git push*)"},
+		Deny: []string{"Bash(curl *)"}}, AskTimeout: 45 * time.Second}
+	polBytes := mustEncode(t, pol)
+	if gotPol, err := Decode[RunRecord]("r", 1, polBytes); err != nil || !reflect.DeepEqual(gotPol.Policy, pol.Policy) || gotPol.AskTimeout != pol.AskTimeout {
+		t.Fatalf("policy round trip: got %+v %v, %v", gotPol.Policy, gotPol.AskTimeout, err)
+	}
+	var asMap map[string]any
+	if err := msgpack.Unmarshal(polBytes, &asMap); err != nil || fmt.Sprint(asMap["policy"]) != "map[allow:[Read] ask:[Bash(git push*)] default:deny deny:[Bash(curl *)]]" {
+		t.Fatalf("the policy as msgpack: %v, %v", asMap["policy"], err)
 	}
 
 	// Records written before the nonce left them still decode; the field

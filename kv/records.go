@@ -60,14 +60,15 @@ type RunRecord struct {
 	TurnEndField  string        `msgpack:"turnEndField,omitempty"`
 	TurnEndEquals string        `msgpack:"turnEndEquals,omitempty"`
 	IdleTimeout   time.Duration `msgpack:"idleTimeout,omitempty"`
-	// Policy is the profile's policy narrowed by the job's (nil: none),
-	// AskTimeout how long the holder waits for a person's answer before
-	// telling the agent its request awaits approval.
-	Policy     *policy.Policy `msgpack:"policy,omitempty"`
-	AskTimeout time.Duration  `msgpack:"askTimeout,omitempty"`
 	// Events is the profile's events dialect (agui.Dialect), so that a
 	// reader projects the run's chain as its worker's config says.
 	Events string `msgpack:"events,omitempty"`
+	// Policy is the run's policy for permission prompts (the profile's,
+	// narrowed by the job's; nil: prompts are passed through), and
+	// AskTimeout how long an ask waits for a person: the holder decides
+	// by them, and a successor decides as the first holder did.
+	Policy     *policy.Policy `msgpack:"policy,omitempty"`
+	AskTimeout time.Duration  `msgpack:"askTimeout,omitempty"`
 	// WaitingSince is when the agent began to wait for input (after a
 	// turn-end line); zero while it runs. The holder writes it before its
 	// "waiting" status, so a successor restates "waiting" and runs the

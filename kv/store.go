@@ -284,9 +284,14 @@ func (s *Store[T]) Keys(ctx context.Context) ([]string, error) {
 // of the map and reported together in the error, which then comes with the
 // rest of the map rather than instead of it.
 func (s *Store[T]) List(ctx context.Context) (map[string]Entry[T], error) {
-	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	return s.ListMatching(ctx, ">")
+}
+
+// ListMatching is List of the keys that match filter (wildcards * and >).
+func (s *Store[T]) ListMatching(ctx context.Context, filter string) (map[string]Entry[T], error) {
+	w, err := s.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, wrapErr(s.kv.Bucket(), "list", "*", err)
+		return nil, wrapErr(s.kv.Bucket(), "list", filter, err)
 	}
 	defer w.Stop()
 	out := map[string]Entry[T]{}

@@ -76,6 +76,9 @@ type Approval struct {
 	Tool   string          `json:"tool"`
 	Target string          `json:"target,omitempty"`
 	Input  json.RawMessage `json:"input,omitempty"`
+	// Truncated: Input (left out) or Target (cut) was too long to keep;
+	// the agent's line on the chain has all of it.
+	Truncated bool `json:"truncated,omitempty"`
 	// Verdict is the policy's: allow, ask or deny; Rule the rule that
 	// matched ("deny: Bash(curl *)", or "default: ask").
 	Verdict string `json:"verdict"`

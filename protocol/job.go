@@ -3,6 +3,8 @@ package protocol
 import (
 	"fmt"
 	"strings"
+
+	"github.com/batonhq/baton/policy"
 )
 
 // Job asks for a run. It arrives on RunJobSubject as JSON, or as msgpack when
@@ -45,6 +47,10 @@ type Job struct {
 	// the order their jobs were submitted on its subject
 	// (Names.SessionJobSubject). [A-Za-z0-9_-]{1,128}.
 	Session string `json:"session,omitempty" msgpack:"session,omitempty"`
+	// Policy narrows the profile's policy for permission prompts (it may
+	// deny or ask more, never allow more); a profile without a policy
+	// refuses a job with one.
+	Policy *policy.Policy `json:"policy,omitempty" msgpack:"policy,omitempty"`
 }
 
 // JobLimitOutput is the job limit on the agent's stdout, in bytes.

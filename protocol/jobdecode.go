@@ -105,6 +105,7 @@ var jobFields = []jobField{
 		return err
 	}},
 	{"session", func(r fieldReader, k string, j *Job) (err error) { j.Session, err = r.str(k); return err }},
+	{"policy", readPolicy},
 }
 
 type jobField struct {
@@ -226,6 +227,9 @@ func (j Job) Validate(lim Limits) error {
 		return err
 	}
 	if err := validateWorkspace(j.Workspace, j.Files); err != nil {
+		return err
+	}
+	if err := validatePolicy(j.Policy); err != nil {
 		return err
 	}
 	if j.Session != "" && j.Workspace != nil && j.Workspace.Git != nil {
@@ -467,6 +471,7 @@ func normalize(j *Job) {
 		j.Limits = nil
 	}
 	normalizeOutputs(j)
+	normalizePolicy(j)
 }
 
 func wrongType(field, want, got string) error {

@@ -54,6 +54,9 @@ func FuzzDecodeJob(f *testing.F) {
 		`{"runId":"r","profile":"p","workspace":{"git":{"url":"ext::sh","ref":"-x","depth":-1}}}`,
 		`{"runId":"r","profile":"p","workspace":{"git":{"url":"https://h/r"},"object":"a"}}`,
 		`{"runId":"r","profile":"p","workspace":{"git":{"url":"https://h/r"}},"files":{"a":"b","~/c":"d"}}`,
+		`{"runId":"r","profile":"p","policy":{"default":"deny","allow":["Read","Bash(git status*)"],"deny":["Bash(curl *)"]}}`,
+		`{"runId":"r","profile":"p","policy":{"default":"maybe","ask":["Bash(","x y"]}}`,
+		`{"runId":"r","profile":"p","policy":{"allow":[],"deny":null}}`,
 	} {
 		f.Add([]byte(s), false)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -230,6 +231,10 @@ func TestDecodeJobRejects(t *testing.T) {
 		{"labels reserved attempt", ok("labels", map[string]string{"baton.attempt": "2"}), big, protocol.ErrInvalidJob, `labels key "baton.attempt": the prefix "baton." is reserved for baton`},
 		{"labels reserved retryOf", ok("labels", map[string]string{"team": "x", "baton.retryOf": "r0"}), big, protocol.ErrInvalidJob, `labels key "baton.retryOf": the prefix "baton." is reserved`},
 		{"labels reserved any case", ok("labels", map[string]string{"Baton.X": "1"}), big, protocol.ErrInvalidJob, `the prefix "baton." is reserved`},
+		{"policy list", ok("policy", []string{"Read"}), big, protocol.ErrMalformedJob, `field "policy" must be an object like`},
+		{"policy bad rule", ok("policy", map[string][]string{"deny": {"Bash(curl *"}}), big, protocol.ErrInvalidJob, `policy: deny[0] "Bash(curl *": the pattern must end with )`},
+		{"policy bad default", ok("policy", map[string]string{"default": "never"}), big, protocol.ErrInvalidJob, `policy: default "never" must be allow, ask or deny`},
+		{"policy unknown key", ok("policy", map[string][]string{"commands": {"ls"}}), big, protocol.ErrUnknownField, `field "policy" has no key "commands"`},
 		{"payload too big", ok("input", strings.Repeat("x", 600)), protocol.Limits{MaxBytes: 512}, protocol.ErrOversize, `payload is`},
 	}
 	if len(cases) < 30 {
@@ -346,6 +351,7 @@ func fullJob() protocol.Job {
 		Labels:    map[string]string{"team": "infra", "ticket": "T-1"},
 		Limits:    map[string]string{"disk": "1GiB", "output": "1MiB"},
 		Workspace: &protocol.WorkspaceRef{Object: "sha256-0123.tar.gz"},
+		Policy:    &policy.Policy{Default: policy.Deny, Allow: []string{"Read"}, Deny: []string{"Bash(curl *)"}},
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // and a new room is placed on purpose. Test files may import anything.
 var layers = [][]string{
 	// Leaves: the standard library and outside modules only.
-	{"internal/bounded", "internal/clock", "internal/fsat", "internal/fstree", "internal/leader", "internal/natsurl", "internal/pidfd", "internal/runid", "fakeagent",
+	{"internal/bounded", "internal/clock", "policy", "internal/fsat", "internal/fstree", "internal/leader", "internal/natsurl", "internal/pidfd", "internal/runid", "fakeagent",
 		"sandbox/internal/seccomp", "sandbox/internal/tlsterm", "test", "test/escapeagent",
 		// The TypeScript client's package: its Go test only.
 		"clients/js"},

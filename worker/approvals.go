@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -374,8 +376,9 @@ func (a *approver) promptLine(ap protocol.Approval) ([]byte, error) {
 }
 
 // maxPromptBytes bounds a prompt line read whole (a Write's input holds
-// the file): a longer one is published, and left to the agent's timeout.
-const maxPromptBytes = 16 << 20
+// the file): the follower hands out no longer line whole, so none is
+// decided; it is published, and left to the agent's timeout.
+const maxPromptBytes = follow.DefaultMaxLine + 1
 
 func trimNewline(b []byte) []byte {
 	if n := len(b); n > 0 && b[n-1] == '\n' {
@@ -442,9 +445,15 @@ func (a *approver) publishPrompt(ctx context.Context, l follow.Line) error {
 		// was allowed after a hold is asked again.
 		a.r.log.Warn().Msg("the run's approvals were not read in time; deciding the prompt by the policy alone")
 	}
-	id := req.ApprovalID()
-	key := protocol.ApprovalKey(a.r.id, id)
-	ap, err := a.record(ctx, key, a.decide(req, l))
+	rec := a.decide(ctx, req, l)
+	ap, err := a.record(ctx, protocol.ApprovalKey(a.r.id, rec.ID), rec)
+	if err == nil && ap.Offset != l.Start {
+		// Another line took the id first: the agent printed a request id
+		// again. Its record is not this prompt's (nor is its answer): this
+		// one gets an id of its own, the same for a successor.
+		rec.ID = reusedID(rec.ID, l.Start)
+		ap, err = a.record(ctx, protocol.ApprovalKey(a.r.id, rec.ID), rec)
+	}
 	if err != nil {
 		return err
 	}
@@ -493,15 +502,49 @@ func (a *approver) record(ctx context.Context, key string, ap protocol.Approval)
 	return ap, fmt.Errorf("record approval %s: %w", ap.ID, err)
 }
 
+// tooLargeRule is the rule of a prompt whose allow would be an input over
+// maxInputBytes.
+const tooLargeRule = "deny: answer over maxInputBytes"
+
+// reusedID is the approval id of a prompt at offset whose request id an
+// earlier prompt of the run had (id its approval id).
+func reusedID(id string, offset int64) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s@%d", id, offset))
+	return "r" + hex.EncodeToString(sum[:8])
+}
+
+// Bounds of what a record keeps of a prompt (a Write's input holds the
+// whole file): the answer is made from the journal's line, not from the
+// record.
+const (
+	maxRecordedInput  = 16 << 10
+	maxRecordedTarget = 4 << 10
+)
+
 // decide makes the approval record of the prompt req on line l.
-func (a *approver) decide(req policy.Request, l follow.Line) protocol.Approval {
+func (a *approver) decide(ctx context.Context, req policy.Request, l follow.Line) protocol.Approval {
 	now := time.Now().UTC()
 	d := a.r.rec.Policy.Decide(req)
 	ap := protocol.Approval{RunID: a.r.id, ID: req.ApprovalID(), Agent: req.Agent, Tool: req.Tool, Target: req.Target,
 		Input: req.Input, Verdict: string(d.Verdict), Rule: d.Rule, State: protocol.ApprovalPending, AskedAt: now,
 		Offset: l.Start, End: l.End}
+	if len(ap.Input) > maxRecordedInput {
+		ap.Input, ap.Truncated = nil, true
+	}
+	if len(ap.Target) > maxRecordedTarget {
+		ap.Target, ap.Truncated = strings.ToValidUTF8(ap.Target[:maxRecordedTarget], ""), true
+	}
+	if n, limit := len(req.Answer(true, ""))+1, int(a.w.cfg.MaxInputBytes); n > limit && d.Verdict != policy.Deny {
+		// Claude's allow carries the tool's input back (a Write's file):
+		// an answer over maxInputBytes is no input baton can store.
+		d = policy.Decision{Verdict: policy.Deny, Rule: tooLargeRule}
+		ap.Verdict, ap.Rule = string(d.Verdict), d.Rule
+		ap.State, ap.DecidedBy, ap.DecidedAt = protocol.ApprovalDenied, protocol.DecidedByPolicy, &now
+		ap.Message = fmt.Sprintf("Denied: its answer would be %d bytes, over baton's maxInputBytes (%d). Make the request smaller (e.g. write the file in parts).", n, limit)
+		return ap
+	}
 	if d.Verdict == policy.Ask {
-		if g, ok := a.grant(req); ok {
+		if g, ok := a.grant(ctx, req); ok {
 			d = policy.Decision{Verdict: policy.Allow, Rule: grantRule + g.ID}
 			ap.Verdict, ap.Rule = string(policy.Allow), d.Rule
 			ap.State, ap.DecidedBy, ap.DecidedAt = protocol.ApprovalAllowed, g.DecidedBy, &now
@@ -519,18 +562,55 @@ func (a *approver) decide(req policy.Request, l follow.Line) protocol.Approval {
 }
 
 // grant finds a person's allow, after a hold, of the same tool and
-// target as req in this run: req is the agent's retry.
-func (a *approver) grant(req policy.Request) (protocol.Approval, bool) {
+// target as req in this run, or in its session's earlier runs (the
+// follow-up of a paused run's hold starts the next one): req is the
+// agent's retry.
+func (a *approver) grant(ctx context.Context, req policy.Request) (protocol.Approval, bool) {
+	match := func(ap protocol.Approval) bool {
+		return ap.State == protocol.ApprovalAllowed && ap.HeldAt != nil && ap.DecidedBy != protocol.DecidedByPolicy && !ap.Truncated &&
+			ap.Agent == req.Agent && ap.Tool == req.Tool && ap.Target == req.Target
+	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	for _, ap := range a.all {
-		if ap.State == protocol.ApprovalAllowed && ap.HeldAt != nil && ap.DecidedBy != protocol.DecidedByPolicy &&
-			ap.Agent == req.Agent && ap.Tool == req.Tool && ap.Target == req.Target {
+		if match(ap) {
+			a.mu.Unlock()
 			return ap, true
+		}
+	}
+	a.mu.Unlock()
+	if a.r.rec.Session == "" {
+		return protocol.Approval{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, approvalTimeout)
+	defer cancel()
+	sess, _, err := a.w.sessions.Get(ctx, a.r.rec.Session)
+	if err != nil {
+		a.r.log.Warn().Err(err).Msg("read the session's runs for an approval given in an earlier one")
+		return protocol.Approval{}, false
+	}
+	// The latest runs: a follow-up starts the run right after its hold's.
+	runs := sess.Runs[max(len(sess.Runs)-sessionGrantRuns, 0):]
+	for i := len(runs) - 1; i >= 0; i-- {
+		if runs[i] == a.r.id {
+			continue
+		}
+		aps, err := a.w.listApprovals(ctx, protocol.ApprovalKeys(runs[i]))
+		if err != nil {
+			a.r.log.Warn().Err(err).Str("session_run", runs[i]).Msg("read an earlier run's approvals")
+			continue
+		}
+		for _, ap := range aps {
+			if match(ap) {
+				return ap, true
+			}
 		}
 	}
 	return protocol.Approval{}, false
 }
+
+// sessionGrantRuns bounds the earlier runs of a session whose approvals
+// answer a retry.
+const sessionGrantRuns = 8
 
 // approvalIDs are what ApprovalID makes: a request id, or a digest.
 var approvalIDs = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -572,7 +652,7 @@ func (w *Worker) handleApprove(ctx context.Context, req micro.Request) {
 	case err != nil:
 		_ = req.Error(protocol.ApprovalFailed, "cannot read the run's record: "+err.Error(), nil)
 		return
-	case rec.State.Terminal():
+	case rec.State.Terminal() && !pausedInSession(rec):
 		_ = req.Error(protocol.ApprovalGone, fmt.Sprintf("run %s is %s: nothing waits on the answer", runID, rec.State), nil)
 		return
 	}
@@ -609,8 +689,34 @@ func (w *Worker) handleApprove(ctx context.Context, req micro.Request) {
 		_ = req.Error(protocol.ApprovalFailed, "cannot write the approval: "+err.Error(), nil)
 		return
 	}
+	if pausedInSession(rec) {
+		if err := w.followUpSession(ctx, rec, ap); err != nil {
+			_ = req.Error(protocol.ApprovalFailed, "the approval is recorded, but its follow-up turn could not be sent to the session: "+err.Error(), nil)
+			return
+		}
+	}
 	b, _ := json.Marshal(ap)
 	_ = req.Respond(b)
+}
+
+// pausedInSession reports whether rec's run is a session's, paused: an
+// approval it held is answered by the session's next run.
+func pausedInSession(rec kv.RunRecord) bool {
+	return rec.Session != "" && protocol.StatusType(rec.State) == protocol.StatusPaused
+}
+
+// followUpSession sends the follow-up turn of ap, a held request of a
+// paused session's run that a person allowed, to the session: its next
+// run starts with it, and the agent's retry there is allowed by ap (grant).
+// A Codex follow-up names its thread, which only the run knew: it is not
+// sent.
+func (w *Worker) followUpSession(ctx context.Context, rec kv.RunRecord, ap protocol.Approval) error {
+	if ap.State != protocol.ApprovalAllowed || ap.HeldAt == nil || ap.Agent != policy.Claude {
+		return nil
+	}
+	line := append(policy.Request{Agent: ap.Agent}.FollowUp(followUpText(ap)), '\n')
+	_, err := w.sendToSession(ctx, ctx, rec.Session, line, false, "followup-"+ap.RunID+"-"+ap.ID)
+	return err
 }
 
 // maxApprovalsListed bounds one read of approvals.
@@ -673,32 +779,20 @@ func (w *Worker) handleReadApprovals(ctx context.Context, req micro.Request) {
 	_ = req.Respond(b)
 }
 
-// listApprovals reads the approval records whose keys match filter.
+// listApprovals reads the approval records whose keys match filter; a
+// record that cannot be decoded is left out (and logged).
 func (w *Worker) listApprovals(ctx context.Context, filter string) ([]protocol.Approval, error) {
-	kw, err := w.approvals.KV().Watch(ctx, filter, jetstream.IgnoreDeletes())
-	if err != nil {
+	all, err := w.approvals.ListMatching(ctx, filter)
+	if errors.Is(err, kv.ErrDecode) {
+		w.log.Warn().Err(err).Msg("approval records that cannot be decoded")
+	} else if err != nil {
 		return nil, err
 	}
-	defer kw.Stop()
-	var out []protocol.Approval
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-kw.Updates():
-			if !ok {
-				return nil, errors.New("the watch ended")
-			}
-			if e == nil {
-				return out, nil
-			}
-			ap, err := kv.Decode[protocol.Approval](e.Key(), e.Revision(), e.Value())
-			if err != nil {
-				continue
-			}
-			out = append(out, ap)
-		}
+	out := make([]protocol.Approval, 0, len(all))
+	for _, e := range all {
+		out = append(out, e.Value)
 	}
+	return out, nil
 }
 
 // wait pauses for d, or until ctx ends: false then.

@@ -66,55 +66,72 @@ func (w *Worker) handleSessionSend(ctx context.Context, req micro.Request, id st
 	life := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inputTimeout)
 	defer cancel()
-	rec, _, err := w.sessions.Get(ctx, id)
-	if err != nil {
+	eof := req.Headers().Get(protocol.HeaderInputEOF) == "true"
+	rep, err := w.sendToSession(ctx, life, id, req.Data(), eof, req.Headers().Get(nats.MsgIdHdr))
+	var refused *inputRefusal
+	switch {
+	case errors.As(err, &refused):
+		_ = req.Error(refused.code, refused.desc, nil)
+		return
+	case errors.Is(err, errBadJob):
+		_ = req.Error(protocol.SessionBad, err.Error(), nil)
+		return
+	case err != nil:
 		sessionError(req, err)
 		return
 	}
-	msgID := req.Headers().Get(nats.MsgIdHdr)
-	eof := req.Headers().Get(protocol.HeaderInputEOF) == "true"
+	b, _ := json.Marshal(rep)
+	_ = req.Respond(b)
+}
+
+// inputRefusal is an input error code and its description.
+type inputRefusal struct{ code, desc string }
+
+func (e *inputRefusal) Error() string { return e.code + " " + e.desc }
+
+// errBadJob: the session's next job cannot be encoded.
+var errBadJob = errors.New("the session's next job")
+
+// sendToSession gives data to session id's agent (see handleSessionSend):
+// as input of its live run, or as the first input of its next run.
+func (w *Worker) sendToSession(ctx, life context.Context, id string, data []byte, eof bool, msgID string) (protocol.SessionSendReply, error) {
+	rec, _, err := w.sessions.Get(ctx, id)
+	if err != nil {
+		return protocol.SessionSendReply{}, err
+	}
 	runID := protocol.SessionRunID(id, msgID)
 	if msgID != "" && slices.Contains(rec.Runs, runID) {
 		// A retry of a send that started a run: that run has the message.
-		b, _ := json.Marshal(protocol.SessionSendReply{Session: id, RunID: runID, Started: true})
-		_ = req.Respond(b)
-		return
+		return protocol.SessionSendReply{Session: id, RunID: runID, Started: true}, nil
 	}
 	if rec.Live != "" {
 		live, err := w.lookupRun(ctx, rec.Live)
 		if err != nil {
-			sessionError(req, err)
-			return
+			return protocol.SessionSendReply{}, err
 		}
 		if live != nil && !live.State.Terminal() && live.Interactive && !live.PauseRequested {
-			seq, code, desc := w.acceptInput(ctx, life, rec.Live, *live, req.Data(), eof, msgID)
+			seq, code, desc := w.acceptInput(ctx, life, rec.Live, *live, data, eof, msgID)
 			if code == "" {
-				b, _ := json.Marshal(protocol.SessionSendReply{Session: id, RunID: rec.Live, Seq: seq})
-				_ = req.Respond(b)
-				return
+				return protocol.SessionSendReply{Session: id, RunID: rec.Live, Seq: seq}, nil
 			}
 			if code != protocol.InputTerminal {
-				_ = req.Error(code, desc, nil)
-				return
+				return protocol.SessionSendReply{}, &inputRefusal{code, desc}
 			}
 			// It ended meanwhile: the message starts the next run.
 		}
 	}
-	job := protocol.Job{RunID: runID, Profile: rec.Profile, Input: string(req.Data()), Session: id}
+	job := protocol.Job{RunID: runID, Profile: rec.Profile, Input: string(data), Session: id}
 	body, err := protocol.EncodeJob(job)
 	if err != nil {
-		_ = req.Error(protocol.SessionBad, err.Error(), nil)
-		return
+		return protocol.SessionSendReply{}, fmt.Errorf("%w: %w", errBadJob, err)
 	}
 	m := nats.NewMsg(w.names.SessionJobSubject(id))
 	m.Data = body
 	m.Header.Set(nats.MsgIdHdr, job.RunID)
 	if _, err := w.js.PublishMsg(ctx, m, jetstream.WithExpectStream(w.names.JobsStream())); err != nil {
-		sessionError(req, fmt.Errorf("submit the session's next run: %w", err))
-		return
+		return protocol.SessionSendReply{}, fmt.Errorf("submit the session's next run: %w", err)
 	}
-	b, _ := json.Marshal(protocol.SessionSendReply{Session: id, RunID: job.RunID, Started: true})
-	_ = req.Respond(b)
+	return protocol.SessionSendReply{Session: id, RunID: job.RunID, Started: true}, nil
 }
 
 // handleSessionFork makes a new session from a checkpoint of id.

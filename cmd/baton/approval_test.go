@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/batonhq/baton/policy"
+)
 
 func TestPromptReplies(t *testing.T) {
 	claude := `{"type":"control_request","request_id":"R","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"make test"}}}`
@@ -22,7 +26,8 @@ func TestPromptReplies(t *testing.T) {
 		{`{"method":"turn/completed","id":3}`, "y", ""},
 	} {
 		var p prompts
-		if a, ok := parseApproval([]byte(tc.prompt)); ok {
+		var rd policy.Reader
+		if a, ok := rd.Request([]byte(tc.prompt)); ok {
 			p.add(a)
 		}
 		if got := string(p.reply(tc.typed)); got != tc.want {
@@ -31,9 +36,10 @@ func TestPromptReplies(t *testing.T) {
 	}
 	// An answer, from anyone, settles its prompt.
 	var p prompts
-	a, _ := parseApproval([]byte(claude))
+	var rd policy.Reader
+	a, _ := rd.Request([]byte(claude))
 	p.add(a)
-	if id, allow, _, ok := answered(a.answer(false, "x")); !ok || allow {
+	if id, allow, _, ok := policy.Answered(a.Answer(false, "x")); !ok || allow {
 		t.Fatalf("answered(deny) = %s %v %v", id, allow, ok)
 	} else {
 		p.resolve(id)

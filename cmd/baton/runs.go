@@ -19,6 +19,7 @@ import (
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -261,6 +262,7 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 		events = sanitize([]byte(r.Events), false)
 	}
 	row("Events dialect", events+" ('baton watch --agui' projects it)")
+	row("Policy", policyText(r.Policy, r.AskTimeout))
 	row("Waiting since", fmtTime(r.WaitingSince))
 	row("Session", cell(r.Session))
 	if r.Session != "" {
@@ -283,6 +285,27 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 		row("Label "+sanitize([]byte(k), false), sanitize([]byte(r.Labels[k]), false))
 	}
 	return tw.Flush()
+}
+
+// policyText shows a run's policy and askTimeout on one line.
+func policyText(p *policy.Policy, askTimeout time.Duration) string {
+	if p == nil {
+		return "- (permission prompts are passed through)"
+	}
+	def := p.Default
+	if def == "" {
+		def = policy.Ask
+	}
+	s := "default " + string(def)
+	for _, l := range []struct {
+		name  string
+		rules []string
+	}{{"allow", p.Allow}, {"ask", p.Ask}, {"deny", p.Deny}} {
+		if len(l.rules) > 0 {
+			s += "; " + l.name + " " + strings.Join(l.rules, ", ")
+		}
+	}
+	return sanitize([]byte(s), false) + fmt.Sprintf("; an ask waits %v", askTimeout)
 }
 
 // cell is a table cell: "-" when empty, and no character that breaks the row.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/policy"
 )
 
 func TestRunFilter(t *testing.T) {
@@ -121,6 +122,7 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		Reason: "why not", Offset: 9, LastSeq: 4, Labels: map[string]string{"team": "a"}, Retries: 1,
 		Job: []byte(`{"runId":"r1","profile":"chat"}`), Input: "fix the\ntest", Spawning: true,
 		Session: "s1", PauseAfter: time.Minute, PauseRequested: true, Events: "codex-exec",
+		Policy: &policy.Policy{Allow: []string{"Read", "Bash(git status*)"}, Deny: []string{"Bash(curl *)"}}, AskTimeout: 45 * time.Second,
 		Checkpoint: &kv.SessionCheckpoint{Object: "s1/r1", Size: 2048, Files: 3, TreeBytes: 4096}}
 	var b strings.Builder
 	if err := printRun(&b, full); err != nil {
@@ -141,6 +143,8 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		"pauseAfter": "Pause:             after waiting 1m0s", "pauseRequested": "1m0s; requested",
 		"checkpoint": "Checkpoint:        s1/r1, 3 files, 4.0 KiB (2.0 KiB stored)",
 		"events":     "Events dialect:    codex-exec",
+		"policy":     "Policy:            default ask; allow Read, Bash(git status*); deny Bash(curl *); an ask waits 45s",
+		"askTimeout": "an ask waits 45s",
 	}
 	// A run under way has no offset and sequence recorded yet: not 0.
 	var running strings.Builder

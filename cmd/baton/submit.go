@@ -47,6 +47,8 @@ type submitFlags struct {
 	gitDepth    int
 	// session makes the run a turn of that session.
 	session string
+	// policy is the job's policy, as JSON.
+	policy string
 }
 
 func newSubmitCmd(g *globals) *cobra.Command {
@@ -171,6 +173,7 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&f.gitDepth, "git-depth", 0, "N: commits of history --git fetches (default 1)")
 	fl.StringVar(&f.workspace, "workspace", "", "DIR or FILE.tar[.gz]: upload it to the workspaces stream (named by its SHA-256, so once) and seed the workspace with it")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label copied to the run record (repeatable)")
+	fl.StringVar(&f.policy, "policy", "", `JSON: narrow the profile's policy for permission prompts, e.g. '{"deny":["Bash(git push*)"]}' (docs/configuration.md)`)
 	fl.StringVar(&f.session, "session", "", "make the run a turn of this session: it starts from the session's last checkpoint, after its earlier runs (docs/sessions.md)")
 	fl.BoolVar(&f.watch, "watch", false, "follow the run until it ends, like 'baton watch'")
 	fl.BoolVar(&f.interactive, "interactive", false, "then attach: follow the run and send each line of stdin as input, like 'baton attach' (profile stdin: stream)")
@@ -215,6 +218,13 @@ func (f *submitFlags) job(stdin io.Reader, readFile func(string) ([]byte, error)
 		if f.diff.set {
 			diff := f.diff.v
 			job.Outputs.Diff = &diff
+		}
+	}
+	if f.policy != "" {
+		dec := json.NewDecoder(strings.NewReader(f.policy))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&job.Policy); err != nil {
+			return protocol.Job{}, fmt.Errorf("--policy: %w (want %s)", err, `{"default":"deny","allow":["Read"],"ask":[…],"deny":[…]}`)
 		}
 	}
 	if job.Env, err = parseAssignments("--env", f.env); err != nil {

@@ -149,6 +149,10 @@ func TestSubmitFlagsJobJSON(t *testing.T) {
 		{[]string{"--git", "https://u:p@h/r.git"}, "", "must not carry a credential"},
 		{[]string{"--git", "https://h/r.git", "--workspace", "./repo"}, "", "both given"},
 		{[]string{"--git-ref", "main"}, "", "go with --git"},
+		{[]string{"--policy", `{"default":"deny","allow":["Read"]}`}, `,"policy":{"default":"deny","allow":["Read"]}}`, ""},
+		{[]string{"--policy", `{"deny":["Bash(curl *"]}`}, "", `policy: deny[0] "Bash(curl *": the pattern must end with )`},
+		{[]string{"--policy", `{"commands":[]}`}, "", `--policy: json: unknown field "commands"`},
+		{[]string{"--policy", `deny`}, "", `--policy: invalid character`},
 	} {
 		var f submitFlags
 		fs := pflag.NewFlagSet("submit", pflag.ContinueOnError)
@@ -182,6 +186,7 @@ func TestSubmitHasAFlagPerJobField(t *testing.T) {
 		"runId": {"run-id"}, "profile": {"profile"}, "input": {"input"}, "args": {"arg"}, "env": {"env"},
 		"timeout": {"timeout"}, "files": {"file"}, "labels": {"label"}, "retries": {"retries"}, "limits": {"limit"},
 		"outputs": {"outputs", "diff"}, "workspace": {"workspace", "git"}, "session": {"session"},
+		"policy": {"policy"},
 	}
 	cmd := newSubmitCmd(&globals{})
 	var docs []string

@@ -22,6 +22,7 @@ import (
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/policy"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -433,7 +434,10 @@ type eventPrinter struct {
 	runID string
 	tools map[string]string
 	asks  *asks
-	err   error
+	// reader reads the permission prompts, from every agent line (a Codex
+	// file change's paths come before its prompt).
+	reader policy.Reader
+	err    error
 }
 
 // print renders one event; it fails only when the output cannot be written.
@@ -662,7 +666,7 @@ func (p *eventPrinter) input(ev client.Event) {
 		p.line(p.paint(styleDim, "you › end of input (the agent's stdin is closed)"))
 		return
 	}
-	if id, allow, why, ok := answered(line); ok {
+	if id, allow, why, ok := policy.Answered(line); ok {
 		if p.prompts != nil {
 			p.prompts.resolve(id)
 		}
@@ -769,11 +773,12 @@ func (p *eventPrinter) agentLine(data []byte) {
 		p.line(p.paint(styleDim, "raw│ ") + sanitize(line, false))
 		return
 	}
-	if a, ok := parseApproval(line); ok {
-		p.approval(a)
+	p.reader.Observe(line)
+	if r, ok := p.reader.Request(line); ok {
+		p.approval(r)
 		return
 	}
-	if id, withdrawn, ok := parseSettled(line); ok {
+	if id, withdrawn, ok := policy.Settled(line); ok {
 		p.settled(id, withdrawn)
 		return
 	}
@@ -819,17 +824,22 @@ func (p *eventPrinter) agentLine(data []byte) {
 
 // approval shows a permission prompt as one line: the tool, what it asks
 // to do, and how to answer.
-func (p *eventPrinter) approval(a approval) {
-	what := toolSummary(a.input)
-	if a.codex {
-		what = cut(sanitize([]byte(a.what), false), 200)
+func (p *eventPrinter) approval(r policy.Request) {
+	what := toolSummary(r.Input)
+	if r.Agent == policy.Codex {
+		// The command, or the paths, the policy matched; a file change
+		// whose item was not seen shows its params (its reason).
+		what = cut(sanitize([]byte(strings.ReplaceAll(r.Target, "\n", ", ")), false), 200)
+		if r.Target == "" {
+			what = toolSummary(r.Input)
+		}
 	}
-	how := "  [request " + idText(a.id) + "]"
+	how := "  [request " + idText(r.ID) + "]"
 	if p.prompts != nil {
-		p.prompts.add(a)
+		p.prompts.add(r)
 		how = "  (y: allow, n [why]: deny)"
 	}
-	p.line(p.paint(styleBold+styleYellow, "? "+sanitize([]byte(a.tool), false)+" asks: ") + what + p.paint(styleDim, how))
+	p.line(p.paint(styleBold+styleYellow, "? "+sanitize([]byte(r.Tool), false)+" asks: ") + what + p.paint(styleDim, how))
 }
 
 // settled shows that the agent no longer waits on permission prompt id:

@@ -23,8 +23,9 @@ import (
 // it asks, the rule that matched and, when a person is asked, how to
 // answer. It reports false for a line that is no prompt (shown as any).
 func (p *eventPrinter) policyPrompt(ev client.Event) bool {
-	// As the worker read it to record it (worker/approvals.go).
-	r, ok := (&policy.Reader{}).Request(trimEOL(ev.Data))
+	line := trimEOL(ev.Data)
+	p.reader.Observe(line)
+	r, ok := p.reader.Request(line)
 	if !ok {
 		return false
 	}
@@ -33,7 +34,7 @@ func (p *eventPrinter) policyPrompt(ev client.Event) bool {
 	}
 	p.tools[ev.Approval] = r.Tool
 	what := toolSummary(r.Input)
-	if r.Agent == "codex" && r.Target != "" { // the command, or the paths
+	if r.Agent == policy.Codex && r.Target != "" { // the command, or the paths
 		what = cut(sanitize([]byte(strings.ReplaceAll(r.Target, "\n", ", ")), false), 200)
 	}
 	rule := sanitize([]byte(cmp.Or(ev.Rule, ev.Verdict)), false)
@@ -69,8 +70,7 @@ func (p *eventPrinter) decision(ev client.Event) {
 		p.line(p.paint(styleYellow, "[decision] hold "+tool+": nobody answered in time; the agent is told it awaits approval") +
 			p.paint(styleDim, "  (baton approve "+cmp.Or(p.runID, "RUNID")+" "+id+" [--deny])"))
 	default:
-		// (answered: policy.Answered once package policy has it.)
-		_, allow, why, ok := answered(trimEOL(ev.Data))
+		_, allow, why, ok := policy.Answered(trimEOL(ev.Data))
 		word, style := "deny", styleRed
 		if allow {
 			word, style = "allow", styleGreen

@@ -153,7 +153,7 @@ func TestHumanFormat(t *testing.T) {
 			evLine(protocol.KindInput, `{"id":0,"result":{"decision":"accept"}}`),
 			evLine(protocol.KindInput, `{"id":1,"result":{"decision":"decline"}}`),
 		}, "? Bash asks: make test\\x1b[2J  [request req-1]\nyou › allow req-1\nyou › deny req-2: not now\n" +
-			"? commandExecution asks: /usr/bin/bash -lc 'echo hi'  [request 0]\nyou › allow 0\nyou › deny 1: decline\n"},
+			"? Bash asks: echo hi  [request 0]\nyou › allow 0\nyou › deny 1: decline\n"},
 		{"a prompt withdrawn by an interrupt, the agent's answers to control requests, its own notes", []client.Event{
 			evLine(ev, `{"type":"control_cancel_request","request_id":"req-1"}`),
 			evLine(ev, `{"type":"control_response","response":{"subtype":"success","request_id":"baton-interrupt"}}`),

@@ -157,6 +157,9 @@ export interface RunRecord {
   /** The profile's events dialect, for the AG-UI projection (`@batonhq/client/agui`). */
   events?: string;
   idleTimeout?: number;
+  /** The run's policy for permission prompts (the profile's, narrowed by the job's), and how long an ask waits for a person. */
+  policy?: { default?: string; allow?: string[]; ask?: string[]; deny?: string[] };
+  askTimeout?: number;
   waitingSince?: Date;
   createdAt: Date;
   startedAt?: Date;
