@@ -1,7 +1,9 @@
 // Package client is baton's Go client: it submits jobs, watches a run's
 // chain of events (replaying it from the start, then following it live, with
-// chunked lines put back together), reads and cancels run records, and lists
-// rejected jobs from the dead-letter stream.
+// chunked lines put back together), reads and cancels run records, answers
+// and lists the approvals a run's policy asks a person about (Approve,
+// Approvals, WatchApprovals), and lists rejected jobs from the dead-letter
+// stream.
 //
 // A Client needs only a JetStream handle and the deployment's names; it holds
 // no goroutines of its own, so it needs no Close. Every call takes a context

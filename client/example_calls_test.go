@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -399,4 +400,75 @@ func ExampleClient_Rejections() {
 	// Output:
 	// r1 true unknown_profile no profile "nope"
 	// r2 false
+}
+
+// Answer a permission prompt the run's policy asked a person about: allow
+// it, or deny it with a reason for the agent. A request decided before is
+// ErrApprovalConflict, with the record saying who decided it and when.
+// With no worker running, the request finds nobody to answer it, and says
+// so.
+func ExampleClient_Approve() {
+	ctx := context.Background()
+	js, stop := exampleServer()
+	defer stop()
+	c, err := client.New(js, protocol.MustNames("baton"))
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
+	a, err := c.Approve(ctx, "example-1", "512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f", client.WithDecidedBy("ada"))
+	switch {
+	case errors.Is(err, client.ErrApprovalConflict):
+		fmt.Printf("decided before: %s by %s\n", a.State, a.DecidedBy)
+	case err != nil:
+		fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
+	default:
+		fmt.Println(a.State)
+	}
+	_, err = c.Approve(ctx, "example-1", "7f3e2a10-5b6c-4d7e-8f90-a1b2c3d4e5f6", client.WithDeny("not on main"), client.WithDecidedBy("ada"))
+	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
+	_, err = c.Approvals(ctx, protocol.ApprovalsQuery{Pending: true})
+	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
+	// Output:
+	// no worker: true
+	// no worker: true
+	// no worker: true
+}
+
+// Follow the approvals of every run as the workers publish them: each
+// change of a record (asked, decided, held, answered) is a notice. A
+// publish stands in for the worker.
+func ExampleClient_WatchApprovals() {
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = c.WatchApprovals(ctx, "", func(a protocol.Approval) error {
+		fmt.Printf("%s %s: %s %s (%s) %s\n", a.RunID, a.ID, a.Tool, a.Target, a.Rule, a.State)
+		if a.State != protocol.ApprovalPending {
+			cancel() // enough for the example
+		}
+		return nil
+	}, client.OnSubscribed(func() error {
+		// Subscribed: the moment to list the records (c.Approvals) so
+		// nothing is missed; here, the worker asks and a person allows.
+		a := protocol.Approval{RunID: "example-1", ID: "512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f", Agent: "claude", Tool: "Bash", Target: "git push",
+			Verdict: "ask", Rule: "ask: Bash(git push*)", State: protocol.ApprovalPending, AskedAt: time.Now()}
+		b, _ := json.Marshal(a)
+		_ = js.Conn().Publish(names.ApprovalNoticeSubject(a.RunID), b)
+		a.State, a.DecidedBy = protocol.ApprovalAllowed, "ada"
+		b, _ = json.Marshal(a)
+		return js.Conn().Publish(names.ApprovalNoticeSubject(a.RunID), b)
+	}))
+	fmt.Println("ended:", errors.Is(err, context.Canceled))
+	// Output:
+	// example-1 512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f: Bash git push (ask: Bash(git push*)) pending
+	// example-1 512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f: Bash git push (ask: Bash(git push*)) allowed
+	// ended: true
 }

@@ -249,3 +249,31 @@ func TestToolEvent(t *testing.T) {
 		t.Fatalf("undecodable tool event %+v, %v, %v", e, ok, err)
 	}
 }
+
+// A decision input and a prompt line of a run with a policy come with
+// their approval headers; an input of a client has none.
+func TestApprovalEventHeaders(t *testing.T) {
+	a := assembler{maxLine: 1 << 10}
+	prompt := mkPart("baton.runs.r.events", 1, "", "40", `{"type":"control_request","request_id":"req-1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"git status"}}}`)
+	prompt.header.Set(protocol.HeaderApproval, "req-1")
+	prompt.header.Set(protocol.HeaderVerdict, "allow")
+	prompt.header.Set(protocol.HeaderRule, "allow: Bash(git status*)")
+	e, ok, err := a.add(prompt)
+	if err != nil || !ok || e.Approval != "req-1" || e.Verdict != "allow" || e.Rule != "allow: Bash(git status*)" || e.DecidedBy != "" || e.InputKind != "" {
+		t.Fatalf("prompt event %+v, %v, %v", e, ok, err)
+	}
+	dec := mkPart("baton.runs.r.input", 2, "", "40", `{"type":"control_response"}`)
+	for k, v := range map[string]string{protocol.HeaderInputKind: protocol.InputKindDecision, protocol.HeaderApproval: "req-1",
+		protocol.HeaderDecidedBy: protocol.DecidedByPolicy, protocol.HeaderRule: "allow: Bash(git status*)", protocol.HeaderInputSeq: "7"} {
+		dec.header.Set(k, v)
+	}
+	e, ok, err = a.add(dec)
+	if err != nil || !ok || e.InputKind != protocol.InputKindDecision || e.Approval != "req-1" || e.DecidedBy != "policy" ||
+		e.Rule != "allow: Bash(git status*)" || e.Verdict != "" || e.InputSeq != 7 || e.Interrupt {
+		t.Fatalf("decision event %+v, %v, %v", e, ok, err)
+	}
+	e, ok, err = a.add(mkPart("baton.runs.r.input", 3, "", "41", `hello`))
+	if err != nil || !ok || e.InputKind != "" || e.Approval != "" || e.DecidedBy != "" || e.Rule != "" {
+		t.Fatalf("plain input event %+v, %v, %v", e, ok, err)
+	}
+}

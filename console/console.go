@@ -69,8 +69,8 @@ func WithToken(token string) Option {
 // auth in front of the handler.
 func WithoutAuth() Option { return func(c *Console) error { c.noAuth = true; return nil } }
 
-// WithReadOnly hides cancel, input, re-run and the dead letters' retry and
-// delete, and refuses them.
+// WithReadOnly hides cancel, input, re-run, the approvals' Allow and Deny
+// and the dead letters' retry and delete, and refuses them.
 func WithReadOnly() Option { return func(c *Console) error { c.readOnly = true; return nil } }
 
 // WithSecureCookie marks the session cookie Secure: set it when the console
@@ -170,6 +170,8 @@ func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts
 	mux.HandleFunc("POST /api/runs/{id}/cancel", c.writes(c.needsNATS(c.serveCancel)))
 	mux.HandleFunc("POST /api/runs/{id}/input", c.writes(c.needsNATS(c.serveInput)))
 	mux.HandleFunc("POST /api/runs/{id}/rerun", c.writes(c.needsNATS(c.serveRerun)))
+	mux.HandleFunc("GET /api/runs/{id}/approvals", c.needsNATS(c.serveApprovals))
+	mux.HandleFunc("POST /api/runs/{id}/approvals/{aid}", c.writes(c.needsNATS(c.serveApprove)))
 	mux.HandleFunc("GET /api/runs/{id}/token", c.needsNATS(c.serveToken))
 	mux.HandleFunc("GET /api/runs/{id}/outputs/{name...}", c.needsNATS(c.serveOutput))
 	mux.HandleFunc("GET /api/sessions", c.needsNATS(c.serveSessions))

@@ -72,6 +72,10 @@ type wireEvent struct {
 	// interrupt.
 	EOF       bool `json:"eof,omitempty"`
 	Interrupt bool `json:"interrupt,omitempty"`
+	// Approval is the approval id of a prompt line, or of a decision or
+	// follow-up input, of a run with a policy: the page reads the run's
+	// approvals again.
+	Approval string `json:"approval,omitempty"`
 }
 
 // serveEvents streams the chain of a run as server-sent events, each with
@@ -218,7 +222,7 @@ func (s *sse) failure(err error) {
 }
 
 func (s *sse) writeEvent(ev client.Event) error {
-	b, err := json.Marshal(wireEvent{Seq: ev.Seq, Kind: string(ev.Kind), Offset: ev.Offset, Data: string(ev.Data), EOF: ev.EOF, Interrupt: ev.Interrupt})
+	b, err := json.Marshal(wireEvent{Seq: ev.Seq, Kind: string(ev.Kind), Offset: ev.Offset, Data: string(ev.Data), EOF: ev.EOF, Interrupt: ev.Interrupt, Approval: ev.Approval})
 	if err != nil {
 		return err
 	}

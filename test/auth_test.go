@@ -98,7 +98,8 @@ func TestNATSPermissions(t *testing.T) {
 	// A profile whose runs' outputs are captured, for `baton outputs`.
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
 	if err := os.WriteFile(cfg, []byte("profiles:\n  out:\n    command: [/bin/sh, -c]\n    allowArgs: true\n    outputs: {diff: true, files: [\"out/**\"]}\n"+
-		"  tools:\n    command: [\"{baton}\", mcp]\n    tools: [deploy]\n"), 0o644); err != nil {
+		"  tools:\n    command: [\"{baton}\", mcp]\n    tools: [deploy]\n"+
+		"  guarded:\n    command: [\"{baton}\", fake-agent, --chat]\n    stdin: stream\n    policy: {default: ask}\n    askTimeout: 2m\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	workerLog := startWorker(t, bin, url("worker"), stateDir, "auth", "--config", cfg, "--service-nats", url("worker-svc"))
@@ -138,6 +139,14 @@ func TestNATSPermissions(t *testing.T) {
 	}
 	asClient(0, "watch", "auth-1")
 	asClient(0, "dlq")
+	// Approvals: listed, and answered (auth-1 ended: the worker says
+	// so), each request reaching a worker as client.
+	if o := asClient(0, "approvals", "list", "--pending"); !strings.Contains(o, "no pending approvals") {
+		t.Fatalf("approvals list as client:\n%s", o)
+	}
+	if o := asClient(1, "approve", "auth-1", "req-1"); !strings.Contains(o, "run auth-1 ended: nothing waits on approval req-1 any more") {
+		t.Fatalf("approve as client:\n%s", o)
+	}
 	// A bad job reaches the DLQ, which the client reads.
 	asClient(0, "submit", "--profile", "no-such-profile", "--run-id", "auth-bad")
 	testenv.WaitFor(t, 10*time.Second, "auth-bad in the DLQ", func() bool {
@@ -180,6 +189,42 @@ func TestNATSPermissions(t *testing.T) {
 	}
 	if o := asClient(1, "cancel", "auth-long"); !strings.Contains(o, "already ended") {
 		t.Fatalf("cancel of an ended run as client:\n%s", o)
+	}
+
+	// Approvals: the worker records a prompt its policy asks about and
+	// publishes its notice, which the viewer follows; the client lists
+	// and answers it, and the worker writes the answer to the agent.
+	notices := make(chan *nats.Msg, 16)
+	if _, err := viewer.nc.ChanSubscribe(names.ApprovalNotices(), notices); err != nil {
+		t.Fatal(err)
+	}
+	if err := viewer.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	asClient(0, "submit", "--profile", "guarded", "--run-id", "auth-appr", "--input", "approve: make test")
+	testenv.WaitFor(t, 20*time.Second, "auth-appr's approval pending", func() bool {
+		b, _ := bounded.Command(ctx, bin, "approvals", "list", "--pending", "--nats", url("client")).CombinedOutput()
+		return strings.Contains(string(b), "auth-appr") && strings.Contains(string(b), "make test")
+	})
+	if o := asClient(0, "approve", "auth-appr", "req-1", "--by", "ana"); !strings.Contains(o, "allowed req-1 of run auth-appr") {
+		t.Fatalf("approve as client:\n%s", o)
+	}
+	testenv.WaitFor(t, 20*time.Second, "auth-appr's answer written, and its notices to the viewer", func() bool {
+		for {
+			select {
+			case m := <-notices:
+				var a protocol.Approval
+				if json.Unmarshal(m.Data, &a) == nil && a.RunID == "auth-appr" && a.DecidedBy == "ana" && a.AnswerSeq > 0 {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	})
+	asClient(0, "send", "auth-appr", "--eof")
+	if o := asClient(0, "watch", "auth-appr"); !strings.Contains(o, "[decision] allow Bash by ana") {
+		t.Fatalf("watch of the approved run:\n%s", o)
 	}
 
 	// Outputs: the worker stores them, the client lists and fetches them.

@@ -55,11 +55,15 @@ func (s *session) attach(ctx context.Context, runID string, in io.Reader, stream
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pending := &prompts{}
+	policyAsks := &asks{}
 	go func() {
 		sc := bufio.NewScanner(in)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			data := sc.Bytes()
+			if policyAsks.answer(ctx, s.c, runID, sc.Text(), errOut) {
+				continue // y or n to the approval shown: 'baton approve'
+			}
 			if reply := pending.reply(sc.Text()); reply != nil {
 				data = reply // y or n to the permission prompt shown
 			} else if streamJSON {
@@ -75,7 +79,7 @@ func (s *session) attach(ctx context.Context, runID string, in io.Reader, stream
 			}
 		}
 	}()
-	p := &eventPrinter{w: out, json: asJSON, color: useColor(out), prompts: pending}
+	p := &eventPrinter{w: out, json: asJSON, color: useColor(out), prompts: pending, asks: policyAsks}
 	return s.follow(ctx, runID, time.Time{}, p, errOut)
 }
 

@@ -218,6 +218,7 @@ func (s *session) follow(ctx context.Context, runID string, submitted time.Time,
 // returns. Its error is the exit status of a watch that ends otherwise,
 // having said why on errOut.
 func (s *session) watchRun(ctx context.Context, runID string, submitted time.Time, p *eventPrinter, errOut io.Writer) (protocol.Status, error) {
+	p.runID = runID
 	rec, err := s.c.Run(ctx, runID)
 	if err == nil {
 		if done, err := s.explainEnded(ctx, rec, errOut); done {
@@ -427,6 +428,12 @@ type eventPrinter struct {
 	// prompts, when attach answers them, holds the permission prompts
 	// waiting for an answer.
 	prompts *prompts
+	// runID is the run shown (for 'baton approve' hints); tools, the tool
+	// of each approval id its prompt lines showed; asks, when attach
+	// answers them, the approvals waiting for a person (watch_approvals.go).
+	runID string
+	tools map[string]string
+	asks  *asks
 	// reader reads the permission prompts, from every agent line (a Codex
 	// file change's paths come before its prompt).
 	reader policy.Reader
@@ -446,7 +453,9 @@ func (p *eventPrinter) print(ev client.Event) error {
 	case protocol.KindStatus:
 		p.status(*ev.Status)
 	case protocol.KindEvents:
-		p.agentLine(ev.Data)
+		if ev.Approval == "" || !p.policyPrompt(ev) {
+			p.agentLine(ev.Data)
+		}
 	case protocol.KindRaw:
 		p.line(p.paint(styleDim, "raw│ ") + sanitize(trimEOL(ev.Data), false))
 	case protocol.KindInput:
@@ -647,6 +656,9 @@ func (p *eventPrinter) egress(ev client.Event) {
 func (p *eventPrinter) input(ev client.Event) {
 	line := trimEOL(ev.Data)
 	switch {
+	case ev.InputKind == protocol.InputKindDecision || ev.InputKind == protocol.InputKindFollowUp:
+		p.decision(ev)
+		return
 	case ev.Interrupt:
 		p.line(p.paint(styleBold+styleYellow, "you › interrupt"))
 		return

@@ -29,7 +29,7 @@ async function api(path, opts = {}) {
   const r = await fetch(path, Object.assign({ credentials: 'same-origin' }, opts, { headers }));
   if (r.status === 401) { location.href = 'login'; throw new Error('unauthorized'); }
   const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw Object.assign(new Error(body.error || r.statusText), { status: r.status, rejected: !!body.rejected });
+  if (!r.ok) throw Object.assign(new Error(body.error || r.statusText), { status: r.status, rejected: !!body.rejected, body });
   return body;
 }
 
@@ -240,6 +240,7 @@ function runPage(runId) {
   const cancelBtn = h('button', { class: 'danger', id: 'cancel', text: 'Cancel run', hidden: true });
   const rerunBox = h('div', { id: 'rerun' });
   const actions = h('div', { class: 'card', id: 'actions', hidden: true }, cancelBtn, rerunBox, tokenBox);
+  const approvals = approvalsCard(runId, () => !cfg.readOnly && !(state.info && state.info.readOnly) && !state.terminal);
   const follow = h('input', { type: 'checkbox', checked: true, id: 'follow' });
   main.replaceChildren(
     h('p', {}, h('a', { href: '#/', text: '‹ runs' })),
@@ -249,6 +250,7 @@ function runPage(runId) {
         h('div', { class: 'pager' }, h('label', {}, follow, ' follow'), h('span', { class: 'muted', id: 'count' })),
         transcript, inputBox),
       h('aside', {},
+        approvals.el,
         actions,
         h('h2', { text: 'Timeline' }), h('div', { class: 'card' }, timeline),
         outputs, stderr)));
@@ -375,9 +377,11 @@ function runPage(runId) {
       }
     }
     if (st.status === 'waiting') state.waiting = true;
+    if (st.status === 'waiting' && st.reason === 'approval') approvals.reload();
     if (st.status === 'started' || st.status === 'attached' || st.status === 'running') state.waiting = false;
     if (terminal.has(st.status)) {
       state.terminal = st;
+      approvals.reload(); // nothing waits on an answer any more
       if (st.stderrTail) stderr.replaceChildren(h('h2', { text: 'stderr (tail)' }), h('pre', { text: st.stderrTail }));
       if (Array.isArray(st.outputs) && st.outputs.length) {
         outputs.replaceChildren(h('h2', { text: 'Outputs' }), h('ul', {}, ...st.outputs.map(o => h('li', {},
@@ -394,6 +398,9 @@ function runPage(runId) {
     const batch = queue;
     queue = [];
     for (const ev of batch) {
+      // A prompt line of a run with a policy, or what baton wrote for
+      // one: the approvals changed.
+      if (ev.approval) approvals.reload();
       if (ev.kind !== 'status') continue;
       let st = null;
       try { st = JSON.parse(ev.data); } catch (_) { /* not a status: the transcript shows it */ }
@@ -468,6 +475,7 @@ function runPage(runId) {
       renderHead();
       showRerun();
       showToken();
+      approvals.reload();
       connect();
       if (!stopAGUI) stopAGUI = followAGUI(runId, (pos, ev) => { aguiQueue.push([pos, ev]); schedule(); }, () => {});
     }).catch(e => {
@@ -488,12 +496,116 @@ function runPage(runId) {
 
   return () => {
     state.closed = true;
+    approvals.stop();
     clearTimeout(retry);
     clearTimeout(workersTimer);
     if (es) es.close();
     if (stopAGUI) stopAGUI();
     if (frame) cancelAnimationFrame(frame);
   };
+}
+
+// ---------- approvals ----------
+
+// approvalsCard is a run's approvals (docs/protocol.md#approvals): each
+// permission prompt its policy saw, with the tool and what it acts on,
+// the rule that matched, and who decided it; a pending one has Allow and
+// Deny buttons (and a reason for the agent, for Deny) while canAnswer()
+// says the page may answer. reload() reads them again (coalesced); the
+// card shows only once the run has one.
+function approvalsCard(runId, canAnswer) {
+  const list = h('div', { class: 'approval-list' });
+  const el = h('div', { class: 'card', id: 'approvals', hidden: true }, h('h2', { text: 'Approvals' }), list);
+  const notes = new Map(); // approval id -> the last answer's note, kept across reloads
+  const drafts = new Map(); // approval id -> the reason typed for Deny
+  const conflicts = new Set(); // approval ids whose answer here was refused: decided before
+  const nodes = new Map(); // approval id -> {key, el}: an unchanged one keeps its element (and focus)
+  let busy = false, again = false, stopped = false, timer = 0;
+  const url = 'api/runs/' + encodeURIComponent(runId) + '/approvals';
+
+  function decided(a) {
+    if (a.state === 'pending') return a.heldAt ? 'pending: the agent was told it awaits approval (held ' + fmtTime(a.heldAt) + ')' : 'pending';
+    let s = a.state + ' by ' + (a.decidedBy || '?');
+    if (a.decidedAt) s += ' at ' + fmtTime(a.decidedAt);
+    if (a.state === 'denied' && a.message) s += ': ' + oneLine(a.message, 200);
+    return s;
+  }
+
+  function render(items) {
+    el.hidden = !items.length;
+    const els = items.map(a => {
+      const key = JSON.stringify(a) + '|' + canAnswer() + '|' + (notes.get(a.id) || '');
+      const had = nodes.get(a.id);
+      if (had && had.key === key) return had.el;
+      const made = build(a);
+      nodes.set(a.id, { key, el: made });
+      return made;
+    });
+    const now = [...list.children];
+    if (now.length !== els.length || now.some((e, i) => e !== els[i])) list.replaceChildren(...els);
+  }
+
+  function build(a) {
+    const open = a.state === 'pending' && canAnswer();
+    const note = h('div', { class: 'approval-note', text: notes.get(a.id) || '' });
+    const why = h('input', { type: 'text', class: 'approval-message', placeholder: 'reason for the agent (Deny)', maxlength: '2000',
+      oninput: () => drafts.set(a.id, why.value) });
+    why.value = drafts.get(a.id) || '';
+    const allow = h('button', { class: 'allow', type: 'button', text: 'Allow' });
+    const deny = h('button', { class: 'danger deny', type: 'button', text: 'Deny' });
+    const answer = async (ok, btn) => {
+      btn.disabled = true;
+      try {
+        const rec = await api(url + '/' + encodeURIComponent(a.id), { method: 'POST',
+          headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ allow: ok, message: ok ? '' : why.value }) });
+        if (!conflicts.has(a.id)) notes.delete(a.id); // a second answer's refusal stays said
+        drafts.delete(a.id);
+        replace(rec);
+      } catch (e) {
+        if (e.status === 409 && e.body && e.body.approval) {
+          const rec = e.body.approval;
+          conflicts.add(a.id);
+          notes.set(a.id, 'already decided: ' + decided(rec) + (rec.rule && rec.decidedBy === 'policy' ? ' (' + rec.rule + ')' : ''));
+          replace(rec);
+        } else {
+          notes.set(a.id, String(e.message || e));
+          note.textContent = notes.get(a.id);
+          nodes.get(a.id).key += '|' + notes.get(a.id); // this element shows it already
+          btn.disabled = false;
+        }
+      }
+    };
+    allow.onclick = () => answer(true, allow);
+    deny.onclick = () => answer(false, deny);
+    return h('div', { class: 'approval st-' + a.state, 'data-approval': a.id, 'data-state': a.state },
+      h('div', { class: 'mono what', text: oneLine(a.tool, 64) + (a.target ? ': ' + oneLine(a.target, 200) : '') }),
+      h('div', { class: 'muted rule', text: [a.rule || a.verdict, 'asked ' + fmtTime(a.askedAt)].filter(Boolean).join(' · ') }),
+      h('div', { class: 'decided', text: decided(a) }),
+      open ? h('div', { class: 'approval-actions' }, allow, ' ', deny, why) : null,
+      note);
+  }
+
+  let items = [];
+  function replace(rec) {
+    const i = items.findIndex(x => x.id === rec.id);
+    if (i >= 0) items[i] = rec; else items.push(rec);
+    render(items);
+  }
+
+  async function load() {
+    if (stopped) return;
+    if (busy) { again = true; return; }
+    busy = true;
+    try {
+      const rep = await api(url);
+      if (!stopped) { items = rep.approvals || []; render(items); }
+    } catch (_) { /* no worker answers, or none serves approvals yet: the card waits for the next change */ }
+    busy = false;
+    if (again) { again = false; load(); }
+  }
+  // Several changes at once (a prompt and its decision) are one read.
+  function reload() { clearTimeout(timer); timer = setTimeout(load, 150); }
+  return { el, reload, stop: () => { stopped = true; clearTimeout(timer); } };
 }
 
 // ---------- transcript ----------
