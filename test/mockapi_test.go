@@ -20,12 +20,14 @@ import (
 // and the credentials of every request.
 type mockAPI struct {
 	mu      sync.Mutex
-	results []string // tool results, as the CLIs sent them back
-	paths   []string // every request, "METHOD /path"
-	prompts []string // the user's texts of each Messages request, joined by " | "
-	bodies  []string // every model request's body, as sent
-	creds   []string // every request's credential headers (mockCreds)
-	mcp     []string // the MCP tools it called, by Claude's name
+	results []string        // tool results, as the CLIs sent them back
+	paths   []string        // every request, "METHOD /path"
+	prompts []string        // the user's texts of each Messages request, joined by " | "
+	bodies  []string        // every model request's body, as sent
+	creds   []string        // every request's credential headers (mockCreds)
+	mcp     []string        // the MCP tools it called, by Claude's name
+	asked   int             // the commands users asked it to run (askedCommand)
+	served  map[string]bool // the texts asking them, each answered once
 }
 
 // mockCreds is how the mock records a request's credentials: its
@@ -178,7 +180,21 @@ func (m *mockAPI) messages(w http.ResponseWriter, body []byte) {
 			m.mu.Unlock()
 		}
 	}
-	asked := askedCommand(userTexts(req.Messages[len(req.Messages)-1:]))
+	// The user's last request to run a command gets one tool use: Claude
+	// Code sends its tool's result and the user's next message together,
+	// results first, so the conversation alone does not say which came
+	// last.
+	asked := ""
+	if text := lastAsking(body); text != "" {
+		m.mu.Lock()
+		if !m.served[text] {
+			if m.served == nil {
+				m.served = map[string]bool{}
+			}
+			m.served[text], asked = true, askedCommand(text)
+		}
+		m.mu.Unlock()
+	}
 	bash, mcp := false, ""
 	for _, t := range req.Tools {
 		bash = bash || t.Name == "Bash"
@@ -197,13 +213,18 @@ func (m *mockAPI) messages(w http.ResponseWriter, body []byte) {
 	}
 	stop := "end_turn"
 	switch {
-	case answered:
-		block(map[string]any{"type": "text", "text": ""}, map[string]any{"type": "text_delta", "text": mockDone})
 	case bash && asked != "":
 		input, _ := json.Marshal(map[string]string{"command": asked, "description": "Run what the user asked"})
-		block(map[string]any{"type": "tool_use", "id": "toolu_mock_asked", "name": "Bash", "input": map[string]any{}},
+		// An id of its own each time: Claude Code keeps one tool use per id.
+		m.mu.Lock()
+		m.asked++
+		id := fmt.Sprintf("toolu_mock_asked_%d", m.asked)
+		m.mu.Unlock()
+		block(map[string]any{"type": "tool_use", "id": id, "name": "Bash", "input": map[string]any{}},
 			map[string]any{"type": "input_json_delta", "partial_json": string(input)})
 		stop = "tool_use"
+	case answered:
+		block(map[string]any{"type": "text", "text": ""}, map[string]any{"type": "text_delta", "text": mockDone})
 	case mcp != "":
 		m.mu.Lock()
 		m.mcp = append(m.mcp, mcp)
@@ -222,6 +243,43 @@ func (m *mockAPI) messages(w http.ResponseWriter, body []byte) {
 	sse(w, "message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 20}})
 	sse(w, "message_stop", map[string]any{"type": "message_stop"})
+}
+
+// lastAsking is the last text of the user's that asks the mock to run a
+// command (askedCommand), or "".
+func lastAsking(body []byte) string {
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(body, &req)
+	last := ""
+	for _, msg := range req.Messages {
+		if msg.Role != "user" {
+			continue
+		}
+		var texts []string
+		var s string
+		if json.Unmarshal(msg.Content, &s) == nil {
+			texts = []string{s}
+		} else {
+			var blocks []struct{ Type, Text string }
+			_ = json.Unmarshal(msg.Content, &blocks)
+			for _, b := range blocks {
+				if b.Type == "text" {
+					texts = append(texts, b.Text)
+				}
+			}
+		}
+		for _, t := range texts {
+			if askedCommand(t) != "" {
+				last = t
+			}
+		}
+	}
+	return last
 }
 
 // askedCommand is the command a user's turn asks the mock to run: the

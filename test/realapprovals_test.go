@@ -92,7 +92,19 @@ func claudePolicy(api *mockAPI, bin, url, stateDir string) (problems []string) {
 				return m, nil
 			}
 			if st, err := protocol.ParseStatus(m.Data()); err == nil && strings.HasSuffix(m.Subject(), ".status") && st.Status.Terminal() {
-				return nil, fmt.Errorf("the run ended %+v before a %s", st, what)
+				var seen strings.Builder
+				for _, m := range msgs {
+					fmt.Fprintf(&seen, "%s %s %.300s\n", m.Subject()[strings.LastIndexByte(m.Subject(), '.')+1:], m.Headers().Get(protocol.HeaderRule), m.Data())
+				}
+				if bodies := api.requestBodies(); len(bodies) > 0 {
+					var req struct{ Messages []json.RawMessage }
+					if json.Unmarshal([]byte(bodies[len(bodies)-1]), &req) == nil {
+						for _, m := range req.Messages[max(len(req.Messages)-3, 0):] {
+							fmt.Fprintf(&seen, "the API's last request: %.600s\n", m)
+						}
+					}
+				}
+				return nil, fmt.Errorf("the run ended %s (%s) before a %s; its chain:\n%s", st.Status, st.Reason, what, seen.String())
 			}
 		}
 	}
