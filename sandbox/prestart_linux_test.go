@@ -82,7 +82,7 @@ func take(t testing.TB, p *sandbox.Prestarted, spec sandbox.Spec, input string) 
 func TestPrestartedRun(t *testing.T) {
 	t.Parallel()
 	builds := map[string]func(testing.TB) string{
-		"default": runnerBinary, "staying": stayingRunnerBinary, "sigchld": sigchldRunnerBinary,
+		"default": runnerBinary, "staying": stayingRunnerBinary, "kernel": kernelRunnerBinary,
 	}
 	for name, bin := range builds {
 		t.Run(name, func(t *testing.T) {
