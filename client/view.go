@@ -54,6 +54,8 @@ type RunView struct {
 	PauseRequested bool                 `json:"pauseRequested,omitempty"`
 	// Events is the profile's events dialect (docs/agui.md).
 	Events string `json:"events,omitempty"`
+	// Usage, once the run ended, is what it used (docs/protocol.md).
+	Usage *protocol.Usage `json:"usage,omitempty"`
 }
 
 // NewRunView returns the view of r.
@@ -74,6 +76,7 @@ func NewRunView(r kv.RunRecord) RunView {
 		IdleTimeout: protocol.Duration(r.IdleTimeout), WaitingSince: t(r.WaitingSince), Spawning: r.Spawning,
 		Session: r.Session, Checkpoint: checkpointWire(r.Checkpoint),
 		PauseAfter: protocol.Duration(r.PauseAfter), PauseRequested: r.PauseRequested, Events: r.Events,
+		Usage: r.Usage,
 	}
 	if json.Valid(r.Job) {
 		v.Job = r.Job
@@ -106,8 +109,10 @@ type SessionView struct {
 	LostRun         string            `json:"lostRun,omitempty"`
 	CheckpointError string            `json:"checkpointError,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`
-	CreatedAt       time.Time         `json:"createdAt"`
-	UpdatedAt       time.Time         `json:"updatedAt"`
+	// Usage sums the usage of the session's ended runs.
+	Usage     protocol.Usage `json:"usage"`
+	CreatedAt time.Time      `json:"createdAt"`
+	UpdatedAt time.Time      `json:"updatedAt"`
 }
 
 // CheckpointView is one checkpoint a session keeps, numbered in it.
@@ -121,7 +126,7 @@ func NewSessionView(r kv.SessionRecord) SessionView {
 	v := SessionView{
 		ID: r.ID, Profile: r.Profile, State: r.State, Live: r.Live, Runs: r.Runs, RunCount: r.RunCount,
 		Checkpoints: make([]CheckpointView, len(r.Checkpoints)), ForkedFrom: r.ForkedFrom, LostRun: r.LostRun,
-		CheckpointError: r.CheckpointError, Labels: r.Labels, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		CheckpointError: r.CheckpointError, Labels: r.Labels, Usage: r.Usage, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	if v.Runs == nil {
 		v.Runs = []string{}
