@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
 )
 
 // procSample is what /proc says of a live process: its CPU time (user
@@ -165,47 +166,87 @@ func TestUsageOfKnownAgent(t *testing.T) {
 	}
 }
 
+// usageRun runs the fake agent with args, calling disrupt (if set) once
+// its run is under way, and returns its terminal status's usage and its
+// statuses.
+func (h *harness) usageRun(args []string, disrupt func(id string)) (protocol.Usage, string) {
+	t := h.t
+	t.Helper()
+	id := newRunID(t)
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": args})
+	if disrupt != nil {
+		disrupt(id)
+	}
+	msgs := h.chain(id, 60*time.Second)
+	h.assertChainMatchesJournal(id, msgs)
+	st := statuses(t, msgs)
+	kinds := ""
+	for _, s := range st {
+		kinds += string(s.Status) + ","
+	}
+	u := st[len(st)-1].Usage
+	if u == nil {
+		t.Fatalf("no usage on the terminal status (statuses %s)", kinds)
+	}
+	return *u, kinds
+}
+
+// sameCounts compares two runs' usage but for the clocks and memory,
+// which differ run to run.
+func sameCounts(t *testing.T, what string, got, want protocol.Usage) {
+	t.Helper()
+	if got.CPUSeconds <= 0 || want.CPUSeconds <= 0 || got.MaxRSSBytes <= 0 {
+		t.Errorf("%s: cpu %v and %v, max rss %d: the runner's figures are missing", what, got.CPUSeconds, want.CPUSeconds, got.MaxRSSBytes)
+	}
+	for _, u := range []*protocol.Usage{&got, &want} {
+		u.WallSeconds, u.CPUSeconds, u.CPUUserSeconds, u.CPUSystemSeconds, u.MaxRSSBytes = 0, 0, 0, 0, 0
+	}
+	if got != want || want.Lines < 500 || want.Agent.OutputTokens == 0 {
+		t.Errorf("%s: %+v\nwithout: %+v", what, got, want)
+	}
+}
+
+var usageArgs = []string{"--lines", "500", "--rate", "250", "--raw-every", "11", "--seed", "31"}
+
 // TestUsageSurvivesHandoff: a run handed off mid-stream has the usage of
 // the same run never handed off, but for its clocks.
 func TestUsageSurvivesHandoff(t *testing.T) {
 	h := newHarness(t)
 	_, stopSecond := h.addWorker("w2")
 	defer stopSecond()
-	args := []string{"--lines", "500", "--rate", "250", "--raw-every", "11", "--seed", "31"}
-	run := func(handoff bool) protocol.Usage {
-		id := newRunID(t)
-		h.submit(map[string]any{"runId": id, "profile": "fake", "args": args})
-		if handoff {
-			holder := h.waitStatus(id, protocol.StatusStarted).Worker
-			h.waitLines(id, 150)
-			h.stopWorker(holder)
-		}
-		msgs := h.chain(id, 60*time.Second)
-		h.assertChainMatchesJournal(id, msgs)
-		st := statuses(t, msgs)
-		kinds := ""
-		for _, s := range st {
-			kinds += string(s.Status) + ","
-		}
-		if want := map[bool]string{false: "started,succeeded,", true: "started,handoff,attached,succeeded,"}[handoff]; kinds != want {
-			t.Fatalf("statuses %s, want %s", kinds, want)
-		}
-		u := st[len(st)-1].Usage
-		if u == nil {
-			t.Fatal("no usage on the terminal status")
-		}
-		return *u
+	plain, kinds := h.usageRun(usageArgs, nil)
+	if kinds != "started,succeeded," {
+		t.Fatalf("statuses %s", kinds)
 	}
-	plain, handed := run(false), run(true)
-	t.Logf("plain %+v\nhanded off %+v", plain, handed)
-	if handed.CPUSeconds <= 0 || plain.CPUSeconds <= 0 || handed.MaxRSSBytes <= 0 {
-		t.Errorf("cpu %v and %v, max rss %d: the runner's figures are missing", plain.CPUSeconds, handed.CPUSeconds, handed.MaxRSSBytes)
+	handed, kinds := h.usageRun(usageArgs, func(id string) {
+		holder := h.waitStatus(id, protocol.StatusStarted).Worker
+		h.waitLines(id, 150)
+		h.stopWorker(holder)
+	})
+	if kinds != "started,handoff,attached,succeeded," {
+		t.Fatalf("statuses %s", kinds)
 	}
-	// The clocks and the memory differ run to run; the counts must not.
-	for _, u := range []*protocol.Usage{&plain, &handed} {
-		u.WallSeconds, u.CPUSeconds, u.CPUUserSeconds, u.CPUSystemSeconds, u.MaxRSSBytes = 0, 0, 0, 0, 0
+	sameCounts(t, "handed off", handed, plain)
+}
+
+// TestUsageSurvivesCrash: a run whose worker crashed mid-stream (its
+// lease expired, another worker took it over from the chain) has the
+// usage of the same run that never changed hands, but for its clocks.
+func TestUsageSurvivesCrash(t *testing.T) {
+	h := newHarness(t)
+	plain, _ := h.usageRun(usageArgs, nil)
+	h.stopWorker("w1")
+	h.addWorker("crashy", worker.WithGrace(0))
+	crashed, kinds := h.usageRun(usageArgs, func(id string) {
+		if holder := h.waitStatus(id, protocol.StatusStarted).Worker; holder != "crashy" {
+			t.Fatalf("run started by %s", holder)
+		}
+		h.addWorker("w2")
+		h.waitLines(id, 150)
+		h.stopWorker("crashy")
+	})
+	if !strings.Contains(kinds, "attached") || strings.Contains(kinds, "handoff") {
+		t.Fatalf("statuses %s: want a take-over after the crash", kinds)
 	}
-	if plain != handed || plain.Lines < 500 || plain.Agent.OutputTokens == 0 {
-		t.Errorf("handed off %+v, not handed off %+v", handed, plain)
-	}
+	sameCounts(t, "crashed", crashed, plain)
 }
