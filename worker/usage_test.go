@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
@@ -107,6 +109,9 @@ func (h *harness) journalTruth(runID string) (bytesBefore, lines int64) {
 // (exact) and what /proc said of the agent while it lived.
 func TestUsageOfKnownAgent(t *testing.T) {
 	h := newHarness(t)
+	h.stopWorker("w1")
+	reg := prometheus.NewRegistry()
+	h.addWorker("metered", worker.WithMetrics(reg))
 	id := newRunID(t)
 	const burn = 1500 * time.Millisecond
 	seed := strconv.FormatInt(time.Now().UnixNano()%1_000_000_007, 10)
@@ -164,6 +169,48 @@ func TestUsageOfKnownAgent(t *testing.T) {
 	if rec := h.record(id); rec.Usage == nil || *rec.Usage != u {
 		t.Errorf("record's usage %+v, status's %+v", rec.Usage, u)
 	}
+	// The worker that ended the run counted it, by profile.
+	for name, want := range map[string]float64{
+		"baton_usage_cpu_seconds_total/":        u.CPUSeconds,
+		"baton_usage_wall_seconds_total/":       u.WallSeconds,
+		"baton_usage_stdout_bytes_total/":       float64(u.StdoutBytes),
+		"baton_usage_cost_usd_total/":           u.Agent.CostUSD,
+		"baton_usage_agent_tokens_total/output": float64(u.Agent.OutputTokens),
+		"baton_usage_agent_tokens_total/cache":  float64(u.Agent.CacheTokens),
+		"baton_usage_agent_tokens_total/input":  float64(u.Agent.InputTokens),
+		"baton_usage_egress_bytes_total/":       0,
+	} {
+		if got := usageCounter(t, reg, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// usageCounter reads the counter name ("metric/kind", kind empty for a
+// metric by profile alone) of profile fake.
+func usageCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	metric, kind, _ := strings.Cut(name, "/")
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != metric {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["profile"] == "fake" && labels["kind"] == kind {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{profile=fake,kind=%q}", metric, kind)
+	return 0
 }
 
 // usageRun runs the fake agent with args, calling disrupt (if set) once
