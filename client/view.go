@@ -59,6 +59,8 @@ type RunView struct {
 	// by the job's), AskTimeout how long an ask waits for a person.
 	Policy     *policy.Policy    `json:"policy,omitempty"`
 	AskTimeout protocol.Duration `json:"askTimeout,omitempty"`
+	// Usage, once the run ended, is what it used (docs/protocol.md).
+	Usage *protocol.Usage `json:"usage,omitempty"`
 }
 
 // NewRunView returns the view of r.
@@ -80,6 +82,7 @@ func NewRunView(r kv.RunRecord) RunView {
 		Session: r.Session, Checkpoint: checkpointWire(r.Checkpoint),
 		PauseAfter: protocol.Duration(r.PauseAfter), PauseRequested: r.PauseRequested, Events: r.Events,
 		Policy: r.Policy, AskTimeout: protocol.Duration(r.AskTimeout),
+		Usage: r.Usage,
 	}
 	if json.Valid(r.Job) {
 		v.Job = r.Job
@@ -112,8 +115,10 @@ type SessionView struct {
 	LostRun         string            `json:"lostRun,omitempty"`
 	CheckpointError string            `json:"checkpointError,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`
-	CreatedAt       time.Time         `json:"createdAt"`
-	UpdatedAt       time.Time         `json:"updatedAt"`
+	// Usage sums the usage of the session's ended runs.
+	Usage     protocol.Usage `json:"usage"`
+	CreatedAt time.Time      `json:"createdAt"`
+	UpdatedAt time.Time      `json:"updatedAt"`
 }
 
 // CheckpointView is one checkpoint a session keeps, numbered in it.
@@ -127,7 +132,7 @@ func NewSessionView(r kv.SessionRecord) SessionView {
 	v := SessionView{
 		ID: r.ID, Profile: r.Profile, State: r.State, Live: r.Live, Runs: r.Runs, RunCount: r.RunCount,
 		Checkpoints: make([]CheckpointView, len(r.Checkpoints)), ForkedFrom: r.ForkedFrom, LostRun: r.LostRun,
-		CheckpointError: r.CheckpointError, Labels: r.Labels, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		CheckpointError: r.CheckpointError, Labels: r.Labels, Usage: r.Usage, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	if v.Runs == nil {
 		v.Runs = []string{}

@@ -81,6 +81,10 @@ type Options struct {
 	// other options are then ignored.
 	MCPCalls int
 	MCPTool  string
+	// Burn is CPU time the agent spends, busy, before its stream, as
+	// its process's own CPU clock counts it: a known figure for a run's
+	// usage to be checked against.
+	Burn time.Duration
 }
 
 // RegisterFlags binds the fields of o to the flags of `baton fake-agent`.
@@ -101,6 +105,7 @@ func (o *Options) RegisterFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.FollowUp, "follow-up", false, "with --story: read the prompt as stdin's first line, and after the result one more user message, answered by a second turn (a regression test); exit at stdin's end")
 	fs.IntVar(&o.MCPCalls, "mcp-calls", 0, "be an MCP client of `baton mcp` (the run's host tools): list the tools, make this many calls of --mcp-tool one after the other, and print each round trip and their percentiles")
 	fs.StringVar(&o.MCPTool, "mcp-tool", "", "the tool --mcp-calls calls")
+	fs.DurationVar(&o.Burn, "burn", 0, "spend this much CPU time, busy, before the stream (a known CPU figure for usage checks)")
 	fs.BoolVar(&o.Chat, "chat", false, "converse on stdin like Claude Code's stream-json: echo, ask approval (\"approve: CMD\"), slow turns (\"slow\") that SIGINT or an interrupt control_request stop")
 }
 
@@ -154,6 +159,9 @@ func Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o Optio
 		}
 	}
 	o.Signal = sig
+	if err := burn(ctx, o.Burn); err != nil {
+		return err
+	}
 	g := newGenerator(o.Seed, o.LineSize)
 
 	p := newPacer(ctx, o.Rate)
@@ -254,6 +262,8 @@ func (o Options) validate() (string, error) {
 	switch {
 	case o.Lines < 0:
 		return bad("lines %d < 0", o.Lines)
+	case o.Burn < 0:
+		return bad("burn %v < 0", o.Burn)
 	case o.LineSize < 0:
 		return bad("line size %d < 0", o.LineSize)
 	case o.Rate < 0 || o.Rate != o.Rate:

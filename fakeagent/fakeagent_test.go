@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -718,5 +719,20 @@ func TestStory(t *testing.T) {
 	}
 	if _, err := (Options{Story: true, Duration: time.Second}).validate(); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("story with a duration: %v", err)
+	}
+}
+
+// TestBurn: --burn spends the CPU time asked, as the process's clock
+// counts it.
+func TestBurn(t *testing.T) {
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	if err := Run(context.Background(), strings.NewReader(""), io.Discard, io.Discard, Options{Lines: 1, Burn: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	used := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+	if used < 200*time.Millisecond || used > 400*time.Millisecond {
+		t.Errorf("burned %v of CPU, want 200ms", used)
 	}
 }

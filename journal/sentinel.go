@@ -29,6 +29,12 @@ type Sentinel struct {
 	Reason string `json:"reason"`
 	Signal string `json:"signal,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// CPUUserUsec, CPUSystemUsec and MaxRSS (bytes) are the agent's
+	// resource use as the runner's wait for it reported: absent when the
+	// agent never ran, and in journals of runners that did not measure.
+	CPUUserUsec   int64 `json:"cpuUserUsec,omitempty"`
+	CPUSystemUsec int64 `json:"cpuSystemUsec,omitempty"`
+	MaxRSS        int64 `json:"maxRss,omitempty"`
 }
 
 // Line encodes s as one journal line, newline included.
@@ -76,8 +82,9 @@ func validNonce(nonce string) bool {
 // nonce, and decodes it. It fails closed: the line must be exactly one JSON
 // object whose keys are "__exit" (an integer written as one: not 1.5, 1.0,
 // 1e2 or "0") that fits an int, "__nonce" (a string equal to nonce), and
-// optionally "reason", "signal" and "detail" (strings), each at most once,
-// and nothing else; and the nonce must appear in the line verbatim, as
+// optionally "reason", "signal" and "detail" (strings) and "cpuUserUsec",
+// "cpuSystemUsec" and "maxRss" (integers, not negative), each at most
+// once, and nothing else; and the nonce must appear in the line verbatim, as
 // Sentinel.Line writes it. Any other line, a sentinel with another nonce
 // included, is an ordinary line. A nonce that is empty or not 1 to 256
 // bytes of letters, digits and "-_.~+/=" matches no line.
@@ -127,6 +134,9 @@ func parseSentinel(line, nonce []byte) (Sentinel, bool) {
 		seenReason
 		seenSignal
 		seenDetail
+		seenCPUUser
+		seenCPUSystem
+		seenMaxRSS
 	)
 	var (
 		s    Sentinel
@@ -156,6 +166,23 @@ func parseSentinel(line, nonce []byte) (Sentinel, bool) {
 				return Sentinel{}, false
 			}
 			s.Exit = n
+		case "cpuUserUsec", "cpuSystemUsec", "maxRss":
+			num, ok := tok.(json.Number)
+			if !ok {
+				return Sentinel{}, false
+			}
+			n, err := strconv.ParseInt(string(num), 10, 64)
+			if err != nil || n < 0 {
+				return Sentinel{}, false
+			}
+			switch key {
+			case "cpuUserUsec":
+				bit, s.CPUUserUsec = seenCPUUser, n
+			case "cpuSystemUsec":
+				bit, s.CPUSystemUsec = seenCPUSystem, n
+			case "maxRss":
+				bit, s.MaxRSS = seenMaxRSS, n
+			}
 		case "__nonce", "reason", "signal", "detail":
 			str, ok := tok.(string)
 			if !ok {

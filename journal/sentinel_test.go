@@ -31,7 +31,13 @@ func TestParseSentinel(t *testing.T) {
 			&Sentinel{Exit: 0, Nonce: testNonce}},
 		{"largest int", `{"__exit":9223372036854775807,"__nonce":"` + testNonce + `"}`, testNonce,
 			&Sentinel{Exit: 9223372036854775807, Nonce: testNonce}},
+		{"usage", `{"__exit":0,"__nonce":"` + testNonce + `","reason":"exit","cpuUserUsec":2000000,"cpuSystemUsec":15,"maxRss":8388608}`, testNonce,
+			&Sentinel{Exit: 0, Nonce: testNonce, Reason: "exit", CPUUserUsec: 2000000, CPUSystemUsec: 15, MaxRSS: 8 << 20}},
 
+		{"negative cpu", `{"__exit":0,"__nonce":"` + testNonce + `","cpuUserUsec":-1}`, testNonce, nil},
+		{"float rss", `{"__exit":0,"__nonce":"` + testNonce + `","maxRss":1.5}`, testNonce, nil},
+		{"string cpu", `{"__exit":0,"__nonce":"` + testNonce + `","cpuSystemUsec":"1"}`, testNonce, nil},
+		{"duplicate rss", `{"__exit":0,"__nonce":"` + testNonce + `","maxRss":1,"maxRss":2}`, testNonce, nil},
 		{"wrong nonce", `{"__exit":0,"__nonce":"` + other + `"}`, testNonce, nil},
 		{"nonce prefix", `{"__exit":0,"__nonce":"` + testNonce[:31] + `"}`, testNonce, nil},
 		{"nonce longer", `{"__exit":0,"__nonce":"` + testNonce + `0"}`, testNonce, nil},
@@ -91,6 +97,7 @@ func TestSentinelLineRoundTrip(t *testing.T) {
 	for _, s := range []Sentinel{
 		{Exit: 0, Nonce: NewNonce(), Reason: ReasonExit},
 		{Exit: 137, Nonce: NewNonce(), Reason: ReasonSignal, Signal: "SIGKILL"},
+		{Exit: 0, Nonce: NewNonce(), Reason: ReasonExit, CPUUserUsec: 1_500_000, CPUSystemUsec: 20_000, MaxRSS: 12 << 20},
 		{Exit: -1, Nonce: "a-b_c.d~e+f/g=", Reason: ReasonError, Detail: "<sandbox> & \"pasta\"\n\x00 failed \xff"},
 	} {
 		line := s.Line()

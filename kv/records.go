@@ -107,6 +107,9 @@ type RunRecord struct {
 	// without it never had a runner, and the worker its job is redelivered
 	// to, of any node, may take it over (I3: the CAS lets only one spawn).
 	Spawning bool `msgpack:"spawning,omitempty"`
+	// Usage, once the run ended, is the usage its terminal status
+	// carried.
+	Usage *protocol.Usage `msgpack:"usage,omitempty"`
 }
 
 // LeaseState tells whether a lease's holder still publishes the run.
@@ -194,6 +197,9 @@ type SessionRecord struct {
 	LostRun         string            `msgpack:"lostRun,omitempty"`
 	CheckpointError string            `msgpack:"checkpointError,omitempty"`
 	Labels          map[string]string `msgpack:"labels,omitempty"`
+	// Usage sums the usage of the session's ended runs (each added once,
+	// as its end clears Live).
+	Usage protocol.Usage `msgpack:"usage,omitempty"`
 	// Deleted marks a session deleted while forks still use its
 	// checkpoint objects: it is gone for clients, and its record goes
 	// with the last of them.

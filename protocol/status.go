@@ -68,6 +68,9 @@ type Status struct {
 	Session         string      `json:"session,omitempty"`
 	Checkpoint      *Checkpoint `json:"checkpoint,omitempty"`
 	CheckpointError string      `json:"checkpointError,omitempty"`
+	// Usage, on a terminal status, is what the run used (nil on "lost":
+	// its node, journal and runner are gone).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Checkpoint is one checkpoint of a session's workspace and home in the

@@ -78,11 +78,11 @@ func take(t testing.TB, p *sandbox.Prestarted, spec sandbox.Spec, input string) 
 
 // TestPrestartedRun runs agents on prestarted chains, with each runner
 // build: a runner that hands over to runner-outer-wait before its take,
-// one that stays, and one whose init reaps on SIGCHLD.
+// one that stays, and one whose init leaves reaping to the kernel.
 func TestPrestartedRun(t *testing.T) {
 	t.Parallel()
 	builds := map[string]func(testing.TB) string{
-		"default": runnerBinary, "staying": stayingRunnerBinary, "sigchld": sigchldRunnerBinary,
+		"default": runnerBinary, "staying": stayingRunnerBinary, "kernel": kernelRunnerBinary,
 	}
 	for name, bin := range builds {
 		t.Run(name, func(t *testing.T) {

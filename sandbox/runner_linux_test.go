@@ -34,9 +34,9 @@ type runnerBuild struct {
 
 var (
 	defaultRunner runnerBuild
-	// sigchldRunner's wait stage reaps on SIGCHLD on any kernel, as on
-	// kernels before 6.15 (stage.initReap).
-	sigchldRunner runnerBuild
+	// kernelRunner's wait stage leaves reaping to the kernel on 6.15 and
+	// later (stage.initReap=kernel).
+	kernelRunner runnerBuild
 	// stayingRunner's runner-outer never re-execs (stage.outerReexec).
 	stayingRunner runnerBuild
 )
@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 		os.Exit(fillPool(runs))
 	}
 	code := m.Run()
-	for _, b := range []*runnerBuild{&defaultRunner, &sigchldRunner, &stayingRunner} {
+	for _, b := range []*runnerBuild{&defaultRunner, &kernelRunner, &stayingRunner} {
 		if b.path != "" {
 			os.RemoveAll(filepath.Dir(b.path))
 		}
@@ -61,9 +61,10 @@ func TestMain(m *testing.M) {
 // the runner chain's stages as subcommands, as in the baton binary.
 func runnerBinary(t testing.TB) string { return defaultRunner.get(t) }
 
-// sigchldRunnerBinary is runnerBinary with the wait stage's SIGCHLD reaping.
-func sigchldRunnerBinary(t testing.TB) string {
-	return sigchldRunner.get(t, "-ldflags=-X github.com/batonhq/baton/sandbox/internal/stage.initReap=sigchld")
+// kernelRunnerBinary is runnerBinary whose wait stage leaves reaping to
+// the kernel where it can.
+func kernelRunnerBinary(t testing.TB) string {
+	return kernelRunner.get(t, "-ldflags=-X github.com/batonhq/baton/sandbox/internal/stage.initReap=kernel")
 }
 
 // stayingRunnerBinary is runnerBinary whose runner-outer supervises
@@ -1203,16 +1204,18 @@ func TestInitWaitStageReports(t *testing.T) {
 	}
 }
 
-// TestInitReaps: whichever way the sandbox's init reaps (the kernel, on
-// 6.15 and later; SIGCHLD, before), orphans leave no zombie, the agent
+// TestInitReaps: whichever way the sandbox's init reaps (SIGCHLD; the
+// kernel, built so, on 6.15 and later), orphans leave no zombie, the agent
 // gets SIGCHLD at its default (it can wait for its own children), and its
-// exit status comes through.
+// exit status comes through; reaping on SIGCHLD, its CPU time and peak
+// memory too.
 func TestInitReaps(t *testing.T) {
 	// Five orphans: each subshell exits at once, its sleep is reparented
 	// to the init and exits later. Then: zombies of the pid namespace,
 	// a child's status as the agent's shell sees it, and whether the
 	// agent's SIGCHLD is ignored.
-	const script = `for i in 1 2 3 4 5; do (sleep 0.05 &); done
+	const script = `i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done
+for i in 1 2 3 4 5; do (sleep 0.05 &); done
 sleep 0.5
 z=0
 for f in /proc/[0-9]*/stat; do read -r _ _ st _ < "$f" 2>/dev/null && [ "$st" = Z ] && z=$((z+1)); done
@@ -1226,7 +1229,7 @@ exit 7`
 		binary func(testing.TB) string
 	}{
 		{"default", runnerBinary},
-		{"sigchld", sigchldRunnerBinary},
+		{"kernel", kernelRunnerBinary},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			needSandbox(t)
@@ -1246,6 +1249,11 @@ exit 7`
 			}
 			if state := readFile(t, dir.State()); !strings.Contains(state, `"agent-exit"`) {
 				t.Errorf("no agent-exit record:\n%s", state)
+			}
+			// The shell and the processes it waited for: some CPU, a
+			// shell's memory.
+			if tc.name == "default" && (s.CPUUserUsec+s.CPUSystemUsec <= 0 || s.MaxRSS < 100<<10) {
+				t.Errorf("sentinel reports cpu %dus user %dus system, max rss %d; want the agent's", s.CPUUserUsec, s.CPUSystemUsec, s.MaxRSS)
 			}
 		})
 	}

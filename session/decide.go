@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonhq/baton/checkpoint"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
 )
 
 // Bounds of a record.
@@ -136,9 +137,14 @@ func unused(rec *kv.SessionRecord, gone []kv.SessionCheckpoint) fates {
 // oldest checkpoints past keep are dropped. It reports false, changing
 // nothing, when run is not rec's live run (it ended already, or a worker
 // that lost it is late).
-func end(rec *kv.SessionRecord, run string, paused bool, cp *kv.SessionCheckpoint, cpErr string, keep int, now time.Time) (fates, bool) {
+func end(rec *kv.SessionRecord, run string, paused bool, cp *kv.SessionCheckpoint, cpErr string, keep int, used *protocol.Usage, now time.Time) (fates, bool) {
 	if rec.Live != run || run == "" {
 		return fates{}, false
+	}
+	// Added as Live is cleared, in one write: a successor repeating the
+	// end adds nothing.
+	if used != nil {
+		rec.Usage.Add(*used)
 	}
 	rec.Live, rec.LiveSince, rec.State, rec.UpdatedAt = "", time.Time{}, kv.SessionIdle, now
 	if paused {

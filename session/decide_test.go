@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
 )
 
 var t0 = time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
@@ -109,7 +110,7 @@ func TestEnd(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.rec
-			f, ok := end(r, tc.run, tc.paused, tc.cp, tc.cpErrWant, tc.keep, t0)
+			f, ok := end(r, tc.run, tc.paused, tc.cp, tc.cpErrWant, tc.keep, nil, t0)
 			if ok != tc.ok {
 				t.Fatalf("end = %v, want %v", ok, tc.ok)
 			}
@@ -161,7 +162,7 @@ func TestSetup(t *testing.T) {
 	}
 	r := rec("s", "r1")
 	setup(r, "r1", kv.SessionCheckpoint{Object: "s/r1.setup", Run: "r1", Chain: []string{"s/r1.setup"}}, 3, t0)
-	if _, ok := end(r, "r1", false, ptr(cp(0, "s/r1.setup", "s/r1")), "", 3, t0); !ok || r.Head().N != 2 || r.Head().Setup || !r.Checkpoints[0].Setup {
+	if _, ok := end(r, "r1", false, ptr(cp(0, "s/r1.setup", "s/r1")), "", 3, nil, t0); !ok || r.Head().N != 2 || r.Head().Setup || !r.Checkpoints[0].Setup {
 		t.Fatalf("the run's end after its setup: %+v", r.Checkpoints)
 	}
 }
@@ -184,7 +185,7 @@ func TestLending(t *testing.T) {
 	}
 	// The source rebases past the lent objects: they stay.
 	src.Live = "r3"
-	fa, _ := end(src, "r3", false, ptr(cp(0, "s/r3")), "", 1, t0)
+	fa, _ := end(src, "r3", false, ptr(cp(0, "s/r3")), "", 1, nil, t0)
 	if len(fa.del) != 0 {
 		t.Fatalf("the source deleted %q, which its fork uses", fa.del)
 	}
@@ -218,5 +219,25 @@ func TestLost(t *testing.T) {
 	}
 	if !lost(r, "r1", t0) || r.Live != "" || r.LostRun != "r1" || r.State != kv.SessionIdle || r.Head().N != 1 {
 		t.Fatalf("after the loss: %+v", r)
+	}
+}
+
+// TestEndSumsUsage: each run's usage is added once, as its end clears
+// Live; a repeated end (a successor's) adds nothing.
+func TestEndSumsUsage(t *testing.T) {
+	r := &kv.SessionRecord{ID: "s", Live: "r1", State: kv.SessionActive}
+	u := protocol.Usage{CPUSeconds: 2, Lines: 10, MaxRSSBytes: 5, Agent: protocol.AgentUsage{OutputTokens: 7, CostUSD: 0.5}}
+	if _, ok := end(r, "r1", false, nil, "", 3, &u, t0); !ok {
+		t.Fatal("end of the live run changed nothing")
+	}
+	if _, ok := end(r, "r1", false, nil, "", 3, &u, t0); ok {
+		t.Fatal("a repeated end changed the record")
+	}
+	r.Live = "r2"
+	u2 := protocol.Usage{CPUSeconds: 1, Lines: 1, MaxRSSBytes: 9, Agent: protocol.AgentUsage{OutputTokens: 3, CostUSD: 0.25}}
+	end(r, "r2", false, nil, "", 3, &u2, t0)
+	want := protocol.Usage{CPUSeconds: 3, Lines: 11, MaxRSSBytes: 9, Agent: protocol.AgentUsage{OutputTokens: 10, CostUSD: 0.75}}
+	if r.Usage != want {
+		t.Errorf("session usage %+v, want %+v", r.Usage, want)
 	}
 }

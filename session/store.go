@@ -141,7 +141,7 @@ func (s *Store) Claim(ctx context.Context, id, profile, run string, labels map[s
 			return Claimed{Wait: true, Why: why, Record: rec}, nil
 		case takeOver:
 			if live != nil {
-				f, _ = end(&rec, rec.Live, live.State == kv.RunState(protocol.StatusPaused), live.Checkpoint, "", s.keep, s.now())
+				f, _ = end(&rec, rec.Live, live.State == kv.RunState(protocol.StatusPaused), live.Checkpoint, "", s.keep, live.Usage, s.now())
 			}
 		}
 		added := begin(&rec, run, s.now())
@@ -193,16 +193,17 @@ func (s *Store) SetWaiting(ctx context.Context, id, run string, waiting bool) er
 // End records that run, the live run of the session id, ended (paused,
 // or not), with the checkpoint its terminal status named (nil: none;
 // cpErr says why when one failed): the checkpoint becomes the head, and
-// the session keeps the last keep (0: the store's). A run that is not the
-// live one (its end was recorded already) changes nothing.
-func (s *Store) End(ctx context.Context, id, run string, paused bool, cp *kv.SessionCheckpoint, cpErr string, keep int) error {
+// the session keeps the last keep (0: the store's); the run's usage (used,
+// nil: none known) is added to the session's. A run that is not the live
+// one (its end was recorded already) changes nothing.
+func (s *Store) End(ctx context.Context, id, run string, paused bool, cp *kv.SessionCheckpoint, cpErr string, keep int, used *protocol.Usage) error {
 	if keep <= 0 {
 		keep = s.keep
 	}
 	var f fates
 	_, _, err := s.modify(ctx, id, func(rec *kv.SessionRecord) error {
 		var ok bool
-		if f, ok = end(rec, run, paused, cp, cpErr, keep, s.now()); !ok {
+		if f, ok = end(rec, run, paused, cp, cpErr, keep, used, s.now()); !ok {
 			return kv.ErrUnchanged
 		}
 		return nil

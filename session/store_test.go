@@ -88,7 +88,7 @@ func TestClaimRace(t *testing.T) {
 	if c, err := e.store.Claim(ctxT(t), "s1", "claude", "late", nil, e.lookup); err != nil || !c.Wait || c.Why != fmt.Sprintf("session s1 has a live run, %s (running)", live[0]) {
 		t.Fatalf("a claim beside the live run: %+v, %v", c, err)
 	}
-	if err := e.store.End(ctxT(t), "s1", live[0], false, nil, "", 0); err != nil {
+	if err := e.store.End(ctxT(t), "s1", live[0], false, nil, "", 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if c, err := e.store.Claim(ctxT(t), "s1", "claude", "next", nil, e.lookup); err != nil || c.Wait || c.Record.RunCount != 2 {
@@ -162,7 +162,7 @@ func TestForkAndDelete(t *testing.T) {
 		if _, err := e.store.Claim(ctxT(t), "s", "claude", run, nil, e.lookup); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.store.End(ctxT(t), "s", run, false, &kv.SessionCheckpoint{Object: chain[len(chain)-1], Run: run, Chain: chain}, "", 0); err != nil {
+		if err := e.store.End(ctxT(t), "s", run, false, &kv.SessionCheckpoint{Object: chain[len(chain)-1], Run: run, Chain: chain}, "", 0, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -192,7 +192,7 @@ func TestForkAndDelete(t *testing.T) {
 		if _, err := e.store.Claim(ctxT(t), "f", "claude", run, nil, e.lookup); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.store.End(ctxT(t), "f", run, false, &kv.SessionCheckpoint{Object: "f/" + run, Run: run, Chain: []string{"f/" + run}}, "", 0); err != nil {
+		if err := e.store.End(ctxT(t), "f", run, false, &kv.SessionCheckpoint{Object: "f/" + run, Run: run, Chain: []string{"f/" + run}}, "", 0, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -209,7 +209,7 @@ func TestForkAndDelete(t *testing.T) {
 	if err := e.store.Delete(ctxT(t), "f"); !errors.Is(err, session.ErrLive) {
 		t.Fatalf("delete of a session with a live run: %v", err)
 	}
-	if err := e.store.End(ctxT(t), "f", "r5", false, nil, "", 0); err != nil {
+	if err := e.store.End(ctxT(t), "f", "r5", false, nil, "", 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.store.Delete(ctxT(t), "f"); err != nil {

@@ -45,6 +45,8 @@ type metrics struct {
 	// service took (tools.go).
 	toolCalls    *prometheus.CounterVec
 	toolDuration prometheus.Histogram
+	// The usage of the runs this worker ended (usage.go).
+	usage *usageMetrics
 }
 
 func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
@@ -104,8 +106,10 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 		heartbeatGaps: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "baton_heartbeat_gap_seconds", Help: "Time between this worker's successive node heartbeats (planned: leaseTTL/3); leaseTTL should be at least twice the longest (docs/operations.md).",
 			Buckets: prometheus.ExponentialBuckets(0.1, 2, 12)}),
+		usage: newUsageMetrics(),
 	}
 	if reg != nil {
+		reg.MustRegister(m.usage.collectors()...)
 		reg.MustRegister(m.runsStarted, m.prestarted, m.runsPrestarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
 			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.dropped, m.heldForDisk, m.active, m.reapPasses, m.storageWaiting, m.storageStalls, m.requestsRefused,
 			m.stopsAbandoned, m.lostStopped, m.heartbeatGaps, m.toolCalls, m.toolDuration, m.approvals, m.approvalsPending)

@@ -438,6 +438,9 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 	if r.rec.Session != "" && !w.checkpointRun(ctx, r, &full) {
 		return
 	}
+	if full.Status != protocol.StatusLost {
+		full.Usage = r.usage(full, st.Usage)
+	}
 	// The terminal status goes out even while the worker stops: it is one
 	// publish and settles the run for good.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.grace)
@@ -449,6 +452,7 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 	}
 	w.recordTerminal(fctx, r, full)
 	w.metrics.runsFinished.WithLabelValues(string(full.Status)).Inc()
+	w.metrics.usage.observe(r.rec.Profile, full.Usage)
 	ev := r.log.Info()
 	if full.Status != protocol.StatusSucceeded {
 		ev = r.log.Warn()
@@ -475,6 +479,7 @@ func (w *Worker) recordTerminal(ctx context.Context, r *run, st protocol.Status)
 			rec.LastSeq = r.chain.LastSeq()
 		}
 		rec.Checkpoint = r.checkpoint
+		rec.Usage = st.Usage
 		return nil
 	}); err != nil {
 		r.log.Warn().Err(err).Msg("record terminal state")
@@ -521,7 +526,7 @@ func (w *Worker) status(r *run, s protocol.StatusType) protocol.Status {
 // sentinelStatus maps the journal's exit sentinel to a terminal status.
 func sentinelStatus(s journal.Sentinel) protocol.Status {
 	exit := s.Exit
-	st := protocol.Status{ExitCode: &exit, Signal: s.Signal, Reason: s.Detail}
+	st := protocol.Status{ExitCode: &exit, Signal: s.Signal, Reason: s.Detail, Usage: sentinelUsage(s)}
 	switch s.Reason {
 	case journal.ReasonTimeout:
 		st.Status = protocol.StatusTimeout

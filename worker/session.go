@@ -586,7 +586,7 @@ func (w *Worker) endSession(ctx context.Context, r *run, st protocol.Status) {
 	if st.Status == protocol.StatusLost {
 		err = w.sessions.Lost(ctx, id, r.id)
 	} else {
-		err = w.sessions.End(ctx, id, r.id, st.Status == protocol.StatusPaused, cp, st.CheckpointError, w.profileSession(r.rec.Profile).Keep)
+		err = w.sessions.End(ctx, id, r.id, st.Status == protocol.StatusPaused, cp, st.CheckpointError, w.profileSession(r.rec.Profile).Keep, st.Usage)
 	}
 	if err != nil {
 		// The session's next job finishes it (session.Store.Claim).

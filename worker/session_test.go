@@ -158,6 +158,19 @@ sleep 1; echo '{"type":"result"}'
 	if r := h.record(ids[2]); r.Session != "s1" || r.Checkpoint == nil || r.Checkpoint.Object != rec.Head().Object {
 		t.Fatalf("run record: session %q, checkpoint %+v", r.Session, r.Checkpoint)
 	}
+	// The session's usage sums its runs', each once; a run's checkpoint
+	// is in its usage.
+	var sum protocol.Usage
+	for _, id := range ids {
+		u := h.record(id).Usage
+		if u == nil || u.CheckpointBytes <= 0 || u.Lines < 3 {
+			t.Fatalf("run %s's usage %+v", id, u)
+		}
+		sum.Add(*u)
+	}
+	if rec.Usage != sum {
+		t.Errorf("session usage %+v, its runs' sum %+v", rec.Usage, sum)
+	}
 }
 
 // TestSessionJobMovedAndRefused: a session's job on the run subject is

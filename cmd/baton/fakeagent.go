@@ -33,6 +33,9 @@ that signal.`,
   # 200,000 lines of 200 bytes, as fast as the reader takes them
   baton fake-agent --lines 200000 --line-size 200 > /dev/null
 
+  # two seconds of CPU first, a known figure for a run's usage
+  baton fake-agent --burn 2s --lines 10
+
   # end with exit status 3 and a message on stderr
   baton fake-agent --exit-code 3 --stderr "boom"
 

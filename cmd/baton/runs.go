@@ -240,6 +240,11 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 		row("Journal offset", "- (recorded when the run ends)")
 		row("Last event seq", "- (recorded when the run ends)")
 	}
+	usage := "- (recorded when the run ends)"
+	if r.Usage != nil {
+		usage = fmtUsage(*r.Usage)
+	}
+	row("Usage", usage)
 	row("Input", cell(cut(r.Input, 200)))
 	job := fmt.Sprintf("not kept: no retry, no re-run (a worker keeps a job of up to %d KiB)", protocol.MaxKeptJob>>10)
 	if len(r.Job) > 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/policy"
+	"github.com/batonhq/baton/protocol"
 )
 
 func TestRunFilter(t *testing.T) {
@@ -123,7 +124,9 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		Job: []byte(`{"runId":"r1","profile":"chat"}`), Input: "fix the\ntest", Spawning: true,
 		Session: "s1", PauseAfter: time.Minute, PauseRequested: true, Events: "codex-exec",
 		Policy: &policy.Policy{Allow: []string{"Read", "Bash(git status*)"}, Deny: []string{"Bash(curl *)"}}, AskTimeout: 45 * time.Second,
-		Checkpoint: &kv.SessionCheckpoint{Object: "s1/r1", Size: 2048, Files: 3, TreeBytes: 4096}}
+		Checkpoint: &kv.SessionCheckpoint{Object: "s1/r1", Size: 2048, Files: 3, TreeBytes: 4096},
+		Usage: &protocol.Usage{WallSeconds: 2.5, CPUSeconds: 1.25, CPUUserSeconds: 1, CPUSystemSeconds: 0.25, MaxRSSBytes: 3 << 20,
+			StdoutBytes: 4096, Lines: 12, Inputs: 2, Agent: protocol.AgentUsage{InputTokens: 5, OutputTokens: 6, CacheTokens: 7, CostUSD: 0.125}}}
 	var b strings.Builder
 	if err := printRun(&b, full); err != nil {
 		t.Fatal(err)
@@ -145,6 +148,7 @@ func TestPrintRunShowsEveryField(t *testing.T) {
 		"events":     "Events dialect:    codex-exec",
 		"policy":     "Policy:            default ask; allow Read, Bash(git status*); deny Bash(curl *); an ask waits 45s",
 		"askTimeout": "an ask waits 45s",
+		"usage":      "Usage:             wall 2.5s, cpu 1.25s (user 1s, system 250ms), max rss 3.0 MiB, stdout 4.0 KiB in 12 lines, 2 inputs, egress 0 B, stored 0 B, tokens 5 in/6 out/7 cache, $0.1250",
 	}
 	// A run under way has no offset and sequence recorded yet: not 0.
 	var running strings.Builder

@@ -179,6 +179,7 @@ func printSession(w io.Writer, r kv.SessionRecord) error {
 	}
 	row("Lost run", cell(r.LostRun))
 	row("Checkpoint error", cell(r.CheckpointError))
+	row("Usage", fmtUsage(r.Usage)+" (its ended runs)")
 	row("Created", fmtTime(r.CreatedAt))
 	row("Updated", fmtTime(r.UpdatedAt))
 	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {

@@ -368,15 +368,21 @@ func passOnExec(fds ...int) error {
 // 1 still. It starts the agent through the exec stage, forwards stops,
 // reaps, and reports the agent's status as runner-inner-child would have.
 //
-// On a kernel that keeps a reaped process's exit status for its pidfd
-// (PIDFD_INFO_EXIT, Linux 6.15), it leaves SIGCHLD ignored: the kernel
-// reaps every child, orphans included, at its exit, and the agent's
-// status comes from its pidfd, which the runtime's poller waits on. No
-// os/signal, whose receiving goroutine keeps a thread blocked, and
-// another spare, for the run's whole life (about 60 KiB per run,
-// docs/benchmarks-log.md). On an older kernel it reaps on SIGCHLD.
+// It reaps on SIGCHLD: the agent stays a zombie until the init's wait4,
+// which gives its status and its resource use (CPU time, peak memory:
+// the run's usage), and orphans are reaped as they end. That costs the
+// init os/signal, whose receiving goroutine keeps a thread blocked, and
+// another spare (about 60 KiB per run, docs/benchmarks-log.md).
+//
+// Built with initReap=kernel, on a kernel that keeps a reaped process's
+// exit status for its pidfd (PIDFD_INFO_EXIT, Linux 6.15), it spares
+// them: it leaves SIGCHLD ignored, so the kernel reaps every child,
+// orphans included, at its exit, and the agent's status comes from its
+// pidfd, which the runtime's poller waits on. The kernel then keeps no
+// resource use of the agent for anyone, so its runs' usage has no CPU
+// time or peak memory.
 func RunInitWait(ctx context.Context, specPath string) error {
-	return asInit(ctx, chain.StageInitWait, initReap == "sigchld" || !exitInfo(), func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
+	return asInit(ctx, chain.StageInitWait, initReap != "kernel" || !exitInfo(), func(st *state, sigs <-chan os.Signal, stops *stopReader) chainStatus {
 		b, err := readBounded(specPath)
 		if err != nil {
 			return setupFailed(st, "wait-spec", err)
@@ -423,8 +429,8 @@ func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.S
 	ctxDone := ctx.Done()
 	for {
 		if sigs != nil {
-			if ws, ok := reap(pid); ok {
-				exited = endedWith(ws)
+			if ws, ru, ok := reap(pid); ok {
+				exited = endedWith(ws, ru)
 			}
 		}
 		select {
@@ -435,7 +441,11 @@ func superviseAgent(ctx context.Context, w waitSpec, st *state, sigs <-chan os.S
 				return chainStatus{Exit: 1, Error: err.Error()}
 			}
 			res := statusOf(end.ws)
-			st.ok("agent-exit", fmt.Sprintf("exit %d signal %q", res.Exit, res.Signal))
+			if end.ru != nil {
+				res = res.withUsage(end.ru)
+			}
+			st.ok("agent-exit", fmt.Sprintf("exit %d signal %q, cpu %dus user %dus system, max rss %d bytes",
+				res.Exit, res.Signal, res.CPUUserUsec, res.CPUSystemUsec, res.MaxRSS))
 			return res
 		case <-sigs:
 		case sig := <-stops.C:
@@ -524,21 +534,23 @@ func awaitTake(ctx context.Context, read *chain.AgentTake, st *state, stops *sto
 	}
 }
 
-// agentEnd is how the agent ended: its wait status, if known.
+// agentEnd is how the agent ended: its wait status, if known, and its
+// resource use, if its wait4 reported it.
 type agentEnd struct {
 	ws    syscall.WaitStatus
+	ru    *syscall.Rusage
 	known bool
 }
 
-// endedWith is a channel that delivers ws.
-func endedWith(ws syscall.WaitStatus) <-chan agentEnd {
+// endedWith is a channel that delivers ws and ru.
+func endedWith(ws syscall.WaitStatus, ru *syscall.Rusage) <-chan agentEnd {
 	ch := make(chan agentEnd, 1)
-	ch <- agentEnd{ws: ws, known: true}
+	ch <- agentEnd{ws: ws, ru: ru, known: true}
 	return ch
 }
 
-// initReap, set to "sigchld" at link time (-X), makes the wait stage reap
-// on SIGCHLD on any kernel: how the tests run older kernels' way.
+// initReap, set to "kernel" at link time (-X), makes the wait stage leave
+// reaping to the kernel where it can (see RunInitWait).
 var initReap string
 
 // exitInfo reports whether the kernel keeps a reaped process's exit
@@ -679,20 +691,21 @@ func (e *execStage) reap() {
 	}
 }
 
-// reap collects every ended child, reporting the agent's wait status
-// once it is among them.
-func reap(agent int) (syscall.WaitStatus, bool) {
+// reap collects every ended child, reporting the agent's wait status and
+// resource use once it is among them.
+func reap(agent int) (syscall.WaitStatus, *syscall.Rusage, bool) {
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		var ru syscall.Rusage
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, &ru)
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil || pid <= 0 {
-			return 0, false
+			return 0, nil, false
 		}
 		if pid == agent {
-			return ws, true
+			return ws, &ru, true
 		}
 	}
 }

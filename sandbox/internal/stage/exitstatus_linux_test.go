@@ -12,7 +12,7 @@ import (
 // TestExitStatus reads a child's exit status from its pidfd once the
 // child is reaped, and gives up on one that is never reaped. On a kernel
 // before 6.15, which keeps no exit status for a pidfd (the wait stage
-// reaps on SIGCHLD there, TestInitReaps/sigchld), it must give up on the
+// reaps on SIGCHLD there, whatever initReap says), it must give up on the
 // reaped child too, never inventing a status.
 func TestExitStatus(t *testing.T) {
 	kept := exitInfo()

@@ -24,6 +24,19 @@ type chainStatus struct {
 	Exit   int    `json:"exit"`
 	Signal string `json:"signal"`
 	Error  string `json:"error,omitempty"`
+	// The agent's CPU time and peak memory (bytes), from the init's wait
+	// for it: what the sentinel reports of them.
+	CPUUserUsec   int64 `json:"cpuUserUsec,omitempty"`
+	CPUSystemUsec int64 `json:"cpuSystemUsec,omitempty"`
+	MaxRSS        int64 `json:"maxRss,omitempty"`
+}
+
+// withUsage is c with the resource use of ru, a reaped agent's.
+func (c chainStatus) withUsage(ru *syscall.Rusage) chainStatus {
+	c.CPUUserUsec = ru.Utime.Sec*1e6 + ru.Utime.Usec
+	c.CPUSystemUsec = ru.Stime.Sec*1e6 + ru.Stime.Usec
+	c.MaxRSS = ru.Maxrss << 10 // Linux counts it in KiB
+	return c
 }
 
 // maxStatusLine bounds a status line; longer errors are cut to fit.
@@ -48,9 +61,12 @@ func parseStatus(b []byte) (chainStatus, error) {
 		return chainStatus{}, errors.New("status holds more than one line")
 	}
 	var raw struct {
-		Exit   *int    `json:"exit"`
-		Signal *string `json:"signal"`
-		Error  string  `json:"error"`
+		Exit          *int    `json:"exit"`
+		Signal        *string `json:"signal"`
+		Error         string  `json:"error"`
+		CPUUserUsec   int64   `json:"cpuUserUsec"`
+		CPUSystemUsec int64   `json:"cpuSystemUsec"`
+		MaxRSS        int64   `json:"maxRss"`
 	}
 	if err := runspec.DecodeStrict(b, &raw); err != nil {
 		return chainStatus{}, fmt.Errorf("status line: %w", err)
@@ -58,7 +74,11 @@ func parseStatus(b []byte) (chainStatus, error) {
 	if raw.Exit == nil || raw.Signal == nil {
 		return chainStatus{}, errors.New("status line lacks exit or signal")
 	}
-	c := chainStatus{Exit: *raw.Exit, Signal: *raw.Signal, Error: raw.Error}
+	c := chainStatus{Exit: *raw.Exit, Signal: *raw.Signal, Error: raw.Error,
+		CPUUserUsec: raw.CPUUserUsec, CPUSystemUsec: raw.CPUSystemUsec, MaxRSS: raw.MaxRSS}
+	if c.CPUUserUsec < 0 || c.CPUSystemUsec < 0 || c.MaxRSS < 0 {
+		return chainStatus{}, errors.New("status reports negative resource use")
+	}
 	if c.Exit < 0 || c.Exit > 255 {
 		return chainStatus{}, fmt.Errorf("status exit %d out of range", c.Exit)
 	}
@@ -149,6 +169,7 @@ func (o outcome) sentinel(nonce string) journal.Sentinel {
 		s.Detail = fmt.Sprintf("the agent outlived the %v grace period after SIGTERM and was killed", o.grace)
 	case o.status != nil:
 		s.Exit, s.Signal, s.Detail = o.status.Exit, o.status.Signal, o.status.Error
+		s.CPUUserUsec, s.CPUSystemUsec, s.MaxRSS = o.status.CPUUserUsec, o.status.CPUSystemUsec, o.status.MaxRSS
 	case o.failure != "":
 		s.Exit, s.Detail = 1, o.failure
 	case o.stop.reason != "":

@@ -12,12 +12,13 @@ import (
 
 func TestParseStatus(t *testing.T) {
 	good := map[string]chainStatus{
-		`{"exit":0,"signal":""}`:                                    {Exit: 0},
-		`{"exit":3,"signal":""}` + "\n":                             {Exit: 3},
-		`{"exit":137,"signal":"KILL"}`:                              {Exit: 137, Signal: "KILL"},
-		`{"exit":143,"signal":"TERM"}`:                              {Exit: 143, Signal: "TERM"},
-		`{"exit":127,"signal":"","error":"agent \"x\": not found"}`: {Exit: 127, Error: `agent "x": not found`},
-		`{"exit":162,"signal":"34"}`:                                {Exit: 162, Signal: "34"},
+		`{"exit":0,"signal":""}`:                                              {Exit: 0},
+		`{"exit":3,"signal":""}` + "\n":                                       {Exit: 3},
+		`{"exit":137,"signal":"KILL"}`:                                        {Exit: 137, Signal: "KILL"},
+		`{"exit":143,"signal":"TERM"}`:                                        {Exit: 143, Signal: "TERM"},
+		`{"exit":127,"signal":"","error":"agent \"x\": not found"}`:           {Exit: 127, Error: `agent "x": not found`},
+		`{"exit":162,"signal":"34"}`:                                          {Exit: 162, Signal: "34"},
+		`{"exit":0,"signal":"","cpuUserUsec":5,"cpuSystemUsec":6,"maxRss":7}`: {Exit: 0, CPUUserUsec: 5, CPUSystemUsec: 6, MaxRSS: 7},
 		// JSON decoding makes invalid UTF-8 valid.
 		`{"exit":1,"signal":"","error":"` + "\xff" + `"}`: {Exit: 1, Error: "\ufffd"},
 	}
@@ -33,6 +34,8 @@ func TestParseStatus(t *testing.T) {
 		`null`,
 		`{}`,
 		`{"exit":0}`,
+		`{"exit":0,"signal":"","cpuUserUsec":-1}`,
+		`{"exit":0,"signal":"","maxRss":1.5}`,
 		`{"signal":""}`,
 		`{"exit":-1,"signal":""}`,
 		`{"exit":256,"signal":""}`,
@@ -61,6 +64,7 @@ func TestStatusLineRoundTrip(t *testing.T) {
 	for _, c := range []chainStatus{
 		{Exit: 0},
 		{Exit: 137, Signal: "KILL"},
+		{Exit: 0, CPUUserUsec: 2_000_000, CPUSystemUsec: 30_000, MaxRSS: 9 << 20},
 		{Exit: 1, Error: "sandbox setup (mount-proc): operation not permitted"},
 		{Exit: 1, Error: strings.Repeat("é", maxStatusLine)}, // cut to fit, still UTF-8
 	} {
