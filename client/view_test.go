@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/policy"
+	"github.com/batonhq/baton/protocol"
 )
 
 // TestRunViewHasEveryRecordField: the view that `baton runs get --json`
@@ -41,7 +42,7 @@ func TestRunViewHasEveryRecordField(t *testing.T) {
 		WaitingSince: now, CreatedAt: now, StartedAt: now, FinishedAt: now, ExitCode: &code, Reason: "why", Offset: 9, LastSeq: 4,
 		Labels: map[string]string{"k": "v"}, Retries: 1, Job: []byte(`{"runId":"r","profile":"p"}`), Input: "hi", Spawning: true,
 		Session: "s", Checkpoint: &kv.SessionCheckpoint{Object: "s/r"}, PauseAfter: time.Minute, PauseRequested: true, Events: "claude",
-		Policy: &policy.Policy{Deny: []string{"Bash(curl *)"}}, AskTimeout: 45 * time.Second}
+		Policy: &policy.Policy{Deny: []string{"Bash(curl *)"}}, AskTimeout: 45 * time.Second, Usage: &protocol.Usage{WallSeconds: 1}}
 	b, err := json.Marshal(client.NewRunView(full))
 	if err != nil {
 		t.Fatal(err)

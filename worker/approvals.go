@@ -779,18 +779,36 @@ func (w *Worker) handleReadApprovals(ctx context.Context, req micro.Request) {
 	_ = req.Respond(b)
 }
 
-// listApprovals reads the approval records whose keys match filter; a
-// record that cannot be decoded is left out (and logged).
+// listApprovals reads the approval records whose keys match filter. The
+// keys come from the stream's subjects, not from a watch: a watch's first
+// values leave out a key whose record is being written meanwhile (with
+// one revision kept, the one it would deliver is gone), which a list
+// just after an answer (the holder then records what it wrote) would
+// miss.
 func (w *Worker) listApprovals(ctx context.Context, filter string) ([]protocol.Approval, error) {
-	all, err := w.approvals.ListMatching(ctx, filter)
-	if errors.Is(err, kv.ErrDecode) {
-		w.log.Warn().Err(err).Msg("approval records that cannot be decoded")
-	} else if err != nil {
+	bucket := w.approvals.KV().Bucket()
+	stream, err := w.js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
 		return nil, err
 	}
-	out := make([]protocol.Approval, 0, len(all))
-	for _, e := range all {
-		out = append(out, e.Value)
+	prefix := "$KV." + bucket + "."
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+filter))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]protocol.Approval, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		ap, _, err := w.approvals.Get(ctx, strings.TrimPrefix(subj, prefix))
+		switch {
+		case errors.Is(err, kv.ErrNotFound):
+			// Deleted (its marker is a subject too).
+		case errors.Is(err, kv.ErrDecode):
+			w.log.Warn().Err(err).Msg("an approval record that cannot be decoded")
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, ap)
+		}
 	}
 	return out, nil
 }
