@@ -324,6 +324,12 @@ func (a *approver) deliver(ctx context.Context, ap protocol.Approval, what deliv
 		data, msgID = req.Answer(false, holdMessage(ap)), "hold:"+ap.ID
 		h.Set(protocol.HeaderDecidedBy, protocol.DecidedByTimeout)
 	case deliverFollowUp:
+		if a.r.pauseAsked.Load() {
+			// The run is pausing: its stdin takes nothing more, and the
+			// session's next run starts with the follow-up
+			// (followUpPaused).
+			return
+		}
 		data, msgID = req.FollowUp(followUpText(ap)), "followup:"+ap.ID
 		h.Set(protocol.HeaderInputKind, protocol.InputKindFollowUp)
 		h.Set(protocol.HeaderDecidedBy, ap.DecidedBy)
@@ -689,6 +695,15 @@ func (w *Worker) handleApprove(ctx context.Context, req micro.Request) {
 		_ = req.Error(protocol.ApprovalFailed, "cannot write the approval: "+err.Error(), nil)
 		return
 	}
+	// The run may have paused while this answer was given: its holder's
+	// last look at its approvals (followUpPaused) came before the answer,
+	// or this read of its record after it tells. Both may send: the
+	// follow-up's message id makes it one run.
+	if !pausedInSession(rec) {
+		if now, _, err := w.runs.Get(ctx, runID); err == nil {
+			rec = now
+		}
+	}
 	if pausedInSession(rec) {
 		if err := w.followUpSession(ctx, rec, ap); err != nil {
 			_ = req.Error(protocol.ApprovalFailed, "the approval is recorded, but its follow-up turn could not be sent to the session: "+err.Error(), nil)
@@ -697,6 +712,27 @@ func (w *Worker) handleApprove(ctx context.Context, req micro.Request) {
 	}
 	b, _ := json.Marshal(ap)
 	_ = req.Respond(b)
+}
+
+// followUpPaused, once r paused (its record says so), sends the session
+// the follow-up of each request r held that a person allowed meanwhile
+// and that r's agent was not told of.
+func (a *approver) followUpPaused(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, approvalTimeout)
+	defer cancel()
+	aps, err := a.w.listApprovals(ctx, protocol.ApprovalKeys(a.r.id))
+	if err != nil {
+		a.r.log.Warn().Err(err).Msg("read the paused run's approvals for follow-ups")
+		return
+	}
+	for _, ap := range aps {
+		if ap.AnswerSeq != 0 {
+			continue
+		}
+		if err := a.w.followUpSession(ctx, a.r.rec, ap); err != nil {
+			a.r.log.Warn().Err(err).Str("approval", ap.ID).Msg("send the session the follow-up of an approval")
+		}
+	}
 }
 
 // pausedInSession reports whether rec's run is a session's, paused: an

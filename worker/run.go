@@ -243,6 +243,9 @@ func (w *Worker) follow(ctx context.Context, r *run) {
 			w.awaitRunnerGone(r)
 		}
 		w.finish(ctx, r, st)
+		if st.Status == protocol.StatusPaused && r.approver != nil {
+			r.approver.followUpPaused(context.WithoutCancel(ctx))
+		}
 	case errors.Is(err, errRunnerGone):
 		w.finish(ctx, r, protocol.Status{Status: protocol.StatusFailed, Reason: errRunnerGone.Error()})
 	case ctx.Err() != nil && pubCtx.Err() == nil:
