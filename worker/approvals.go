@@ -64,6 +64,8 @@ type approver struct {
 	timers map[string]*time.Timer
 	synced chan struct{}
 	kick   chan string
+	// life is the approver's: what outlives one step (a retry's wait).
+	life context.Context
 
 	// open are the approvals whose agent waits on a person, as the chain
 	// says: from its prompt to baton's input for it (an answer, or a
@@ -88,6 +90,7 @@ func (w *Worker) startApprovals(ctx context.Context, r *run) (stop func()) {
 	r.approver = a
 	a.restate(ctx)
 	ctx, cancel := context.WithCancel(ctx)
+	a.life = ctx
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -182,17 +185,28 @@ func (a *approver) watch(ctx context.Context) error {
 	}
 	defer kw.Stop()
 	live := false
+	resync := time.NewTicker(approvalResync)
+	defer resync.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case id := <-a.kick:
+		case <-resync.C:
+			// A watch may fall silent through a server's loss without
+			// ending: what still calls for work is read again.
 			a.mu.Lock()
-			ap, ok := a.all[id]
-			a.mu.Unlock()
-			if ok {
-				a.step(ctx, ap)
+			var ids []string
+			for id, ap := range a.all {
+				if unfinished(ap) {
+					ids = append(ids, id)
+				}
 			}
+			a.mu.Unlock()
+			for _, id := range ids {
+				a.refresh(ctx, id)
+			}
+		case id := <-a.kick:
+			a.refresh(ctx, id)
 		case e, ok := <-kw.Updates():
 			if !ok {
 				return errors.New("the watch ended")
@@ -224,6 +238,41 @@ func (a *approver) watch(ctx context.Context) error {
 			}
 			a.step(ctx, ap)
 		}
+	}
+}
+
+// approvalResync is how often records that still call for work are read
+// again, beside the watch.
+const approvalResync = 5 * time.Second
+
+// unfinished reports whether ap may still call for work: a person's
+// answer, or an input baton has to write.
+func unfinished(ap protocol.Approval) bool {
+	switch {
+	case ap.State == protocol.ApprovalPending:
+		return true
+	case ap.HeldAt != nil && ap.HoldSeq == 0:
+		return true
+	case ap.State == protocol.ApprovalDenied && ap.HeldAt != nil:
+		return false
+	}
+	return ap.AnswerSeq == 0
+}
+
+// refresh reads approval id again and does what it calls for.
+func (a *approver) refresh(ctx context.Context, id string) {
+	gctx, cancel := context.WithTimeout(ctx, approvalTimeout)
+	ap, _, err := a.w.approvals.Get(gctx, protocol.ApprovalKey(a.r.id, id))
+	cancel()
+	a.mu.Lock()
+	if err == nil {
+		a.all[id] = ap
+	} else {
+		ap = a.all[id]
+	}
+	a.mu.Unlock()
+	if ap.ID != "" {
+		a.step(ctx, ap)
 	}
 }
 
@@ -271,16 +320,16 @@ func (a *approver) hold(ctx context.Context, id string) {
 		a.mu.Lock()
 		delete(a.timers, id)
 		a.mu.Unlock()
-		a.retry(ctx, id)
+		a.retry(id)
 	}
 }
 
 // retry looks at approval id again after approvalRetry.
-func (a *approver) retry(ctx context.Context, id string) {
+func (a *approver) retry(id string) {
 	time.AfterFunc(approvalRetry, func() {
 		select {
 		case a.kick <- id:
-		case <-ctx.Done():
+		case <-a.life.Done():
 		}
 	})
 }
@@ -342,7 +391,7 @@ func (a *approver) deliver(ctx context.Context, ap protocol.Approval, what deliv
 	}
 	if err != nil {
 		a.r.log.Warn().Err(err).Str("approval", ap.ID).Msg("store the approval's input; trying again")
-		a.retry(ctx, ap.ID)
+		a.retry(ap.ID)
 		return
 	}
 	a.w.tellInput(ctx, a.r.id, fresh, sandbox.InputMessage{Seq: seq, Prev: prev.seq, EOF: prev.eof, Data: data, Headers: decisionHeaders(h)})
@@ -360,7 +409,7 @@ func (a *approver) deliver(ctx context.Context, ap protocol.Approval, what deliv
 		// Stored: a retry finds it by its Msg-Id within the input
 		// stream's duplicates window.
 		a.r.log.Warn().Err(err).Str("approval", ap.ID).Msg("record the approval's input; trying again")
-		a.retry(ctx, ap.ID)
+		a.retry(ap.ID)
 	}
 }
 
