@@ -16,6 +16,10 @@ import (
 // ApprovalsBucket is the KV bucket of approval records.
 func (n Names) ApprovalsBucket() string { return n.upper + "_APPROVALS" }
 
+// ValidApprovalID reports whether id can name an approval: a plain token
+// ([A-Za-z0-9_-]{1,64}), as policy.Request.ApprovalID makes.
+func ValidApprovalID(id string) bool { return validToken(id) }
+
 // ApprovalKey is the key of approval id of runID in ApprovalsBucket.
 func ApprovalKey(runID, id string) string { return runID + "." + id }
 

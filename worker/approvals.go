@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/kv"
@@ -173,7 +173,7 @@ func (a *approver) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := a.watch(ctx); err != nil && ctx.Err() == nil {
 			a.r.log.Warn().Err(err).Msg("watch the run's approvals; watching again")
-			wait(ctx, approvalRetry)
+			clock.Sleep(ctx, approvalRetry)
 		}
 	}
 }
@@ -534,7 +534,7 @@ func (a *approver) publishPrompt(ctx context.Context, l follow.Line) error {
 func (a *approver) record(ctx context.Context, key string, ap protocol.Approval) (protocol.Approval, error) {
 	var err error
 	for try := 0; try < 10; try++ {
-		if try > 0 && !wait(ctx, approvalRetry) {
+		if try > 0 && !clock.Sleep(ctx, approvalRetry) {
 			return ap, ctx.Err()
 		}
 		cctx, cancel := context.WithTimeout(ctx, approvalTimeout)
@@ -667,9 +667,6 @@ func (a *approver) grant(ctx context.Context, req policy.Request) (protocol.Appr
 // answer a retry.
 const sessionGrantRuns = 8
 
-// approvalIDs are what ApprovalID makes: a request id, or a digest.
-var approvalIDs = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // handleApprove answers an approve request: a compare-and-set on the
 // approval's record from pending to the person's decision, which the
 // run's holder then writes to the agent. A second answer gets
@@ -687,7 +684,7 @@ func (w *Worker) handleApprove(ctx context.Context, req micro.Request) {
 		_ = req.Error(protocol.ApprovalBad, "the body is not an approve request: "+err.Error(), nil)
 		return
 	}
-	if !approvalIDs.MatchString(body.ID) {
+	if !protocol.ValidApprovalID(body.ID) {
 		_ = req.Error(protocol.ApprovalBad, fmt.Sprintf("approval id %q must match [A-Za-z0-9_-]{1,64}", body.ID), nil)
 		return
 	}
@@ -896,16 +893,4 @@ func (w *Worker) listApprovals(ctx context.Context, filter string) ([]protocol.A
 		}
 	}
 	return out, nil
-}
-
-// wait pauses for d, or until ctx ends: false then.
-func wait(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
