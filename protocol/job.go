@@ -51,7 +51,34 @@ type Job struct {
 	// deny or ask more, never allow more); a profile without a policy
 	// refuses a job with one.
 	Policy *policy.Policy `json:"policy,omitempty" msgpack:"policy,omitempty"`
+	// ConcurrencyKey names whose job this is (a tenant, a user): the
+	// cluster runs at most the configured number of one key's jobs at
+	// once, and free slots go round-robin across the keys with jobs
+	// waiting (see Names.KeyJobSubject). [A-Za-z0-9_-]{1,64}.
+	ConcurrencyKey string `json:"concurrencyKey,omitempty" msgpack:"concurrencyKey,omitempty"`
+	// Priority orders a key's waiting jobs: 1 (lowest) to 5 (highest),
+	// then arrival; 0 is DefaultPriority.
+	Priority int `json:"priority,omitempty" msgpack:"priority,omitempty"`
 }
+
+// Priorities a job may carry; a job without one has DefaultPriority.
+const (
+	MinPriority     = 1
+	MaxPriority     = 5
+	DefaultPriority = 3
+)
+
+// EffectivePriority is the job's priority, DefaultPriority when unset.
+func (j Job) EffectivePriority() int {
+	if j.Priority == 0 {
+		return DefaultPriority
+	}
+	return j.Priority
+}
+
+// ValidConcurrencyKey reports whether k can name a concurrency key: one
+// subject token of [A-Za-z0-9_-], at most 64 bytes.
+func ValidConcurrencyKey(k string) bool { return validChars(k, 64, "_-") }
 
 // JobLimitOutput is the job limit on the agent's stdout, in bytes.
 const JobLimitOutput = "output"

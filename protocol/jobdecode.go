@@ -106,6 +106,15 @@ var jobFields = []jobField{
 	}},
 	{"session", func(r fieldReader, k string, j *Job) (err error) { j.Session, err = r.str(k); return err }},
 	{"policy", readPolicy},
+	{"concurrencyKey", func(r fieldReader, k string, j *Job) (err error) { j.ConcurrencyKey, err = r.str(k); return err }},
+	{"priority", func(r fieldReader, k string, j *Job) error {
+		n, err := r.integer(k)
+		if err == nil && (n < 0 || n > MaxPriority) {
+			err = jobErr(ErrInvalidJob, "field \"priority\" is %d; it must be between %d and %d", n, MinPriority, MaxPriority)
+		}
+		j.Priority = int(n)
+		return err
+	}},
 }
 
 type jobField struct {
@@ -248,6 +257,13 @@ func (j Job) Validate(lim Limits) error {
 	}
 	if j.Retries > 0 && len(j.RunID) > MaxRetriedRunID {
 		return jobErr(ErrBadRunID, "runId %s is %d bytes; with retries it may have at most %d (a retry is named <runId>-a<attempt>)", q(j.RunID), len(j.RunID), MaxRetriedRunID)
+	}
+
+	if j.ConcurrencyKey != "" && !ValidConcurrencyKey(j.ConcurrencyKey) {
+		return jobErr(ErrInvalidJob, "concurrencyKey %s must match [A-Za-z0-9_-]{1,64}", q(j.ConcurrencyKey))
+	}
+	if j.Priority < 0 || j.Priority > MaxPriority {
+		return jobErr(ErrInvalidJob, "field \"priority\" is %d; it must be between %d and %d", j.Priority, MinPriority, MaxPriority)
 	}
 
 	switch {

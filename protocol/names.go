@@ -104,7 +104,7 @@ func (n Names) SessionJobs() string { return n.prefix + ".jobs.session.*" }
 
 // JobsSubjects are the subjects of the jobs stream.
 func (n Names) JobsSubjects() []string {
-	return []string{n.RunJobSubject(), n.RetryJobSubject(), n.prefix + ".jobs.attach.*", n.SessionJobs()}
+	return []string{n.RunJobSubject(), n.RetryJobSubject(), n.prefix + ".jobs.attach.*", n.SessionJobs(), n.KeyJobs()}
 }
 
 // IngestSubjects are the subjects of the events stream: workers publish a

@@ -20,6 +20,10 @@ type WorkerStatus struct {
 	Version     string      `json:"version"`
 	Concurrency int         `json:"concurrency"`
 	Runs        []WorkerRun `json:"runs"`
+	// Free counts the slots free for a new run; FullProfiles names the
+	// profiles at their maxConcurrent on this worker.
+	Free         int      `json:"free"`
+	FullProfiles []string `json:"fullProfiles,omitempty"`
 }
 
 // WorkerSubject is the group of worker id's own endpoints.

@@ -94,6 +94,8 @@ type Resources struct {
 	Checkpoints jetstream.ObjectStore
 	// Approvals are runs' permission prompts and their answers.
 	Approvals jetstream.KeyValue
+	// Slots are the concurrency keys' slots across the cluster.
+	Slots jetstream.KeyValue
 	// Workspaces is the stream of archives jobs seed their workspaces
 	// from (package wsarchive reads them).
 	Workspaces jetstream.Stream
@@ -260,6 +262,15 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		Description: "baton approvals: <runId>.<id>, a run's permission prompt, its policy verdict and who answered it (msgpack); kept as long as runs' events",
 		History:     1,
 		TTL:         o.EventsMaxAge,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return nil, err
+	}
+	if r.Slots, err = ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      n.SlotsBucket(),
+		Description: "baton concurrency keys' slots: <key>.<n>, n below the key's limit, naming the run that holds it (JSON); deleted when the run ends",
+		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 	}); err != nil {

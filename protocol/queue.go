@@ -1,0 +1,135 @@
+package protocol
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// KeyJobSubject is where a job of a concurrency key waits, in its key's
+// lane of priority prio: "<prefix>.jobs.key.<key>.<prio>". Workers take
+// the keys' lanes round-robin (weighted by the keyWeights of their
+// configuration), a key's lanes highest priority first, each in arrival
+// order. A publisher may publish a keyed job here directly; a keyed job
+// published on RunJobSubject is moved here by the first worker that reads
+// it. The job's own concurrencyKey and priority, not the subject, decide
+// where it runs: a job whose subject disagrees is moved to its lane.
+func (n Names) KeyJobSubject(key string, prio int) string {
+	return n.prefix + ".jobs.key." + key + "." + strconv.Itoa(prio)
+}
+
+// KeyJobs is the filter of every key's lanes.
+func (n Names) KeyJobs() string { return n.prefix + ".jobs.key.*.*" }
+
+// ParseKeyJobSubject is KeyJobSubject's inverse.
+func (n Names) ParseKeyJobSubject(subject string) (key string, prio int, ok bool) {
+	rest, found := strings.CutPrefix(subject, n.prefix+".jobs.key.")
+	if !found {
+		return "", 0, false
+	}
+	key, p, found := strings.Cut(rest, ".")
+	prio, err := strconv.Atoi(p)
+	if !found || err != nil || !ValidConcurrencyKey(key) || prio < MinPriority || prio > MaxPriority || strconv.Itoa(prio) != p {
+		return "", 0, false
+	}
+	return key, prio, true
+}
+
+// SlotsBucket is the KV bucket of the cluster's key slots: one entry
+// "<key>.<n>" per running job of a concurrency key, n below the key's
+// limit, so no more than the limit can exist at once whoever races for
+// them. A slot names its run (KeySlot) and is deleted once the run has
+// ended.
+func (n Names) SlotsBucket() string { return n.upper + "_SLOTS" }
+
+// SlotKey is the key of slot i of concurrency key key.
+func SlotKey(key string, i int) string { return key + "." + strconv.Itoa(i) }
+
+// ParseSlotKey is SlotKey's inverse.
+func ParseSlotKey(k string) (key string, i int, ok bool) {
+	key, n, found := strings.Cut(k, ".")
+	i, err := strconv.Atoi(n)
+	if !found || err != nil || i < 0 || !ValidConcurrencyKey(key) || strconv.Itoa(i) != n {
+		return "", 0, false
+	}
+	return key, i, true
+}
+
+// KeySlot is the value of a slot: the run holding it (empty for the
+// moment between the slot's claim and its job's), the worker that
+// claimed it and when.
+type KeySlot struct {
+	RunID  string    `json:"runId,omitempty"`
+	Worker string    `json:"worker"`
+	At     time.Time `json:"at"`
+}
+
+// ReadQueueSubject answers with a QueueView: the jobs waiting in the keys'
+// lanes, in the order they will start, and why each waits.
+func (n Names) ReadQueueSubject() string { return n.prefix + ".read.queue" }
+
+// WaitReason says why a queued job has not started.
+type WaitReason string
+
+// Wait reasons of a queued job.
+const (
+	// WaitKeyLimit: its key runs as many jobs as its limit allows.
+	WaitKeyLimit WaitReason = "key_limit"
+	// WaitBehind: jobs of its key are ahead of it.
+	WaitBehind WaitReason = "behind"
+	// WaitProfileLimit: every worker with a free slot runs its profile's
+	// maxConcurrent.
+	WaitProfileLimit WaitReason = "profile_limit"
+	// WaitNoWorker: no worker has a free slot.
+	WaitNoWorker WaitReason = "no_free_worker"
+)
+
+// QueuedJob is one waiting job of a key.
+type QueuedJob struct {
+	RunID    string `json:"runId"`
+	Profile  string `json:"profile"`
+	Priority int    `json:"priority"`
+	// Position is 1 for the key's next job.
+	Position int        `json:"position"`
+	Since    time.Time  `json:"since"`
+	Reason   WaitReason `json:"reason"`
+}
+
+// KeyQueue is one concurrency key's state across the cluster.
+type KeyQueue struct {
+	Key string `json:"key"`
+	// Running counts the key's held slots; Limit is 0 when unlimited.
+	Running int `json:"running"`
+	Limit   int `json:"limit"`
+	Weight  int `json:"weight"`
+	// Waiting counts every waiting job of the key; Jobs lists the first
+	// ones, in the order they will start.
+	Waiting int         `json:"waiting"`
+	Jobs    []QueuedJob `json:"jobs"`
+}
+
+// QueueView is the reply of ReadQueueSubject: every key with a job
+// waiting or running, the keys with jobs waiting first.
+type QueueView struct {
+	Keys []KeyQueue `json:"keys"`
+	// FreeSlots counts the free slots of the workers that answered, of
+	// Workers in all.
+	FreeSlots int `json:"freeSlots"`
+	Workers   int `json:"workers"`
+}
+
+// String names the reason as a person reads it.
+func (r WaitReason) String() string {
+	switch r {
+	case WaitKeyLimit:
+		return "key at its limit"
+	case WaitBehind:
+		return "behind its key's earlier jobs"
+	case WaitProfileLimit:
+		return "profile at its limit on every free worker"
+	case WaitNoWorker:
+		return "no free worker"
+	}
+	return fmt.Sprintf("waiting (%s)", string(r))
+}
