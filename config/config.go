@@ -88,6 +88,9 @@ type Config struct {
 	// a full bucket fails new checkpoints, and their sessions keep their
 	// previous heads.
 	CheckpointsMaxBytes ByteSize `yaml:"checkpointsMaxBytes"`
+	// Tenancy shares the cluster between concurrency keys: tenantLabel,
+	// keyConcurrency and keyWeights, read again on SIGHUP.
+	Tenancy `yaml:",inline"`
 	// Profiles by name; the built-in "demo" profile is always present unless
 	// the file defines its own.
 	Profiles map[string]Profile `yaml:"profiles"`

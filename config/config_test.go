@@ -166,6 +166,10 @@ func TestExampleConfigParses(t *testing.T) {
 func yamlKeys(t reflect.Type) []string {
 	var keys []string
 	for f := range t.Fields() {
+		if f.Anonymous { // an inline group of keys
+			keys = append(keys, yamlKeys(f.Type)...)
+			continue
+		}
 		keys = append(keys, strings.Split(f.Tag.Get("yaml"), ",")[0])
 	}
 	return keys
@@ -195,7 +199,7 @@ func TestParseRejects(t *testing.T) {
 		want      []string // every one must be in the error
 	}{
 		{"unknown top key", "prefix: a\nprefx: b\n",
-			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, outputsMaxAge, workspacesMaxAge, maxWorkspaceBytes, maxWorkspaceEntries, workspacesMaxBytes, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, maxInputBytes, diskBudget, diskReserve, sessionsMaxAge, checkpointsMaxBytes, profiles)`}},
+			[]string{`line 2: unknown key "prefx" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, outputsMaxAge, workspacesMaxAge, maxWorkspaceBytes, maxWorkspaceEntries, workspacesMaxBytes, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, maxInputBytes, diskBudget, diskReserve, sessionsMaxAge, checkpointsMaxBytes, tenantLabel, keyConcurrency, keyWeights, profiles)`}},
 		{"unknown profile key", "profiles:\n  x:\n    command: [a]\n    comand: [b]\n",
 			[]string{`line 4: unknown key "comand" in a profile (known keys: command, env, allowEnv, allowArgs, maxConcurrent, pool, timeout, network, secrets, upstreamCA, mounts, limits, outputs, agentUID, agentGID, stdin, interrupt, turnEnd, idleTimeout, nice, session, setup, events, tools, toolLimits, policy, askTimeout)`}},
 		{"every problem", "concurrency: four\nfoo: 1\nprofiles:\n  x:\n    timeout: soon\n",

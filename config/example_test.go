@@ -50,6 +50,6 @@ profiles:
 `))
 	fmt.Println(err)
 	// Output:
-	// line 2: unknown key "concurency" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, outputsMaxAge, workspacesMaxAge, maxWorkspaceBytes, maxWorkspaceEntries, workspacesMaxBytes, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, maxInputBytes, diskBudget, diskReserve, sessionsMaxAge, checkpointsMaxBytes, profiles)
+	// line 2: unknown key "concurency" in the configuration (known keys: prefix, leaseTTL, concurrency, replicas, eventsMaxAge, outputsMaxAge, workspacesMaxAge, maxWorkspaceBytes, maxWorkspaceEntries, workspacesMaxBytes, runRetention, recordRetention, maxJobBytes, sandboxUID, cgroupParent, eventsMaxBytes, jobsMaxBytes, jobsMaxMsgs, dlqMaxBytes, dlqMaxMsgs, maxInputBytes, diskBudget, diskReserve, sessionsMaxAge, checkpointsMaxBytes, tenantLabel, keyConcurrency, keyWeights, profiles)
 	// line 6: want a duration with a unit, like "15s" or "1h", got 30 (int)
 }

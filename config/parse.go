@@ -191,6 +191,8 @@ func typeKeys(goType string) (where, keys string) {
 		where, t = "outputs", reflect.TypeFor[Outputs]()
 	case "config.Secret":
 		where, t = "a secret", reflect.TypeFor[Secret]()
+	case "config.KeyConcurrency":
+		where, t = "keyConcurrency", reflect.TypeFor[KeyConcurrency]()
 	case "policy.Policy":
 		where, t = "a policy", reflect.TypeFor[policy.Policy]()
 	default:
@@ -198,6 +200,12 @@ func typeKeys(goType string) (where, keys string) {
 	}
 	var names []string
 	for f := range t.Fields() {
+		if f.Anonymous { // an inline group of keys (Tenancy)
+			for g := range f.Type.Fields() {
+				names = append(names, strings.Split(g.Tag.Get("yaml"), ",")[0])
+			}
+			continue
+		}
 		names = append(names, strings.Split(f.Tag.Get("yaml"), ",")[0])
 	}
 	return where, strings.Join(names, ", ")
@@ -217,6 +225,10 @@ func typeWant(goType string) string {
 		return "a list of strings"
 	case "map[string]string":
 		return "a mapping of names to strings"
+	case "map[string]int":
+		return "a mapping of names to integers"
+	case "config.KeyConcurrency":
+		return "a mapping with default and keys"
 	case "map[string]config.Profile":
 		return "a mapping of profile names to profiles"
 	case "config.Config":

@@ -45,6 +45,7 @@ func (c *Config) Validate() error {
 	if c.LeaseTTL < minLeaseTTL {
 		bad("leaseTTL", "%s is too short; it must be at least %s", c.LeaseTTL, minLeaseTTL)
 	}
+	c.Tenancy.validate(bad)
 	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
 		bad("concurrency", "%d is out of range 1..%d", c.Concurrency, maxConcurrency)
 	}
