@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -98,4 +99,21 @@ func (t *Tenancy) validate(bad func(path, format string, args ...any)) {
 			bad("keyWeights."+k, "%d is out of range 1..%d", w, maxKeyWeight)
 		}
 	}
+}
+
+// ChangedKeys names the top-level keys whose values differ between c and
+// next, the tenancy's aside: what a reload cannot apply without a restart.
+func (c *Config) ChangedKeys(next *Config) []string {
+	a, b := *c, *next
+	a.Tenancy, b.Tenancy = Tenancy{}, Tenancy{}
+	av, bv := reflect.ValueOf(a), reflect.ValueOf(b)
+	var keys []string
+	for i := range av.NumField() {
+		f := av.Type().Field(i)
+		if f.Anonymous || reflect.DeepEqual(av.Field(i).Interface(), bv.Field(i).Interface()) {
+			continue
+		}
+		keys = append(keys, strings.Split(f.Tag.Get("yaml"), ",")[0])
+	}
+	return keys
 }

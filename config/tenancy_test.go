@@ -69,3 +69,20 @@ func TestKeyOf(t *testing.T) {
 		t.Fatalf("no tenantLabel: key %q, want none", k)
 	}
 }
+
+func TestChangedKeys(t *testing.T) {
+	a, err := config.Parse([]byte("concurrency: 4\nkeyConcurrency: {default: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := config.Parse([]byte("concurrency: 8\nkeyConcurrency: {default: 5}\nprofiles: {x: {command: [a]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(a.ChangedKeys(b), ","); got != "concurrency,profiles" {
+		t.Fatalf("changed keys %q, want concurrency,profiles (the tenancy reloads)", got)
+	}
+	if got := a.ChangedKeys(a); len(got) != 0 {
+		t.Fatalf("a config against itself: %v", got)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/tenancy"
 )
 
 // DurableName is the shared durable consumer of new-run jobs.
@@ -28,6 +29,8 @@ type Job struct {
 	Job        protocol.Job
 	Invocation config.Invocation
 	Msg        jetstream.Msg
+	// Key is the job's concurrency key (config.Tenancy.KeyOf), "" for none.
+	Key string
 }
 
 // Dispatch runs one job. It owns the job's message, which it settles once
@@ -55,6 +58,12 @@ type Intake struct {
 	// admitWait is how long a job Admit refused waits before it is
 	// delivered again.
 	admitWait time.Duration
+	// tenancy is the configuration's tenancy now (it changes on reload);
+	// slots, when set, bound the keys' runs across the cluster, and
+	// runStates tells their reaper which runs have ended.
+	tenancy   func() *config.Tenancy
+	slots     *tenancy.Slots
+	runStates tenancy.RunStates
 }
 
 // Option configures an Intake.
@@ -80,6 +89,18 @@ func WithAckWait(d time.Duration) Option { return func(in *Intake) { in.ackWait 
 // of an idle worker quicker.
 func WithFetchWait(d time.Duration) Option { return func(in *Intake) { in.maxWait = d } }
 
+// WithTenancy reads the tenancy (keys' limits and weights) from f at each
+// job, so a reloaded configuration takes effect at once (default: cfg's).
+func WithTenancy(f func() *config.Tenancy) Option { return func(in *Intake) { in.tenancy = f } }
+
+// WithSlots bounds each key's runs across the cluster by its limit, with
+// the slots of slots; states tells which runs have ended, to free the
+// slots of runs whose holder died before it could. Without it, keys are
+// served fairly but not limited.
+func WithSlots(slots *tenancy.Slots, states tenancy.RunStates) Option {
+	return func(in *Intake) { in.slots, in.runStates = slots, states }
+}
+
 // New returns an Intake for the jobs stream named by names.
 func New(js jetstream.JetStream, names protocol.Names, cfg *config.Config, opts ...Option) *Intake {
 	in := &Intake{
@@ -91,6 +112,7 @@ func New(js jetstream.JetStream, names protocol.Names, cfg *config.Config, opts 
 		rejectWait:  5 * time.Second,
 		admitWait:   2 * time.Second,
 		limits:      protocol.Limits{MaxBytes: cfg.MaxJobBytes},
+		tenancy:     func() *config.Tenancy { return &cfg.Tenancy },
 	}
 	for _, o := range opts {
 		o(in)
@@ -157,9 +179,61 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 	dctx, stopDispatches := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopDispatches(nil)
 	p := newPool(slots)
+	ln, err := in.openLanes(ctx)
+	if err != nil {
+		return err
+	}
+	defer ln.close()
 	var wg sync.WaitGroup
 	var loops sync.WaitGroup
+	// start runs j on the slot the loop took; keySlot is j's key slot
+	// (nil: none), which it binds to the run or gives back.
+	start := func(j Job, keySlot *tenancy.Slot) {
+		prof := j.Invocation.Profile
+		giveBack := func(delay time.Duration) {
+			_ = j.Msg.NakWithDelay(delay)
+			if keySlot != nil {
+				keySlot.Release(ctx)
+			}
+			p.put()
+		}
+		if !p.takeProfile(prof, in.cfg.Profiles[prof].MaxConcurrent) {
+			// The job waits in the stream, redelivered after the
+			// delay to whichever worker has room.
+			giveBack(in.profileWait)
+			return
+		}
+		if h.Admit != nil {
+			if err := h.Admit(j); err != nil {
+				p.putProfile(prof)
+				giveBack(in.admitWait)
+				// Not at once again: the job just given back would come
+				// straight back to this worker's next fetch.
+				clock.Sleep(ctx, in.admitWait)
+				return
+			}
+		}
+		if keySlot != nil {
+			if _, ok := in.slots.RunSlot(j.Job.RunID); ok {
+				// A redelivered job whose run holds a slot already.
+				keySlot.Release(ctx)
+			} else if err := keySlot.Bind(ctx, j.Job.RunID); err != nil {
+				in.log.Warn().Err(err).Str("run_id", j.Job.RunID).Msg("bind the key slot; the job will be redelivered")
+				p.putProfile(prof)
+				giveBack(time.Second)
+				return
+			}
+		}
+		wg.Go(func() {
+			defer p.put()
+			defer p.putProfile(prof)
+			h.Run(dctx, j)
+		})
+	}
 	loops.Go(func() {
+		// The keys' lanes and the main subjects take turns: after a
+		// lane's job the main consumer is asked first, without waiting.
+		mainFirst := false
 		for ctx.Err() == nil {
 			if !p.tryTake() {
 				select {
@@ -168,40 +242,23 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				}
 				continue
 			}
-			msg := in.fetch(ctx, runCfg, fail)
+			if !mainFirst && ln.serve(ctx, start) {
+				mainFirst = true
+				continue
+			}
+			wait := in.maxWait
+			if mainFirst {
+				wait = 0
+			}
+			mainFirst = false
+			pctx, stop := ln.interruptible(ctx)
+			msg := in.fetchWait(pctx, runCfg, fail, wait)
+			stop()
 			if msg == nil {
 				p.put()
 				continue
 			}
-			j, rejected := in.accept(ctx, msg)
-			if rejected {
-				p.put()
-				continue
-			}
-			prof := j.Invocation.Profile
-			if !p.takeProfile(prof, in.cfg.Profiles[prof].MaxConcurrent) {
-				// The job waits in the stream, redelivered after the
-				// delay to whichever worker has room.
-				_ = msg.NakWithDelay(in.profileWait)
-				p.put()
-				continue
-			}
-			if h.Admit != nil {
-				if err := h.Admit(j); err != nil {
-					_ = msg.NakWithDelay(in.admitWait)
-					p.putProfile(prof)
-					p.put()
-					// Not at once again: the job just given back would come
-					// straight back to this worker's next fetch.
-					clock.Sleep(ctx, in.admitWait)
-					continue
-				}
-			}
-			wg.Go(func() {
-				defer p.put()
-				defer p.putProfile(prof)
-				h.Run(dctx, j)
-			})
+			in.takeMain(ctx, msg, runCfg, p, start)
 		}
 	})
 	loops.Go(func() {
@@ -283,7 +340,13 @@ func AttachDurableName(node string) string { return "attach-" + node }
 // After an error it checks that the consumer still exists, recreates it
 // if not, and calls fail when that is impossible.
 func (in *Intake) fetch(ctx context.Context, cfg jetstream.ConsumerConfig, fail context.CancelCauseFunc) jetstream.Msg {
-	msg, err := in.pullOne(ctx, cfg.Durable, in.maxWait)
+	return in.fetchWait(ctx, cfg, fail, in.maxWait)
+}
+
+// fetchWait is fetch waiting at most wait for a job (0: only one already
+// waiting).
+func (in *Intake) fetchWait(ctx context.Context, cfg jetstream.ConsumerConfig, fail context.CancelCauseFunc, wait time.Duration) jetstream.Msg {
+	msg, err := in.pullOne(ctx, cfg.Durable, wait)
 	if err == nil || ctx.Err() != nil {
 		return msg
 	}
@@ -299,6 +362,49 @@ func (in *Intake) fetch(ctx context.Context, cfg jetstream.ConsumerConfig, fail 
 	}
 	clock.Sleep(ctx, time.Second)
 	return nil
+}
+
+// takeMain handles msg, a job of the main subjects, on the slot the loop
+// took. A keyed run or retry job is moved to its key's lane, and so are
+// the keyed jobs behind it, one after another while the main consumer has
+// any: the keys' turns are taken in their lanes, so none may wait behind
+// another key's backlog here. The first job of no key (or a session's,
+// which keep their order on their own subject) is started; a session's
+// keyed job takes its key's slot, or waits in the stream while the key is
+// full.
+func (in *Intake) takeMain(ctx context.Context, msg jetstream.Msg, cfg jetstream.ConsumerConfig, p *pool, start func(Job, *tenancy.Slot)) {
+	for msg != nil && ctx.Err() == nil {
+		j, rejected := in.accept(ctx, msg)
+		if rejected {
+			msg = in.fetchWait(ctx, cfg, func(error) {}, 0)
+			continue
+		}
+		key, err := in.tenancy().KeyOf(j.Job)
+		if err != nil {
+			in.reject(ctx, msg, err)
+			msg = in.fetchWait(ctx, cfg, func(error) {}, 0)
+			continue
+		}
+		j.Key = key
+		if key != "" && msg.Subject() != in.names.SessionJobSubject(j.Job.Session) {
+			in.moveToLane(ctx, msg, j, key)
+			msg = in.fetchWait(ctx, cfg, func(error) {}, 0)
+			continue
+		}
+		var slot *tenancy.Slot
+		if lim := in.tenancy().Limit(key); key != "" && lim > 0 && in.slots != nil {
+			if _, held := in.slots.RunSlot(j.Job.RunID); !held {
+				if slot, err = in.slots.Acquire(ctx, key, lim); err != nil {
+					_ = msg.NakWithDelay(in.profileWait)
+					p.put()
+					return
+				}
+			}
+		}
+		start(j, slot)
+		return
+	}
+	p.put()
 }
 
 // pool counts busy slots. New runs wait for a free one; attach jobs take

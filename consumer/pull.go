@@ -56,7 +56,7 @@ func pullStatus(m *nats.Msg) (job, done bool, err error) {
 }
 
 // pullOne asks the consumer durable for one job and waits for it at most
-// wait; nil, nil when none came. When ctx ends first the request's
+// wait (0: only a job already waiting); nil, nil when none came. When ctx ends first the request's
 // subscription is drained before pullOne returns, so the server holds no
 // request of this intake any more, and a job that reached it meanwhile is
 // given back (Nak) at once.
@@ -70,8 +70,9 @@ func (in *Intake) pullOne(ctx context.Context, durable string, wait time.Duratio
 	}
 	req, _ := json.Marshal(struct {
 		Batch   int           `json:"batch"`
-		Expires time.Duration `json:"expires"`
-	}{1, wait})
+		Expires time.Duration `json:"expires,omitempty"`
+		NoWait  bool          `json:"no_wait,omitempty"`
+	}{1, wait, wait == 0})
 	subject := "$JS.API.CONSUMER.MSG.NEXT." + in.names.JobsStream() + "." + durable
 	if err := nc.PublishRequest(subject, inbox, req); err != nil {
 		_ = sub.Unsubscribe()

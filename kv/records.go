@@ -82,6 +82,9 @@ type RunRecord struct {
 	Offset       int64             `msgpack:"offset"`
 	LastSeq      uint64            `msgpack:"lastSeq"`
 	Labels       map[string]string `msgpack:"labels,omitempty"`
+	// Key is the run's concurrency key (its job's concurrencyKey, or the
+	// tenantLabel's value), "" for none.
+	Key string `msgpack:"key,omitempty"`
 	// Job is the job as submitted (JSON), kept unless it is over
 	// protocol.MaxKeptJob or half the server's max payload: a run lost with
 	// its node starts again from it (Retries > 0 only with a kept job), and

@@ -490,6 +490,9 @@ func (w *Worker) recordTerminal(ctx context.Context, r *run, st protocol.Status)
 		node = rec.Node
 	}
 	w.endSession(ctx, r, st)
+	if w.slots != nil {
+		w.slots.ReleaseRun(ctx, r.id)
+	}
 	w.index.remove(ctx, node, r.id)
 	w.markFinished(r.id)
 	if err := r.lease.Delete(ctx); err != nil {

@@ -60,6 +60,7 @@ func (w *Worker) services() []service {
 		{name: "pruner", run: w.pruner().run},
 		{name: "stale pool entries", run: stalePoolEntries{runsDir: runs, log: w.log, clock: w.clock}.run},
 		{name: "finished workspaces", run: finishedWorkspaces{runsDir: runs, log: w.log}.run},
+		{name: "key slots", run: w.slots.Run},
 		{name: "session expiry", run: sessionExpiry{sessions: w.sessions, maxAge: w.cfg.SessionsTTL(), log: w.log, clock: w.clock}.run},
 	}
 	for _, p := range w.pools {

@@ -50,6 +50,7 @@ const (
 type starter struct {
 	w   *Worker
 	job protocol.Job
+	key string
 	inv config.Invocation
 	msg jetstream.Msg // for its delivery count, and kept in progress while seeding
 	log zerolog.Logger
@@ -75,7 +76,7 @@ type starter struct {
 // disposition: a started run's job is acknowledged beside its first lines
 // (dispatch).
 func (w *Worker) start(ctx context.Context, j consumer.Job, log zerolog.Logger) (*run, consumer.Disposition) {
-	s := &starter{w: w, job: j.Job, inv: j.Invocation, msg: j.Msg, log: log}
+	s := &starter{w: w, job: j.Job, key: j.Key, inv: j.Invocation, msg: j.Msg, log: log}
 	defer s.end(ctx)
 	for _, phase := range []func(context.Context) (consumer.Disposition, bool){s.admit, s.claim, s.record, s.take, s.spawn, s.announce} {
 		if d, ended := phase(ctx); ended {
@@ -138,7 +139,7 @@ func (s *starter) record(ctx context.Context) (consumer.Disposition, bool) {
 	s.rec = kv.RunRecord{
 		RunID: job.RunID, State: kv.RunStarting, Node: w.node, Worker: w.id,
 		Profile: inv.Profile, Attempt: 1,
-		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels,
+		Deadline: now.Add(inv.Timeout), CreatedAt: now, Labels: job.Labels, Key: s.key,
 		Interactive: inv.Stdin == config.StdinStream, IdleTimeout: inv.IdleTimeout,
 		Input: kv.InputPreview(job.Input), Session: job.Session, PauseAfter: inv.Session.PauseAfter,
 		Events: string(inv.Events), Policy: inv.Policy, AskTimeout: inv.AskTimeout,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +27,7 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/tenancy"
 	"github.com/batonhq/baton/session"
 )
 
@@ -60,6 +62,10 @@ type Worker struct {
 	ready    chan struct{}
 
 	intake *consumer.Intake
+	// slots are the concurrency keys' slots across the cluster; tenancy
+	// is the configuration's tenancy now (Reload replaces it).
+	slots   *tenancy.Slots
+	tenancy atomic.Pointer[config.Tenancy]
 	runs   *kv.Runs
 	leases *kv.Leases
 	// live is this worker's liveness key, which keeps every lease it
@@ -309,6 +315,8 @@ func New(nc *nats.Conn, cfg *config.Config, opts ...Option) (*Worker, error) {
 	}
 	w.log = w.log.With().Str("worker", w.id).Str("node", w.node).Logger()
 	w.metrics = newMetrics(w.reg, w)
+	ten := cfg.Tenancy
+	w.tenancy.Store(&ten)
 	return w, nil
 }
 
@@ -418,8 +426,10 @@ func (w *Worker) openStores(ctx context.Context) error {
 		w.log.Warn().Str("stream", res.LegacyWorkspaces).Msgf("the workspaces object store of an older baton is no longer read (archives are uploaded to the stream %s): delete it with `nats stream rm %s` once no queued job names one of its archives",
 			w.names.WorkspacesStream(), res.LegacyWorkspaces)
 	}
+	w.slots = tenancy.NewSlots(res.Slots, w.id, w.log)
 	w.intake = consumer.New(w.js, w.names, w.cfg,
 		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
+		consumer.WithTenancy(w.tenancy.Load), consumer.WithSlots(w.slots, w.runState),
 		consumer.WithAckWait(w.ackWait),
 		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }),
 		consumer.WithOnDrop(func(r protocol.Reason) { w.metrics.dropped.WithLabelValues(string(r)).Inc() }))

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -93,7 +95,7 @@ Stopping the worker never stops an agent.`,
 			if embedded {
 				svcURL = url // the embedded server has no users to choose from
 			}
-			return runWorker(cmd.Context(), log, cfg, url, svcURL, node, g.stateDir, opts...)
+			return runWorker(cmd.Context(), log, cfg, g.loadConfig, url, svcURL, node, g.stateDir, opts...)
 		},
 	}
 	lf.register(cmd.Flags())
@@ -122,7 +124,7 @@ var errNATSClosed = errors.New("the NATS connection was closed for good")
 // connects anew) and leaves its runs' agents running for their next holder
 // (I4). With svcURL, the micro service is served from a second connection
 // there (worker.WithServiceConn).
-func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url, svcURL, node, stateDir string, opts ...worker.Option) error {
+func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, load func() (*config.Config, error), url, svcURL, node, stateDir string, opts ...worker.Option) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	dial := func(url, name string, log zerolog.Logger) (*nats.Conn, error) {
@@ -169,6 +171,8 @@ func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url,
 	if err != nil {
 		return err
 	}
+	stopReload := reloadOnHUP(w, cfg, load, log)
+	defer stopReload()
 	err = w.Run(ctx)
 	if cause := context.Cause(ctx); errors.Is(cause, errNATSClosed) {
 		log.Error().Err(cause).Msg("exiting: a worker does not live on disconnected; its runs' agents keep running")
@@ -178,6 +182,34 @@ func runWorker(ctx context.Context, log zerolog.Logger, cfg *config.Config, url,
 		return nil
 	}
 	return err
+}
+
+// reloadOnHUP reads the configuration again at every SIGHUP and gives the
+// worker its tenancy (the keys' limits and weights); a file that does not
+// parse changes nothing, and keys only a restart applies are named.
+func reloadOnHUP(w *worker.Worker, running *config.Config, load func() (*config.Config, error), log zerolog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+			}
+			next, err := load()
+			if err != nil {
+				log.Error().Err(err).Msg("SIGHUP: the configuration does not load; nothing changed")
+				continue
+			}
+			w.Reload(next.Tenancy)
+			if keys := running.ChangedKeys(next); len(keys) > 0 {
+				log.Warn().Strs("keys", keys).Msg("SIGHUP: these keys changed too; a restart applies them")
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
 }
 
 // serveMetrics serves reg on addr until stop is called.
