@@ -15,7 +15,7 @@ func TestTenancyParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		key            string
+		key           string
 		limit, weight int
 	}{{"acme", 10, 3}, {"free", 0, 1}, {"bolt", 2, 1}, {"", 2, 1}} {
 		if l, w := c.Limit(tc.key), c.Weight(tc.key); l != tc.limit || w != tc.weight {

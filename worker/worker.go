@@ -27,8 +27,8 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
-	"github.com/batonhq/baton/tenancy"
 	"github.com/batonhq/baton/session"
+	"github.com/batonhq/baton/tenancy"
 )
 
 // InboxPrefix is the inbox prefix of a worker's connection: replies to the
@@ -66,8 +66,8 @@ type Worker struct {
 	// is the configuration's tenancy now (Reload replaces it).
 	slots   *tenancy.Slots
 	tenancy atomic.Pointer[config.Tenancy]
-	runs   *kv.Runs
-	leases *kv.Leases
+	runs    *kv.Runs
+	leases  *kv.Leases
 	// live is this worker's liveness key, which keeps every lease it
 	// holds (package lease).
 	live  *lease.Liveness
