@@ -103,8 +103,12 @@ func (c *Client) submit(ctx context.Context, job protocol.Job, msgID string) err
 		return fmt.Errorf("submit: %w", err)
 	}
 	subject := c.names.RunJobSubject()
-	if job.Session != "" {
+	switch {
+	case job.Session != "":
 		subject = c.names.SessionJobSubject(job.Session)
+	case job.ConcurrencyKey != "":
+		// Straight into its key's lane: a worker would move it there.
+		subject = c.names.KeyJobSubject(job.ConcurrencyKey, job.EffectivePriority())
 	}
 	ack, err := c.js.Publish(ctx, subject, body,
 		jetstream.WithMsgID(msgID),

@@ -31,6 +31,11 @@ type SubmitOption func(*protocol.Job)
 // its runs start one at a time, in order.
 func WithSession(id string) SubmitOption { return func(j *protocol.Job) { j.Session = id } }
 
+// WithKey sets the job's concurrency key and priority (0: the default).
+func WithKey(key string, priority int) SubmitOption {
+	return func(j *protocol.Job) { j.ConcurrencyKey, j.Priority = key, priority }
+}
+
 // Session returns the record of session id, or an error wrapping
 // ErrNotFound. It reads through the workers' read relay.
 func (c *Client) Session(ctx context.Context, id string) (kv.SessionRecord, error) {

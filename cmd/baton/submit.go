@@ -49,6 +49,9 @@ type submitFlags struct {
 	session string
 	// policy is the job's policy, as JSON.
 	policy string
+	// key and priority are the job's concurrency key and priority.
+	key      string
+	priority int
 }
 
 func newSubmitCmd(g *globals) *cobra.Command {
@@ -174,6 +177,8 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.workspace, "workspace", "", "DIR or FILE.tar[.gz]: upload it to the workspaces stream (named by its SHA-256, so once) and seed the workspace with it")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE label copied to the run record (repeatable)")
 	fl.StringVar(&f.policy, "policy", "", `JSON: narrow the profile's policy for permission prompts, e.g. '{"deny":["Bash(git push*)"]}' (docs/configuration.md)`)
+	fl.StringVar(&f.key, "key", "", "the job's concurrency key (a tenant, a user): the cluster runs at most keyConcurrency of a key at once and shares free slots fairly between keys (docs/tenancy.md)")
+	fl.IntVar(&f.priority, "priority", 0, fmt.Sprintf("order among the key's waiting jobs, %d (lowest) to %d (highest); default %d", protocol.MinPriority, protocol.MaxPriority, protocol.DefaultPriority))
 	fl.StringVar(&f.session, "session", "", "make the run a turn of this session: it starts from the session's last checkpoint, after its earlier runs (docs/sessions.md)")
 	fl.BoolVar(&f.watch, "watch", false, "follow the run until it ends, like 'baton watch'")
 	fl.BoolVar(&f.interactive, "interactive", false, "then attach: follow the run and send each line of stdin as input, like 'baton attach' (profile stdin: stream)")
@@ -184,7 +189,8 @@ func (f *submitFlags) addFlags(fl *pflag.FlagSet) {
 // job builds the Job the flags describe; stdin serves --input -, readFile
 // serves --file.
 func (f *submitFlags) job(stdin io.Reader, readFile func(string) ([]byte, error)) (protocol.Job, error) {
-	job := protocol.Job{RunID: f.runID, Profile: f.profile, Input: f.input, Args: f.args, Session: f.session}
+	job := protocol.Job{RunID: f.runID, Profile: f.profile, Input: f.input, Args: f.args, Session: f.session,
+		ConcurrencyKey: f.key, Priority: f.priority}
 	if job.RunID == "" {
 		job.RunID = protocol.NewRunID()
 	}

@@ -1,0 +1,168 @@
+package worker_test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/worker"
+)
+
+// maxOverlap is the most of recs that were live at one instant, a run
+// live from its record's creation to its end.
+func maxOverlap(recs []kv.RunRecord) int {
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	var edges []edge
+	for _, r := range recs {
+		edges = append(edges, edge{r.CreatedAt, 1}, edge{r.FinishedAt, -1})
+	}
+	// An end before a start at the same instant: the slot is given back
+	// before it is taken again.
+	slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.d, b.d)) })
+	n, most := 0, 0
+	for _, e := range edges {
+		n += e.d
+		most = max(most, n)
+	}
+	return most
+}
+
+// arrivals records when each run's status "started" reached a
+// subscriber: the order in which the cluster started them.
+type arrivals struct {
+	mu    sync.Mutex
+	order []string
+}
+
+func (a *arrivals) watch(t *testing.T, h *harness) {
+	sub, err := h.nc.Subscribe(h.names.Prefix()+".runs.*.status", func(m *nats.Msg) {
+		st, err := protocol.ParseStatus(m.Data)
+		if err != nil || st.Status != protocol.StatusStarted {
+			return
+		}
+		a.mu.Lock()
+		a.order = append(a.order, st.RunID)
+		a.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+}
+
+func (a *arrivals) started() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.order)
+}
+
+// endedRecords waits for the runs' records to be terminal, each
+// succeeded, and returns them.
+func (h *harness) endedRecords(ids []string, timeout time.Duration) []kv.RunRecord {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.t.Context(), timeout)
+	defer cancel()
+	st, err := kv.Open[kv.RunRecord](ctx, h.js, h.names.RunsBucket())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := make([]kv.RunRecord, 0, len(ids))
+	for _, id := range ids {
+		for {
+			rec, _, err := st.Get(ctx, id)
+			if err == nil && rec.State.Terminal() {
+				if rec.State != kv.RunState(protocol.StatusSucceeded) {
+					h.t.Fatalf("run %s ended %s (%s)", id, rec.State, rec.Reason)
+				}
+				out = append(out, rec)
+				break
+			}
+			if ctx.Err() != nil {
+				h.t.Fatalf("run %s not ended within %s (record %+v, %v)", id, timeout, rec, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return out
+}
+
+// TestKeyLimitAcrossTheCluster: two workers of two nodes, 8 slots in all,
+// keyConcurrency 2: 50 jobs of key A, then 5 of key B (named by the
+// tenantLabel). A never has more than 2 runs at once, and does have 2;
+// B's first run starts within one slot's time of its submission, not
+// behind A's backlog.
+func TestKeyLimitAcrossTheCluster(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		c.Concurrency = 4
+		c.Tenancy = config.Tenancy{TenantLabel: "tenant", KeyConcurrency: config.KeyConcurrency{Default: 2}}
+	}))
+	h.addWorker("w2", worker.WithNode("n2"), worker.WithStateDir(testenv.StateDir(t)))
+	var seen arrivals
+	seen.watch(t, h)
+	agent := []any{"--duration", "200ms", "--rate", "20"}
+	var aIDs, bIDs []string
+	for i := range 50 {
+		id := fmt.Sprintf("%s-a%d", newRunID(t), i)
+		aIDs = append(aIDs, id)
+		h.submit(map[string]any{"runId": id, "profile": "fake", "args": agent, "concurrencyKey": "A"})
+	}
+	// B arrives once A's backlog is under way.
+	testenv.WaitFor(t, 60*time.Second, "A's first two runs to start", func() bool { return len(seen.started()) >= 2 })
+	for i := range 5 {
+		id := fmt.Sprintf("%s-b%d", newRunID(t), i)
+		bIDs = append(bIDs, id)
+		h.submit(map[string]any{"runId": id, "profile": "fake", "args": agent, "labels": map[string]string{"tenant": "B"}})
+	}
+	aBefore := len(seen.started())
+	a, b := h.endedRecords(aIDs, 4*time.Minute), h.endedRecords(bIDs, time.Minute)
+	if n := maxOverlap(a); n != 2 {
+		t.Errorf("key A had %d runs at once at most, want 2 (its limit, reached)", n)
+	}
+	if n := maxOverlap(b); n > 2 {
+		t.Errorf("key B had %d runs at once, want at most 2", n)
+	}
+	for _, r := range a {
+		if r.Key != "A" {
+			t.Fatalf("run %s records key %q, want A", r.RunID, r.Key)
+		}
+	}
+	if b[0].Key != "B" {
+		t.Fatalf("run %s records key %q, want B (its tenant label)", b[0].RunID, b[0].Key)
+	}
+	// B's first run started before A had started more than two more: at
+	// most one slot of each worker freed in between.
+	order := seen.started()
+	firstB := slices.IndexFunc(order, func(id string) bool { return slices.Contains(bIDs, id) })
+	if firstB < 0 || firstB-aBefore > 2 {
+		t.Fatalf("B's first run started %d runs after B's submission (A started %d before it), want at most 2: %v", firstB-aBefore, aBefore, order)
+	}
+	// Every slot is given back.
+	testenv.WaitFor(t, 10*time.Second, "every key slot to be given back", func() bool {
+		kvs, err := h.js.KeyValue(t.Context(), h.names.SlotsBucket())
+		if err != nil {
+			return false
+		}
+		keys, err := kvs.ListKeys(t.Context())
+		if err != nil {
+			return false
+		}
+		n := 0
+		for range keys.Keys() {
+			n++
+		}
+		return n == 0
+	})
+}
