@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -64,6 +66,8 @@ type Intake struct {
 	tenancy   func() *config.Tenancy
 	slots     *tenancy.Slots
 	runStates tenancy.RunStates
+	// running is the pool of Run, for Load.
+	running atomic.Pointer[pool]
 }
 
 // Option configures an Intake.
@@ -179,6 +183,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 	dctx, stopDispatches := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopDispatches(nil)
 	p := newPool(slots)
+	in.running.Store(p)
 	ln, err := in.openLanes(ctx)
 	if err != nil {
 		return err
@@ -405,6 +410,24 @@ func (in *Intake) takeMain(ctx context.Context, msg jetstream.Msg, cfg jetstream
 		return
 	}
 	p.put()
+}
+
+// Load is how many slots are free for a new run, and which profiles run
+// their maxConcurrent here; all slots are free before Run.
+func (in *Intake) Load(slots int) (free int, fullProfiles []string) {
+	p := in.running.Load()
+	if p == nil {
+		return slots, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for prof, n := range p.byProfile {
+		if m := in.cfg.Profiles[prof].MaxConcurrent; m > 0 && n >= m {
+			fullProfiles = append(fullProfiles, prof)
+		}
+	}
+	slices.Sort(fullProfiles)
+	return max(0, p.limit-p.busy), fullProfiles
 }
 
 // pool counts busy slots. New runs wait for a free one; attach jobs take

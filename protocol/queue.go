@@ -19,6 +19,9 @@ func (n Names) KeyJobSubject(key string, prio int) string {
 	return n.prefix + ".jobs.key." + key + "." + strconv.Itoa(prio)
 }
 
+// KeyLanes is the filter of one key's lanes.
+func (n Names) KeyLanes(key string) string { return n.prefix + ".jobs.key." + key + ".*" }
+
 // KeyJobs is the filter of every key's lanes.
 func (n Names) KeyJobs() string { return n.prefix + ".jobs.key.*.*" }
 
@@ -117,6 +120,9 @@ type QueueView struct {
 	// Workers in all.
 	FreeSlots int `json:"freeSlots"`
 	Workers   int `json:"workers"`
+	// Unkeyed counts the waiting jobs of no key (and the keyed jobs not
+	// yet moved to their lanes), taken in arrival order beside the keys.
+	Unkeyed uint64 `json:"unkeyed"`
 }
 
 // String names the reason as a person reads it.
@@ -130,6 +136,30 @@ func (r WaitReason) String() string {
 		return "profile at its limit on every free worker"
 	case WaitNoWorker:
 		return "no free worker"
+	case WaitStarting:
+		return "starting"
 	}
 	return fmt.Sprintf("waiting (%s)", string(r))
+}
+
+// WaitStarting: a worker with room is taking it.
+const WaitStarting WaitReason = "starting"
+
+// QueueRequest is the body of a ReadQueueSubject request: one key's queue
+// (Key) or every key's, at most Limit jobs listed per key (default 20,
+// at most 200). An empty body asks for every key.
+type QueueRequest struct {
+	Key   string `json:"key,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// WorkersLoadSubject is where every worker answers with its WorkerLoad
+// (no queue group): how the queue view learns the fleet's free slots.
+func (n Names) WorkersLoadSubject() string { return n.prefix + ".workers.load" }
+
+// WorkerLoad is one worker's answer on WorkersLoadSubject.
+type WorkerLoad struct {
+	Worker       string   `json:"worker"`
+	Free         int      `json:"free"`
+	FullProfiles []string `json:"fullProfiles,omitempty"`
 }

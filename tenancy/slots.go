@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -136,6 +137,20 @@ func (s *Slots) Held(key string) int {
 		}
 	}
 	return n
+}
+
+// Keys lists the keys holding slots, as seen.
+func (s *Slots) Keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []string
+	for k := range s.held {
+		if key, _, ok := protocol.ParseSlotKey(k); ok && !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // Slot is a claimed slot.

@@ -74,6 +74,17 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 		_ = svc.Stop()
 		return nil, err
 	}
+	// The queue view and the workers' loads it gathers: see queue.go.
+	if err := svc.AddEndpoint("read-queue", w.answerable("read-queue", false, micro.ContextHandler(ctx, w.handleReadQueue)),
+		micro.WithEndpointSubject(w.names.ReadQueueSubject())); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	if err := svc.AddEndpoint("load", w.answerable("load", false, micro.HandlerFunc(w.handleLoad)),
+		micro.WithEndpointSubject(w.names.WorkersLoadSubject()), micro.WithEndpointQueueGroupDisabled()); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
 	// Sessions' requests: see sessionsvc.go.
 	if err := w.addSessionEndpoints(ctx, svc); err != nil {
 		_ = svc.Stop()
@@ -178,5 +189,7 @@ func (w *Worker) statusInfo() protocol.WorkerStatus {
 	}
 	w.mu.Unlock()
 	sort.Slice(runs, func(i, j int) bool { return runs[i].RunID < runs[j].RunID })
-	return protocol.WorkerStatus{Worker: w.id, Node: w.node, Version: Version, Concurrency: w.cfg.Concurrency, Runs: runs}
+	free, full := w.intake.Load(w.cfg.Concurrency)
+	return protocol.WorkerStatus{Worker: w.id, Node: w.node, Version: Version, Concurrency: w.cfg.Concurrency, Runs: runs,
+		Free: free, FullProfiles: full}
 }
