@@ -472,3 +472,55 @@ func ExampleClient_WatchApprovals() {
 	// example-1 512b6ed9-0c4e-4b8f-9d1e-6a2b3c4d5e6f: Bash git push (ask: Bash(git push*)) allowed
 	// ended: true
 }
+
+// Read the queue of the concurrency keys: each key's running jobs against
+// its limit, and its first waiting jobs in the order they will start,
+// with why each waits. A subscription stands in for the workers' queue
+// endpoint here.
+func ExampleClient_Queue() {
+	js, stop := exampleServer()
+	defer stop()
+	names := protocol.MustNames("baton")
+	c, err := client.New(js, names)
+	if err != nil {
+		fmt.Println("client:", err)
+		return
+	}
+	ctx := context.Background()
+	_, err = c.Queue(ctx)
+	fmt.Println("no worker:", errors.Is(err, client.ErrNoWorker))
+
+	// What a worker answers: the keys of the request's body, {"key":"acme"}.
+	sub, _ := js.Conn().Subscribe(names.ReadQueueSubject(), func(m *nats.Msg) {
+		var req protocol.QueueRequest
+		_ = json.Unmarshal(m.Data, &req)
+		b, _ := json.Marshal(protocol.QueueView{FreeSlots: 0, Workers: 2, Keys: []protocol.KeyQueue{
+			{Key: req.Key, Running: 2, Limit: 2, Weight: 1, Waiting: 2, Jobs: []protocol.QueuedJob{
+				{RunID: "example-7", Profile: "claude", Priority: 5, Position: 1, Since: time.Now(), Reason: protocol.WaitKeyLimit},
+				{RunID: "example-5", Profile: "claude", Priority: 3, Position: 2, Since: time.Now(), Reason: protocol.WaitBehind},
+			}},
+		}})
+		_ = m.Respond(b)
+	})
+	defer sub.Unsubscribe()
+
+	v, err := c.Queue(ctx, client.WithQueueKey("acme"), client.WithQueueLimit(20))
+	if err != nil {
+		fmt.Println("queue:", err)
+		return
+	}
+	for _, k := range v.Keys {
+		fmt.Printf("%s: %d/%d running, %d waiting\n", k.Key, k.Running, k.Limit, k.Waiting)
+		for _, j := range k.Jobs {
+			fmt.Printf("  %d. %s (%s, priority %d): %s\n", j.Position, j.RunID, j.Profile, j.Priority, j.Reason)
+		}
+	}
+	_, err = c.Queue(ctx, client.WithQueueKey("not.a.key"))
+	fmt.Println("invalid:", errors.Is(err, client.ErrInvalidOption))
+	// Output:
+	// no worker: true
+	// acme: 2/2 running, 2 waiting
+	//   1. example-7 (claude, priority 5): key at its limit
+	//   2. example-5 (claude, priority 3): behind its key's earlier jobs
+	// invalid: true
+}

@@ -180,6 +180,7 @@ func New(ctx context.Context, js jetstream.JetStream, names protocol.Names, opts
 	mux.HandleFunc("POST /api/sessions/{id}/fork", c.writes(c.needsNATS(c.serveSessionFork)))
 	mux.HandleFunc("DELETE /api/sessions/{id}", c.writes(c.needsNATS(c.serveSessionDelete)))
 	mux.HandleFunc("GET /api/workers", c.needsNATS(c.serveWorkers))
+	mux.HandleFunc("GET /api/queue", c.needsNATS(c.serveQueue))
 	mux.HandleFunc("GET /api/dlq", c.needsNATS(c.serveDLQ))
 	mux.HandleFunc("POST /api/dlq/{seq}/retry", c.writes(c.needsNATS(c.serveDLQRetry)))
 	mux.HandleFunc("DELETE /api/dlq/{seq}", c.writes(c.needsNATS(c.serveDLQDelete)))

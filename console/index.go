@@ -243,7 +243,8 @@ func (x *runIndex) list(f runFilter, offset, limit int) page {
 }
 
 func nonEmptyKeys(m map[string]bool) []string {
-	return slices.DeleteFunc(slices.Sorted(maps.Keys(m)), func(k string) bool { return k == "" })
+	// [], not null, with no runs: the page's filters iterate over it.
+	return slices.DeleteFunc(append([]string{}, slices.Sorted(maps.Keys(m))...), func(k string) bool { return k == "" })
 }
 
 // get returns one record from the index.

@@ -1,7 +1,11 @@
 package protocol
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +75,64 @@ type KeySlot struct {
 // ReadQueueSubject answers with a QueueView: the jobs waiting in the keys'
 // lanes, in the order they will start, and why each waits.
 func (n Names) ReadQueueSubject() string { return n.prefix + ".read.queue" }
+
+// QueueRequest is the body of a ReadQueueSubject request: every key, or
+// only Key; at most Limit waiting jobs listed per key (0 is
+// DefaultQueueJobs). An empty body is the zero QueueRequest.
+type QueueRequest struct {
+	Key   string `json:"key,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+const (
+	// DefaultQueueJobs is how many waiting jobs of a key a QueueView lists
+	// when the request leaves limit out.
+	DefaultQueueJobs = 10
+	// MaxQueueJobs bounds the jobs listed per key.
+	MaxQueueJobs = 100
+)
+
+// Error codes of a refused queue request (Nats-Service-Error-Code, with
+// the sentence in Nats-Service-Error), as the read relay's and the
+// approvals' refusals.
+const (
+	QueueBad    = "400" // the body is not a QueueRequest (DecodeQueueRequest's error)
+	QueueFailed = "500" // the lanes or the slots could not be read
+)
+
+// DecodeQueueRequest parses a queue request body strictly: empty, or one
+// JSON object of QueueRequest's fields and nothing else, key a valid
+// concurrency key when given, limit within 0 (DefaultQueueJobs) to
+// MaxQueueJobs. The Limit it returns is never 0. Errors wrap ErrBadRead.
+func DecodeQueueRequest(b []byte) (QueueRequest, error) {
+	var r QueueRequest
+	if b = bytes.TrimSpace(b); len(b) > 0 {
+		if len(b) > maxReadBody {
+			return QueueRequest{}, fmt.Errorf("%w: body of %d bytes, at most %d", ErrBadRead, len(b), maxReadBody)
+		}
+		if b[0] != '{' {
+			return QueueRequest{}, fmt.Errorf("%w: not a JSON object", ErrBadRead)
+		}
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&r); err != nil {
+			return QueueRequest{}, fmt.Errorf("%w: %w", ErrBadRead, err)
+		}
+		if _, err := d.Token(); !errors.Is(err, io.EOF) {
+			return QueueRequest{}, fmt.Errorf("%w: data after the object", ErrBadRead)
+		}
+	}
+	if r.Key != "" && !ValidConcurrencyKey(r.Key) {
+		return QueueRequest{}, fmt.Errorf("%w: key %q must match [A-Za-z0-9_-]{1,64}", ErrBadRead, r.Key)
+	}
+	switch {
+	case r.Limit < 0 || r.Limit > MaxQueueJobs:
+		return QueueRequest{}, fmt.Errorf("%w: limit %d, want 1 to %d", ErrBadRead, r.Limit, MaxQueueJobs)
+	case r.Limit == 0:
+		r.Limit = DefaultQueueJobs
+	}
+	return r, nil
+}
 
 // WaitReason says why a queued job has not started.
 type WaitReason string

@@ -346,7 +346,7 @@ func TestClientCommandsHaveExamples(t *testing.T) {
 	}{
 		{"submit", newSubmitCmd(g).Example}, {"watch", newWatchCmd(g).Example}, {"runs", newRunsCmd(g).Example},
 		{"cancel", newCancelCmd(g).Example}, {"dlq", newDLQCmd(g).Example}, {"send", newSendCmd(g).Example},
-		{"interrupt", newInterruptCmd(g).Example}, {"rerun", newRerunCmd(g).Example},
+		{"interrupt", newInterruptCmd(g).Example}, {"rerun", newRerunCmd(g).Example}, {"queue", newQueueCmd(g).Example},
 	} {
 		if !strings.Contains(cmd.ex, "baton "+cmd.name) {
 			t.Errorf("%s --help has no example of itself: %q", cmd.name, cmd.ex)

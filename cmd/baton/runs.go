@@ -52,6 +52,9 @@ func newRunsCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	var filter runFilter
 	list := func(cmd *cobra.Command, _ []string) error {
+		if filter.waiting {
+			return listWaiting(cmd, g, filter, asJSON)
+		}
 		if _, err := filter.apply(nil); err != nil { // a bad flag, said before connecting
 			return err
 		}
@@ -92,9 +95,16 @@ func newRunsCmd(g *globals) *cobra.Command {
 node, worker, attempt, times, exit code and journal offset. With no
 subcommand it lists them, newest first: --state, --profile and --label
 keep the runs that match every one given (--state takes several states,
-comma-separated or repeated), and --limit keeps the newest N of those.`,
+comma-separated or repeated), and --limit keeps the newest N of those.
+
+--waiting lists the jobs that have no run yet: those waiting in their
+concurrency key's lane, key by key in the order they will start, with
+their position in the key and why each waits (key at its limit, behind
+its key's earlier jobs, profile at its limit, no free worker). --profile
+and --limit apply to them too; 'baton queue' shows the keys themselves.`,
 		Example: `  baton runs
   baton runs list --state failed,timeout --profile claude --limit 10
+  baton runs list --waiting
   baton runs list --label pr=1234 --json | jq -r '.[].runId'
   baton runs get run-5kq2m8x3c1v7b0n4d6fa`,
 		Args: cobra.NoArgs,
@@ -106,6 +116,7 @@ comma-separated or repeated), and --limit keeps the newest N of those.`,
 		Short: "List runs, newest first",
 		Example: `  baton runs list
   baton runs list --state running
+  baton runs list --waiting --profile claude
   baton runs list --json`,
 		Args: cobra.NoArgs,
 		RunE: list,
@@ -145,6 +156,9 @@ type runFilter struct {
 	profile string
 	labels  []string
 	limit   int
+	// waiting lists the jobs waiting in the keys' lanes instead of the
+	// run records.
+	waiting bool
 }
 
 func (f *runFilter) addFlags(fl *pflag.FlagSet) {
@@ -152,6 +166,71 @@ func (f *runFilter) addFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.profile, "profile", "", "only runs of this profile")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE: only runs with this label (repeatable: all of them)")
 	fl.IntVar(&f.limit, "limit", 0, "show at most the newest N of the runs chosen (0: all)")
+	fl.BoolVar(&f.waiting, "waiting", false, "list the jobs waiting in the concurrency keys' lanes (no run yet), with their position and why they wait")
+}
+
+// applyWaiting returns the waiting jobs f keeps, in their order, or what
+// is wrong with f's flags: a waiting job has no record yet, so no state
+// and no labels to choose it by.
+func (f runFilter) applyWaiting(jobs []waitingJob) ([]waitingJob, error) {
+	switch {
+	case len(f.states) > 0:
+		return nil, errors.New("--state chooses run records: a waiting job has none yet (--waiting lists them all)")
+	case len(f.labels) > 0:
+		return nil, errors.New("--label chooses run records: the queue does not carry a waiting job's labels")
+	case f.limit < 0:
+		return nil, fmt.Errorf("--limit %d: want 0 (all) or more", f.limit)
+	}
+	var out []waitingJob
+	for _, j := range jobs {
+		if f.limit > 0 && len(out) == f.limit {
+			break
+		}
+		if f.profile != "" && j.Profile != f.profile {
+			continue
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// listWaiting is `baton runs list --waiting`: the jobs the queue lists
+// (as many per key as the workers list, protocol.MaxQueueJobs), filtered.
+func listWaiting(cmd *cobra.Command, g *globals, f runFilter, asJSON bool) error {
+	if _, err := f.applyWaiting(nil); err != nil { // a bad flag, said before connecting
+		return err
+	}
+	s, err := openSession(cmd.Context(), g)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	v, err := s.c.Queue(cmd.Context(), client.WithQueueLimit(protocol.MaxQueueJobs))
+	if err != nil {
+		return err
+	}
+	all := waitingJobs(v)
+	jobs, _ := f.applyWaiting(all) // its flags were checked above
+	return printWaitingList(cmd.OutOrStdout(), jobs, len(all), unlisted(v), asJSON, time.Now())
+}
+
+// printWaitingList is `baton runs list --waiting`'s output: jobs, of all
+// the queue listed, and the keys with more waiting than listed.
+func printWaitingList(w io.Writer, jobs []waitingJob, all int, more []keyCount, asJSON bool, now time.Time) error {
+	switch {
+	case asJSON:
+		if jobs == nil {
+			jobs = []waitingJob{}
+		}
+		return writeJSON(w, jobs)
+	case len(jobs) == 0 && all == 0:
+		_, err := fmt.Fprintln(w, "no waiting jobs: no job waits in a concurrency key's lane")
+		return err
+	case len(jobs) == 0:
+		_, err := fmt.Fprintf(w, "no waiting jobs match (of %d)\n", all)
+		return err
+	}
+	return printWaiting(w, jobs, more, true, now)
 }
 
 // runStates are the states a run record holds.

@@ -103,11 +103,12 @@ function listPage(params) {
   const selected = new Set();
   const cancelSel = h('button', { class: 'danger', id: 'cancel-selected', type: 'button', hidden: true });
   const cancelNote = h('span', { class: 'muted', id: 'cancel-note' });
+  const queue = queueCard();
   main.replaceChildren(
     h('h1', { text: 'Runs' }),
     h('form', { class: 'filters', onsubmit: e => { e.preventDefault(); apply(); } },
       stateSel, profileSel, nodeSel, label, search, h('button', { type: 'submit', text: 'Filter' }), cancelSel, cancelNote),
-    counts, errLine,
+    counts, errLine, queue.el,
     h('table', { id: 'runs' }, h('thead', {}, h('tr', {},
       ...['', 'run', 'state', 'profile', 'node', 'worker', 'attempt', 'created', 'finished', 'duration', 'exit'].map(t => h('th', { text: t })))),
       tbody),
@@ -205,8 +206,75 @@ function listPage(params) {
   }
   load();
   const live = new EventSource('api/runs/live');
-  live.addEventListener('changed', () => load());
-  return () => live.close();
+  // A run that starts left the queue: the card is read again with the list.
+  live.addEventListener('changed', () => { load(); queue.reload(); });
+  return () => { live.close(); queue.stop(); };
+}
+
+// ---------- queue ----------
+
+// queueCard is the concurrency keys' queue (docs/protocol.md#the-queue,
+// GET api/queue): each key's running jobs against its limit, its weight
+// and how many wait, then its first waiting jobs in the order they will
+// start, with why each waits. Read every 5 s, and when a run starts;
+// hidden while no key has a job waiting or running, and while no worker
+// answers the request (workers without concurrency keys do not).
+function queueCard() {
+  const summary = h('span', { class: 'muted' });
+  const keys = h('tbody');
+  const jobs = h('tbody');
+  const more = h('div', { class: 'muted' });
+  const errLine = h('p', { class: 'error' });
+  const jobsTable = h('table', { id: 'queue-jobs' }, h('thead', {}, h('tr', {},
+    ...['key', 'position', 'run', 'profile', 'priority', 'waiting for', 'why it waits'].map(t => h('th', { text: t })))), jobs);
+  const el = h('div', { class: 'card queue', id: 'queue', hidden: true },
+    h('h2', {}, 'Queue ', summary), errLine,
+    h('table', { id: 'queue-keys' }, h('thead', {}, h('tr', {},
+      ...['key', 'running', 'weight', 'waiting'].map(t => h('th', { text: t })))), keys),
+    jobsTable, more);
+  let timer = 0, stopped = false;
+  function render(v) {
+    const ks = v.keys || [];
+    el.hidden = !ks.length;
+    errLine.textContent = '';
+    summary.textContent = `${v.workers} worker${v.workers === 1 ? '' : 's'}, ${v.freeSlots} free slot${v.freeSlots === 1 ? '' : 's'}`;
+    keys.replaceChildren(...ks.map(k => h('tr', { 'data-key': k.key },
+      h('td', { class: 'mono', text: k.key }),
+      h('td', { text: k.limit > 0 ? `${k.running}/${k.limit}` : `${k.running} (no limit)` }),
+      h('td', { text: String(k.weight) }), h('td', { text: String(k.waiting) }))));
+    const rows = ks.flatMap(k => (k.jobs || []).map(j => h('tr', { 'data-run': j.runId, 'data-reason': j.reason },
+      h('td', { class: 'mono', text: k.key }), h('td', { text: String(j.position) }),
+      h('td', {}, runLink(j.runId)), h('td', { text: j.profile || '-' }), h('td', { text: String(j.priority) }),
+      h('td', {}, since(j.since)), h('td', { class: 'wrap', text: waitReason(j.reason) }))));
+    jobs.replaceChildren(...rows);
+    jobsTable.hidden = !rows.length;
+    more.replaceChildren(...ks.filter(k => k.waiting > (k.jobs || []).length).map(k =>
+      h('div', { text: `${k.key}: ${k.waiting - (k.jobs || []).length} more waiting, not listed` })));
+  }
+  async function load() {
+    clearTimeout(timer);
+    try {
+      const v = await api('api/queue');
+      if (!stopped) render(v);
+    } catch (e) {
+      if (stopped) return;
+      if (e.status === 503) el.hidden = true; // no worker answers the queue request
+      else { el.hidden = false; errLine.textContent = 'queue: ' + String(e.message || e); }
+    }
+    if (!stopped) timer = setTimeout(load, 5000);
+  }
+  function reload() { clearTimeout(timer); timer = setTimeout(load, 150); }
+  load();
+  return { el, reload, stop() { stopped = true; clearTimeout(timer); } };
+}
+
+// waitReason says why a queued job waits, as protocol.WaitReason.String()
+// does.
+function waitReason(r) {
+  return {
+    key_limit: 'key at its limit', behind: 'behind its key\'s earlier jobs',
+    profile_limit: 'profile at its limit on every free worker', no_free_worker: 'no free worker',
+  }[r] || `waiting (${r})`;
 }
 
 function fillSelect(sel, values, chosen, anyText) {
