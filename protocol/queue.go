@@ -207,14 +207,6 @@ func (r WaitReason) String() string {
 // WaitStarting: a worker with room is taking it.
 const WaitStarting WaitReason = "starting"
 
-// QueueRequest is the body of a ReadQueueSubject request: one key's queue
-// (Key) or every key's, at most Limit jobs listed per key (default 20,
-// at most 200). An empty body asks for every key.
-type QueueRequest struct {
-	Key   string `json:"key,omitempty"`
-	Limit int    `json:"limit,omitempty"`
-}
-
 // WorkersLoadSubject is where every worker answers with its WorkerLoad
 // (no queue group): how the queue view learns the fleet's free slots.
 func (n Names) WorkersLoadSubject() string { return n.prefix + ".workers.load" }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -25,10 +24,7 @@ import (
 // keys' running jobs from the slots bucket, and the fleet's free slots
 // from every worker's load (WorkersLoadSubject).
 
-// Bounds of a queue view.
 const (
-	queueListed    = 20
-	maxQueueListed = 200
 	// loadWindow is how long the view waits for the workers' loads.
 	loadWindow = 250 * time.Millisecond
 	queueWait  = 10 * time.Second
@@ -37,24 +33,14 @@ const (
 func (w *Worker) handleReadQueue(ctx context.Context, req micro.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueWait)
 	defer cancel()
-	var q protocol.QueueRequest
-	if len(req.Data()) > 0 {
-		if err := json.Unmarshal(req.Data(), &q); err != nil {
-			_ = req.Error("400", "the body is not a queue request: "+err.Error(), nil)
-			return
-		}
-	}
-	if q.Key != "" && !protocol.ValidConcurrencyKey(q.Key) {
-		_ = req.Error("400", fmt.Sprintf("key %q must match [A-Za-z0-9_-]{1,64}", q.Key), nil)
+	q, err := protocol.DecodeQueueRequest(req.Data())
+	if err != nil {
+		_ = req.Error(protocol.QueueBad, err.Error(), nil)
 		return
 	}
-	if q.Limit <= 0 {
-		q.Limit = queueListed
-	}
-	q.Limit = min(q.Limit, maxQueueListed)
 	view, err := w.queueView(ctx, q)
 	if err != nil {
-		_ = req.Error("500", "cannot read the queue: "+err.Error(), nil)
+		_ = req.Error(protocol.QueueFailed, "cannot read the queue: "+err.Error(), nil)
 		return
 	}
 	b, _ := json.Marshal(view)
