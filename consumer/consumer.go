@@ -229,8 +229,10 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				return
 			}
 		}
+		p.dispatched(1)
 		wg.Go(func() {
 			defer p.put()
+			defer p.dispatched(-1)
 			defer p.putProfile(prof)
 			h.Run(dctx, j)
 		})
@@ -273,8 +275,10 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				continue
 			}
 			p.take()
+			p.dispatched(1)
 			wg.Go(func() {
 				defer p.put()
+				defer p.dispatched(-1)
 				h.Attach(dctx, msg)
 			})
 		}
@@ -427,7 +431,7 @@ func (in *Intake) Load(slots int) (free int, fullProfiles []string) {
 		}
 	}
 	slices.Sort(fullProfiles)
-	return max(0, p.limit-p.busy), fullProfiles
+	return max(0, p.limit-p.running), fullProfiles
 }
 
 // pool counts busy slots. New runs wait for a free one; attach jobs take
@@ -436,6 +440,7 @@ func (in *Intake) Load(slots int) (free int, fullProfiles []string) {
 type pool struct {
 	mu        sync.Mutex
 	busy      int
+	running   int // slots whose job was dispatched: busy less the fetch's
 	limit     int
 	freed     chan struct{}
 	byProfile map[string]int
@@ -462,6 +467,12 @@ func (p *pool) putProfile(profile string) {
 	if p.byProfile[profile]--; p.byProfile[profile] == 0 {
 		delete(p.byProfile, profile)
 	}
+}
+
+func (p *pool) dispatched(n int) {
+	p.mu.Lock()
+	p.running += n
+	p.mu.Unlock()
 }
 
 func (p *pool) tryTake() bool {

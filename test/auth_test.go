@@ -97,7 +97,7 @@ func TestNATSPermissions(t *testing.T) {
 	stateDir := testenv.StateDir(t)
 	// A profile whose runs' outputs are captured, for `baton outputs`.
 	cfg := filepath.Join(t.TempDir(), "baton.yaml")
-	if err := os.WriteFile(cfg, []byte("profiles:\n  out:\n    command: [/bin/sh, -c]\n    allowArgs: true\n    outputs: {diff: true, files: [\"out/**\"]}\n"+
+	if err := os.WriteFile(cfg, []byte("keyConcurrency: {default: 1}\nprofiles:\n  out:\n    command: [/bin/sh, -c]\n    allowArgs: true\n    outputs: {diff: true, files: [\"out/**\"]}\n"+
 		"  tools:\n    command: [\"{baton}\", mcp]\n    tools: [deploy]\n"+
 		"  guarded:\n    command: [\"{baton}\", fake-agent, --chat]\n    stdin: stream\n    policy: {default: ask}\n    askTimeout: 2m\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -132,6 +132,16 @@ func TestNATSPermissions(t *testing.T) {
 			t.Fatalf("baton %s as client: exit %d (%v), want %d\n%s", strings.Join(args, " "), code, err, wantExit, b)
 		}
 		return string(b)
+	}
+	// A keyed job: published on its key's lane, run under one of the
+	// key's slots, which the worker gives back; the queue view gathers
+	// the worker's load.
+	if o := asClient(0, "submit", "--profile", "demo", "--run-id", "auth-key", "--key", "acme", "--watch"); !strings.Contains(o, "succeeded") {
+		t.Fatalf("a keyed submit --watch as client:\n%s", o)
+	}
+	var view protocol.QueueView
+	if o := asClient(0, "queue", "--json"); json.Unmarshal([]byte(o), &view) != nil || view.Workers != 1 || view.FreeSlots < 1 {
+		t.Fatalf("queue --json as client: want the one worker's load\n%s", o)
 	}
 	asClient(0, "runs", "get", "auth-1")
 	if o := asClient(0, "runs"); !strings.Contains(o, "auth-1") {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,11 +48,26 @@ func (w *Worker) handleReadQueue(ctx context.Context, req micro.Request) {
 	_ = req.Respond(b)
 }
 
-// handleLoad answers with this worker's free slots.
-func (w *Worker) handleLoad(req micro.Request) {
-	free, full := w.intake.Load(w.cfg.Concurrency)
-	b, _ := json.Marshal(protocol.WorkerLoad{Worker: w.id, Free: free, FullProfiles: full})
-	_ = req.Respond(b)
+// serveLoad answers the workers' load requests with this worker's free
+// slots, on the main connection: only workers may publish the requests
+// (deploy/nats-auth.conf), and each answers only into a workers' inbox,
+// never a reply subject that would carry its rights elsewhere.
+func (w *Worker) serveLoad() (stop func(), err error) {
+	inbox := w.nc.NewInbox()
+	prefix := inbox[:strings.LastIndexByte(inbox, '.')+1]
+	sub, err := w.nc.Subscribe(w.names.WorkersLoadSubject(), func(m *nats.Msg) {
+		tail, ok := strings.CutPrefix(m.Reply, prefix)
+		if !ok || tail == "" || strings.ContainsAny(tail, "*> ") {
+			return
+		}
+		free, full := w.intake.Load(w.cfg.Concurrency)
+		b, _ := json.Marshal(protocol.WorkerLoad{Worker: w.id, Free: free, FullProfiles: full})
+		_ = w.nc.Publish(m.Reply, b)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
 }
 
 // fleetLoad gathers the loads of the workers that answer within

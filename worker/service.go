@@ -80,8 +80,8 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 		_ = svc.Stop()
 		return nil, err
 	}
-	if err := svc.AddEndpoint("load", w.answerable("load", false, micro.HandlerFunc(w.handleLoad)),
-		micro.WithEndpointSubject(w.names.WorkersLoadSubject()), micro.WithEndpointQueueGroupDisabled()); err != nil {
+	stopLoad, err := w.serveLoad()
+	if err != nil {
 		_ = svc.Stop()
 		return nil, err
 	}
@@ -98,10 +98,11 @@ func (w *Worker) serve(ctx context.Context) (stop func() error, err error) {
 	// Ready means answering: the server has the subscriptions once the
 	// flush returns.
 	if err := w.svc.FlushTimeout(5 * time.Second); err != nil {
+		stopLoad()
 		_ = svc.Stop()
 		return nil, err
 	}
-	return svc.Stop, nil
+	return func() error { stopLoad(); return svc.Stop() }, nil
 }
 
 // Reasons a request is refused before any action (label reason of

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"cmp"
+	"encoding/json"
 	"context"
 	"fmt"
 	"slices"
@@ -165,4 +166,50 @@ func TestKeyLimitAcrossTheCluster(t *testing.T) {
 		}
 		return n == 0
 	})
+}
+
+// TestQueueView: a key at its limit of one run has three jobs waiting;
+// the view lists them highest priority first, then in arrival order, each
+// waiting on the key's limit, and counts the worker's free slots.
+func TestQueueView(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) {
+		c.Concurrency = 4
+		c.Tenancy = config.Tenancy{KeyConcurrency: config.KeyConcurrency{Default: 1}, KeyWeights: map[string]int{"A": 3}}
+	}))
+	long := newRunID(t)
+	h.submit(map[string]any{"runId": long, "profile": "fake", "args": []any{"--duration", "2m", "--rate", "1"}, "concurrencyKey": "A"})
+	h.waitStatus(long, protocol.StatusStarted)
+	t.Cleanup(func() { _, _ = h.nc.Request(h.names.CancelSubject(long), nil, 5*time.Second) })
+	var waiting []string
+	for _, prio := range []int{1, 5, 0} {
+		id := newRunID(t)
+		waiting = append(waiting, id)
+		h.submit(map[string]any{"runId": id, "profile": "fake", "concurrencyKey": "A", "priority": prio})
+	}
+	want := []string{waiting[1], waiting[2], waiting[0]} // 5, 3 (the default), 1
+	var view protocol.QueueView
+	testenv.WaitFor(t, 20*time.Second, "the queue view to list A's three waiting jobs", func() bool {
+		m, err := h.nc.Request(h.names.ReadQueueSubject(), []byte(`{"key":"A"}`), 5*time.Second)
+		if err != nil || json.Unmarshal(m.Data, &view) != nil {
+			return false
+		}
+		return len(view.Keys) == 1 && len(view.Keys[0].Jobs) == 3
+	})
+	k := view.Keys[0]
+	if k.Key != "A" || k.Running != 1 || k.Limit != 1 || k.Weight != 3 || k.Waiting != 3 {
+		t.Fatalf("key A: %+v, want running 1 of limit 1, weight 3, 3 waiting", k)
+	}
+	for i, j := range k.Jobs {
+		if j.RunID != want[i] || j.Position != i+1 || j.Reason != protocol.WaitKeyLimit || j.Profile != "fake" {
+			t.Fatalf("job %d: %+v, want %s at position %d waiting on the key's limit", i, j, want[i], i+1)
+		}
+	}
+	if view.Workers != 1 || view.FreeSlots != 3 {
+		t.Fatalf("the view counts %d workers with %d free slots, want 1 with 3", view.Workers, view.FreeSlots)
+	}
+	// The run ends; the key's next job, the highest priority's, starts.
+	if _, err := h.nc.Request(h.names.CancelSubject(long), nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(want[0], protocol.StatusStarted)
 }
