@@ -110,6 +110,34 @@ func (s *splitter) compact() {
 	s.r, s.w = 0, n
 }
 
+// slide moves the lines of batch, read but not handed out yet, and the
+// partial line after them to the front of the buffer, and points the lines
+// at their new place, if that frees at least a quarter of the buffer. A
+// line longer than the max line, in batch or being dropped after it, keeps
+// batch where it is: its bytes are not in the buffer, so offsets no longer
+// tell where the lines are.
+func (s *splitter) slide(batch []Line) bool {
+	if s.long {
+		return false
+	}
+	for _, ln := range batch {
+		if ln.Data == nil {
+			return false
+		}
+	}
+	from := s.r - int(s.off-batch[0].Start) // where the first line of batch is in buf
+	if from+len(s.buf)-s.w < len(s.buf)/4 {
+		return false
+	}
+	copy(s.buf, s.buf[from:s.w])
+	for i, ln := range batch {
+		at := int(ln.Start - batch[0].Start)
+		batch[i].Data = s.buf[at : at+len(ln.Data) : at+len(ln.Data)]
+	}
+	s.r, s.scan, s.w = s.r-from, s.scan-from, s.w-from
+	return true
+}
+
 // pump reads rd until a read returns no bytes (a file at its current end),
 // handing the complete lines to fn in batches of at most limit lines. Lines
 // stay in place while fn has not seen them, so a batch holds as many lines
@@ -148,9 +176,13 @@ func (s *splitter) pump(rd io.Reader, limit int, stop func(Line) bool, fn func([
 			continue
 		}
 		// Every complete line is out. Read on behind the pending ones while
-		// a fair share of the buffer is free; else hand them over first,
-		// since moving the partial line would pull bytes from under them.
-		if free := len(s.buf) - s.w; len(batch) > 0 && (free == 0 || free < len(s.buf)/4) {
+		// a fair share of the buffer is free, or once sliding them to the
+		// front makes it free: handing over the few lines left after a
+		// full batch would cost a whole batch's fixed price (a fenced
+		// round trip, a batch staged by the server) for a fraction of its
+		// lines. Else hand them over first, since moving the partial line
+		// would pull bytes from under them.
+		if free := len(s.buf) - s.w; len(batch) > 0 && (free == 0 || free < len(s.buf)/4) && !s.slide(batch) {
 			if err := flush(); err != nil {
 				return read, false, err
 			}

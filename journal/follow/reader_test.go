@@ -208,6 +208,42 @@ func TestSplitBufferReturnsToSize(t *testing.T) {
 	}
 }
 
+// A backlog goes out in full batches: the lines left in the buffer after
+// one are not handed over alone when it fills, but slid to its front with
+// the partial line and joined by the bytes read next.
+func TestSplitFullBatches(t *testing.T) {
+	var input []byte
+	for i := range 1000 {
+		input = fmt.Appendf(input, "line %04d\n", i) // 10 bytes
+	}
+	const batch = 20 // 200 bytes: a 256-byte buffer holds one and a bit
+	s := newSplitter(0, 256, 100)
+	rd := &chunkReader{src: input}
+	var sizes []int
+	var at int64
+	fn := func(lines []Line) error {
+		sizes = append(sizes, len(lines))
+		for _, ln := range lines {
+			if want := input[ln.Start : ln.End-1]; ln.Start != at || !bytes.Equal(ln.Data, want) {
+				t.Fatalf("line [%d,%d) = %q, want %q from %d", ln.Start, ln.End, ln.Data, want, at)
+			}
+			at = ln.End
+		}
+		return nil
+	}
+	if _, _, err := s.pump(rd, batch, nil, fn); err != nil {
+		t.Fatal(err)
+	}
+	if at != int64(len(input)) {
+		t.Fatalf("lines up to %d, want %d", at, len(input))
+	}
+	for i, n := range sizes {
+		if n != batch {
+			t.Fatalf("batch %d of %d has %d lines, want %d each (sizes %v)", i+1, len(sizes), n, batch, sizes)
+		}
+	}
+}
+
 func TestSplitZeroCopy(t *testing.T) {
 	input := []byte("first\nsecond\n")
 	s := newSplitter(0, 64, 100)

@@ -19,6 +19,7 @@ import (
 // Row names, as --rows takes them.
 const (
 	RowPipeline   = "pipeline"
+	RowPipeline20 = "pipeline-20"
 	RowLatency    = "latency"
 	RowInput      = "input"
 	RowStart      = "start"
@@ -43,6 +44,7 @@ type row struct {
 // rows lists every row, in the order they run and print.
 var rows = []row{
 	{RowPipeline, "throughput of one run", (*env).pipeline},
+	{RowPipeline20, "throughput of 20 runs at once on one worker, against 20 async publishers", (*env).pipelineMany},
 	{RowLatency, "1,000 lines/s, write to subscriber", (*env).latency},
 	{RowInput, "send to the agent's stdin at 100 messages/s, and the first input of a run", (*env).input},
 	{RowStart, "job to first event, network none and with an allowlist", (*env).start},
@@ -137,7 +139,8 @@ type Report struct {
 
 // sizes are the parameters the rows run with.
 type sizes struct {
-	pipelineLines      int
+	pipelineLines      int // lines of each run of the pipeline rows
+	pipelineRuns       int // runs at once of the aggregate pipeline row
 	latencyRate        float64
 	latencyFor         time.Duration
 	starts             int
@@ -162,7 +165,7 @@ type sizes struct {
 }
 
 var fullSizes = sizes{
-	pipelineLines: 200_000, latencyRate: 1000, latencyFor: 5 * time.Second,
+	pipelineLines: 50_000, pipelineRuns: 20, latencyRate: 1000, latencyFor: 5 * time.Second,
 	starts: 11, handoffs: 5, crashes: 5,
 	scaleRuns: 200, scaleRate: 50, scaleWindow: 10 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 2 * time.Minute,
 	historyRecords: 100_000, historyReps: 5, inputMsgs: 500, inputFirsts: 5,
@@ -175,7 +178,7 @@ var fullSizes = sizes{
 }
 
 var quickSizes = sizes{
-	pipelineLines: 5_000, latencyRate: 1000, latencyFor: time.Second,
+	pipelineLines: 5_000, pipelineRuns: 3, latencyRate: 1000, latencyFor: time.Second,
 	starts: 3, handoffs: 1, crashes: 1,
 	scaleRuns: 10, scaleRate: 50, scaleWindow: 2 * time.Second, scaleAgentTime: 10 * time.Minute, scaleStartWithin: 30 * time.Second,
 	historyRecords: 5_000, historyReps: 1, inputMsgs: 100, inputFirsts: 2,
