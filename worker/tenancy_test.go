@@ -2,8 +2,8 @@ package worker_test
 
 import (
 	"cmp"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
