@@ -37,7 +37,7 @@ var layers = [][]string{
 	// them (RunStage) and imports what its doctor checks of them.
 	{"sandbox/internal/stage", "sandbox/secrettls"},
 	// One store or one mechanism each.
-	{"internal/provision", "internal/wsarchive", "kv", "outputs", "runtoken", "journal/follow", "sandbox"},
+	{"internal/provision", "tenancy", "internal/wsarchive", "kv", "outputs", "runtoken", "journal/follow", "sandbox"},
 	// What is built on them.
 	{"lease", "client", "publisher", "config", "checkpoint", "sandbox/internal/runnertest"},
 	// Sessions: their records and the checkpoints they keep.
