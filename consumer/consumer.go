@@ -238,34 +238,68 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 		})
 	}
 	loops.Go(func() {
-		// The keys' lanes and the main subjects take turns: after a
-		// lane's job the main consumer is asked first, without waiting.
+		// The keys' lanes and the main subjects take turns. At every free
+		// slot the keyed jobs that reached the main subjects are moved to
+		// their lanes first, so a key's first job is in the running at the
+		// first slot that frees, whatever waits before it on the main
+		// subjects; the first job of no key found meanwhile is held until
+		// the main subjects' turn (or until the lanes have nothing).
+		var held *Job
 		mainFirst := false
+		keepHeld := time.NewTicker(in.ackWait / 3)
+		defer keepHeld.Stop()
+		defer func() {
+			if held != nil {
+				_ = held.Msg.Nak()
+			}
+		}()
 		for ctx.Err() == nil {
 			if !p.tryTake() {
 				select {
 				case <-ctx.Done():
 				case <-p.freed:
+				case <-keepHeld.C:
+					if held != nil {
+						_ = held.Msg.InProgress()
+					}
 				}
 				continue
 			}
-			if !mainFirst && ln.serve(ctx, start) {
+			if mainFirst {
+				mainFirst = false
+				if held == nil {
+					held = in.drainMain(ctx, runCfg, in.fetchWait(ctx, runCfg, fail, 0))
+				}
+				if held != nil {
+					j := *held
+					held = nil
+					in.startMain(ctx, j, p, start)
+					continue
+				}
+			}
+			if held == nil {
+				held = in.drainMain(ctx, runCfg, in.fetchWait(ctx, runCfg, fail, 0))
+			}
+			if ln.serve(ctx, start) {
 				mainFirst = true
 				continue
 			}
-			wait := in.maxWait
-			if mainFirst {
-				wait = 0
+			if held != nil {
+				j := *held
+				held = nil
+				in.startMain(ctx, j, p, start)
+				continue
 			}
-			mainFirst = false
 			pctx, stop := ln.interruptible(ctx)
-			msg := in.fetchWait(pctx, runCfg, fail, wait)
+			msg := in.fetchWait(pctx, runCfg, fail, in.maxWait)
 			stop()
-			if msg == nil {
+			if held = in.drainMain(ctx, runCfg, msg); held == nil {
 				p.put()
 				continue
 			}
-			in.takeMain(ctx, msg, runCfg, p, start)
+			j := *held
+			held = nil
+			in.startMain(ctx, j, p, start)
 		}
 	})
 	loops.Go(func() {
@@ -373,47 +407,54 @@ func (in *Intake) fetchWait(ctx context.Context, cfg jetstream.ConsumerConfig, f
 	return nil
 }
 
-// takeMain handles msg, a job of the main subjects, on the slot the loop
-// took. A keyed run or retry job is moved to its key's lane, and so are
-// the keyed jobs behind it, one after another while the main consumer has
-// any: the keys' turns are taken in their lanes, so none may wait behind
-// another key's backlog here. The first job of no key (or a session's,
-// which keep their order on their own subject) is started; a session's
-// keyed job takes its key's slot, or waits in the stream while the key is
-// full.
-func (in *Intake) takeMain(ctx context.Context, msg jetstream.Msg, cfg jetstream.ConsumerConfig, p *pool, start func(Job, *tenancy.Slot)) {
-	for msg != nil && ctx.Err() == nil {
+// drainMain handles msg, a job of the main subjects, and the jobs after
+// it while the main consumer has any waiting: a keyed run or retry job
+// is moved to its key's lane (the keys' turns are taken in their lanes,
+// so none waits behind another key's backlog here), a job that cannot run
+// is rejected, and the first other job (of no key, or a session's, which
+// keeps its order on its own subject) is returned, decoded, for the
+// caller to start or hold. Nil when the main subjects had no such job.
+func (in *Intake) drainMain(ctx context.Context, cfg jetstream.ConsumerConfig, msg jetstream.Msg) *Job {
+	next := func() jetstream.Msg { return in.fetchWait(ctx, cfg, func(error) {}, 0) }
+	for ; msg != nil && ctx.Err() == nil; msg = next() {
 		j, rejected := in.accept(ctx, msg)
 		if rejected {
-			msg = in.fetchWait(ctx, cfg, func(error) {}, 0)
 			continue
 		}
 		key, err := in.tenancy().KeyOf(j.Job)
 		if err != nil {
 			in.reject(ctx, msg, err)
-			msg = in.fetchWait(ctx, cfg, func(error) {}, 0)
 			continue
 		}
 		j.Key = key
 		if key != "" && msg.Subject() != in.names.SessionJobSubject(j.Job.Session) {
 			in.moveToLane(ctx, msg, j, key)
-			msg = in.fetchWait(ctx, cfg, func(error) {}, 0)
 			continue
 		}
-		var slot *tenancy.Slot
-		if lim := in.tenancy().Limit(key); key != "" && lim > 0 && in.slots != nil {
-			if _, held := in.slots.RunSlot(j.Job.RunID); !held {
-				if slot, err = in.slots.Acquire(ctx, key, lim); err != nil {
-					_ = msg.NakWithDelay(in.profileWait)
-					p.put()
-					return
-				}
+		return &j
+	}
+	if msg != nil { // stopping: given back
+		_ = msg.Nak()
+	}
+	return nil
+}
+
+// startMain starts j, a job of the main subjects, on the slot the loop
+// took; a session's keyed job takes its key's slot first, or waits in the
+// stream while the key is full.
+func (in *Intake) startMain(ctx context.Context, j Job, p *pool, start func(Job, *tenancy.Slot)) {
+	var slot *tenancy.Slot
+	if lim := in.tenancy().Limit(j.Key); j.Key != "" && lim > 0 && in.slots != nil {
+		if _, held := in.slots.RunSlot(j.Job.RunID); !held {
+			var err error
+			if slot, err = in.slots.Acquire(ctx, j.Key, lim); err != nil {
+				_ = j.Msg.NakWithDelay(in.profileWait)
+				p.put()
+				return
 			}
 		}
-		start(j, slot)
-		return
 	}
-	p.put()
+	start(j, slot)
 }
 
 // Load is how many slots are free for a new run, and which profiles run

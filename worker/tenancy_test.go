@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -212,4 +213,54 @@ func TestQueueView(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitStatus(want[0], protocol.StatusStarted)
+}
+
+// TestFairShares: one slot, so the starts are the order the worker
+// serves the keys in. A key with one job behind another's backlog starts
+// next; two backlogged keys alternate; and after a reload giving A weight
+// 3, A gets three slots for B's one.
+func TestFairShares(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) { c.Concurrency = 1 }))
+	var seen arrivals
+	seen.watch(t, h)
+	keyOf := map[string]string{}
+	submit := func(key string, n int) {
+		for range n {
+			id := newRunID(t)
+			keyOf[id] = key
+			// Long enough that every job of a batch is queued before
+			// the run on the slot ends.
+			h.submit(map[string]any{"runId": id, "profile": "fake", "args": []any{"--duration", "300ms", "--rate", "10"}, "concurrencyKey": key})
+		}
+	}
+	// keys lists the keys of the starts from the nth on, waiting until
+	// there are count of them.
+	keys := func(from, count int) string {
+		t.Helper()
+		testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d runs to start", from+count), func() bool { return len(seen.started()) >= from+count })
+		out := ""
+		for _, id := range seen.started()[from : from+count] {
+			out += keyOf[id]
+		}
+		return out
+	}
+	submit("A", 10)
+	testenv.WaitFor(t, time.Minute, "A's first run to start", func() bool { return len(seen.started()) >= 1 })
+	submit("B", 3)
+	// A's first run holds the slot; then B and A take turns while both
+	// wait, B's three done in its first three turns.
+	if got := keys(1, 6); got != "BABABA" {
+		t.Fatalf("starts after B came: %s, want BABABA", got)
+	}
+	if got := keys(7, 6); got != "AAAAAA" {
+		t.Fatalf("A's rest: %s", got)
+	}
+	next := 13
+	h.w.Reload(config.Tenancy{KeyWeights: map[string]int{"A": 3}})
+	submit("A", 12)
+	submit("B", 12)
+	got := keys(next, 16)
+	if a := strings.Count(got, "A"); a < 11 || a > 13 {
+		t.Fatalf("with A's weight 3, 16 starts went %s: A %d, want 12 (three of four)", got, a)
+	}
 }
