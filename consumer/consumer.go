@@ -191,8 +191,10 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 	defer ln.close()
 	var wg sync.WaitGroup
 	var loops sync.WaitGroup
-	// start runs j on the slot the loop took; keySlot is j's key slot
-	// (nil: none), which it binds to the run or gives back.
+	// start runs j on the slot the loop took. A job of a limited key
+	// runs on its run's slot if a redelivered job's run holds one still,
+	// else on keySlot (claimed for it from the key's lane) or one claimed
+	// now; a job whose key is full waits in the stream.
 	start := func(j Job, keySlot *tenancy.Slot) {
 		prof := j.Invocation.Profile
 		giveBack := func(delay time.Duration) {
@@ -218,16 +220,32 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				return
 			}
 		}
-		if keySlot != nil {
-			if _, ok := in.slots.RunSlot(j.Job.RunID); ok {
-				// A redelivered job whose run holds a slot already.
-				keySlot.Release(ctx)
-			} else if err := keySlot.Bind(ctx, j.Job.RunID); err != nil {
-				in.log.Warn().Err(err).Str("run_id", j.Job.RunID).Msg("bind the key slot; the job will be redelivered")
-				p.putProfile(prof)
-				giveBack(time.Second)
-				return
+		if lim := in.tenancy().Limit(j.Key); j.Key != "" && lim > 0 && in.slots != nil {
+			switch {
+			case in.slots.Renew(ctx, j.Job.RunID):
+				// A redelivered job whose run holds a slot still.
+				if keySlot != nil {
+					keySlot.Release(ctx)
+					keySlot = nil
+				}
+			case keySlot == nil:
+				var err error
+				if keySlot, err = in.slots.Acquire(ctx, j.Key, lim); err != nil {
+					p.putProfile(prof)
+					giveBack(in.profileWait)
+					return
+				}
+				fallthrough
+			default:
+				if err := keySlot.Bind(ctx, j.Job.RunID); err != nil {
+					in.log.Warn().Err(err).Str("run_id", j.Job.RunID).Msg("bind the key slot; the job will be redelivered")
+					p.putProfile(prof)
+					giveBack(time.Second)
+					return
+				}
 			}
+		} else if keySlot != nil { // the key's limit was lifted meanwhile
+			keySlot.Release(ctx)
 		}
 		p.dispatched(1)
 		wg.Go(func() {
@@ -273,7 +291,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				if held != nil {
 					j := *held
 					held = nil
-					in.startMain(ctx, j, p, start)
+					in.startMain(j, start)
 					continue
 				}
 			}
@@ -287,7 +305,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 			if held != nil {
 				j := *held
 				held = nil
-				in.startMain(ctx, j, p, start)
+				in.startMain(j, start)
 				continue
 			}
 			pctx, stop := ln.interruptible(ctx)
@@ -299,7 +317,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 			}
 			j := *held
 			held = nil
-			in.startMain(ctx, j, p, start)
+			in.startMain(j, start)
 		}
 	})
 	loops.Go(func() {
@@ -440,22 +458,8 @@ func (in *Intake) drainMain(ctx context.Context, cfg jetstream.ConsumerConfig, m
 }
 
 // startMain starts j, a job of the main subjects, on the slot the loop
-// took; a session's keyed job takes its key's slot first, or waits in the
-// stream while the key is full.
-func (in *Intake) startMain(ctx context.Context, j Job, p *pool, start func(Job, *tenancy.Slot)) {
-	var slot *tenancy.Slot
-	if lim := in.tenancy().Limit(j.Key); j.Key != "" && lim > 0 && in.slots != nil {
-		if _, held := in.slots.RunSlot(j.Job.RunID); !held {
-			var err error
-			if slot, err = in.slots.Acquire(ctx, j.Key, lim); err != nil {
-				_ = j.Msg.NakWithDelay(in.profileWait)
-				p.put()
-				return
-			}
-		}
-	}
-	start(j, slot)
-}
+// took.
+func (in *Intake) startMain(j Job, start func(Job, *tenancy.Slot)) { start(j, nil) }
 
 // Load is how many slots are free for a new run, and which profiles run
 // their maxConcurrent here; all slots are free before Run.

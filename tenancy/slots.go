@@ -235,6 +235,22 @@ func isWrongRevision(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
+// Renew rewrites the slot bound to runID, a redelivered job's run, with
+// the time now, so no reaper frees it while the run is started again: a
+// compare-and-set on the revision seen. False when the run holds no slot
+// (or it was freed or rewritten since).
+func (s *Slots) Renew(ctx context.Context, runID string) bool {
+	for _, r := range s.slotsOf(func(h heldSlot) bool { return h.RunID == runID }) {
+		v := protocol.KeySlot{RunID: runID, Worker: s.worker, At: time.Now().UTC()}
+		val, _ := json.Marshal(v)
+		if rev, err := s.kv.Update(ctx, r.key, val, r.rev); err == nil {
+			s.put(r.key, heldSlot{v, rev})
+			return true
+		}
+	}
+	return false
+}
+
 // RunSlot is the slot bound to runID, if any is seen.
 func (s *Slots) RunSlot(runID string) (string, bool) {
 	s.mu.Lock()
