@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // The chaos suite's chain reader finishes a run whose consumer's server
@@ -94,7 +95,7 @@ func TestChainReaderSurvivesAFrozenServer(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		msgs, err := readChain(js, names, run, 60*time.Second, func(s string) { servers <- s })
+		msgs, err := e2e.ReadChain(js, names, run, 60*time.Second, func(s string) { servers <- s })
 		done <- result{msgs, err}
 	}()
 	var frozen *natsProc

@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // A worker whose NATS connection is closed for good (here: its password
@@ -132,6 +133,6 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 
 	// Its supervisor starts another, with the new password: the run the
 	// first held was never stopped, and ends as its agent does.
-	startWorker(t, bin, url("worker", "second"), stateDir, "n1", "--config", cfg)
+	e2e.StartWorker(t, bin, url("worker", "second"), stateDir, "n1", "--config", cfg)
 	testenv.WaitFor(t, 60*time.Second, "the held run to succeed under the next worker", func() bool { return status(runID) == protocol.StatusSucceeded })
 }

@@ -1,4 +1,4 @@
-package test
+package browser
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // TestReactChatExample runs examples/react-chat as its README says (npm
@@ -28,9 +29,9 @@ import (
 // in headless Chromium: two messages on one session, each answered by
 // the agent, both taken by the session's one live run.
 func TestReactChatExample(t *testing.T) {
-	browser := chromium(t)
+	browser := e2e.Chromium(t)
 	bin := testenv.BatonBinary(t)
-	src := filepath.Join("..", "examples", "react-chat")
+	src := filepath.Join("..", "..", "examples", "react-chat")
 	dir, node := testenv.NPMInstall(t, src, "BATON_EXAMPLE_NPM_DIR", "server.mjs", "src/main.jsx", "public/index.html")
 
 	s := testenv.RunServer(t)
@@ -101,7 +102,7 @@ func TestReactChatExample(t *testing.T) {
 			chromedp.Evaluate[chromedp.Void](`(() => { const t = document.getElementById('message');
 				const set = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set;
 				set.call(t, ` + fmt.Sprintf("%q", text) + `); t.dispatchEvent(new Event('input', { bubbles: true })); })()`),
-			clickInPage(`#send`),
+			e2e.ClickInPage(`#send`),
 			chromedp.Poll[chromedp.Void](`[...document.querySelectorAll('#messages [data-role=assistant]')].some(e => e.textContent.includes(`+fmt.Sprintf("%q", answer)+`))`,
 				chromedp.WithPollingTimeout(60*time.Second)),
 		}
