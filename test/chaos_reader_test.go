@@ -27,6 +27,11 @@ import (
 // chaos-12220-25: its consumer on a server holding 636 pending messages
 // and no pull request).
 func TestChainReaderSurvivesAFrozenServer(t *testing.T) {
+	// Runs beside the package's other waiting tests, after its sequential
+	// ones (the chaos suite among them): it waits on a frozen server's
+	// consumer being replaced, bounded far above what it takes, and measures
+	// nothing of the machine.
+	t.Parallel()
 	procs := startNATS(t, 3)
 	i := slices.Index(procs[0].args, "--routes")
 	relay := &natsProc{t: t, bin: procs[0].bin, name: "relay", port: testenv.FreePort(t), mport: testenv.FreePort(t), noJS: true,

@@ -28,6 +28,10 @@ import (
 // successor captures again, and the one terminal status lists exactly the
 // objects the bucket holds for the run, each with its size and digest.
 func TestOutputsCaptureSurvivesSIGKILL(t *testing.T) {
+	// Runs beside the package's other waiting tests, after its sequential
+	// ones: it waits on a run's capture after SIGKILL, bounded far above what
+	// it takes, and measures nothing of the machine.
+	t.Parallel()
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
 	dir := testenv.StateDir(t)

@@ -33,6 +33,10 @@ import (
 // the same names, publishes the one terminal status naming it and moves
 // the head to it; the head restores to exactly what the run left.
 func TestSessionCheckpointSurvivesSIGKILL(t *testing.T) {
+	// Runs beside the package's other waiting tests, after its sequential
+	// ones: it waits on a checkpoint stored after SIGKILL, bounded far above
+	// what it takes, and measures nothing of the machine.
+	t.Parallel()
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
 	dir := testenv.StateDir(t)

@@ -28,6 +28,10 @@ import (
 // of living on disconnected for ever. The run it held lives on (I4): the
 // next worker, with the new password, takes it to its end.
 func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
+	// Runs beside the package's other waiting tests, after its sequential
+	// ones: it waits on its run's 20 s and the refused reconnects, each wait
+	// bounded far above what it takes, and measures nothing of the machine.
+	t.Parallel()
 	bin := testenv.BatonBinary(t)
 	dir := t.TempDir()
 	conf, port := filepath.Join(dir, "nats.conf"), testenv.FreePort(t)
