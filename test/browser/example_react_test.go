@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,9 +72,14 @@ func TestReactChatExample(t *testing.T) {
 	start.Dir, start.Stdout, start.Stderr = dir, out, out
 	start.Env = append(os.Environ(), "BATON_CONSOLE_URL="+srv.URL, "BATON_CONSOLE_TOKEN=example-token", "BATON_PROFILE=chat",
 		"PORT="+fmt.Sprint(port), "PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"))
+	// A group of its own, stopped as a terminal's Ctrl-C stops it: npm's
+	// sh and node too (SIGINT to npm alone left node serving after the test).
+	start.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	app := testenv.Start(t, start)
 	t.Cleanup(func() {
+		_ = syscall.Kill(-start.Process.Pid, syscall.SIGINT)
 		app.Stop(os.Interrupt, 10*time.Second)
+		_ = syscall.Kill(-start.Process.Pid, syscall.SIGKILL) // what outlived it
 		if t.Failed() {
 			t.Logf("npm start:\n%s\nworker:\n%s", out.String(), logs.String())
 		}
