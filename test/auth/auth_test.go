@@ -332,7 +332,12 @@ func TestNATSPermissions(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 
-	// Nothing the attacks aimed at changed.
+	// Nothing the attacks aimed at changed. These reads have a bound of
+	// their own: the one above covers the submits and attacks, which took
+	// most of it on a loaded machine (a ./test/... run beside other
+	// benchmarks ran it out at the stream read below).
+	ctx, cancelChecks := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelChecks()
 	wjs := mustJS(t, wconn.nc)
 	// A consumer a client may create, made a push consumer onto a run's
 	// ingest subject, feeds no chain: nobody may subscribe there, so the
