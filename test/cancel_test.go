@@ -19,6 +19,7 @@ import (
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // massCancelWithin is how long every run of a mass cancel has to end
@@ -58,7 +59,7 @@ profiles:
 `, runs+10)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logs := startWorker(t, bin, s.ClientURL(), dir, "mass", "--config", cfg)
+	logs := e2e.StartWorker(t, bin, s.ClientURL(), dir, "mass", "--config", cfg)
 	nc, js := testenv.Connect(t, s)
 	names := protocol.MustNames("")
 	c, err := client.New(js, names)

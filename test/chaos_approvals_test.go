@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // chaosGuardedProfile is the chaos suite's profile with a policy: the
@@ -171,7 +172,7 @@ func (ca *chaosApprovals) finish() {
 func (ca *chaosApprovals) check(js jetstream.JetStream) int {
 	total := 0
 	for _, id := range ca.ids {
-		msgs, err := readChain(js, ca.names, id, 3*time.Minute, nil)
+		msgs, err := e2e.ReadChain(js, ca.names, id, 3*time.Minute, nil)
 		if err != nil {
 			ca.t.Errorf("run %s: %v", id, err)
 			continue

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // chaosEchoProfile is the chaos suite's interactive profile: the agent
@@ -119,7 +119,7 @@ func (ci *chaosInput) finish() {
 func (ci *chaosInput) check(js jetstream.JetStream) int {
 	total := 0
 	for _, id := range ci.ids {
-		msgs, err := readChain(js, ci.names, id, 3*time.Minute, nil)
+		msgs, err := e2e.ReadChain(js, ci.names, id, 3*time.Minute, nil)
 		if err != nil {
 			ci.t.Errorf("run %s: %v", id, err)
 			continue
@@ -158,24 +158,4 @@ func (ci *chaosInput) check(js jetstream.JetStream) int {
 		total += n
 	}
 	return total
-}
-
-// submitJob publishes a job, retrying while NATS is away.
-func submitJob(t *testing.T, js jetstream.JetStream, names protocol.Names, job map[string]any) {
-	b, _ := json.Marshal(job)
-	for attempt := 0; ; attempt++ {
-		msg := nats.NewMsg(names.RunJobSubject())
-		msg.Data = b
-		msg.Header.Set(nats.MsgIdHdr, job["runId"].(string))
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := js.PublishMsg(ctx, msg)
-		cancel()
-		if err == nil {
-			return
-		}
-		if attempt > 100 {
-			t.Fatalf("submit %s: %v", job["runId"], err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

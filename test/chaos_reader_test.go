@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // The chaos suite's chain reader finishes a run whose consumer's server
@@ -26,6 +27,11 @@ import (
 // chaos-12220-25: its consumer on a server holding 636 pending messages
 // and no pull request).
 func TestChainReaderSurvivesAFrozenServer(t *testing.T) {
+	// Runs beside the package's other waiting tests, after its sequential
+	// ones (the chaos suite among them): it waits on a frozen server's
+	// consumer being replaced, bounded far above what it takes, and measures
+	// nothing of the machine.
+	t.Parallel()
 	procs := startNATS(t, 3)
 	i := slices.Index(procs[0].args, "--routes")
 	relay := &natsProc{t: t, bin: procs[0].bin, name: "relay", port: testenv.FreePort(t), mport: testenv.FreePort(t), noJS: true,
@@ -94,7 +100,7 @@ func TestChainReaderSurvivesAFrozenServer(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		msgs, err := readChain(js, names, run, 60*time.Second, func(s string) { servers <- s })
+		msgs, err := e2e.ReadChain(js, names, run, 60*time.Second, func(s string) { servers <- s })
 		done <- result{msgs, err}
 	}()
 	var frozen *natsProc

@@ -3,7 +3,6 @@ package test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // The chaos suite runs the real baton binary as worker processes of two
@@ -148,7 +148,7 @@ func runChaos(t *testing.T, natsNodes int) {
 		runs[i] = r
 	}
 	submit := func(r chaosRun) {
-		submitJob(t, js, names, map[string]any{"runId": r.id, "profile": "fake", "args": r.args})
+		e2e.SubmitJob(t, js, names, map[string]any{"runId": r.id, "profile": "fake", "args": r.args})
 	}
 
 	// Wait for the workers to provision before the first burst.
@@ -156,10 +156,10 @@ func runChaos(t *testing.T, natsNodes int) {
 	live := subscribeLive(t, procs, names)
 	// Interactive runs that get input all through the chaos.
 	input := startChaosInput(t, js, names, fmt.Sprintf("chaos-%d", seed%100000), 2)
-	input.submit(func(id, profile string) { submitJob(t, js, names, map[string]any{"runId": id, "profile": profile}) })
+	input.submit(func(id, profile string) { e2e.SubmitJob(t, js, names, map[string]any{"runId": id, "profile": profile}) })
 	// Runs with a policy whose prompts are answered all through it.
 	approvals := startChaosApprovals(t, nc, js, names, fmt.Sprintf("chaos-%d", seed%100000), 2)
-	approvals.submit(func(id, profile string) { submitJob(t, js, names, map[string]any{"runId": id, "profile": profile}) })
+	approvals.submit(func(id, profile string) { e2e.SubmitJob(t, js, names, map[string]any{"runId": id, "profile": profile}) })
 	// The first burst finds each worker's pool of the profile started,
 	// so that runs take prestarted sandboxes however slow the start
 	// (in CI's cluster run, once, none had by the time the faults
@@ -222,7 +222,7 @@ func runChaos(t *testing.T, natsNodes int) {
 
 	for _, r := range runs {
 		failedRuns = append(failedRuns, r.id) // until it checks out
-		msgs, err := readChain(js, names, r.id, 3*time.Minute, nil)
+		msgs, err := e2e.ReadChain(js, names, r.id, 3*time.Minute, nil)
 		// The run's journal is on the node that ended it: a start may
 		// have left a directory on the other node before the run moved.
 		dir := dirs[endNode(msgs)]
@@ -372,123 +372,6 @@ func waitStream(t *testing.T, js jetstream.JetStream, name string) {
 	}
 }
 
-// waitChain reads a run's chain from its start until its terminal status.
-func waitChain(t *testing.T, js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration) []jetstream.Msg {
-	t.Helper()
-	msgs, err := readChain(js, names, runID, timeout, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return msgs
-}
-
-// readChain reads a run's chain from its start until its terminal status.
-// When none comes within timeout it returns what it read and an error
-// that tells how the reader spent its time. onConsumer, if not nil, learns
-// the server of each consumer it follows with.
-//
-// It follows the run with one ordered consumer (Messages, not Next: an
-// ordered consumer's Next creates a server-side consumer per message, and
-// nats-server 2.15 caps a stream at 1,000 consumers by default), and
-// bounds the consumer's resets, which nats.go otherwise retries forever.
-// nats.go (v1.55) arms the missing-heartbeat check per call of Next, so a
-// Next shorter than two heartbeats never notices a pull its server lost:
-// heartbeats come every chainHeartbeat and each Next waits three of them,
-// and a consumer silent for chainSilence while the run has no terminal
-// status is replaced too, each time by a new one after the last message
-// read.
-func readChain(js jetstream.JetStream, names protocol.Names, runID string, timeout time.Duration, onConsumer func(server string)) ([]jetstream.Msg, error) {
-	deadline := time.Now().Add(timeout)
-	var msgs []jetstream.Msg
-	var trace []string
-	note := func(format string, args ...any) {
-		trace = append(trace, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
-		if len(trace) > 40 {
-			trace = trace[len(trace)-40:]
-		}
-	}
-	var it jetstream.MessagesContext
-	var c jetstream.Consumer
-	var where string
-	var lastMsg time.Time
-	defer func() {
-		if it != nil {
-			it.Stop()
-		}
-	}()
-	for {
-		if time.Now().After(deadline) {
-			return msgs, fmt.Errorf("run %s: no terminal status within %v (%d messages read); the reader's last steps:\n%s", runID, timeout, len(msgs), strings.Join(trace, "\n"))
-		}
-		if it == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			opts := jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.RunFilter(runID)}, MaxResetAttempts: 5}
-			if len(msgs) > 0 {
-				md, _ := msgs[len(msgs)-1].Metadata()
-				opts.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-				opts.OptStartSeq = md.Sequence.Stream + 1
-			}
-			var err error
-			if c, err = js.OrderedConsumer(ctx, names.EventsStream(), opts); err == nil {
-				it, err = c.Messages(jetstream.PullHeartbeat(chainHeartbeat))
-			}
-			cancel()
-			if err != nil {
-				note("ordered consumer from seq %d: %v", opts.OptStartSeq, err)
-				it = nil
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			lastMsg, where = time.Now(), ""
-		}
-		if info := c.CachedInfo(); info != nil && info.Cluster != nil && info.Cluster.Leader != where {
-			where = info.Cluster.Leader
-			if onConsumer != nil {
-				onConsumer(where)
-			}
-		}
-		start := time.Now()
-		// nats.go v1.55 re-creates a lost ordered consumer inside Next, blind
-		// to NextMaxWait (up to MaxResetAttempts JetStream API timeouts):
-		// stopping the iterator bounds the call.
-		bound := time.AfterFunc(3*chainHeartbeat+2*time.Second, it.Stop)
-		m, err := it.Next(jetstream.NextMaxWait(3 * chainHeartbeat))
-		bound.Stop()
-		if err != nil {
-			silent := time.Since(lastMsg)
-			if errors.Is(err, nats.ErrTimeout) && silent < chainSilence {
-				continue
-			}
-			note("next after %d messages: %v after %v, silent for %v (consumer on %q): a new consumer", len(msgs), err, time.Since(start).Round(time.Millisecond), silent.Round(time.Millisecond), where)
-			it.Stop()
-			it = nil
-			continue
-		}
-		lastMsg = time.Now()
-		if d := time.Since(start); d > 2*time.Second {
-			note("next after %d messages took %v", len(msgs), d.Round(time.Millisecond))
-		}
-		msgs = append(msgs, m)
-		if strings.HasSuffix(m.Subject(), ".status") {
-			if st, err := protocol.ParseStatus(m.Data()); err == nil && st.Status.Terminal() {
-				return msgs, nil
-			}
-		}
-	}
-}
-
-// chainHeartbeat is the idle heartbeat readChain asks of its consumers
-// (each Next waits longer than two of them, so a lost pull is noticed);
-// chainSilence is how long it lets one deliver nothing before it replaces
-// it, which costs nothing when the run is merely quiet: the new consumer
-// resumes after the last message read.
-const (
-	chainHeartbeat = time.Second
-	chainSilence   = 10 * time.Second
-)
-
-// checkRun asserts the invariants on one run's chain and returns the number
-// of lines it checked.
 // endNode is the node named by the last status of a chain, "" if none.
 func endNode(msgs []jetstream.Msg) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -501,6 +384,8 @@ func endNode(msgs []jetstream.Msg) string {
 	return ""
 }
 
+// checkRun asserts the invariants on one run's chain and returns the number
+// of lines it checked.
 func checkRun(t *testing.T, r chaosRun, msgs []jetstream.Msg, journalPath string, stats *chaosStats) int {
 	t.Helper()
 	journal, err := os.ReadFile(journalPath)

@@ -20,37 +20,8 @@ import (
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
-
-// startWorker runs `baton worker` as its own process, stops it with
-// SIGINT when the test ends, and returns its log.
-func startWorker(t *testing.T, bin, url, stateDir, node string, args ...string) *testenv.Buffer {
-	t.Helper()
-	logs, _ := startWorkerProc(t, bin, url, stateDir, node, args...)
-	return logs
-}
-
-// startWorkerProc is startWorker, also giving the process (to stop or
-// signal it). It returns once the worker says it is ready: its streams
-// exist, so a job published next has somewhere to go (a submit on a
-// loaded machine came before them once: "no response from stream").
-func startWorkerProc(t *testing.T, bin, url, stateDir, node string, args ...string) (*testenv.Buffer, *testenv.Proc) {
-	t.Helper()
-	logs := &testenv.Buffer{}
-	cmd := exec.Command(bin, append([]string{"worker", "--nats", url, "--state-dir", stateDir, "--node", node, "--log-format", "json"}, args...)...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	p := testenv.Start(t, cmd)
-	t.Cleanup(func() {
-		if !p.Stop(os.Interrupt, 15*time.Second) {
-			t.Errorf("worker did not stop within 15s of SIGINT")
-		}
-		if t.Failed() {
-			t.Logf("worker logs:\n%s", logs.String())
-		}
-	})
-	testenv.WaitFor(t, 60*time.Second, "worker "+node+" to log \"worker ready\"", func() bool { return strings.Contains(logs.String(), "worker ready") })
-	return logs, p
-}
 
 // TestSubmitWatchWithWorkerProcess drives the real binary as a user does:
 // a worker process, then `baton submit --watch`, whose exit code follows the
@@ -64,7 +35,7 @@ func TestSubmitWatchWithWorkerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	startWorker(t, bin, s.ClientURL(), dir, "e2e", "--config", cfg, "--metrics-addr", metricsAddr)
+	e2e.StartWorker(t, bin, s.ClientURL(), dir, "e2e", "--config", cfg, "--metrics-addr", metricsAddr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -170,7 +141,7 @@ func isSentinelOnly(rest []byte) bool {
 func TestNatsCLIProtocol(t *testing.T) {
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
-	startWorker(t, bin, s.ClientURL(), testenv.StateDir(t), "cli")
+	e2e.StartWorker(t, bin, s.ClientURL(), testenv.StateDir(t), "cli")
 	nc, _ := testenv.Connect(t, s)
 	names := protocol.MustNames("")
 	// Subscribe before submitting: a live subscriber sees the whole run.

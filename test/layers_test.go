@@ -18,6 +18,8 @@ var layers = [][]string{
 	// Leaves: the standard library and outside modules only.
 	{"internal/bounded", "internal/clock", "policy", "internal/fsat", "internal/fstree", "internal/leader", "internal/natsurl", "internal/pidfd", "internal/runid", "fakeagent",
 		"sandbox/internal/seccomp", "sandbox/internal/tlsterm", "test", "test/escapeagent",
+		// The end-to-end suites split out of test (a package doc each).
+		"test/auth", "test/browser", "test/escape",
 		// The TypeScript client's package: its Go test only.
 		"clients/js"},
 	// The wire and the disk: names, jobs, the journal's writer.
@@ -25,6 +27,9 @@ var layers = [][]string{
 	// The tests' real parts: a server, the binary, a product's tool
 	// service (which speaks the wire's names and headers).
 	{"internal/testenv"},
+	// What the end-to-end suites share: worker processes, a run's chain,
+	// docs pages' blocks, a headless browser.
+	{"test/internal/e2e"},
 	// A run's spec: the file the worker writes and every runner stage
 	// reads; the chain read for people, as AG-UI events; and the MCP
 	// server the agent finds in its sandbox, with its socket's frames.

@@ -24,6 +24,7 @@ import (
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // lostAgentsGoneWithin is how long after its worker's return a node's
@@ -54,7 +55,7 @@ profiles:
 		t.Fatal(err)
 	}
 	metricsA := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	logsA, procA := startWorkerProc(t, bin, s.ClientURL(), dirA, "a", "--config", cfg, "--metrics-addr", metricsA)
+	logsA, procA := e2e.StartWorkerProc(t, bin, s.ClientURL(), dirA, "a", "--config", cfg, "--metrics-addr", metricsA)
 	nc, js := testenv.Connect(t, s)
 	names := protocol.MustNames("")
 	c, err := client.New(js, names)
@@ -136,7 +137,7 @@ profiles:
 			_ = sandbox.Cancel(runDirA(id))
 		}
 	})
-	logsB := startWorker(t, bin, s.ClientURL(), dirB, "b", "--config", cfg)
+	logsB := e2e.StartWorker(t, bin, s.ClientURL(), dirB, "b", "--config", cfg)
 
 	if err := procA.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)

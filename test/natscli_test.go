@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // natsCLIModule is the nats CLI the tests use, and docs/quickstart.md
@@ -59,7 +60,7 @@ func TestReadmeProtocolWithNatsCLI(t *testing.T) {
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
 	dir := testenv.StateDir(t)
-	startWorker(t, bin, s.ClientURL(), dir, "cli")
+	e2e.StartWorker(t, bin, s.ClientURL(), dir, "cli")
 	_, js := testenv.Connect(t, s)
 	waitStream(t, js, protocol.MustNames("").JobsStream())
 

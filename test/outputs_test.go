@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // TestOutputsCaptureSurvivesSIGKILL kills the worker holding a run while it
@@ -28,6 +28,10 @@ import (
 // successor captures again, and the one terminal status lists exactly the
 // objects the bucket holds for the run, each with its size and digest.
 func TestOutputsCaptureSurvivesSIGKILL(t *testing.T) {
+	// Runs beside the package's other waiting tests, after its sequential
+	// ones: it waits on a run's capture after SIGKILL, bounded far above what
+	// it takes, and measures nothing of the machine.
+	t.Parallel()
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
 	dir := testenv.StateDir(t)
@@ -94,7 +98,7 @@ head -c 30000000 /dev/urandom | base64 > out/big.txt; printf 'one\nTWO\n' > READ
 	if !first.Stop(syscall.SIGKILL, 10*time.Second) {
 		t.Fatal("worker did not die of SIGKILL")
 	}
-	started := lastStatus(t, js, names, runID)
+	started := e2e.LastStatus(t, js, names, runID)
 	// Started, or attached again by the same worker after a liveness it
 	// lost on a loaded machine: the run had not ended.
 	if started.Status.Terminal() {
@@ -172,27 +176,4 @@ head -c 30000000 /dev/urandom | base64 > out/big.txt; printf 'one\nTWO\n' > READ
 			t.Fatalf("%s: content digest %s, listed %s", name, got, listed[name].Digest)
 		}
 	}
-}
-
-// lastStatus is the last status on a run's chain.
-func lastStatus(t *testing.T, js jetstream.JetStream, names protocol.Names, runID string) protocol.Status {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	stream, err := js.Stream(ctx, names.EventsStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := stream.GetLastMsgForSubject(ctx, names.StatusSubject(runID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return protocol.Status{}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := protocol.ParseStatus(m.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // TestQuickstart walks docs/quickstart.md as written: its marked blocks,
@@ -141,7 +142,7 @@ func walkBlocks(t *testing.T, page, name string, subst *strings.Replacer, env []
 	defer cancel()
 	var printed strings.Builder
 	logs := map[string]*testenv.Buffer{}
-	for i, b := range docBlocks(t, page, name) {
+	for i, b := range e2e.DocBlocks(t, page, name) {
 		script := subst.Replace(b.Script)
 		if !b.KeepsRunning {
 			sh := bounded.Command(ctx, "/bin/sh", "-ec", script)

@@ -23,6 +23,7 @@ import (
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // TestSessionCheckpointSurvivesSIGKILL kills the worker holding a
@@ -32,6 +33,10 @@ import (
 // the same names, publishes the one terminal status naming it and moves
 // the head to it; the head restores to exactly what the run left.
 func TestSessionCheckpointSurvivesSIGKILL(t *testing.T) {
+	// Runs beside the package's other waiting tests, after its sequential
+	// ones: it waits on a checkpoint stored after SIGKILL, bounded far above
+	// what it takes, and measures nothing of the machine.
+	t.Parallel()
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
 	dir := testenv.StateDir(t)
@@ -85,7 +90,7 @@ profiles:
 	if !first.Stop(syscall.SIGKILL, 10*time.Second) {
 		t.Fatal("worker did not die of SIGKILL")
 	}
-	if st := lastStatus(t, js, names, runID); st.Status.Terminal() {
+	if st := e2e.LastStatus(t, js, names, runID); st.Status.Terminal() {
 		t.Fatalf("last status %s at the kill: the test did not test a checkpoint cut short", st.Status)
 	}
 	obs, err := js.ObjectStore(ctx, names.CheckpointsBucket())
@@ -106,7 +111,7 @@ profiles:
 		rec, _, err = sessions.Get(ctx, "killed")
 		return err == nil && rec.Head() != nil && rec.Live == ""
 	})
-	st := lastStatus(t, js, names, runID)
+	st := e2e.LastStatus(t, js, names, runID)
 	if st.Status != protocol.StatusSucceeded || st.Checkpoint == nil || st.Checkpoint.Object != rec.Head().Object || st.Checkpoint.Digest != rec.Head().Digest {
 		t.Fatalf("terminal status %+v, head %+v", st, rec.Head())
 	}
@@ -232,7 +237,7 @@ func TestLargeCheckpointKeepsItsLease(t *testing.T) {
 		t.Fatalf("the checkpoint took %.0f ms, not two lease TTLs (1s): the test did not test a checkpoint that outlasts renewals", took)
 	}
 	t.Logf("the checkpoint of %d MB at %d MB/s took %.0f ms, at the first try", checkpointBytes/1_000_000, checkpointRate/1_000_000, took)
-	if st := lastStatus(t, js, names, runID); st.Status != protocol.StatusSucceeded || st.Checkpoint == nil {
+	if st := e2e.LastStatus(t, js, names, runID); st.Status != protocol.StatusSucceeded || st.Checkpoint == nil {
 		t.Fatalf("terminal status %+v", st)
 	}
 }

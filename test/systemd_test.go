@@ -22,6 +22,7 @@ import (
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // The systemd tests run deploy/baton-worker.service's [Service] settings
@@ -276,7 +277,7 @@ func TestSystemdRestartAndStopKeepAgents(t *testing.T) {
 	}
 	stats := chaosStats{killed: map[int]time.Time{}}
 	for _, r := range []chaosRun{a, b} {
-		msgs := waitChain(t, js, e.names, r.id, 60*time.Second)
+		msgs := e2e.WaitChain(t, js, e.names, r.id, 60*time.Second)
 		lines := checkRun(t, r, msgs, e.dir(r.id).Journal(), &stats)
 		var seen []string
 		for _, m := range msgs {

@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // A worker whose NATS connection is closed for good (here: its password
@@ -27,6 +28,10 @@ import (
 // of living on disconnected for ever. The run it held lives on (I4): the
 // next worker, with the new password, takes it to its end.
 func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
+	// Runs beside the package's other waiting tests, after its sequential
+	// ones: it waits on its run's 20 s and the refused reconnects, each wait
+	// bounded far above what it takes, and measures nothing of the machine.
+	t.Parallel()
 	bin := testenv.BatonBinary(t)
 	dir := t.TempDir()
 	conf, port := filepath.Join(dir, "nats.conf"), testenv.FreePort(t)
@@ -132,6 +137,6 @@ func TestWorkerExitsWhenConnectionClosedForGood(t *testing.T) {
 
 	// Its supervisor starts another, with the new password: the run the
 	// first held was never stopped, and ends as its agent does.
-	startWorker(t, bin, url("worker", "second"), stateDir, "n1", "--config", cfg)
+	e2e.StartWorker(t, bin, url("worker", "second"), stateDir, "n1", "--config", cfg)
 	testenv.WaitFor(t, 60*time.Second, "the held run to succeed under the next worker", func() bool { return status(runID) == protocol.StatusSucceeded })
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/batonhq/baton/internal/bounded"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // TestReadmeWorkspaceWithNatsCLI runs the "From any language" commands of
@@ -38,7 +39,7 @@ func TestReadmeWorkspaceWithNatsCLI(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("profiles:\n  ws:\n    command: [/bin/sh, -c, 'test \"$(cat src/main.go)\" = \"package main\" && echo \"{\\\"seeded\\\":true}\"']\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startWorker(t, bin, s.ClientURL(), testenv.StateDir(t), "cli", "--config", cfg)
+	e2e.StartWorker(t, bin, s.ClientURL(), testenv.StateDir(t), "cli", "--config", cfg)
 	_, js := testenv.Connect(t, s)
 	names := protocol.MustNames("")
 	// The commands need the workspaces stream and the jobs stream, which

@@ -1,5 +1,5 @@
 // Command escapeagent is the hostile agent of baton's escape suite
-// (test/escape_test.go): run inside the sandbox, it tries to break out and
+// (test/escape/escape_test.go): run inside the sandbox, it tries to break out and
 // prints one JSON line per attempt, {"attempt", "blocked", "detail"}. It
 // exits 0 whatever it finds, so the suite can tell "blocked" from "the
 // agent crashed". Lines whose attempt starts with "allowed:" are traffic

@@ -1,4 +1,4 @@
-package test
+package escape
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // TestEgressOnTheChain: a run whose agent makes, round after round, an
@@ -75,7 +76,7 @@ func TestEgressOnTheChain(t *testing.T) {
 	w.worker()
 	w2.Stop(syscall.SIGKILL, 0)
 
-	msgs := waitChain(t, js, names, id, 2*time.Minute)
+	msgs := e2e.WaitChain(t, js, names, id, 2*time.Minute)
 	nonce, err := sandbox.ReadNonce(journal.Dir(filepath.Join(dir, "runs", id)))
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +262,7 @@ profiles:
 
 // worker starts a worker process of the world's node, ready.
 func (w *egressWorld) worker() *testenv.Proc {
-	_, p := startWorkerProc(w.t, w.bin, w.s.ClientURL(), w.dir, "egress", "--config", w.cfg, "--grace", "20s")
+	_, p := e2e.StartWorkerProc(w.t, w.bin, w.s.ClientURL(), w.dir, "egress", "--config", w.cfg, "--grace", "20s")
 	return p
 }
 
@@ -269,7 +270,7 @@ func (w *egressWorld) worker() *testenv.Proc {
 // the agent's further args, and returns its runId.
 func (w *egressWorld) submit(rounds int, pause time.Duration, args ...string) string {
 	id := "egress-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	submitJob(w.t, w.js, w.names, map[string]any{"runId": id, "profile": "egress", "args": append([]string{"egress",
+	e2e.SubmitJob(w.t, w.js, w.names, map[string]any{"runId": id, "profile": "egress", "args": append([]string{"egress",
 		"--test-name", egressName, "--test-addr", w.host.Addr.String(), "--test-port", strconv.Itoa(w.host.Port),
 		"--rounds", strconv.Itoa(rounds), "--pause", pause.String()}, args...)})
 	return id
@@ -285,7 +286,7 @@ func TestEgressCapped(t *testing.T) {
 	id := w.submit(0, 0, "--flood", strconv.Itoa(flood))
 	var egress []journal.Egress
 	var flooded string
-	for _, m := range waitChain(t, w.js, w.names, id, 2*time.Minute) {
+	for _, m := range e2e.WaitChain(t, w.js, w.names, id, 2*time.Minute) {
 		_, kind, _ := w.names.ParseRunSubject(m.Subject())
 		switch {
 		case kind == protocol.KindEgress:

@@ -1,4 +1,4 @@
-package test
+package browser
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/console"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // TestConsoleShowsTools: a run's page in the console shows each host tool
@@ -27,7 +28,7 @@ import (
 // refused (an unlisted tool) is not shown: it is not on the chain.
 // BATON_SCREENSHOTS=dir saves the page there.
 func TestConsoleShowsTools(t *testing.T) {
-	browser := chromium(t)
+	browser := e2e.Chromium(t)
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
 	nc, js := testenv.Connect(t, s)
@@ -39,14 +40,14 @@ func TestConsoleShowsTools(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("profiles:\n  tools:\n    command: [\"{baton}\", mcp]\n    timeout: 2m\n    tools: [deploy, create_pr]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startWorkerProc(t, bin, s.ClientURL(), testenv.StateDir(t), "tools", "--config", cfg)
+	e2e.StartWorkerProc(t, bin, s.ClientURL(), testenv.StateDir(t), "tools", "--config", cfg)
 	id := "tools-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	call := func(n int, name, args string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, n, name, args)
 	}
 	// `baton mcp` may make the two calls at once: which is #1 is not
 	// checked.
-	submitJob(t, js, names, map[string]any{"runId": id, "profile": "tools", "input": strings.Join([]string{
+	e2e.SubmitJob(t, js, names, map[string]any{"runId": id, "profile": "tools", "input": strings.Join([]string{
 		call(1, "deploy", "{\"env\":\"<b>prod</b>\u202eevil\\nnext\"}"),
 		call(2, "create_pr", `{"title":"x"}`),
 		call(3, "rm_rf", `{}`),
@@ -60,7 +61,7 @@ func TestConsoleShowsTools(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	bctx := headless(t, ctx, browser)
+	bctx := e2e.Headless(t, ctx, browser)
 	sctx, cancelStep := context.WithTimeout(bctx, 90*time.Second)
 	defer cancelStep()
 	err = chromedp.Do(sctx, chromedp.Navigate(srv.URL+"/?token=tools-token#/runs/"+id),
@@ -103,6 +104,6 @@ func TestConsoleShowsTools(t *testing.T) {
 		}
 	}
 	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
-		screenshot(t, bctx, filepath.Join(dir, "console-tools.png"))
+		e2e.Screenshot(t, bctx, filepath.Join(dir, "console-tools.png"))
 	}
 }

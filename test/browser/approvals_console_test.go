@@ -1,4 +1,4 @@
-package test
+package browser
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/console"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // TestConsoleApprovals: a run whose policy asks a person shows each
@@ -26,7 +27,7 @@ import (
 // says who decided it. Decided ones say who and which rule.
 // BATON_SCREENSHOTS=dir saves the page there.
 func TestConsoleApprovals(t *testing.T) {
-	browser := chromium(t)
+	browser := e2e.Chromium(t)
 	bin := testenv.BatonBinary(t)
 	s := testenv.RunServer(t)
 	_, js := testenv.Connect(t, s)
@@ -42,9 +43,9 @@ func TestConsoleApprovals(t *testing.T) {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startWorkerProc(t, bin, s.ClientURL(), testenv.StateDir(t), "appr", "--config", cfg)
+	e2e.StartWorkerProc(t, bin, s.ClientURL(), testenv.StateDir(t), "appr", "--config", cfg)
 	id := "appr-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	submitJob(t, js, names, map[string]any{"runId": id, "profile": "chat", "input": "approve: make test"})
+	e2e.SubmitJob(t, js, names, map[string]any{"runId": id, "profile": "chat", "input": "approve: make test"})
 	c, err := client.New(js, names)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +58,7 @@ func TestConsoleApprovals(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	bctx := headless(t, ctx, browser)
+	bctx := e2e.Headless(t, ctx, browser)
 	// The browser starts on bctx, not on a step's context that ends.
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func TestConsoleApprovals(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(card("req-1")+` button.allow`)),
 		chromedp.WaitVisible(chromedp.CSS(card("req-1")+` button.deny`)),
 		text("req-1", "Bash: make test"), text("req-1", "default: ask"))
-	step("Allow answers req-1", clickInPage(card("req-1")+` button.allow`),
+	step("Allow answers req-1", e2e.ClickInPage(card("req-1")+` button.allow`),
 		chromedp.WaitVisible(chromedp.CSS(card("req-1")+`[data-state="allowed"]`)), text("req-1", "allowed by console at "))
 	// The fake agent drops what it reads while it waits on a prompt: the
 	// next turn goes once the answer was written to it.
@@ -136,7 +137,7 @@ func TestConsoleApprovals(t *testing.T) {
 		t.Fatalf("buttons left on decided approvals: %d, %v", left, err)
 	}
 	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
-		screenshot(t, bctx, filepath.Join(dir, "console-approvals.png"))
+		e2e.Screenshot(t, bctx, filepath.Join(dir, "console-approvals.png"))
 	}
 	if strings.Contains(id, " ") {
 		t.Fatal("unreachable")

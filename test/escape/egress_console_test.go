@@ -1,4 +1,4 @@
-package test
+package escape
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/batonhq/baton/console"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // TestConsoleShowsEgress: a run's page in the console shows each
@@ -20,7 +21,7 @@ import (
 // own: the allowed GET and tunnel with their bytes, the refused CONNECT
 // and DNS query with why. BATON_SCREENSHOTS=dir saves the page there.
 func TestConsoleShowsEgress(t *testing.T) {
-	browser := chromium(t)
+	browser := e2e.Chromium(t)
 	w := newEgressWorld(t)
 	w.worker()
 	id := w.submit(1, 0)
@@ -33,7 +34,7 @@ func TestConsoleShowsEgress(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	bctx := headless(t, ctx, browser)
+	bctx := e2e.Headless(t, ctx, browser)
 	sctx, cancelStep := context.WithTimeout(bctx, 90*time.Second)
 	defer cancelStep()
 	// The run ends with its egress, all three shown.
@@ -71,6 +72,6 @@ func TestConsoleShowsEgress(t *testing.T) {
 		}
 	}
 	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
-		screenshot(t, bctx, filepath.Join(dir, "console-egress.png"))
+		e2e.Screenshot(t, bctx, filepath.Join(dir, "console-egress.png"))
 	}
 }

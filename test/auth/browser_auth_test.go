@@ -1,4 +1,4 @@
-package test
+package auth
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	}
 	t.Setenv("BATON_CALLOUT_ISSUER", pub)
 	wsPort := testenv.FreePort(t)
-	opts := testenv.ShippedConfig(t, "..", t.TempDir(), "nats-browser.conf", func(conf string) string {
+	opts := testenv.ShippedConfig(t, "../..", t.TempDir(), "nats-browser.conf", func(conf string) string {
 		edited := strings.Replace(conf, `listen: "127.0.0.1:9222"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, wsPort), 1)
 		if edited == conf {
 			t.Fatal("deploy/nats-browser.conf no longer has the websocket listen line this test substitutes")
@@ -52,7 +52,7 @@ func TestRunTokenOverWebSocket(t *testing.T) {
 	// Every user of nats-auth.conf is there (its tools user was once
 	// missing), with nats-auth.conf's permissions, unchanged.
 	single := map[string]*server.Permissions{}
-	for _, u := range testenv.ShippedConfig(t, "..", t.TempDir(), "nats-auth.conf", nil).Users {
+	for _, u := range testenv.ShippedConfig(t, "../..", t.TempDir(), "nats-auth.conf", nil).Users {
 		single[u.Username] = u.Permissions
 	}
 	for _, u := range opts.Users {

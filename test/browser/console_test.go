@@ -1,4 +1,4 @@
-package test
+package browser
 
 import (
 	"context"
@@ -28,20 +28,8 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/outputs"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
-
-// chromium returns the headless browser the console's tests drive, or fails
-// the test saying what to install.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no chromium on PATH: the console's browser tests need it (apt-get install chromium; test/run.sh installs it)")
-	return ""
-}
 
 // TestConsoleInBrowser opens the console in headless Chromium against a
 // real worker: a run appears in the list, its transcript streams live, a
@@ -61,7 +49,7 @@ func chromium(t *testing.T) string {
 // resumes once NATS is back, each message shown once.
 // BATON_SCREENSHOTS=dir saves the list and run pages there.
 func TestConsoleInBrowser(t *testing.T) {
-	browser := chromium(t)
+	browser := e2e.Chromium(t)
 	bin := testenv.BatonBinary(t)
 	natsDir := t.TempDir() // the server restarts on it at the end
 	s := testenv.RunServerIn(t, natsDir, -1)
@@ -109,7 +97,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	bctx := headless(t, ctx, browser)
+	bctx := e2e.Headless(t, ctx, browser)
 	// The cancel button asks for confirmation: accept it. The browser
 	// starts with the first action, so open a blank page first.
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
@@ -187,9 +175,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
 		submit("console-short", "--lines", "30", "--rate", "200")
 		step("the second run listed", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`tr[data-run="console-short"]`)))
-		screenshot(t, bctx, filepath.Join(dir, "console-runs.png"))
+		e2e.Screenshot(t, bctx, filepath.Join(dir, "console-runs.png"))
 	}
-	step("open the run page", 30*time.Second, clickInPage(`tr[data-run="console-live"] a`),
+	step("open the run page", 30*time.Second, e2e.ClickInPage(`tr[data-run="console-live"] a`),
 		chromedp.WaitVisible(chromedp.CSS(`#transcript .entry.assistant .text`)))
 
 	// Live: the transcript keeps growing while the run goes on.
@@ -219,11 +207,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("timeline should name workers and epochs:\n%s", timeline)
 	}
 	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
-		screenshot(t, bctx, filepath.Join(dir, "console-run.png"))
+		e2e.Screenshot(t, bctx, filepath.Join(dir, "console-run.png"))
 	}
 
 	// Cancel with the button; the run ends cancelled.
-	step("cancel the run", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#cancel`)), clickInPage(`#cancel`))
+	step("cancel the run", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#cancel`)), e2e.ClickInPage(`#cancel`))
 	step("the run ends cancelled", 60*time.Second, chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="cancelled"]`)),
 		chromedp.WaitNotVisible(chromedp.CSS(`#cancel`)))
 	// The page ends the run on the chain's terminal status; the worker
@@ -262,8 +250,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("counts per state %q, want all 2 | running 2", got)
 	}
 	step("tick both and cancel them", 30*time.Second,
-		clickInPage(`tr[data-run="console-many-1"] input[type=checkbox]`), clickInPage(`tr[data-run="console-many-2"] input[type=checkbox]`),
-		chromedp.WaitVisible(chromedp.CSS(`#cancel-selected`)), clickInPage(`#cancel-selected`),
+		e2e.ClickInPage(`tr[data-run="console-many-1"] input[type=checkbox]`), e2e.ClickInPage(`tr[data-run="console-many-2"] input[type=checkbox]`),
+		chromedp.WaitVisible(chromedp.CSS(`#cancel-selected`)), e2e.ClickInPage(`#cancel-selected`),
 		chromedp.Poll[chromedp.Void](`document.getElementById('cancel-note').textContent === 'cancel requested for 2 of 2 runs'`,
 			chromedp.WithPollingInterval(50*time.Millisecond)))
 	step("both end cancelled", 60*time.Second,
@@ -425,7 +413,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the DLQ: %+v %v, want the bad job", dead, err)
 	}
 	row := fmt.Sprintf(`#dlq tr[data-seq="%d"]`, dead[0].Seq)
-	step("retry the dead letter", 30*time.Second, clickInPage(row+` button.retry`),
+	step("retry the dead letter", 30*time.Second, e2e.ClickInPage(row+` button.retry`),
 		chromedp.Poll[chromedp.Void](`document.querySelector('`+row+` .note').textContent === 'submitted again as run console-bad'`,
 			chromedp.WithPollingInterval(50*time.Millisecond)))
 	testenv.WaitFor(t, 30*time.Second, "the retried job rejected again", func() bool {
@@ -436,7 +424,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("the rejected run's page says why", 30*time.Second, chromedp.Navigate(srv.URL+"/#/runs/console-bad"),
 		pageError(`t.startsWith('run console-bad was rejected (unknown_profile)')`), chromedp.Navigate(srv.URL+"/#/dlq"),
 		chromedp.WaitVisible(chromedp.CSS(row)))
-	step("delete the dead letter", 30*time.Second, clickInPage(row+` button.delete`), chromedp.WaitNotPresent(chromedp.CSS(row)))
+	step("delete the dead letter", 30*time.Second, e2e.ClickInPage(row+` button.delete`), chromedp.WaitNotPresent(chromedp.CSS(row)))
 	d, err := c.DLQ(ctx, 10)
 	if err != nil || len(d) != 1 || d[0].Seq == dead[0].Seq {
 		t.Fatalf("the DLQ after the delete: %+v %v, want the retry's entry only", d, err)
@@ -542,10 +530,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the finished run's page is %v wide (scroll, viewport) (%v): something does not wrap", w, err)
 	}
 	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
-		screenshot(t, bctx, filepath.Join(dir, "console-run-done.png"))
+		e2e.Screenshot(t, bctx, filepath.Join(dir, "console-run-done.png"))
 	}
 	// Re-run: the same job, a new run, linked from the page.
-	step("re-run the finished run", 30*time.Second, clickInPage(`#rerun-button`), chromedp.WaitVisible(chromedp.CSS(`#rerun-note a`)))
+	step("re-run the finished run", 30*time.Second, e2e.ClickInPage(`#rerun-button`), chromedp.WaitVisible(chromedp.CSS(`#rerun-note a`)))
 	rerun, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#rerun-note a`)))
 	if err != nil {
 		t.Fatal(err)
@@ -559,7 +547,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// AG-UI projection: the agent's lines are those of agui's fixture, in
 	// the job's workspace, printed by the profile's command.
 	var codexLines []string
-	fixture, err := os.ReadFile(filepath.Join("..", "agui", "testdata", "codex-exec.chain.ndjson"))
+	fixture, err := os.ReadFile(filepath.Join("..", "..", "agui", "testdata", "codex-exec.chain.ndjson"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -607,11 +595,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	step("the paused session listed", 60*time.Second, chromedp.Navigate(srv.URL+"/#/sessions"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-session="console-s"] .st-paused`)))
-	step("the session's page", 30*time.Second, clickInPage(`tr[data-session="console-s"] a`),
+	step("the session's page", 30*time.Second, e2e.ClickInPage(`tr[data-session="console-s"] a`),
 		chromedp.WaitVisible(chromedp.CSS(`#session-runs tr[data-run="console-s-1"] .st-paused`)),
 		chromedp.WaitVisible(chromedp.CSS(`#checkpoints tr[data-checkpoint="1"]`)))
 	step("send starts the session's next run", 60*time.Second, chromedp.SendKeys(chromedp.CSS(`#session-input`), "second turn"),
-		clickInPage(`#session-send`), chromedp.WaitVisible(chromedp.CSS(`#session-note a`)))
+		e2e.ClickInPage(`#session-send`), chromedp.WaitVisible(chromedp.CSS(`#session-note a`)))
 	second, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#session-note a`)))
 	if err != nil {
 		t.Fatal(err)
@@ -629,13 +617,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	if rec, err := c.Run(ctx, second); err != nil || rec.Input != "second turn" || rec.Session != "console-s" {
 		t.Errorf("the run the page's send started: %+v (%v)", rec, err)
 	}
-	step("a session's run links its session", 30*time.Second, clickInPage(`#session-runs tr[data-run="`+second+`"] a`),
+	step("a session's run links its session", 30*time.Second, e2e.ClickInPage(`#session-runs tr[data-run="`+second+`"] a`),
 		chromedp.WaitVisible(chromedp.CSS(`.run-head dd[data-field=session] a`)), chromedp.WaitVisible(chromedp.CSS(`#transcript .entry.assistant`)))
 	if got, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#transcript`))); err != nil || !strings.Contains(got, "echo: second turn") {
 		t.Errorf("the second run's transcript %q (%v), want the agent's answer to the sent message", got, err)
 	}
-	step("back to the session, fork its first checkpoint", 30*time.Second, clickInPage(`.run-head dd[data-field=session] a`),
-		clickInPage(`#checkpoints tr[data-checkpoint="1"] button.fork`), chromedp.WaitVisible(chromedp.CSS(`#checkpoints tr[data-checkpoint="1"] .note a`)))
+	step("back to the session, fork its first checkpoint", 30*time.Second, e2e.ClickInPage(`.run-head dd[data-field=session] a`),
+		e2e.ClickInPage(`#checkpoints tr[data-checkpoint="1"] button.fork`), chromedp.WaitVisible(chromedp.CSS(`#checkpoints tr[data-checkpoint="1"] .note a`)))
 	if f, err := c.Session(ctx, "console-s-1"); err != nil || f.ForkedFrom == nil || f.ForkedFrom.Session != "console-s" || f.ForkedFrom.Checkpoint != 1 {
 		t.Errorf("the fork the page made: %+v (%v)", f, err)
 	}
@@ -658,7 +646,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("the page says so no more once a worker answers", 30*time.Second, noWorker(`t === ''`),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="attached"]`)))
 	// Cancelled, and waited for: a run left running outlives the test.
-	step("cancel the run whose worker stopped", 60*time.Second, clickInPage(`#cancel`),
+	step("cancel the run whose worker stopped", 60*time.Second, e2e.ClickInPage(`#cancel`),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline li[data-status="cancelled"]`)))
 
 	// NATS goes away under a run's page, which says so, and comes back:
@@ -719,36 +707,4 @@ func commas(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
-}
-
-func screenshot(t *testing.T, ctx context.Context, path string) {
-	t.Helper()
-	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	if err := os.WriteFile(path, buf, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// clickInPage clicks the element sel finds, found and clicked in one
-// step inside the page, once it is there. chromedp.Click finds the node,
-// then clicks it by its id in a second round trip; the runs list and the
-// run's header are rebuilt as they refresh, and a node replaced in between
-// fails the click ("Could not find node with given id", in CI).
-// headless is a context of a headless browser (1400×900) that lives until
-// ctx ends or the test does.
-func headless(t *testing.T, ctx context.Context, browser string) context.Context {
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(cancelBrowser)
-	return bctx
-}
-
-func clickInPage(sel string) chromedp.Action[chromedp.Void] {
-	js := fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false; el.click(); return true; })()`, sel)
-	return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(100*time.Millisecond))
 }

@@ -1,4 +1,4 @@
-package test
+package auth
 
 import (
 	"archive/tar"
@@ -22,6 +22,7 @@ import (
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 	"github.com/batonhq/baton/worker"
 )
 
@@ -39,7 +40,7 @@ func TestClientWorkspaceAttacks(t *testing.T) {
 	for user, p := range pw {
 		t.Setenv(passwordVar(user), p)
 	}
-	opts := testenv.ShippedConfig(t, "..", t.TempDir(), "nats-auth.conf", nil)
+	opts := testenv.ShippedConfig(t, "../..", t.TempDir(), "nats-auth.conf", nil)
 	opts.JetStreamMaxStore = 64 << 20 // the server's whole store: 20 MiB reserved below
 	s := testenv.RunShipped(t, opts)
 	url := func(user string) string {
@@ -59,7 +60,7 @@ profiles:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	workerLog := startWorker(t, bin, url("worker"), testenv.StateDir(t), "ws-attack", "--config", cfg, "--service-nats", url("worker-svc"))
+	workerLog := e2e.StartWorker(t, bin, url("worker"), testenv.StateDir(t), "ws-attack", "--config", cfg, "--service-nats", url("worker-svc"))
 
 	var violations struct {
 		sync.Mutex

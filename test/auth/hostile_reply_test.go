@@ -1,4 +1,4 @@
-package test
+package auth
 
 import (
 	"bufio"
@@ -27,6 +27,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/runtoken"
+	"github.com/batonhq/baton/test/internal/e2e"
 	"github.com/batonhq/baton/worker"
 )
 
@@ -60,7 +61,7 @@ func TestHostileReplies(t *testing.T) {
 		}
 		t.Setenv("BATON_CALLOUT_ISSUER", pub)
 		wsPort := testenv.FreePort(t)
-		opts := testenv.ShippedConfig(t, "..", t.TempDir(), "nats-browser.conf", func(conf string) string {
+		opts := testenv.ShippedConfig(t, "../..", t.TempDir(), "nats-browser.conf", func(conf string) string {
 			// Ports, and a test-only observer that sees everything.
 			for _, r := range [][2]string{
 				{`listen: "127.0.0.1:9222"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, wsPort)},
@@ -216,7 +217,7 @@ func startHostile(t *testing.T, bin, observerURL, workerURL string, args ...stri
 	if err := os.WriteFile(cfg, []byte(profile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h.logs = startWorker(t, bin, workerURL, testenv.StateDir(t), h.node, append([]string{"--config", cfg, "--metrics-addr", h.metrics}, args...)...)
+	h.logs = e2e.StartWorker(t, bin, workerURL, testenv.StateDir(t), h.node, append([]string{"--config", cfg, "--metrics-addr", h.metrics}, args...)...)
 	sc := bufio.NewScanner(strings.NewReader(h.logs.String()))
 	for sc.Scan() {
 		var l struct{ Message, Worker string }

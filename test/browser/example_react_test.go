@@ -1,4 +1,4 @@
-package test
+package browser
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/test/internal/e2e"
 )
 
 // TestReactChatExample runs examples/react-chat as its README says (npm
@@ -28,9 +30,9 @@ import (
 // in headless Chromium: two messages on one session, each answered by
 // the agent, both taken by the session's one live run.
 func TestReactChatExample(t *testing.T) {
-	browser := chromium(t)
+	browser := e2e.Chromium(t)
 	bin := testenv.BatonBinary(t)
-	src := filepath.Join("..", "examples", "react-chat")
+	src := filepath.Join("..", "..", "examples", "react-chat")
 	dir, node := testenv.NPMInstall(t, src, "BATON_EXAMPLE_NPM_DIR", "server.mjs", "src/main.jsx", "public/index.html")
 
 	s := testenv.RunServer(t)
@@ -70,9 +72,14 @@ func TestReactChatExample(t *testing.T) {
 	start.Dir, start.Stdout, start.Stderr = dir, out, out
 	start.Env = append(os.Environ(), "BATON_CONSOLE_URL="+srv.URL, "BATON_CONSOLE_TOKEN=example-token", "BATON_PROFILE=chat",
 		"PORT="+fmt.Sprint(port), "PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"))
+	// A group of its own, stopped as a terminal's Ctrl-C stops it: npm's
+	// sh and node too (SIGINT to npm alone left node serving after the test).
+	start.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	app := testenv.Start(t, start)
 	t.Cleanup(func() {
+		_ = syscall.Kill(-start.Process.Pid, syscall.SIGINT)
 		app.Stop(os.Interrupt, 10*time.Second)
+		_ = syscall.Kill(-start.Process.Pid, syscall.SIGKILL) // what outlived it
 		if t.Failed() {
 			t.Logf("npm start:\n%s\nworker:\n%s", out.String(), logs.String())
 		}
@@ -101,7 +108,7 @@ func TestReactChatExample(t *testing.T) {
 			chromedp.Evaluate[chromedp.Void](`(() => { const t = document.getElementById('message');
 				const set = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set;
 				set.call(t, ` + fmt.Sprintf("%q", text) + `); t.dispatchEvent(new Event('input', { bubbles: true })); })()`),
-			clickInPage(`#send`),
+			e2e.ClickInPage(`#send`),
 			chromedp.Poll[chromedp.Void](`[...document.querySelectorAll('#messages [data-role=assistant]')].some(e => e.textContent.includes(`+fmt.Sprintf("%q", answer)+`))`,
 				chromedp.WithPollingTimeout(60*time.Second)),
 		}

@@ -1,4 +1,4 @@
-package test
+package escape
 
 import (
 	"bytes"

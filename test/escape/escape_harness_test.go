@@ -1,4 +1,4 @@
-package test
+package escape
 
 import (
 	"bytes"
@@ -221,7 +221,7 @@ func escapeTempDir(t *testing.T, prefix string, perm os.FileMode) string {
 func escapeBuildAgent(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(escapeTempDir(t, "baton-escapeagent-", 0o755), "escapeagent")
-	cmd := exec.Command("go", "build", "-o", bin, "./escapeagent")
+	cmd := exec.Command("go", "build", "-o", bin, "../escapeagent")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := testenv.Build(cmd); err != nil {
 		t.Fatalf("build the escape agent: %v\n%s", err, out)
