@@ -1,4 +1,4 @@
-package test
+package browser
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/internal/provision"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
+	"github.com/batonhq/baton/test/internal/e2e"
 	"github.com/batonhq/baton/worker"
 )
 
@@ -27,7 +28,7 @@ import (
 // request IN PLACE OF THE WORKERS' ENDPOINT, which package worker tests.
 // BATON_SCREENSHOTS=dir saves the page there.
 func TestConsoleQueue(t *testing.T) {
-	browser := chromium(t)
+	browser := e2e.Chromium(t)
 	s := testenv.RunServer(t)
 	nc, js := testenv.Connect(t, s)
 	names := protocol.MustNames("")
@@ -48,7 +49,7 @@ func TestConsoleQueue(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	bctx := headless(t, ctx, browser)
+	bctx := e2e.Headless(t, ctx, browser)
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestConsoleQueue(t *testing.T) {
 		poll(`document.querySelector('#queue-jobs [data-run="run-acme-7"] a').getAttribute('href') === '#/runs/run-acme-7'`),
 		poll(`document.getElementById('queue').innerText.includes('acme: 1 more waiting, not listed')`))
 	if dir := os.Getenv("BATON_SCREENSHOTS"); dir != "" {
-		screenshot(t, bctx, filepath.Join(dir, "console-queue.png"))
+		e2e.Screenshot(t, bctx, filepath.Join(dir, "console-queue.png"))
 	}
 	// The queue moves on: the card follows it, then hides when it empties.
 	next := testenv.SampleQueue(time.Now())
