@@ -214,11 +214,13 @@ func (sl *Slot) Release(ctx context.Context) {
 	sl.s.del(ctx, sl.Key, sl.rev)
 }
 
-func (s *Slots) del(ctx context.Context, k string, rev uint64) {
+// del deletes slot k if it is still at rev; false when the delete failed
+// (a rewritten slot is not ours to delete: true).
+func (s *Slots) del(ctx context.Context, k string, rev uint64) bool {
 	err := s.kv.Delete(ctx, k, jetstream.LastRevision(rev))
 	if err != nil && !isWrongRevision(err) {
-		s.log.Warn().Err(err).Str("slot", k).Msg("release key slot; a reaper frees it once its run has ended")
-		return
+		s.log.Warn().Err(err).Str("slot", k).Msg("release key slot")
+		return false
 	}
 	s.mu.Lock()
 	if h, ok := s.held[k]; ok && h.rev == rev {
@@ -226,6 +228,7 @@ func (s *Slots) del(ctx context.Context, k string, rev uint64) {
 	}
 	s.mu.Unlock()
 	s.signal()
+	return true
 }
 
 // isWrongRevision: the slot was written since (by a reaper, or claimed
@@ -263,12 +266,18 @@ func (s *Slots) RunSlot(runID string) (string, bool) {
 	return "", false
 }
 
-// ReleaseRun releases every slot bound to runID, whose run has ended.
+// ReleaseRun releases every slot bound to runID, whose run has ended,
+// trying again every releaseRetry until ctx ends (a server restarting):
+// a slot left behind is freed only when its key is full.
 func (s *Slots) ReleaseRun(ctx context.Context, runID string) {
 	for _, k := range s.slotsOf(func(h heldSlot) bool { return h.RunID == runID }) {
-		s.del(ctx, k.key, k.rev)
+		for !s.del(ctx, k.key, k.rev) && clock.Sleep(ctx, releaseRetry) {
+		}
 	}
 }
+
+// releaseRetry spaces the tries of a slot's release.
+const releaseRetry = 250 * time.Millisecond
 
 type slotRef struct {
 	key string
