@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/test/internal/e2e"
 )
@@ -40,7 +41,15 @@ type chaosRun struct {
 	id       string
 	args     []string
 	wantExit int
+	// key is the run's concurrency key ("" for none), named by the job's
+	// concurrencyKey or, when byLabel, its tenant label.
+	key     string
+	byLabel bool
 }
+
+// chaosKeyLimit is the chaos suite's keyConcurrency: two keys of runs
+// share the cluster's 48 slots at most three runs each.
+const chaosKeyLimit = 3
 
 type chaosStats struct {
 	kills, terms, natsRestarts, nodeLosses, runs, events int
@@ -85,7 +94,7 @@ func runChaos(t *testing.T, natsNodes int) {
 	if natsNodes > 1 {
 		ttl = "3s"
 	}
-	cfg := fmt.Sprintf("leaseTTL: %s\nconcurrency: 16\ndiskBudget: false\nreplicas: %d\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n    pool: 2\n", ttl, natsNodes) + chaosEchoProfile + chaosGuardedProfile
+	cfg := fmt.Sprintf("leaseTTL: %s\nconcurrency: 16\ndiskBudget: false\nreplicas: %d\ntenantLabel: tenant\nkeyConcurrency: {default: %d}\nprofiles:\n  fake:\n    command: [\"{baton}\", fake-agent]\n    allowArgs: true\n    pool: 2\n", ttl, natsNodes, chaosKeyLimit) + chaosEchoProfile + chaosGuardedProfile
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +150,11 @@ func runChaos(t *testing.T, natsNodes int) {
 		if rng.IntN(4) == 0 {
 			r.args = append(r.args, "--line-size", fmt.Sprint(100+rng.IntN(3000)))
 		}
+		// Two runs of three have a key, k0 or k1, half of them named by
+		// the tenant label.
+		if i%3 != 2 {
+			r.key, r.byLabel = fmt.Sprintf("k%d", i%2), rng.IntN(2) == 0
+		}
 		if rng.IntN(6) == 0 {
 			r.wantExit = 3
 			r.args = append(r.args, "--exit-code", "3", "--stderr", "expected failure")
@@ -148,7 +162,14 @@ func runChaos(t *testing.T, natsNodes int) {
 		runs[i] = r
 	}
 	submit := func(r chaosRun) {
-		e2e.SubmitJob(t, js, names, map[string]any{"runId": r.id, "profile": "fake", "args": r.args})
+		job := map[string]any{"runId": r.id, "profile": "fake", "args": r.args}
+		switch {
+		case r.key != "" && r.byLabel:
+			job["labels"] = map[string]string{"tenant": r.key}
+		case r.key != "":
+			job["concurrencyKey"] = r.key
+		}
+		e2e.SubmitJob(t, js, names, job)
 	}
 
 	// Wait for the workers to provision before the first burst.
@@ -263,7 +284,8 @@ func runChaos(t *testing.T, natsNodes int) {
 		selfExits += w.selfExits
 		w.mu.Unlock()
 	}
-	t.Logf("checked %d inputs exactly once in order, %d permission prompts answered exactly once", inputs, prompts)
+	keyed := checkKeys(t, js, names, runs)
+	t.Logf("checked %d inputs exactly once in order, %d permission prompts answered exactly once, %d keyed runs never more than %d of a key at once and no slot left", inputs, prompts, keyed, chaosKeyLimit)
 	t.Logf("checked %d runs, %d lines byte for byte, %d live messages; %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses, %d worker exits restarted by the supervisor; hand-off gaps %v; recovery gaps %v",
 		stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, selfExits, summarize(stats.handoffs), summarize(stats.recoveries))
 	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d node_losses=%d handoff=%s recovery=%s\n",
@@ -572,4 +594,83 @@ func grepLogs(dir, s string, max int) string {
 		out = out[len(out)-max:]
 	}
 	return strings.Join(out, "\n")
+}
+
+// checkKeys checks the keyed runs against their key's limit: never more
+// than chaosKeyLimit of a key live at once (a run live from its record's
+// creation to its end), and, once every run has ended, no slot left in
+// the slots bucket.
+func checkKeys(t *testing.T, js jetstream.JetStream, names protocol.Names, runs []chaosRun) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	recs, err := kv.Open[kv.RunRecord](ctx, js, names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	byKey := map[string][]edge{}
+	n := 0
+	for _, r := range runs {
+		if r.key == "" {
+			continue
+		}
+		// The record is made terminal after the chain's terminal status,
+		// by the run's holder or, if it died in between, its successor.
+		var rec kv.RunRecord
+		testenv.WaitFor(t, time.Minute, "run "+r.id+"'s record to be terminal", func() bool {
+			var err error
+			rec, _, err = recs.Get(ctx, r.id)
+			return err == nil && rec.State.Terminal()
+		})
+		if rec.Key != r.key {
+			t.Errorf("run %s records key %q, want %q", r.id, rec.Key, r.key)
+		}
+		byKey[r.key] = append(byKey[r.key], edge{rec.CreatedAt, 1}, edge{rec.FinishedAt, -1})
+		n++
+	}
+	for key, edges := range byKey {
+		slices.SortFunc(edges, func(a, b edge) int {
+			if c := a.at.Compare(b.at); c != 0 {
+				return c
+			}
+			return a.d - b.d
+		})
+		live, most := 0, 0
+		for _, e := range edges {
+			live += e.d
+			most = max(most, live)
+		}
+		if most > chaosKeyLimit {
+			t.Errorf("key %s had %d runs at once, limit %d", key, most, chaosKeyLimit)
+		}
+		t.Logf("key %s: %d runs at once at most (limit %d)", key, most, chaosKeyLimit)
+	}
+	slots, err := js.KeyValue(ctx, names.SlotsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A slot is given back once its run has ended; one whose release a
+	// server's restart failed is tried again.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var left []string
+		if lister, err := slots.ListKeys(ctx); err == nil {
+			for k := range lister.Keys() {
+				e, _ := slots.Get(ctx, k)
+				if e != nil {
+					left = append(left, k+"="+string(e.Value()))
+				}
+			}
+			if len(left) == 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("key slots left 30 s after every run ended: %v", left)
+		}
+	}
+	return n
 }
