@@ -208,7 +208,7 @@ func (l *lanes) reap(ctx context.Context, key string) {
 		return
 	}
 	l.reaped[key] = time.Now()
-	in.slots.Reap(ctx, key, in.runStates, 2*in.ackWait)
+	in.slots.Reap(ctx, key, in.runStates, max(2*in.ackWait, time.Minute))
 }
 
 // pull takes the next job of a lane, creating its consumer on first use

@@ -45,9 +45,12 @@ func parseGrouping(by string) (usageGrouping, error) {
 	return nil, fmt.Errorf("%w, not %q", errBadGrouping, by)
 }
 
-// jobKey is the concurrency key the run's kept job names ("" for none, or
-// a job not kept).
+// jobKey is the run's concurrency key: its record's, else the one its
+// kept job names (a record of an older worker), "" for none.
 func jobKey(r kv.RunRecord) string {
+	if r.Key != "" {
+		return r.Key
+	}
 	var j struct {
 		Key string `json:"concurrencyKey"`
 	}

@@ -96,3 +96,20 @@ func TestCLIUsage(t *testing.T) {
 		t.Errorf("baton usage: %v\n%s", err, out)
 	}
 }
+
+// TestJobKeyPrefersTheRecords: a run keyed by its tenant label records
+// the key; its job names none.
+func TestJobKeyPrefersTheRecords(t *testing.T) {
+	for _, tc := range []struct {
+		rec  kv.RunRecord
+		want string
+	}{
+		{kv.RunRecord{Key: "acme", Job: []byte(`{"labels":{"tenant":"acme"}}`)}, "acme"},
+		{kv.RunRecord{Job: []byte(`{"concurrencyKey":"bolt"}`)}, "bolt"},
+		{kv.RunRecord{}, ""},
+	} {
+		if got := jobKey(tc.rec); got != tc.want {
+			t.Errorf("jobKey(%+v) = %q, want %q", tc.rec, got, tc.want)
+		}
+	}
+}
