@@ -57,6 +57,9 @@ func FuzzDecodeJob(f *testing.F) {
 		`{"runId":"r","profile":"p","policy":{"default":"deny","allow":["Read","Bash(git status*)"],"deny":["Bash(curl *)"]}}`,
 		`{"runId":"r","profile":"p","policy":{"default":"maybe","ask":["Bash(","x y"]}}`,
 		`{"runId":"r","profile":"p","policy":{"allow":[],"deny":null}}`,
+		`{"runId":"r","profile":"p","concurrencyKey":"acme","priority":5}`,
+		`{"runId":"r","profile":"p","concurrencyKey":"a.b","priority":9}`,
+		`{"runId":"r","profile":"p","concurrencyKey":"","priority":0}`,
 	} {
 		f.Add([]byte(s), false)
 	}

@@ -347,17 +347,19 @@ func nan() float64 { var z float64; return z / z }
 
 func fullJob() protocol.Job {
 	return protocol.Job{
-		RunID:     "run_42-A",
-		Profile:   "claude.code",
-		Input:     "Fix the <bug> & tell me\nwhy. ünïcødé \x00 ok in input",
-		Args:      []string{"--model", "opus", ""},
-		Env:       map[string]string{"FOO": "bar", "_X1": ""},
-		Timeout:   protocol.Duration(90 * time.Second),
-		Files:     map[string]string{"README.md": "# hi\n", "src/a/b.go": "package b\n", "empty": ""},
-		Labels:    map[string]string{"team": "infra", "ticket": "T-1"},
-		Limits:    map[string]string{"disk": "1GiB", "output": "1MiB"},
-		Workspace: &protocol.WorkspaceRef{Object: "sha256-0123.tar.gz"},
-		Policy:    &policy.Policy{Default: policy.Deny, Allow: []string{"Read"}, Deny: []string{"Bash(curl *)"}},
+		RunID:          "run_42-A",
+		Profile:        "claude.code",
+		Input:          "Fix the <bug> & tell me\nwhy. ünïcødé \x00 ok in input",
+		Args:           []string{"--model", "opus", ""},
+		Env:            map[string]string{"FOO": "bar", "_X1": ""},
+		Timeout:        protocol.Duration(90 * time.Second),
+		Files:          map[string]string{"README.md": "# hi\n", "src/a/b.go": "package b\n", "empty": ""},
+		Labels:         map[string]string{"team": "infra", "ticket": "T-1"},
+		Limits:         map[string]string{"disk": "1GiB", "output": "1MiB"},
+		Workspace:      &protocol.WorkspaceRef{Object: "sha256-0123.tar.gz"},
+		Policy:         &policy.Policy{Default: policy.Deny, Allow: []string{"Read"}, Deny: []string{"Bash(curl *)"}},
+		ConcurrencyKey: "acme",
+		Priority:       5,
 	}
 }
 
