@@ -31,6 +31,8 @@ type RunView struct {
 	Offset          int64             `json:"offset"`
 	LastSeq         uint64            `json:"lastSeq"`
 	Labels          map[string]string `json:"labels,omitempty"`
+	// Key is the run's concurrency key (docs/tenancy.md).
+	Key string `json:"key,omitempty"`
 	// Input is the start of the job's input (its first 1 KiB).
 	Input string `json:"input,omitempty"`
 	// Retries and Job: the job as submitted, which a retry and a re-run
@@ -76,7 +78,7 @@ func NewRunView(r kv.RunRecord) RunView {
 		Attempt: r.Attempt, CancelRequested: r.CancelRequested,
 		CreatedAt: t(r.CreatedAt), StartedAt: t(r.StartedAt), FinishedAt: t(r.FinishedAt), Deadline: t(r.Deadline),
 		ExitCode: r.ExitCode, Reason: r.Reason, Offset: r.Offset, LastSeq: r.LastSeq, Labels: r.Labels,
-		Input: r.Input, Retries: r.Retries,
+		Key: r.Key, Input: r.Input, Retries: r.Retries,
 		Interactive: r.Interactive, TurnEndField: r.TurnEndField, TurnEndEquals: r.TurnEndEquals,
 		IdleTimeout: protocol.Duration(r.IdleTimeout), WaitingSince: t(r.WaitingSince), Spawning: r.Spawning,
 		Session: r.Session, Checkpoint: checkpointWire(r.Checkpoint),

@@ -40,7 +40,7 @@ func TestRunViewHasEveryRecordField(t *testing.T) {
 	full := kv.RunRecord{RunID: "r", State: "running", Node: "n", Worker: "w", Profile: "p", Attempt: 2, Deadline: now,
 		CancelRequested: true, Interactive: true, TurnEndField: "type", TurnEndEquals: "result", IdleTimeout: time.Minute,
 		WaitingSince: now, CreatedAt: now, StartedAt: now, FinishedAt: now, ExitCode: &code, Reason: "why", Offset: 9, LastSeq: 4,
-		Labels: map[string]string{"k": "v"}, Retries: 1, Job: []byte(`{"runId":"r","profile":"p"}`), Input: "hi", Spawning: true,
+		Labels: map[string]string{"k": "v"}, Key: "acme", Retries: 1, Job: []byte(`{"runId":"r","profile":"p"}`), Input: "hi", Spawning: true,
 		Session: "s", Checkpoint: &kv.SessionCheckpoint{Object: "s/r"}, PauseAfter: time.Minute, PauseRequested: true, Events: "claude",
 		Policy: &policy.Policy{Deny: []string{"Bash(curl *)"}}, AskTimeout: 45 * time.Second, Usage: &protocol.Usage{WallSeconds: 1}}
 	b, err := json.Marshal(client.NewRunView(full))

@@ -365,6 +365,9 @@ func printRun(w io.Writer, r kv.RunRecord) error {
 		row("Checkpoint", cp)
 	}
 	row("Spawning", fmt.Sprint(r.Spawning))
+	if r.Key != "" {
+		row("Concurrency key", sanitize([]byte(r.Key), false))
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
 		row("Label "+sanitize([]byte(k), false), sanitize([]byte(r.Labels[k]), false))
 	}

@@ -150,6 +150,9 @@ func TestSubmitFlagsJobJSON(t *testing.T) {
 		{[]string{"--git", "https://h/r.git", "--workspace", "./repo"}, "", "both given"},
 		{[]string{"--git-ref", "main"}, "", "go with --git"},
 		{[]string{"--policy", `{"default":"deny","allow":["Read"]}`}, `,"policy":{"default":"deny","allow":["Read"]}}`, ""},
+		{[]string{"--key", "acme", "--priority", "5"}, `,"concurrencyKey":"acme","priority":5}`, ""},
+		{[]string{"--key", "a.b"}, "", `concurrencyKey "a.b" must match`},
+		{[]string{"--priority", "9"}, "", `field "priority" is 9`},
 		{[]string{"--policy", `{"deny":["Bash(curl *"]}`}, "", `policy: deny[0] "Bash(curl *": the pattern must end with )`},
 		{[]string{"--policy", `{"commands":[]}`}, "", `--policy: json: unknown field "commands"`},
 		{[]string{"--policy", `deny`}, "", `--policy: invalid character`},
@@ -186,7 +189,7 @@ func TestSubmitHasAFlagPerJobField(t *testing.T) {
 		"runId": {"run-id"}, "profile": {"profile"}, "input": {"input"}, "args": {"arg"}, "env": {"env"},
 		"timeout": {"timeout"}, "files": {"file"}, "labels": {"label"}, "retries": {"retries"}, "limits": {"limit"},
 		"outputs": {"outputs", "diff"}, "workspace": {"workspace", "git"}, "session": {"session"},
-		"policy": {"policy"},
+		"policy": {"policy"}, "concurrencyKey": {"key"}, "priority": {"priority"},
 	}
 	cmd := newSubmitCmd(&globals{})
 	var docs []string
