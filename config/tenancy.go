@@ -43,7 +43,7 @@ const (
 // its TenantLabel label, else "" (the job has no key: it is limited by no
 // key and taken in arrival order). A label value that cannot be a key is
 // an error wrapping protocol.ErrInvalidJob.
-func (t *Tenancy) KeyOf(j protocol.Job) (string, error) {
+func (t Tenancy) KeyOf(j protocol.Job) (string, error) {
 	if j.ConcurrencyKey != "" || t.TenantLabel == "" {
 		return j.ConcurrencyKey, nil
 	}
@@ -59,7 +59,7 @@ func (t *Tenancy) KeyOf(j protocol.Job) (string, error) {
 }
 
 // Limit is key's limit of runs at once across the cluster, 0 for none.
-func (t *Tenancy) Limit(key string) int {
+func (t Tenancy) Limit(key string) int {
 	if n, ok := t.KeyConcurrency.Keys[key]; ok {
 		return n
 	}
@@ -67,7 +67,7 @@ func (t *Tenancy) Limit(key string) int {
 }
 
 // Weight is key's share of free slots, at least 1.
-func (t *Tenancy) Weight(key string) int {
+func (t Tenancy) Weight(key string) int {
 	if w := t.KeyWeights[key]; w > 0 {
 		return w
 	}

@@ -18,6 +18,9 @@ func (w *Worker) Reload(ten config.Tenancy) {
 		Int("keys", len(ten.KeyConcurrency.Keys)).Msg("configuration reloaded: tenancy")
 }
 
+// Tenancy is the tenancy the worker applies now.
+func (w *Worker) Tenancy() config.Tenancy { return *w.tenancy.Load() }
+
 // runState tells the key slots' reaper what became of a run.
 func (w *Worker) runState(ctx context.Context, runID string) (tenancy.RunState, error) {
 	rec, _, err := w.runs.Get(ctx, runID)
