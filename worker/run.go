@@ -455,7 +455,7 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 	}
 	w.recordTerminal(fctx, r, full)
 	w.metrics.runsFinished.WithLabelValues(string(full.Status)).Inc()
-	w.metrics.usage.observe(r.rec.Profile, full.Usage)
+	w.metrics.usage.observe(r.rec.Profile, keyLabel(w.Tenancy(), r.rec.Key), full.Usage)
 	ev := r.log.Info()
 	if full.Status != protocol.StatusSucceeded {
 		ev = r.log.Warn()

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/batonhq/baton/agui"
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/protocol"
@@ -95,6 +96,10 @@ func (r *run) tally(u *protocol.Usage) error {
 type usageMetrics struct {
 	wall, cpu, stdout, egress, outputs, cost *prometheus.CounterVec
 	tokens                                   *prometheus.CounterVec // by profile and kind
+	// keyWall, keyCPU and keyCost are by concurrency key: the keys the
+	// configuration names (keyConcurrency.keys, keyWeights), every other
+	// key as "other", so the series are as many as the file's keys.
+	keyWall, keyCPU, keyCost *prometheus.CounterVec
 }
 
 func newUsageMetrics() *usageMetrics {
@@ -110,17 +115,45 @@ func newUsageMetrics() *usageMetrics {
 		cost:    counter("baton_usage_cost_usd_total", "Cost in US dollars the agents of the runs this worker ended reported (their own estimate), by profile."),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_usage_agent_tokens_total",
 			Help: "Model tokens the agents of the runs this worker ended reported, by profile and kind: input (read without the cache), output, cache."}, []string{"profile", "kind"}),
+		keyWall: byKey("baton_usage_key_wall_seconds_total", "Wall time of the keyed runs this worker ended, by concurrency key (the keys the configuration names; any other: other)."),
+		keyCPU:  byKey("baton_usage_key_cpu_seconds_total", "CPU time of the agents of the keyed runs this worker ended, by concurrency key (the keys the configuration names; any other: other)."),
+		keyCost: byKey("baton_usage_key_cost_usd_total", "Cost in US dollars the agents of the keyed runs this worker ended reported, by concurrency key (the keys the configuration names; any other: other)."),
 	}
 }
 
-func (m *usageMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.wall, m.cpu, m.stdout, m.egress, m.outputs, m.cost, m.tokens}
+func byKey(name, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"key"})
 }
 
-// observe counts the usage of a run of profile that this worker ended.
-func (m *usageMetrics) observe(profile string, u *protocol.Usage) {
+// keyLabel is key's label in the by-key metrics: the key when the
+// configuration names it, else "other"; "" for a run of no key.
+func keyLabel(ten config.Tenancy, key string) string {
+	if key == "" {
+		return ""
+	}
+	if _, ok := ten.KeyConcurrency.Keys[key]; ok {
+		return key
+	}
+	if _, ok := ten.KeyWeights[key]; ok {
+		return key
+	}
+	return "other"
+}
+
+func (m *usageMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.wall, m.cpu, m.stdout, m.egress, m.outputs, m.cost, m.tokens, m.keyWall, m.keyCPU, m.keyCost}
+}
+
+// observe counts the usage of a run of profile that this worker ended,
+// and of its key (keyLabel; "" for none).
+func (m *usageMetrics) observe(profile, key string, u *protocol.Usage) {
 	if u == nil {
 		return
+	}
+	if key != "" {
+		m.keyWall.WithLabelValues(key).Add(u.WallSeconds)
+		m.keyCPU.WithLabelValues(key).Add(u.CPUSeconds)
+		m.keyCost.WithLabelValues(key).Add(u.Agent.CostUSD)
 	}
 	m.wall.WithLabelValues(profile).Add(u.WallSeconds)
 	m.cpu.WithLabelValues(profile).Add(u.CPUSeconds)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/worker"
@@ -108,14 +109,15 @@ func (h *harness) journalTruth(runID string) (bytesBefore, lines int64) {
 // prints a known stream, and checks its run's usage against the journal
 // (exact) and what /proc said of the agent while it lived.
 func TestUsageOfKnownAgent(t *testing.T) {
-	h := newHarness(t)
+	// A key the configuration names is counted by key too.
+	h := newHarness(t, withConfig(func(c *config.Config) { c.KeyWeights = map[string]int{"acme": 1} }))
 	h.stopWorker("w1")
 	reg := prometheus.NewRegistry()
 	h.addWorker("metered", worker.WithMetrics(reg))
 	id := newRunID(t)
 	const burn = 1500 * time.Millisecond
 	seed := strconv.FormatInt(time.Now().UnixNano()%1_000_000_007, 10)
-	h.submit(map[string]any{"runId": id, "profile": "fake",
+	h.submit(map[string]any{"runId": id, "profile": "fake", "concurrencyKey": "acme",
 		"args": []string{"--burn", burn.String(), "--lines", "120", "--rate", "60", "--line-size", "200", "--raw-every", "9", "--seed", seed}})
 	var pid int
 	testenv.WaitFor(t, 30*time.Second, "the agent's process", func() bool {
@@ -179,6 +181,9 @@ func TestUsageOfKnownAgent(t *testing.T) {
 		"baton_usage_agent_tokens_total/cache":  float64(u.Agent.CacheTokens),
 		"baton_usage_agent_tokens_total/input":  float64(u.Agent.InputTokens),
 		"baton_usage_egress_bytes_total/":       0,
+		"baton_usage_key_cpu_seconds_total/":    u.CPUSeconds,
+		"baton_usage_key_wall_seconds_total/":   u.WallSeconds,
+		"baton_usage_key_cost_usd_total/":       u.Agent.CostUSD,
 	} {
 		if got := usageCounter(t, reg, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
@@ -204,12 +209,12 @@ func usageCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["profile"] == "fake" && labels["kind"] == kind {
+			if labels["profile"] == "fake" && labels["kind"] == kind || labels["key"] == "acme" {
 				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	t.Fatalf("no %s{profile=fake,kind=%q}", metric, kind)
+	t.Fatalf("no %s{profile=fake,kind=%q} nor {key=acme}", metric, kind)
 	return 0
 }
 
