@@ -181,9 +181,12 @@ func (e *env) density(ctx context.Context, sz sizes) []Result {
 const densityStarting = 32
 
 // idleProfile is the density row's agent: it waits, printing nothing.
+// No pool: the row counts what the runs cost, not the prestarted
+// sandboxes an adaptive pool would keep beside them.
 const idleProfile = `  idle:
     command: ["sleep", "7200"]
     timeout: 3h
+    pool: 0
     network: none
 `
 
