@@ -11,8 +11,9 @@ import (
 // each stage process of each idle run woke every two minutes to mark and
 // sweep a heap of a few hundred KiB: the two wait stages of 200 idle
 // runs spent 2.0 % of a core, and 0.23 % without it, the runtime's
-// monitor waking once a minute (docs/benchmarks-log.md, "Idle runs: what
-// still wakes"). The runtime forces no collection while GOGC is off, so
+// monitor waking once a minute (docs/benchmarks-log.md, "Cold start, the
+// adaptive pool, and what wakes for an idle run"). The runtime forces no
+// collection while GOGC is off, so
 // the stages run with it off and a memory limit doing its pacing: set
 // after each collection to gcFloor plus twice the live heap, it starts
 // the next one about where GOGC=100 would (twice the live heap, with
