@@ -112,10 +112,12 @@ type Profile struct {
 	// (0: only the worker's concurrency); further jobs wait in the stream.
 	MaxConcurrent int `yaml:"maxConcurrent"`
 	// Pool is how many of this profile's sandboxes each worker keeps
-	// started ahead of their jobs (0: none), up to MaxPool: a job that
-	// changes nothing of the sandbox (network, mounts, limits but output
-	// and outputs, HOME) takes one and skips the chain's start. Each waits
-	// as an idle run does. Not with CIDR entries in network.allow.
+	// started ahead of their jobs (0: none), up to MaxPool, or PoolAuto:
+	// a job that changes nothing of the sandbox (network, mounts, limits
+	// but output and outputs, HOME) takes one and skips the chain's start.
+	// Each waits as an idle run does. Not with CIDR entries in
+	// network.allow. A profile of a file that leaves the key out gets
+	// PoolAuto; the zero value, in a Profile made in Go, is none.
 	Pool int `yaml:"pool"`
 	// Timeout is the longest a run may take (default 1h; zero means the
 	// default). A job may only shorten it.

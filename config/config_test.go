@@ -103,8 +103,9 @@ profiles:
 				AllowArgs: config.AnyArgs,
 				Timeout:   time.Hour,
 				Network:   config.Network{Allow: []string{"api.anthropic.com", ".example.org"}},
+				Pool:      config.PoolAuto, // the key left out
 			},
-			"bare": {Command: []string{"sh", "-c", "cat"}, Timeout: time.Hour},
+			"bare": {Command: []string{"sh", "-c", "cat"}, Timeout: time.Hour, Pool: config.PoolAuto},
 			"demo": config.Default().Profiles["demo"],
 		},
 	}
@@ -323,6 +324,29 @@ func TestValidateProgrammatic(t *testing.T) {
 	for i, w := range want {
 		if !strings.HasPrefix(lines[i], w) {
 			t.Errorf("problem %d = %q, want it to start with %q", i, lines[i], w)
+		}
+	}
+}
+
+// TestParsePoolAuto: a profile that leaves "pool" out gets the adaptive
+// pool; "pool: 0" turns it off, "pool: N" is N, and a key merged from an
+// anchor counts as written.
+func TestParsePoolAuto(t *testing.T) {
+	c, err := config.Parse([]byte(`
+profiles:
+  base: &base {command: [a], pool: 3}
+  unset: {command: [a]}
+  off: {command: [a], pool: 0}
+  two: {command: [a], pool: 2}
+  merged: {<<: *base}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"unset": config.PoolAuto, "off": 0, "two": 2, "merged": 3, "demo": 0, "base": 3}
+	for name, pool := range want {
+		if got := c.Profiles[name].Pool; got != pool {
+			t.Errorf("profile %s: pool %d, want %d", name, got, pool)
 		}
 	}
 }

@@ -130,11 +130,23 @@ func Parse(data []byte) (*Config, error) {
 			}
 		}
 	}
+	pooled, err := poolKeys(data)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
 	for name, p := range c.Profiles {
 		if p.Timeout == 0 {
 			p.Timeout = DefaultProfileTimeout
-			c.Profiles[name] = p
 		}
+		if line, ok := pooled[name]; !ok {
+			p.Pool = PoolAuto
+		} else if p.Pool == PoolAuto {
+			// PoolAuto is the key left out, never a value written;
+			// Validate reports the other negative ones.
+			errs = append(errs, fmt.Errorf("line %d: profiles.%s.pool: %d must be between 0 and %d", line, name, p.Pool, MaxPool))
+		}
+		c.Profiles[name] = p
 	}
 	if _, ok := c.Profiles[DemoProfile]; !ok {
 		if c.Profiles == nil {
@@ -142,10 +154,64 @@ func Parse(data []byte) (*Config, error) {
 		}
 		c.Profiles[DemoProfile] = demoProfile()
 	}
-	if err := c.Validate(); err != nil {
+	if err := errors.Join(append(errs, c.Validate())...); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// poolKeys finds the profiles of the document that set "pool", with the
+// line of each key; the others get PoolAuto.
+func poolKeys(data []byte) (map[string]int, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	keys := map[string]int{}
+	if len(doc.Content) == 0 {
+		return keys, nil
+	}
+	profiles := mappingValue(resolveAlias(doc.Content[0]), "profiles")
+	if profiles == nil {
+		return keys, nil
+	}
+	for i := 0; i+1 < len(profiles.Content); i += 2 {
+		if k := mappingValue(resolveAlias(profiles.Content[i+1]), "pool"); k != nil {
+			keys[profiles.Content[i].Value] = k.Line
+		}
+	}
+	return keys, nil
+}
+
+// mappingValue is the value of key in mapping n, looking into merged
+// mappings ("<<") too, or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value != "<<" {
+			continue
+		}
+		merged := resolveAlias(n.Content[i+1])
+		if merged.Kind == yaml.SequenceNode {
+			for _, m := range merged.Content {
+				if v := mappingValue(resolveAlias(m), key); v != nil {
+					return v
+				}
+			}
+			continue
+		}
+		if v := mappingValue(merged, key); v != nil {
+			return v
+		}
+	}
+	return nil
 }
 
 func emptyDocument(n *yaml.Node) bool {

@@ -31,6 +31,12 @@ const (
 // processes.
 const MaxPool = 64
 
+// PoolAuto is the pool of a profile whose file leaves "pool" out: each
+// worker keeps one of its sandboxes started while the profile has been
+// used in the last minutes, two under bursts, none once it is idle (the
+// worker's adaptive pool), so that pooled starts need no tuning.
+const PoolAuto = -1
+
 // Validate reports every problem of c, joined; each starts with the path of
 // its key, e.g. `profiles.claude.command: must not be empty`.
 func (c *Config) Validate() error {
@@ -148,7 +154,7 @@ func (c *Config) Validate() error {
 		if p.MaxConcurrent < 0 {
 			bad(at+".maxConcurrent", "%d must not be negative", p.MaxConcurrent)
 		}
-		if p.Pool < 0 || p.Pool > MaxPool {
+		if p.Pool != PoolAuto && (p.Pool < 0 || p.Pool > MaxPool) {
 			bad(at+".pool", "%d must be between 0 and %d", p.Pool, MaxPool)
 		} else if p.Pool > 0 && len(runspec.Network(p.Network).Prefixes()) > 0 {
 			bad(at+".pool", "a network with CIDR entries is set up per run, after the sandbox: no pool")

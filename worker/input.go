@@ -326,6 +326,9 @@ func (w *Worker) inputNotices() noticeWatcher {
 				poke(ch)
 			}
 		},
+		// One timer for the worker, not one per feeder: an idle run has
+		// nothing that wakes for it.
+		every: w.noticeSweep(),
 	}
 }
 
@@ -408,14 +411,20 @@ func (w *Worker) startInput(ctx context.Context, r *run) (stop func()) {
 // A message this worker stored comes as a hint (inputHints) and is
 // written without a read from the stream.
 func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}, hints *inputHints) {
+	// wait returns when poked, or after d if d > 0 (a retry after an
+	// error); d == 0 waits for a poke alone.
 	wait := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
+		var tc <-chan time.Time
+		if d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			tc = t.C
+		}
 		select {
 		case <-ctx.Done():
 			return false
 		case <-poke:
-		case <-t.C:
+		case <-tc:
 		}
 		return true
 	}
@@ -485,15 +494,16 @@ func (w *Worker) feedInput(ctx context.Context, r *run, poke <-chan struct{}, hi
 
 // storedInput reads r's input stored next after sequence last from
 // stream. When there is none yet, or it cannot be read, ok is false and
-// pause is how long to wait before looking again.
+// pause is how long to wait before looking again (0: until poked).
 func (w *Worker) storedInput(ctx context.Context, r *run, stream jetstream.Stream, last uint64) (im sandbox.InputMessage, pause time.Duration, ok bool) {
 	gctx, cancel := context.WithTimeout(ctx, inputTimeout)
 	m, err := stream.GetMsg(gctx, last+1, jetstream.WithGetMsgSubject(w.names.InputStoreSubject(r.id)))
 	cancel()
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		// Told of new input by a notice (notice.go); the timer only makes
-		// up for one no retry delivered.
-		return im, w.noticeSweep(), false
+		// Told of new input by a notice (notice.go); the input notices'
+		// sweep, every noticeSweep, pokes every feeder for one no retry
+		// delivered.
+		return im, 0, false
 	}
 	if err != nil {
 		r.log.Debug().Err(err).Msg("read the run's next input")

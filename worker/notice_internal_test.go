@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/batonhq/baton/config"
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/testenv"
 )
 
@@ -60,5 +62,41 @@ func TestNotifyUntilAnswered(t *testing.T) {
 	// 0, 0.2, 0.5, 1, 1.9 s; the next (3.6 s) would be past the 3 s.
 	if n := unanswered.Load(); n != 5 {
 		t.Errorf("an unanswered notice was sent %d times in %v, want 5", n, w.notice.total)
+	}
+}
+
+// TestInputSweepPokesEveryFeeder: the input notices' watcher looks at
+// every run's input each noticeSweep on one timer of its own, so a
+// feeder waits for a poke alone and an idle run has no timer.
+func TestInputSweepPokesEveryFeeder(t *testing.T) {
+	s := testenv.RunServer(t)
+	nc, _ := testenv.Connect(t, s)
+	w, err := New(nc, config.Default(), WithStateDir(t.TempDir()), WithNode("n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Now())
+	w.clock = clk
+	feeders := []chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}
+	w.inputPokes = map[string]chan struct{}{"a": feeders[0], "b": feeders[1]}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.inputNotices().run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if !clk.Sleeping(wctx, 1) {
+		t.Fatal("the input notices' watcher armed no timer: nothing sweeps the feeders")
+	}
+	clk.Advance(w.noticeSweep())
+	for i, ch := range feeders {
+		select {
+		case <-ch:
+		case <-wctx.Done():
+			t.Fatalf("feeder %d not poked by the sweep", i)
+		}
 	}
 }

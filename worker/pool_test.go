@@ -90,3 +90,49 @@ func TestPrestartedRuns(t *testing.T) {
 		t.Errorf("a stopped worker left its prestarted sandboxes: %v", dirs)
 	}
 }
+
+// TestAdaptivePool: a profile without "pool" (config.PoolAuto) has no
+// prestarted sandbox until its first run, which starts cold; its second
+// run takes the one the worker prestarted after the first. A profile
+// with "pool: 0" starts every run cold and gets none.
+func TestAdaptivePool(t *testing.T) {
+	h := newHarness(t, func(_ *server.Options, c *config.Config) {
+		c.Profiles["auto"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: config.AnyArgs,
+			Timeout: time.Minute, Pool: config.PoolAuto}
+		c.Profiles["off"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: config.AnyArgs,
+			Timeout: time.Minute, Pool: 0}
+	})
+	run := func(profile string) string {
+		t.Helper()
+		id := newRunID(t)
+		h.submit(map[string]any{"runId": id, "profile": profile, "args": []string{"--lines", "3"}})
+		if st := h.terminal(id); st.Status != protocol.StatusSucceeded {
+			t.Fatalf("%s run ended %s: %s", profile, st.Status, st.Reason)
+		}
+		return id
+	}
+	if n := len(poolEntries(t, h.stateDir)); n != 0 {
+		t.Fatalf("%d prestarted sandboxes before any run, want none", n)
+	}
+	if id := run("off"); took(t, h, id) {
+		t.Error("the first run of a pool: 0 profile took a prestarted sandbox")
+	}
+	if id := run("auto"); took(t, h, id) {
+		t.Error("the first run of an unpooled profile took a prestarted sandbox")
+	}
+	// The auto profile's one sandbox: had the off profile, used first,
+	// been given a pool, its sandbox would have been started by now too.
+	waitPool(t, h.stateDir, 1)
+	if id := run("auto"); !took(t, h, id) {
+		t.Errorf("the second run of an unpooled profile started cold with %d prestarted sandboxes waiting", len(poolEntries(t, h.stateDir)))
+	}
+	if id := run("off"); took(t, h, id) {
+		t.Error("a run of a pool: 0 profile took a prestarted sandbox")
+	}
+	// Two auto runs within a minute: the pool grows to two.
+	waitPool(t, h.stateDir, 2)
+	h.stopWorker("w1")
+	if dirs, _ := filepath.Glob(filepath.Join(h.stateDir, "runs", sandbox.PoolEntryPrefix+"*")); len(dirs) > 0 {
+		t.Errorf("a stopped worker left its prestarted sandboxes: %v", dirs)
+	}
+}

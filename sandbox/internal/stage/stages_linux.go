@@ -23,10 +23,12 @@ var Stages = []struct {
 	{chain.StageExec, "Drop capabilities, apply rlimits and seccomp, and exec the agent (started by runner-inner-child)", RunExec},
 }
 
-// Run runs the stage named name, as its subcommand does.
+// Run runs the stage named name, as its subcommand does, with the
+// collections paced without the runtime's forced ones (paceGC).
 func Run(ctx context.Context, name, specPath string) error {
 	for _, s := range Stages {
 		if s.Name == name {
+			paceGC()
 			return s.Run(ctx, specPath)
 		}
 	}

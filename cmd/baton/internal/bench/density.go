@@ -138,10 +138,12 @@ func (e *env) density(ctx context.Context, sz sizes) []Result {
 	if procs.runs != n {
 		return fail(fmt.Errorf("found the runner chains of %d runs, want %d", procs.runs, n))
 	}
+	runners0 := runnersCPU(procs.runners)
 	busyCPU, err := cpuOf(ctx, sz.densityIdleWindow, w.pid(), self)
 	if err != nil {
 		return fail(err)
 	}
+	runnersUsed := runnersCPU(procs.runners) - runners0
 	load := loadAverage()
 
 	cancelAt := time.Now()
@@ -170,8 +172,8 @@ func (e *env) density(ctx context.Context, sz sizes) []Result {
 		withRuns(busyCPU.worker), withRuns(busyCPU.nats), noRun(idleCPU.worker), noRun(idleCPU.nats))
 	return []Result{{
 		Row: "density", Target: target,
-		Measured: fmt.Sprintf("worker + NATS %.2f%% of a core (worker %.2f%%, NATS %.2f%%; with no run %.2f%% + %.2f%%) over %s; baton PSS %.2f MiB per run; %.1f baton processes per run beside the agent (%.1f processes in all); all %d started (status, at most %d starting at once) %s and their agents %s after the first submit, all cancelled %s after the first cancel; load average %s",
-			total, withRuns(busyCPU.worker), withRuns(busyCPU.nats), noRun(idleCPU.worker), noRun(idleCPU.nats), sz.densityIdleWindow,
+		Measured: fmt.Sprintf("worker + NATS %.2f%% of a core (worker %.2f%%, NATS %.2f%%; with no run %.2f%% + %.2f%%) over %s; the runs' baton processes %.3f%%; baton PSS %.2f MiB per run; %.1f baton processes per run beside the agent (%.1f processes in all); all %d started (status, at most %d starting at once) %s and their agents %s after the first submit, all cancelled %s after the first cancel; load average %s",
+			total, withRuns(busyCPU.worker), withRuns(busyCPU.nats), noRun(idleCPU.worker), noRun(idleCPU.nats), sz.densityIdleWindow, withRuns(runnersUsed),
 			perRun/(1<<20), float64(procs.baton)/float64(n), float64(procs.all)/float64(n), n, densityStarting, allUp.Round(100*time.Millisecond), agentsUp.Round(100*time.Millisecond), allCancelled.Round(100*time.Millisecond), load),
 		Pass: verdict(total <= 2 && perRun <= 1.5*(1<<20)),
 	}}
@@ -181,9 +183,12 @@ func (e *env) density(ctx context.Context, sz sizes) []Result {
 const densityStarting = 32
 
 // idleProfile is the density row's agent: it waits, printing nothing.
+// No pool: the row counts what the runs cost, not the prestarted
+// sandboxes an adaptive pool would keep beside them.
 const idleProfile = `  idle:
     command: ["sleep", "7200"]
     timeout: 3h
+    pool: 0
     network: none
 `
 

@@ -164,7 +164,9 @@ var workerConfig = configWithTTL(leaseTTL)
 func configWithTTL(ttl time.Duration) string {
 	// No disk budget: hundreds of runs of the default limits (4 GiB disk,
 	// 1 GiB output each) are far more than the host's disk, and the
-	// suite's agents write little.
+	// suite's agents write little. No pool (pool: 0, not the adaptive
+	// default): the rows time and count cold starts and their runs alone;
+	// the start row has pooled profiles of its own.
 	return `leaseTTL: ` + ttl.String() + `
 concurrency: 4
 diskBudget: false
@@ -174,34 +176,40 @@ profiles:
     env: {GOMAXPROCS: "1"}
     allowArgs: true
     timeout: 1h
+    pool: 0
     network: none
   stamp:
     command: ["{baton}", "bench", "agent"]
     env: {GOMAXPROCS: "1"}
     allowArgs: true
     timeout: 1h
+    pool: 0
     network: none
   stamp-batch:
     command: ["{baton}", "bench", "agent"]
     env: {GOMAXPROCS: "1"}
     allowArgs: true
     timeout: 1h
+    pool: 0
     network: none
     nice: 19
   line:
     command: ["/bin/echo", "{\"type\":\"bench\",\"line\":1}"]
     timeout: 1h
+    pool: 0
     network: none
   echo:
     command: ["{baton}", "bench", "echo"]
     env: {GOMAXPROCS: "1"}
     timeout: 1h
+    pool: 0
     network: none
     stdin: stream
   chat:
     command: ["{baton}", "fake-agent", "--chat"]
     env: {GOMAXPROCS: "1"}
     timeout: 1h
+    pool: 0
     network: none
     stdin: stream
     turnEnd: {field: type, equals: result}

@@ -22,6 +22,32 @@ func processCPU(pid int) (time.Duration, error) {
 	return parseStatCPU(b)
 }
 
+// runnersCPU is the CPU time the processes pids have spent on a CPU, from
+// each thread's schedstat: nanoseconds, where /proc/<pid>/stat counts
+// 10 ms ticks, which a process that wakes for microseconds a minute
+// gets whole or not at all. A process gone counts nothing.
+func runnersCPU(pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			continue
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+			if err != nil {
+				continue
+			}
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				if ns, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					sum += time.Duration(ns)
+				}
+			}
+		}
+	}
+	return sum
+}
+
 // processRSS is pid's resident set size in bytes.
 func processRSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -168,8 +194,11 @@ func holdsUnder(pid int, prefix string) bool {
 
 // runCount is what runProcesses found: the runs (runner chains), the
 // baton processes of their chains, and every process of their trees
-// (agents included).
-type runCount struct{ runs, baton, all int }
+// (agents included); runners are the baton processes' pids.
+type runCount struct {
+	runs, baton, all int
+	runners          []int
+}
 
 // runProcesses finds the runner chains of the suite's runs (a
 // runner-outer whose spec is in the suite's state directory, and its
@@ -213,6 +242,7 @@ func (e *env) runProcesses() (runCount, int64, error) {
 		c.all++
 		if classify(procs[pid].cmdline) == classRunner {
 			c.baton++
+			c.runners = append(c.runners, pid)
 			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 			if err != nil {
 				return fmt.Errorf("bench: PSS of runner process %d: %w", pid, err)

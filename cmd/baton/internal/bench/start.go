@@ -61,7 +61,8 @@ func (e *env) startNone(ctx context.Context, sz sizes) Result {
 	// `true`, so the ratio is baton's own cost. The same cold, and baton's
 	// fake agent cold (a Go program, the 32 MB baton binary, whose start
 	// alone takes 5-8 ms), run between, for comparison.
-	var runs, started, anchors, takes, agents, colds, coldAgents, goRuns []time.Duration
+	var runs, started, anchors, takes, agents, colds, coldAgents, goRuns, autos []time.Duration
+	autoTook := 0
 	for i := range sz.starts {
 		d, err := timeCommand(ctx, e.anchorLimit, nil, e.bwrapAnchor)
 		if err != nil {
@@ -92,28 +93,45 @@ func (e *env) startNone(ctx context.Context, sz sizes) Result {
 			return fail(err)
 		}
 		goRuns = append(goRuns, g.first)
+		// The default: a profile without "pool", whose first run starts
+		// cold and gives it an adaptive pool, refilled between these
+		// runs as it would be between a user's.
+		a, err := e.timeStart(ctx, fmt.Sprintf("bench-start-auto-%d", i), "line-auto")
+		if err != nil {
+			return fail(err)
+		}
+		if a.take != 0 {
+			autoTook++
+		}
+		autos = append(autos, a.first)
 	}
 	run, anchor, cold, goRun := median(runs), median(anchors), median(colds), median(goRuns)
 	ratio := float64(run) / float64(anchor)
-	e.logf("start: p50 %s (started status %s; cold %s; Go agent cold %s) vs bwrap %s", run, median(started), cold, goRun, anchor)
+	auto := median(autos)
+	e.logf("start: p50 %s (started status %s; cold %s; Go agent cold %s; adaptive pool %s, %d of %d taken) vs bwrap %s", run, median(started), cold, goRun, auto, autoTook, len(autos), anchor)
 	return Result{
 		Row: "start", Target: startTarget,
-		Measured: fmt.Sprintf("p50 %s (max %s) vs bwrap %s = %.1f× (%d runs of /bin/echo on prestarted sandboxes); p50 from the submit: taken %s, agent started %s, \"started\" %s, first line %s; cold (no pool): p50 %s = %.1f×, agent started %s; cold with baton's fake agent (Go): p50 %s = %.1f×",
+		Measured: fmt.Sprintf("p50 %s (max %s) vs bwrap %s = %.1f× (%d runs of /bin/echo on prestarted sandboxes); p50 from the submit: taken %s, agent started %s, \"started\" %s, first line %s; cold (no pool): p50 %s = %.1f×, agent started %s; cold with baton's fake agent (Go): p50 %s = %.1f×; the default (no \"pool\", adaptive): p50 %s = %.1f×, %d of %d runs on a prestarted sandbox",
 			ms(run), ms(quantile(runs, 1)), ms(anchor), ratio, len(runs),
 			ms(median(takes)), ms(median(agents)), ms(median(started)), ms(run),
 			ms(cold), float64(cold)/float64(anchor), ms(median(coldAgents)),
-			ms(goRun), float64(goRun)/float64(anchor)),
+			ms(goRun), float64(goRun)/float64(anchor),
+			ms(auto), float64(auto)/float64(anchor), autoTook, len(autos)),
 		Pass: verdict(ratio <= 3),
 	}
 }
 
-// startPoolProfile is the start row's pooled profile: the line profile
-// with two sandboxes started ahead.
+// startPoolProfile is the start row's pooled profiles: the line profile
+// with two sandboxes started ahead, and with the default adaptive pool.
 const startPoolProfile = `  line-pooled:
     command: ["/bin/echo", "{\"type\":\"bench\",\"line\":1}"]
     timeout: 1h
     network: none
     pool: 2
+  line-auto:
+    command: ["/bin/echo", "{\"type\":\"bench\",\"line\":1}"]
+    timeout: 1h
+    network: none
 `
 
 // waitPool waits until n prestarted sandboxes wait for a take in the
@@ -225,6 +243,7 @@ func (e *env) startPasta(ctx context.Context, sz sizes) Result {
     command: ["{baton}", "fake-agent"]
     allowArgs: true
     timeout: 1h
+    pool: 0
     network:
       allow: [example.com]
 `
