@@ -253,7 +253,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				mainFirst = true
 				continue
 			}
-			wait := in.maxWait
+			wait := ln.fetchWait(in.maxWait)
 			if mainFirst {
 				wait = 0
 			}
