@@ -119,9 +119,9 @@ func (e *env) fairnessOverhead(ctx context.Context, sz sizes, w *workerProc) (Re
 	e.logf("fairness: keyed p50 %s vs unkeyed %s = %.2f×; worker CPU a job %s vs %s", k, u, ratio, keyedCPU/n, unkeyedCPU/n)
 	return Result{
 		Row: "fairness", Target: fairnessOverhead,
-		Measured: fmt.Sprintf("keyed p50 %s (max %s) vs unkeyed %s (max %s) = %.2f× (%+.2f ms; %d runs each of the fake agent, one at a time, key limit %d); to \"started\" %s vs %s; a key's first job (its lane's consumer created) %s; CPU a job: worker %s vs %s, suite (NATS, subscriber) %s vs %s",
+		Measured: fmt.Sprintf("keyed p50 %s (max %s) vs unkeyed %s (max %s) = %.2f× (%+.2f ms; %d runs each of the fake agent, one at a time, key limit %d); to \"started\" %s vs %s = %.2f×; a key's first job (its lane's consumer created) %s; CPU a job: worker %s vs %s, suite (NATS, subscriber) %s vs %s",
 			ms(k), ms(quantile(keyed, 1)), ms(u), ms(quantile(unkeyed, 1)), ratio, float64(k-u)/float64(time.Millisecond), len(keyed), fairnessKeyLimit,
-			ms(median(keyedStarted)), ms(median(unkeyedStarted)), ms(firstKeyed),
+			ms(median(keyedStarted)), ms(median(unkeyedStarted)), float64(median(keyedStarted))/float64(median(unkeyedStarted)), ms(firstKeyed),
 			ms(keyedCPU/n), ms(unkeyedCPU/n), ms(keyedSrv/n), ms(unkeyedSrv/n)),
 		Pass: verdict(ratio <= 1.2),
 	}, median(unkeyedStarted)

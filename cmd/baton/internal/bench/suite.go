@@ -181,7 +181,7 @@ var fullSizes = sizes{
 	densityRuns: 200, densityWindow: 15 * time.Second, densityIdleWindow: 4 * densityLeaseTTL, densityStartWithin: 10 * time.Minute,
 	outputsBytes: 100 << 20, outputsReps: 5,
 	sessionBytes:  200 << 20,
-	fairnessPairs: 11, fairnessBig: 200, fairnessSmall: 5, fairnessRun: 200 * time.Millisecond,
+	fairnessPairs: 21, fairnessBig: 200, fairnessSmall: 5, fairnessRun: 200 * time.Millisecond,
 }
 
 var quickSizes = sizes{
