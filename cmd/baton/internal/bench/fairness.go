@@ -203,6 +203,32 @@ func (e *env) fairnessBacklog(ctx context.Context, sz sizes, start time.Duration
 		}
 	}
 	runArgs := []string{"--duration", sz.fairnessRun.String(), "--rate", "10"}
+	// cycleOf is a slot's time per job of a backlog: fairnessSlots starts
+	// a cycle, at the mean gap between two (the starts come in bursts: a
+	// median gap is not one).
+	cycleOf := func(ids []string) time.Duration {
+		var at []time.Time
+		mu.Lock()
+		for _, id := range ids {
+			at = append(at, started[id])
+		}
+		mu.Unlock()
+		slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+		return time.Duration(fairnessSlots) * at[len(at)-1].Sub(at[0]) / time.Duration(max(len(at)-1, 1))
+	}
+	// First today's path: a backlog of unkeyed jobs, for its cycle.
+	var flat []string
+	for i := range sz.fairnessFlat {
+		id := fmt.Sprintf("bench-fair-flat-%d", i)
+		if err := e.client.Submit(ctx, protocol.Job{RunID: id, Profile: "fake", Args: runArgs}); err != nil {
+			return fail(err)
+		}
+		flat = append(flat, id)
+	}
+	if _, err := e.waitRuns(ctx, term, flat, 10*time.Minute); err != nil {
+		return fail(err)
+	}
+	flatCycle := cycleOf(flat)
 	var ids, big []string
 	for i := range sz.fairnessBig {
 		id := fmt.Sprintf("bench-fair-big-%d", i)
@@ -245,7 +271,8 @@ func (e *env) fairnessBacklog(ctx context.Context, sz sizes, start time.Duration
 		waits = append(waits, started[id].Sub(pub))
 		mu.Unlock()
 	}
-	statuses, err := e.waitRuns(ctx, term, ids, 10*time.Minute)
+	// term counts the unkeyed backlog's ends too.
+	statuses, err := e.waitRuns(ctx, term, append(slices.Clone(flat), ids...), 10*time.Minute)
 	if err != nil {
 		return fail(err)
 	}
@@ -256,10 +283,8 @@ func (e *env) fairnessBacklog(ctx context.Context, sz sizes, start time.Duration
 	}
 	// A big run's slot time and its agent's run time.
 	var slot, agent, takeStart []time.Duration
-	var bigStarts []time.Time
 	mu.Lock()
 	for _, id := range big {
-		bigStarts = append(bigStarts, started[id])
 		agent = append(agent, ended[id].Sub(started[id]))
 		b, err := os.ReadFile(e.runDir(id).State())
 		if err != nil {
@@ -280,19 +305,16 @@ func (e *env) fairnessBacklog(ctx context.Context, sz sizes, start time.Duration
 	if len(slot) < len(big)/2 {
 		return fail(fmt.Errorf("%d of %d big runs have their runner's records", len(slot), len(big)))
 	}
-	// The slots' cycle: fairnessSlots big starts a cycle, at the mean gap
-	// between two (the starts come in bursts: a median gap is not one).
-	slices.SortFunc(bigStarts, func(a, b time.Time) int { return a.Compare(b) })
-	cycle := time.Duration(fairnessSlots) * bigStarts[len(bigStarts)-1].Sub(bigStarts[0]) / time.Duration(max(len(bigStarts)-1, 1))
+	cycle := cycleOf(big)
 	anchor, p50, worst := median(slot), median(waits), quantile(waits, 1)
 	// A start under the backlog's load: a big run's, taken → "started".
 	loaded := median(takeStart)
 	e.logf("fairness, backlog: small waits p50 %s, max %s vs slot %s (agent %s), start %s (idle %s)", p50, worst, anchor, median(agent), loaded, start)
 	return Result{
 		Row: "fairness, backlog", Target: target,
-		Measured: fmt.Sprintf("small's wait p50 %s, max %s (%d jobs, published one at a time behind %d to %d of big's waiting; %d slots, key limit %d, runs of %s) vs a slot's time %s (a big run taken → ended; its agent's run %s; slots' cycle %s): p50 %.2f×, max %.2f× a slot; bound slot + a start under this load (a big run's, taken → \"started\", %s; %s idle) = %s",
+		Measured: fmt.Sprintf("small's wait p50 %s, max %s (%d jobs, published one at a time behind %d to %d of big's waiting; %d slots, key limit %d, runs of %s) vs a slot's time %s (a big run taken → ended; its agent's run %s; slots' cycle %s a job, against %s for a backlog of %d unkeyed jobs = %.2f×): p50 %.2f×, max %.2f× a slot; bound slot + a start under this load (a big run's, taken → \"started\", %s; %s idle) = %s",
 			ms(p50), ms(worst), len(waits), slices.Min(behind), slices.Max(behind), fairnessSlots, fairnessKeyLimit, sz.fairnessRun,
-			ms(anchor), ms(median(agent)), ms(cycle),
+			ms(anchor), ms(median(agent)), ms(cycle), ms(flatCycle), len(flat), float64(cycle)/float64(flatCycle),
 			float64(p50)/float64(anchor), float64(worst)/float64(anchor), ms(loaded), ms(start), ms(anchor+loaded)),
 		Pass: verdict(worst <= anchor+loaded),
 	}

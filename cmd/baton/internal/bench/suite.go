@@ -166,6 +166,7 @@ type sizes struct {
 	sessionBytes       int64         // the sessions row's tree
 	fairnessPairs      int           // keyed and unkeyed runs (each) of the fairness row's overhead
 	fairnessBig        int           // the big key's backlog
+	fairnessFlat       int           // the unkeyed backlog before it, for its cycle
 	fairnessSmall      int           // the small key's jobs timed behind it
 	fairnessRun        time.Duration // each backlog run's length
 }
@@ -181,7 +182,7 @@ var fullSizes = sizes{
 	densityRuns: 200, densityWindow: 15 * time.Second, densityIdleWindow: 4 * densityLeaseTTL, densityStartWithin: 10 * time.Minute,
 	outputsBytes: 100 << 20, outputsReps: 5,
 	sessionBytes:  200 << 20,
-	fairnessPairs: 21, fairnessBig: 200, fairnessSmall: 5, fairnessRun: 200 * time.Millisecond,
+	fairnessPairs: 21, fairnessBig: 200, fairnessFlat: 40, fairnessSmall: 5, fairnessRun: 200 * time.Millisecond,
 }
 
 var quickSizes = sizes{
@@ -192,7 +193,7 @@ var quickSizes = sizes{
 	densityRuns: 10, densityWindow: 3 * time.Second, densityIdleWindow: 3 * time.Second, densityStartWithin: time.Minute,
 	outputsBytes: 8 << 20, outputsReps: 1,
 	sessionBytes:  8 << 20,
-	fairnessPairs: 2, fairnessBig: 16, fairnessSmall: 2, fairnessRun: 200 * time.Millisecond,
+	fairnessPairs: 2, fairnessBig: 16, fairnessFlat: 8, fairnessSmall: 2, fairnessRun: 200 * time.Millisecond,
 }
 
 // Run runs the suite and returns its table. A row that fails to run
