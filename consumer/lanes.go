@@ -222,7 +222,13 @@ func (l *lanes) serve(ctx context.Context, run func(Job, *tenancy.Slot)) bool {
 				}
 				continue
 			}
-			delete(l.drained, laneDurable(key, prio))
+			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+				// The lane's last job: the next look need not claim a
+				// slot to find it empty while this one runs.
+				l.drained[laneDurable(key, prio)] = drainedLane{at: time.Now(), arrived: arrived}
+			} else {
+				delete(l.drained, laneDurable(key, prio))
+			}
 			if l.take(ctx, msg, key, prio, slot, run) {
 				l.fair.Served(key, ten.Weight(key))
 				l.setBlocked(false)
