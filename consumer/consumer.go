@@ -309,7 +309,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				continue
 			}
 			pctx, stop := ln.interruptible(ctx)
-			msg := in.fetchWait(pctx, runCfg, fail, in.maxWait)
+			msg := in.fetchWait(pctx, runCfg, fail, ln.fetchWait(in.maxWait))
 			stop()
 			if held = in.drainMain(ctx, runCfg, msg); held == nil {
 				p.put()

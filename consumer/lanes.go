@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -31,6 +30,16 @@ const laneInactive = 24 * time.Hour
 // runs.
 const reapEvery = 2 * time.Second
 
+// drainedFor is how long a lane whose pull found no job is passed over
+// while no job is published on any lane. The stream counts a lane's jobs
+// until they are acknowledged, at their runs' end: a lane whose jobs are
+// all running looks full of them. Without the pause every look claimed a
+// key slot for it, pulled nothing and gave the slot back, and the slot's
+// release woke the intake to look again, as long as the runs lasted (a
+// busy loop of KV writes and stream reads on every worker with a free
+// slot). A job given back to such a lane (a nak) is found after the pause.
+const drainedFor = time.Second
+
 // laneDurable is the durable consumer of key's lane of priority prio.
 func laneDurable(key string, prio int) string { return "lane-" + key + "-" + strconv.Itoa(prio) }
 
@@ -48,6 +57,14 @@ type lanes struct {
 	created map[string]bool
 	reaped  map[string]time.Time
 	fair    *tenancy.Fair
+	// drained: the lanes (by durable) whose last pull found no job, when,
+	// and the lane publishes seen then.
+	drained map[string]drainedLane
+}
+
+type drainedLane struct {
+	at      time.Time
+	arrived uint64
 }
 
 func (in *Intake) openLanes(ctx context.Context) (*lanes, error) {
@@ -56,7 +73,7 @@ func (in *Intake) openLanes(ctx context.Context) (*lanes, error) {
 		return nil, fmt.Errorf("%w: %w", ErrCannotConsume, err)
 	}
 	l := &lanes{in: in, stream: st, maybe: true, wake: make(chan struct{}, 1),
-		created: map[string]bool{}, reaped: map[string]time.Time{}, fair: tenancy.NewFair()}
+		created: map[string]bool{}, reaped: map[string]time.Time{}, fair: tenancy.NewFair(), drained: map[string]drainedLane{}}
 	// Every job published on a lane wakes an idle intake; the stream keeps
 	// the job, this only says to look.
 	l.sub, err = in.js.Conn().Subscribe(in.names.KeyJobs(), func(*nats.Msg) {
@@ -154,11 +171,31 @@ func (l *lanes) serve(ctx context.Context, run func(Job, *tenancy.Slot)) bool {
 		return false
 	}
 	ten := in.tenancy()
+	l.mu.Lock()
+	arrived := l.arrived
+	l.mu.Unlock()
+	// A key's lanes with a job to pull, as far as is known: those not
+	// drained since the last lane publish (drainedFor).
+	ready := map[string][]int{}
+	for key, byPrio := range byKey {
+		for prio := range byPrio {
+			d, ok := l.drained[laneDurable(key, prio)]
+			if !ok || d.arrived != arrived || time.Since(d.at) >= drainedFor {
+				ready[key] = append(ready[key], prio)
+			}
+		}
+	}
+	// full: a key with jobs waiting is at its limit; only then may a slot
+	// freed anywhere let a job start.
 	var open []string
+	full := false
 	for key := range byKey {
 		if lim := ten.Limit(key); lim == 0 || in.slots == nil || in.slots.Held(key) < lim {
-			open = append(open, key)
+			if len(ready[key]) > 0 {
+				open = append(open, key)
+			}
 		} else {
+			full = true
 			l.reap(ctx, key)
 		}
 	}
@@ -166,18 +203,31 @@ func (l *lanes) serve(ctx context.Context, run func(Job, *tenancy.Slot)) bool {
 		var slot *tenancy.Slot
 		if lim := ten.Limit(key); lim > 0 && in.slots != nil {
 			if slot, err = in.slots.Acquire(ctx, key, lim); err != nil {
-				if !errors.Is(err, tenancy.ErrKeyFull) {
+				if errors.Is(err, tenancy.ErrKeyFull) {
+					full = true
+				} else {
 					in.log.Warn().Err(err).Str("key", key).Msg("claim a key slot")
 				}
 				continue
 			}
 		}
-		prios := slices.Sorted(maps.Keys(byKey[key]))
+		prios := ready[key]
+		slices.Sort(prios)
 		slices.Reverse(prios)
 		for _, prio := range prios {
 			msg := l.pull(ctx, key, prio)
 			if msg == nil {
+				if ctx.Err() == nil {
+					l.drained[laneDurable(key, prio)] = drainedLane{at: time.Now(), arrived: arrived}
+				}
 				continue
+			}
+			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+				// The lane's last job: the next look need not claim a
+				// slot to find it empty while this one runs.
+				l.drained[laneDurable(key, prio)] = drainedLane{at: time.Now(), arrived: arrived}
+			} else {
+				delete(l.drained, laneDurable(key, prio))
 			}
 			if l.take(ctx, msg, key, prio, slot, run) {
 				l.fair.Served(key, ten.Weight(key))
@@ -191,8 +241,23 @@ func (l *lanes) serve(ctx context.Context, run func(Job, *tenancy.Slot)) bool {
 			slot.Release(ctx)
 		}
 	}
-	l.setBlocked(true)
+	l.setBlocked(full)
 	return false
+}
+
+// fetchWait is how long the main consumer's next fetch may wait: at most
+// drainedFor while a lane is passed over, so a job given back to it is
+// not left there for a whole fetch.
+func (l *lanes) fetchWait(wait time.Duration) time.Duration {
+	for k, d := range l.drained {
+		if time.Since(d.at) >= drainedFor {
+			delete(l.drained, k)
+		}
+	}
+	if len(l.drained) > 0 {
+		return min(wait, drainedFor)
+	}
+	return wait
 }
 
 func (l *lanes) setBlocked(b bool) {

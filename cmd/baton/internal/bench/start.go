@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
 )
@@ -165,6 +166,12 @@ type startTimes struct {
 // to its "started" status and to the first line the live subscriber
 // gets; it waits for the run's end.
 func (e *env) timeStart(ctx context.Context, runID, profile string, args ...string) (startTimes, error) {
+	return e.timeSubmit(ctx, protocol.Job{RunID: runID, Profile: profile, Args: args})
+}
+
+// timeSubmit is timeStart of job, submitted with opts (a concurrency key).
+func (e *env) timeSubmit(ctx context.Context, job protocol.Job, opts ...client.SubmitOption) (startTimes, error) {
+	runID := job.RunID
 	var (
 		once    sync.Once
 		first   = make(chan time.Time, 1)
@@ -185,7 +192,7 @@ func (e *env) timeStart(ctx context.Context, runID, profile string, args ...stri
 	}
 	defer sub.Unsubscribe()
 	began := time.Now()
-	if err := e.client.Submit(ctx, protocol.Job{RunID: runID, Profile: profile, Args: args}); err != nil {
+	if err := e.client.Submit(ctx, job, opts...); err != nil {
 		return startTimes{}, err
 	}
 	statuses, err := e.waitRuns(ctx, term, []string{runID}, time.Minute)

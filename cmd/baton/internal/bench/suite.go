@@ -32,6 +32,7 @@ const (
 	RowDensity    = "density"
 	RowOutputs    = "outputs"
 	RowSessions   = "sessions"
+	RowFairness   = "fairness"
 )
 
 // row is one row of the suite: its name, what it measures (for the
@@ -63,6 +64,7 @@ var rows = []row{
 	{RowDensity, "200 idle runs on one worker: the CPU and memory an idle run costs", (*env).density},
 	{RowOutputs, "capture of a 100 MiB workspace's diff and its store against an object put of the same bytes", (*env).outputs},
 	{RowSessions, "a session's checkpoint and restore of a 200 MiB tree, a one-file change, and a paused session woken by a send", (*env).sessions},
+	{RowFairness, "a keyed job's start against an unkeyed one's, and a small key's wait behind a big key's backlog", (*env).fairness},
 }
 
 // AllRows lists every row's name, in the order they run.
@@ -161,7 +163,12 @@ type sizes struct {
 	inputFirsts        int   // short runs whose first input the input row times
 	outputsBytes       int64 // the outputs row's workspace
 	outputsReps        int
-	sessionBytes       int64 // the sessions row's tree
+	sessionBytes       int64         // the sessions row's tree
+	fairnessPairs      int           // keyed and unkeyed runs (each) of the fairness row's overhead
+	fairnessBig        int           // the big key's backlog
+	fairnessFlat       int           // the unkeyed backlog before it, for its cycle
+	fairnessSmall      int           // the small key's jobs timed behind it
+	fairnessRun        time.Duration // each backlog run's length
 }
 
 var fullSizes = sizes{
@@ -174,7 +181,8 @@ var fullSizes = sizes{
 	// was not told of) falls in it once per run.
 	densityRuns: 200, densityWindow: 15 * time.Second, densityIdleWindow: 4 * densityLeaseTTL, densityStartWithin: 10 * time.Minute,
 	outputsBytes: 100 << 20, outputsReps: 5,
-	sessionBytes: 200 << 20,
+	sessionBytes:  200 << 20,
+	fairnessPairs: 21, fairnessBig: 200, fairnessFlat: 40, fairnessSmall: 5, fairnessRun: 200 * time.Millisecond,
 }
 
 var quickSizes = sizes{
@@ -184,7 +192,8 @@ var quickSizes = sizes{
 	historyRecords: 5_000, historyReps: 1, inputMsgs: 100, inputFirsts: 2,
 	densityRuns: 10, densityWindow: 3 * time.Second, densityIdleWindow: 3 * time.Second, densityStartWithin: time.Minute,
 	outputsBytes: 8 << 20, outputsReps: 1,
-	sessionBytes: 8 << 20,
+	sessionBytes:  8 << 20,
+	fairnessPairs: 2, fairnessBig: 16, fairnessFlat: 8, fairnessSmall: 2, fairnessRun: 200 * time.Millisecond,
 }
 
 // Run runs the suite and returns its table. A row that fails to run

@@ -37,7 +37,7 @@ func TestQuickSuite(t *testing.T) {
 			t.Errorf("row %s could not be measured: %s\n%s", r.Row, r.Measured, progress.String())
 		}
 	}
-	for _, want := range []string{"pipeline", "pipeline-20", "latency", "start", "start, pasta", "hand-off", "crash", "scale", "history", "outputs", "sessions"} {
+	for _, want := range []string{"pipeline", "pipeline-20", "latency", "start", "start, pasta", "hand-off", "crash", "scale", "history", "outputs", "sessions", "fairness", "fairness, backlog"} {
 		if !rows[want] {
 			t.Errorf("no %s row in the report", want)
 		}
