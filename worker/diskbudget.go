@@ -125,9 +125,12 @@ func (w *Worker) unadmit(runID string) {
 }
 
 // committed is what the node's live runs may still write on the state
-// filesystem: runs a runner holds (this node's workers' and their
-// prestarted sandboxes), and the runs this worker admitted, whose runner
-// may not exist yet (counted whole until their spec is written).
+// filesystem: runs a runner holds (this node's workers'), and the runs
+// this worker admitted, whose runner may not exist yet (counted whole
+// until their spec is written). A prestarted sandbox not yet taken
+// counts nothing: no agent writes there until a run takes it, and that
+// run was admitted; counted, every profile's default pool held the
+// budget (a node with 38 GB free held its runs back behind six of them).
 func (w *Worker) committed(runs string) int64 {
 	w.mu.Lock()
 	admitted := maps.Clone(w.admitted)
@@ -135,7 +138,7 @@ func (w *Worker) committed(runs string) int64 {
 	entries, _ := os.ReadDir(runs)
 	var total int64
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || sandbox.IsPoolEntry(e.Name()) {
 			continue
 		}
 		dir := journal.Dir(filepath.Join(runs, e.Name()))
