@@ -96,7 +96,11 @@ func TestReapFreesTheSlotsOfEndedRuns(t *testing.T) {
 	if err := ended.Bind(ctx, "ended"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 5*time.Second, "the other worker to see both slots", func() bool { return b.Held("acme") == 2 })
+	testenv.WaitFor(t, 5*time.Second, "the other worker to see both slots bound", func() bool {
+		_, l := b.RunSlot("live")
+		_, e := b.RunSlot("ended")
+		return l && e
+	})
 	if _, err := b.Acquire(ctx, "acme", 2); !errors.Is(err, tenancy.ErrKeyFull) {
 		t.Fatalf("a third slot of a key of limit 2: %v", err)
 	}
