@@ -31,6 +31,9 @@ type Slots struct {
 	worker string
 	log    zerolog.Logger
 	resync time.Duration
+	// unbound and sweep are unboundGrace and sweepEvery (tests shorten
+	// them).
+	unbound, sweep time.Duration
 
 	mu      sync.Mutex
 	held    map[string]heldSlot // by slot key
@@ -45,12 +48,28 @@ type heldSlot struct {
 // NewSlots returns the slots of bucket kv as worker sees them; Run keeps
 // the view.
 func NewSlots(kv jetstream.KeyValue, worker string, log zerolog.Logger) *Slots {
-	return &Slots{kv: kv, worker: worker, log: log, resync: 30 * time.Second,
+	return &Slots{kv: kv, worker: worker, log: log, resync: 30 * time.Second, unbound: unboundGrace, sweep: sweepEvery,
 		held: map[string]heldSlot{}, changed: make(chan struct{}, 1)}
 }
 
-// Run watches the bucket until ctx ends.
+// Run watches the bucket until ctx ends, and frees every sweepEvery the
+// unbound slots claimed more than unboundGrace ago (their worker died
+// between a claim and its job's take).
 func (s *Slots) Run(ctx context.Context) {
+	var sweeper sync.WaitGroup
+	defer sweeper.Wait()
+	sweeper.Go(func() {
+		t := time.NewTicker(s.sweep)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.sweepUnbound(ctx)
+			}
+		}
+	})
 	for ctx.Err() == nil {
 		if err := s.watch(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn().Err(err).Msg("watch the key slots; again in a second")
@@ -311,8 +330,22 @@ const (
 type RunStates func(ctx context.Context, runID string) (RunState, error)
 
 // unboundGrace: an unbound slot's claim and bind are one job's take
-// apart; older, its worker died between them.
-const unboundGrace = 30 * time.Second
+// apart; older, its worker died between them. sweepEvery spaces the
+// looks for them: the view is local, so a look costs nothing but the
+// deletes it finds to do.
+const (
+	unboundGrace = 30 * time.Second
+	sweepEvery   = 10 * time.Second
+)
+
+// sweepUnbound frees the unbound slots claimed more than unboundGrace ago.
+func (s *Slots) sweepUnbound(ctx context.Context) {
+	now := time.Now()
+	for _, r := range s.slotsOf(func(h heldSlot) bool { return h.RunID == "" && now.Sub(h.At) > s.unbound }) {
+		s.log.Info().Str("slot", r.key).Str("claimed_by", r.Worker).Msg("free a key slot claimed and never bound")
+		s.del(ctx, r.key, r.rev)
+	}
+}
 
 // Reap frees key's slots whose runs have ended, the unbound ones claimed
 // more than unboundGrace ago, and the bound ones whose run has had no
@@ -327,7 +360,7 @@ func (s *Slots) Reap(ctx context.Context, key string, states RunStates, recordGr
 			continue
 		}
 		age := now.Sub(r.At)
-		free := r.RunID == "" && age > unboundGrace
+		free := r.RunID == "" && age > s.unbound
 		if r.RunID != "" {
 			st, err := states(ctx, r.RunID)
 			free = err == nil && (st == RunEnded || st == RunNoRecord && age > recordGrace)

@@ -15,7 +15,7 @@ import (
 )
 
 // slotsOf starts n workers' views of one slots bucket on a real server.
-func slotsOf(t *testing.T, n int) (jetstream.KeyValue, []*tenancy.Slots) {
+func slotsOf(t *testing.T, n int, shorten bool) (jetstream.KeyValue, []*tenancy.Slots) {
 	t.Helper()
 	s := testenv.RunServer(t)
 	_, js := testenv.Connect(t, s)
@@ -29,6 +29,9 @@ func slotsOf(t *testing.T, n int) (jetstream.KeyValue, []*tenancy.Slots) {
 	var out []*tenancy.Slots
 	for i := range n {
 		sl := tenancy.NewSlots(kv, string(rune('a'+i)), zerolog.Nop())
+		if shorten {
+			sl.ShortenGraces(time.Second, 100*time.Millisecond)
+		}
 		wg.Go(func() { sl.Run(ctx) })
 		out = append(out, sl)
 	}
@@ -39,7 +42,7 @@ func slotsOf(t *testing.T, n int) (jetstream.KeyValue, []*tenancy.Slots) {
 // forty times over; at no time do more than three hold a slot, and each
 // round fills it.
 func TestAcquireNeverExceedsTheLimit(t *testing.T) {
-	_, views := slotsOf(t, 8)
+	_, views := slotsOf(t, 8, false)
 	ctx := t.Context()
 	for round := range 40 {
 		var (
@@ -79,7 +82,7 @@ func TestAcquireNeverExceedsTheLimit(t *testing.T) {
 }
 
 func TestReapFreesTheSlotsOfEndedRuns(t *testing.T) {
-	kv, views := slotsOf(t, 2)
+	kv, views := slotsOf(t, 2, false)
 	ctx := t.Context()
 	a, b := views[0], views[1]
 	live, err := a.Acquire(ctx, "acme", 2)
@@ -131,5 +134,32 @@ func TestReapFreesTheSlotsOfEndedRuns(t *testing.T) {
 	b.ReleaseRun(ctx, "live")
 	if _, err := kv.Get(ctx, live.Key); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("ReleaseRun left the slot: %v", err)
+	}
+}
+
+// TestUnboundSlotsAreSwept: a slot claimed by a worker that died before
+// its job's take (never bound) is freed by another worker's sweep once
+// the grace has passed; a bound one is not.
+func TestUnboundSlotsAreSwept(t *testing.T) {
+	kv, views := slotsOf(t, 2, true)
+	ctx := t.Context()
+	dead, err := views[0].Acquire(ctx, "acme", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound, err := views[0].Acquire(ctx, "acme", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bound.Bind(ctx, "run-1"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the unbound slot swept", func() bool {
+		_, err := kv.Get(ctx, dead.Key)
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	time.Sleep(1500 * time.Millisecond) // past the bound slot's grace too
+	if _, err := kv.Get(ctx, bound.Key); err != nil {
+		t.Fatalf("the bound slot was swept: %v", err)
 	}
 }
