@@ -104,6 +104,7 @@ func TestRealAgents(t *testing.T) {
 	policyDone := make(chan []string, 1)
 	go func() { policyDone <- claudePolicy(api, bin, s.ClientURL(), stateDir) }()
 
+	claudeCreds, codexCreds := mockCreds(keys["ANTHROPIC_API_KEY"], ""), mockCreds("", "Bearer "+keys["CODEX_API_KEY"])
 	for _, tc := range []struct {
 		profile string
 		args    []string
@@ -112,9 +113,9 @@ func TestRealAgents(t *testing.T) {
 		creds   string   // how the mock must receive it (mockCreds)
 	}{
 		{"claude", nil, []string{"→ Bash: " + mockCommand("claude"), mockDone, "● succeeded"},
-			"ANTHROPIC_API_KEY", mockCreds(keys["ANTHROPIC_API_KEY"], "")},
+			"ANTHROPIC_API_KEY", claudeCreds},
 		{"codex", []string{"--file", "~/.codex/config.toml=" + codexConfig}, []string{"→ shell: ", mockCommand("codex"), mockDone, "● succeeded"},
-			"CODEX_API_KEY", mockCreds("", "Bearer "+keys["CODEX_API_KEY"])},
+			"CODEX_API_KEY", codexCreds},
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
 			runID := "real-" + tc.profile
@@ -158,11 +159,29 @@ func TestRealAgents(t *testing.T) {
 				t.Errorf("the API got no tool result with the command's output: %q", api.toolResults())
 			}
 			// The key: the mock received its value, in the CLI's own
-			// header, on every request; the agent found none of it.
-			for _, c := range api.credentials()[before:] {
-				if c != tc.creds {
-					t.Errorf("the mock received the credentials %q, want %q", c, tc.creds)
+			// header, on every request; the agent found none of it. The
+			// claude-policy case's run goes on meanwhile, so each request
+			// is held to the credentials of the API it called: Claude's
+			// Messages, Codex's Responses.
+			paths, creds := api.requests()[before:], api.credentials()[before:]
+			mine := 0
+			for i := range min(len(paths), len(creds)) {
+				want := creds[i] // another probe: either CLI's whole
+				switch {
+				case strings.Contains(paths[i], "/v1/messages"):
+					want = claudeCreds
+				case strings.Contains(paths[i], "/v1/responses"):
+					want = codexCreds
 				}
+				if creds[i] != want || want != claudeCreds && want != codexCreds {
+					t.Errorf("%s: the mock received the credentials %q, want %q", paths[i], creds[i], want)
+				}
+				if creds[i] == tc.creds {
+					mine++
+				}
+			}
+			if mine == 0 {
+				t.Errorf("no request of the %s case's API: %q", tc.profile, paths)
 			}
 			t.Logf("the agent's search:\n%s", result)
 			checkSecretSearch(t, result, tc.secret)
