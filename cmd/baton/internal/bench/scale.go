@@ -57,7 +57,7 @@ func (e *env) scale(ctx context.Context, sz sizes) []Result {
 		mu      sync.Mutex
 		runs    = map[string]*scaleRun{}
 		active  int
-		inWin   bool
+		win     [2]time.Time // the window: lines written in it are timed, whenever they arrive
 		events  int
 		lat     []time.Duration
 		badLine error
@@ -87,8 +87,8 @@ func (e *env) scale(ctx context.Context, sz sizes) []Result {
 			r.gaps++
 		}
 		r.seen = seq
-		if inWin {
-			d := m.at.Sub(time.Unix(0, t))
+		if at := time.Unix(0, t); !win[0].IsZero() && !at.Before(win[0]) && (win[1].IsZero() || at.Before(win[1])) {
+			d := m.at.Sub(at)
 			events++
 			lat = append(lat, d)
 			r.worst = max(r.worst, d)
@@ -136,9 +136,9 @@ func (e *env) scale(ctx context.Context, sz sizes) []Result {
 	}
 	split0 := sampleCPU()
 	mu.Lock()
-	inWin = true
-	mu.Unlock()
 	t0 := time.Now()
+	win[0] = t0
+	mu.Unlock()
 	var rss int64
 	var gor int
 	for time.Since(t0) < sz.scaleWindow {
@@ -149,14 +149,13 @@ func (e *env) scale(ctx context.Context, sz sizes) []Result {
 		gor = max(gor, w.goroutines())
 	}
 	mu.Lock()
-	inWin = false
-	winEvents := events
+	win[1] = time.Now()
 	mu.Unlock()
 	cpu1, err := processCPU(w.pid())
 	if err != nil {
 		return fail(err)
 	}
-	window := time.Since(t0)
+	window := win[1].Sub(t0)
 	split := e.cpuSplit(split0, sampleCPU(), window)
 
 	// End the runs (they were started long enough to outlast the window).
@@ -184,6 +183,14 @@ func (e *env) scale(ctx context.Context, sz sizes) []Result {
 	defer mu.Unlock()
 	if badLine != nil {
 		return fail(badLine)
+	}
+	// Every line written in the window has arrived by now (the runs ended
+	// and their chains are checked below), so a stalled pipeline shows as
+	// latency, not as a quiet window that passes.
+	winEvents := events
+	if want := float64(sz.scaleRuns) * sz.scaleRate * window.Seconds() / 2; float64(winEvents) < want {
+		return fail(fmt.Errorf("the agents wrote %d lines in the %s window, fewer than half the %.0f lines/s of %d runs (%s)",
+			winEvents, window.Round(time.Millisecond), sz.scaleRate, sz.scaleRuns, split))
 	}
 	fell := 0
 	for id, r := range runs {
