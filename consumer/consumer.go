@@ -291,7 +291,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 				if held != nil {
 					j := *held
 					held = nil
-					in.startMain(j, start)
+					start(j, nil)
 					continue
 				}
 			}
@@ -305,7 +305,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 			if held != nil {
 				j := *held
 				held = nil
-				in.startMain(j, start)
+				start(j, nil)
 				continue
 			}
 			pctx, stop := ln.interruptible(ctx)
@@ -317,7 +317,7 @@ func (in *Intake) Run(ctx context.Context, slots int, node string, h Handlers) e
 			}
 			j := *held
 			held = nil
-			in.startMain(j, start)
+			start(j, nil)
 		}
 	})
 	loops.Go(func() {
@@ -456,10 +456,6 @@ func (in *Intake) drainMain(ctx context.Context, cfg jetstream.ConsumerConfig, m
 	}
 	return nil
 }
-
-// startMain starts j, a job of the main subjects, on the slot the loop
-// took.
-func (in *Intake) startMain(j Job, start func(Job, *tenancy.Slot)) { start(j, nil) }
 
 // Load is how many slots are free for a new run, and which profiles run
 // their maxConcurrent here; all slots are free before Run.
