@@ -1011,6 +1011,9 @@ func TestTerminalRecordOutlivesAnOutage(t *testing.T) {
 	if last.Status != protocol.StatusSucceeded || rec.Offset != last.Offset {
 		t.Fatalf("terminal status %+v; record offset %d", last, rec.Offset)
 	}
+	if md, err := msgs[len(msgs)-1].Metadata(); err != nil || rec.LastSeq != md.Sequence.Stream {
+		t.Fatalf("record's last sequence %d, the terminal status's %+v (%v)", rec.LastSeq, md, err)
+	}
 	if n := h.statusCount(id); n != len(st) {
 		t.Fatalf("%d statuses on the chain, %d up to the first terminal one: %+v", n, len(st), st)
 	}
