@@ -16,3 +16,9 @@ func WithBeforeMark(f func(runID string)) Option {
 func WithBeforeSetupCheckpoint(f func(ctx context.Context, runID string)) Option {
 	return func(w *Worker) error { w.testBeforeSetupCheckpoint = f; return nil }
 }
+
+// WithBeforeRecordTerminal runs f between the publish of a run's terminal
+// status and the write of its terminal record.
+func WithBeforeRecordTerminal(f func(runID string)) Option {
+	return func(w *Worker) error { w.testBeforeRecordTerminal = f; return nil }
+}

@@ -137,3 +137,13 @@ func (w *Worker) disconnected(err error) bool {
 		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrNoHeartbeat)
 }
+
+// transient reports whether a write that failed with err may succeed
+// when tried again: the server away (disconnected), the try's own
+// deadline, or JetStream briefly unavailable (503, a leader election).
+// Not a record that cannot be decoded, nor a permission refused.
+func (w *Worker) transient(err error) bool {
+	var apiErr *jetstream.APIError
+	return w.disconnected(err) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &apiErr) && apiErr.Code == 503
+}

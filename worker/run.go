@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/consumer"
+	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/kv"
@@ -453,6 +454,9 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 		r.lease.Stop()
 		return
 	}
+	if w.testBeforeRecordTerminal != nil {
+		w.testBeforeRecordTerminal(r.id)
+	}
 	w.recordTerminal(fctx, r, full)
 	w.metrics.runsFinished.WithLabelValues(string(full.Status)).Inc()
 	w.metrics.usage.observe(r.rec.Profile, keyLabel(w.Tenancy(), r.rec.Key), full.Usage)
@@ -468,25 +472,25 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 // holder may repeat it. The terminal record expires after the record
 // retention; nothing writes a record once it is terminal, since a write
 // without the TTL would keep it forever.
+//
+// A record that cannot be written (the server away past the retries,
+// which last at most the grace) leaves the run as it is, its directory
+// unfinished and its index entry kept, and gives the lease up: one TTL
+// later it is released, and the node's recovery has a worker attach the
+// run, find the status on the chain and record it (align). Marked
+// finished, the run would have stayed running for good.
 func (w *Worker) recordTerminal(ctx context.Context, r *run, st protocol.Status) {
 	node := r.rec.Node
-	if rec, _, err := w.runs.ModifyTTL(ctx, w.js, r.id, w.cfg.RecordTTL(), func(rec *kv.RunRecord) error {
-		if rec.State.Terminal() {
-			return kv.ErrUnchanged
-		}
-		rec.State = kv.RunState(st.Status)
-		rec.FinishedAt = time.Now().UTC()
-		rec.ExitCode, rec.Reason = st.ExitCode, st.Reason
-		rec.Offset, rec.Spawning = st.Offset, false
-		if r.chain != nil {
-			rec.LastSeq = r.chain.LastSeq()
-		}
-		rec.Checkpoint = r.checkpoint
-		rec.Usage = st.Usage
-		return nil
-	}); err != nil {
+	rec, err := w.writeTerminal(ctx, r, st)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		// No record to settle (nothing recovers a run without one).
 		r.log.Warn().Err(err).Msg("record terminal state")
-	} else {
+	case err != nil:
+		r.log.Error().Err(err).Msg("record terminal state; the run is left for a successor to record")
+		r.lease.Stop()
+		return
+	default:
 		node = rec.Node
 	}
 	w.endSession(ctx, r, st)
@@ -499,6 +503,49 @@ func (w *Worker) recordTerminal(ctx context.Context, r *run, st protocol.Status)
 		r.log.Warn().Err(err).Msg("delete lease")
 	}
 }
+
+// writeTerminal writes r's terminal record, trying again every
+// recordRetry while the failure is the server's (w.transient), until ctx
+// ends and for at most the grace (one try's time with no grace).
+func (w *Worker) writeTerminal(ctx context.Context, r *run, st protocol.Status) (kv.RunRecord, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(w.grace, recordAttempt))
+	defer cancel()
+	for try := 0; ; try++ {
+		actx, cancelTry := context.WithTimeout(ctx, recordAttempt)
+		rec, _, err := w.runs.ModifyTTL(actx, w.js, r.id, w.cfg.RecordTTL(), func(rec *kv.RunRecord) error {
+			if rec.State.Terminal() {
+				return kv.ErrUnchanged
+			}
+			rec.State = kv.RunState(st.Status)
+			rec.FinishedAt = time.Now().UTC()
+			rec.ExitCode, rec.Reason = st.ExitCode, st.Reason
+			rec.Offset, rec.Spawning = st.Offset, false
+			if r.chain != nil {
+				rec.LastSeq = r.chain.LastSeq()
+			}
+			rec.Checkpoint = r.checkpoint
+			rec.Usage = st.Usage
+			return nil
+		})
+		cancelTry()
+		if err == nil || !w.transient(err) {
+			return rec, err
+		}
+		if try == 0 {
+			r.log.Warn().Err(err).Msg("record terminal state; retrying")
+		}
+		if !clock.Sleep(ctx, recordRetry) {
+			return rec, err
+		}
+	}
+}
+
+// recordAttempt bounds one try of a terminal record's write, and
+// recordRetry spaces the tries.
+const (
+	recordAttempt = 2 * time.Second
+	recordRetry   = 250 * time.Millisecond
+)
 
 // markFinished leaves a marker that recovery scans skip, never through a
 // link, and gives the run's workspace image back (discardWorkspace): the

@@ -252,6 +252,7 @@ func (s *starter) take(ctx context.Context) (consumer.Disposition, bool) {
 		// The run ended before (a take-over recorded its end while its
 		// record still said starting): it never starts again.
 		s.r.log.Warn().Str("status", string(pos.Status.Status)).Msg("redelivered job of a run whose chain has ended; not started again")
+		s.r.chain = w.newChain(s.r, pos.Seq)
 		w.recordTerminal(ctx, s.r, *pos.Status)
 		return consumer.Ack("the run's chain has ended"), true
 	}

@@ -215,6 +215,8 @@ func (w *Worker) align(ctx context.Context, r *run) (finished bool, err error) {
 			return false, fmt.Errorf("%w: the chain's last message is of epoch %d, ours is %d", errSuperseded, pos.Epoch, r.lease.Epoch())
 		}
 		if pos.Status != nil && pos.Status.Status.Terminal() {
+			// The chain ends there: the record names its last message.
+			r.chain = w.newChain(r, pos.Seq)
 			w.recordTerminal(ctx, r, *pos.Status)
 			return true, nil
 		}

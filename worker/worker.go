@@ -104,6 +104,9 @@ type Worker struct {
 	// testBeforeSetupCheckpoint, set by tests, runs before a session's
 	// setup is checkpointed.
 	testBeforeSetupCheckpoint func(ctx context.Context, runID string)
+	// testBeforeRecordTerminal, set by tests, runs between the publish of
+	// a run's terminal status and the write of its terminal record.
+	testBeforeRecordTerminal func(runID string)
 	// clock is what the background services (services.go) and the
 	// liveness read and wait on: clock.Real (each service's test gives it
 	// a clock.Manual).

@@ -951,6 +951,91 @@ func TestNATSOutageLongerThanLease(t *testing.T) {
 	}
 }
 
+// TestTerminalRecordOutlivesAnOutage takes the server down between the
+// publish of a run's terminal status and the write of its terminal record,
+// for longer than the worker's grace, so the write fails. The run is left
+// for a successor (its directory unfinished, its lease given up) which,
+// once the server is back, finds the status on the chain and records it:
+// the record ends terminal, no second terminal status is published (I5),
+// and the run's directory ends finished.
+func TestTerminalRecordOutlivesAnOutage(t *testing.T) {
+	// Mostly an outage's and a lease TTL's wait.
+	t.Parallel()
+	dir, port := t.TempDir(), testenv.FreePort(t)
+	// A TTL long enough that the worker's liveness outlives the outage:
+	// the successor comes from the lease the worker gave up, not from its
+	// liveness lost.
+	h := newHarness(t, withStore(dir, port), withConfig(func(c *config.Config) { c.LeaseTTL = 10 * time.Second }))
+	h.stopWorker("w1")
+	const grace = time.Second
+	id := newRunID(t)
+	down := make(chan struct{})
+	h.addWorker("w2", worker.WithGrace(grace), worker.WithBeforeRecordTerminal(func(runID string) {
+		if runID != id {
+			return
+		}
+		h.s.Shutdown()
+		h.s.WaitForShutdown()
+		close(down)
+	}))
+	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "3"}})
+	select {
+	case <-down:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run %s: no terminal status published within 60s", id)
+	}
+	// The outage outlasts the grace the record's write has: nothing to
+	// wait for but time, with the server down.
+	time.Sleep(2 * grace)
+	testenv.RunServerIn(t, dir, port)
+
+	var rec kv.RunRecord
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last record read: %+v", rec)
+		}
+	}()
+	// The lease is released one TTL after the write failed.
+	testenv.WaitFor(t, 3*h.cfg.LeaseTTL, "the record to say succeeded, exit code 0, once the server is back", func() bool {
+		rec = h.record(id)
+		return rec.State == kv.RunState(protocol.StatusSucceeded) && !rec.FinishedAt.IsZero() && rec.ExitCode != nil && *rec.ExitCode == 0
+	})
+	finished := filepath.Join(h.stateDir, "runs", id, journal.FinishedName)
+	testenv.WaitFor(t, 10*time.Second, "the run directory to be marked finished", func() bool {
+		_, err := os.Stat(finished)
+		return err == nil
+	})
+	msgs := h.chain(id, 30*time.Second)
+	st := statuses(t, msgs)
+	last := st[len(st)-1]
+	if last.Status != protocol.StatusSucceeded || rec.Offset != last.Offset {
+		t.Fatalf("terminal status %+v; record offset %d", last, rec.Offset)
+	}
+	if md, err := msgs[len(msgs)-1].Metadata(); err != nil || rec.LastSeq != md.Sequence.Stream {
+		t.Fatalf("record's last sequence %d, the terminal status's %+v (%v)", rec.LastSeq, md, err)
+	}
+	if n := h.statusCount(id); n != len(st) {
+		t.Fatalf("%d statuses on the chain, %d up to the first terminal one: %+v", n, len(st), st)
+	}
+}
+
+// statusCount is how many statuses the run's chain holds.
+func (h *harness) statusCount(runID string) int {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := h.js.Stream(ctx, h.names.EventsStream())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	subj := h.names.StatusSubject(runID)
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return int(info.State.Subjects[subj])
+}
+
 // TestFinishedRunsArePruned: past the run retention the worker removes a
 // finished run's directory, journal and workspace included, and nothing
 // else; the run's events stay in the stream.
