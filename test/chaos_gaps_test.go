@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -139,6 +140,9 @@ func classify(g gap, lives []life, outages, stalls []outage) (class, trace strin
 		}
 	}
 	holder := pidOf(g.from)
+	if from, ok := lifeOf(lives, g.from, g.start); ok {
+		fmt.Fprintf(&b, "; the holder exited %s", rel(from.exited))
+	}
 	readySibling := false
 	for _, l := range lives {
 		if l.node != g.node || l.pid == holder {
@@ -146,6 +150,10 @@ func classify(g gap, lives []life, outages, stalls []outage) (class, trace strin
 		}
 		up, ready := l.upAt(g.start)
 		if !up {
+			if l.pid != pidOf(g.to) && l.spawned.After(g.start) && l.spawned.Before(g.end) {
+				// A start of the node's that did not take the run.
+				fmt.Fprintf(&b, "; %s (pid %d) spawned %s, ready %s, exited %s", l.name, l.pid, rel(l.spawned), rel(l.ready), rel(l.exited))
+			}
 			continue
 		}
 		// Ready at the gap's start and running until its end.
@@ -209,6 +217,18 @@ func durations(gaps []gap) []time.Duration {
 	var out []time.Duration
 	for _, g := range gaps {
 		out = append(out, g.end.Sub(g.start))
+	}
+	return out
+}
+
+// apart are the stalls that overlap none of the outages the test made
+// (with natsSettle): the probe's requests fail through those too.
+func apart(stalls, outages []outage) []outage {
+	var out []outage
+	for _, s := range stalls {
+		if !slices.ContainsFunc(outages, func(o outage) bool { return o.down.Before(s.up) && o.up.Add(natsSettle).After(s.down) }) {
+			out = append(out, s)
+		}
 	}
 	return out
 }

@@ -297,7 +297,7 @@ func runChaos(t *testing.T, natsNodes int) {
 	}
 	keyed := checkKeys(t, js, names, runs)
 	t.Logf("checked %d inputs exactly once in order, %d permission prompts answered exactly once, %d keyed runs never more than %d of a key at once and no slot left", inputs, prompts, keyed, chaosKeyLimit)
-	stats.stalls = stopProbe()
+	stats.stalls = apart(stopProbe(), stats.outages)
 	lives := lifeIndex(workers)
 	classes := reportGaps(t, "handoff", stats.handoffs, lives, stats.outages, stats.stalls) + " " + reportGaps(t, "recovery", stats.recoveries, lives, stats.outages, stats.stalls)
 	t.Logf("checked %d runs, %d lines byte for byte, %d live messages (%d of them repeats of a stored message by a new stream leader, skipped by sequence); %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses, %d worker exits restarted by the supervisor; hand-off gaps %v; recovery gaps %v; by class (ready: a sibling of the node was ready all through; restart: none was; nats: a NATS outage the test made overlapped; stall: the probe saw NATS answer %v late or more, or woke as late): %s",
