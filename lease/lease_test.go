@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,7 +87,7 @@ func (e env) liveCut(t *testing.T, url string, h lease.Holder) (*lease.Liveness,
 
 // liveOn opens h's liveness with lease TTL d over nc, which it closes when
 // the test ends.
-func liveOn(t *testing.T, nc *nats.Conn, h lease.Holder, d time.Duration) *lease.Liveness {
+func liveOn(t *testing.T, nc *nats.Conn, h lease.Holder, d time.Duration, opts ...lease.Option) *lease.Liveness {
 	t.Helper()
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
@@ -97,7 +98,7 @@ func liveOn(t *testing.T, nc *nats.Conn, h lease.Holder, d time.Duration) *lease
 	if err != nil {
 		t.Fatal(err)
 	}
-	lv, err := lease.Live(ctxT(t), js, store, h, d)
+	lv, err := lease.Live(ctxT(t), js, store, h, d, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,7 +669,8 @@ func TestObserve(t *testing.T) {
 // opens a new session by overwriting its key, which never expires in
 // between (the chaos soak found workers unable to take any run for up to a
 // TTL after each NATS restart while they waited their own key out). The
-// lost session's leases are free to take at once.
+// lost session's leases are free to take at once. Each session is told to
+// WithOnSession (a worker's record names it, for its siblings).
 func TestOutageReopensAtOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -679,7 +681,13 @@ func TestOutageReopensAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t)
-	lv := liveOn(t, nc, holderA, outTTL)
+	var mu sync.Mutex
+	var told []uint64
+	lv := liveOn(t, nc, holderA, outTTL, lease.WithOnSession(func(id uint64) {
+		mu.Lock()
+		told = append(told, id)
+		mu.Unlock()
+	}))
 	first := lv.Session()
 	held := acquire(t, lv, "run1")
 	// Watched from the test's own connection: an expiry of the key
@@ -693,6 +701,11 @@ func TestOutageReopensAtOnce(t *testing.T) {
 	lostWithin(t, held, outTTL, "an outage")
 	p.resume()
 	testenv.WaitFor(t, outTTL, "a new session", func() bool { s := lv.Session(); return s != 0 && s != first })
+	mu.Lock()
+	if want := []uint64{first, lv.Session()}; !slices.Equal(told, want) {
+		t.Errorf("sessions told %v, want %v", told, want)
+	}
+	mu.Unlock()
 	for {
 		select {
 		case ent := <-w.Updates():

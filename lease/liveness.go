@@ -39,6 +39,8 @@ type Liveness struct {
 	margin time.Duration
 	log    zerolog.Logger
 	clock  clock.Clock // what renewals are timed on and sent at
+	// onSession is told each new session's id (WithOnSession), nil if none.
+	onSession func(id uint64)
 
 	mu   sync.Mutex
 	sess *session // nil between a loss and the next session, and once closed
@@ -98,7 +100,7 @@ func Live(ctx context.Context, js jetstream.JetStream, store *kv.Leases, h Holde
 	lv := &Liveness{
 		js: js, leases: store, live: kv.NewStore[kv.LiveRecord](store.KV()),
 		holder: h, key: LiveKey(h.Node, h.Worker),
-		ttl: ttl, every: ttl / 3, margin: ttl / 6, log: o.log, clock: o.clock,
+		ttl: ttl, every: ttl / 3, margin: ttl / 6, log: o.log, clock: o.clock, onSession: o.onSession,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	// A key left by an earlier process of the same worker id expires
@@ -201,13 +203,17 @@ func (lv *Liveness) open(ctx context.Context) error {
 		return fmt.Errorf("lease: open liveness %s: %w", lv.key, err)
 	}
 	lv.mu.Lock()
-	defer lv.mu.Unlock()
 	lv.next, lv.lost = nil, nil
 	if lv.closed {
+		lv.mu.Unlock()
 		return ErrNotLive
 	}
 	lv.sess = &session{id: p.id, rev: rev, lastOK: sent, leases: map[string]*Lease{}, acquiring: map[string]bool{}}
+	lv.mu.Unlock()
 	lv.log.Debug().Uint64("session", p.id).Msg("liveness session opened")
+	if lv.onSession != nil {
+		lv.onSession(p.id)
+	}
 	return nil
 }
 

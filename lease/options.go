@@ -17,12 +17,25 @@ type Option func(*options) error
 var ErrInvalidOption = errors.New("lease: invalid option")
 
 type options struct {
-	log   zerolog.Logger
-	clock clock.Clock
+	log       zerolog.Logger
+	clock     clock.Clock
+	onSession func(id uint64)
 }
 
 // WithLogger sets the logger for renewals and losses.
 func WithLogger(l zerolog.Logger) Option { return func(o *options) error { o.log = l; return nil } }
+
+// WithOnSession calls f with the id of each session once it is open, the
+// first one's before Live returns, from the goroutine that opened it.
+func WithOnSession(f func(id uint64)) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("%w: nil session callback", ErrInvalidOption)
+		}
+		o.onSession = f
+		return nil
+	}
+}
 
 // WithClock sets the clock the liveness renews on and a lease's deadlines
 // are read and waited on (default clock.Real): the server's TTLs run on

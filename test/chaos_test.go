@@ -57,8 +57,10 @@ type chaosStats struct {
 	kills, terms, natsRestarts, nodeLosses, runs, events int
 	live                                                 int // messages the live subscriber checked
 	liveRepeats                                          int // of them, a stored message republished again by a new stream leader
-	handoffs, recoveries                                 []time.Duration
+	handoffs, recoveries                                 []gap
 	killed                                               map[int]time.Time // SIGKILLed worker pid → when
+	outages                                              []outage          // made by the test
+	stalls                                               []outage          // seen by the probe
 }
 
 func runChaos(t *testing.T, natsNodes int) {
@@ -109,7 +111,7 @@ func runChaos(t *testing.T, natsNodes int) {
 	dirs := map[string]string{"A": testenv.StateDir(t), "B": testenv.StateDir(t)}
 	var workers []*workerProc
 	for _, w := range []struct{ name, node string }{{"a1", "A"}, {"a2", "A"}, {"b1", "B"}} {
-		wp := &workerProc{t: t, name: w.name, bin: bin, logDir: logDir, args: []string{"worker",
+		wp := &workerProc{t: t, name: w.name, node: w.node, bin: bin, logDir: logDir, args: []string{"worker",
 			"--nats", urls(procs), "--state-dir", dirs[w.node], "--node", w.node, "--config", cfgPath,
 			"--ack-wait", "5s", "--grace", "5s", "--log-format", "json", "--log-level", "debug"}}
 		wp.start()
@@ -178,6 +180,7 @@ func runChaos(t *testing.T, natsNodes int) {
 	// Wait for the workers to provision before the first burst.
 	waitStream(t, js, names.JobsStream())
 	live := subscribeLive(t, procs, names)
+	stopProbe := stallProbe(t, procs)
 	// Interactive runs that get input all through the chaos.
 	input := startChaosInput(t, js, names, fmt.Sprintf("chaos-%d", seed%100000), 2)
 	input.submit(func(id, profile string) { e2e.SubmitJob(t, js, names, map[string]any{"runId": id, "profile": profile}) })
@@ -206,7 +209,9 @@ func runChaos(t *testing.T, natsNodes int) {
 	}
 	for step := 0; time.Since(start) < duration || next < nRuns; step++ {
 		if stats.nodeLosses < losses && time.Since(start) > duration*time.Duration(stats.nodeLosses+1)/time.Duration(losses+1) {
-			loseNode(t, procs, procs[rng.IntN(len(procs))])
+			p, at := procs[rng.IntN(len(procs))], time.Now()
+			loseNode(t, procs, p)
+			stats.outages = append(stats.outages, outage{p.name + " (lost)", at, time.Now()})
 			stats.nodeLosses++
 		}
 		for i := 0; i < burst && next < nRuns; i++ {
@@ -233,11 +238,12 @@ func runChaos(t *testing.T, natsNodes int) {
 			stats.terms++
 			w.start()
 		case 2:
-			p := procs[rng.IntN(len(procs))]
+			p, at := procs[rng.IntN(len(procs))], time.Now()
 			p.stop(syscall.SIGTERM)
 			stats.natsRestarts++
 			time.Sleep(time.Duration(300+rng.IntN(2000)) * time.Millisecond)
 			p.start()
+			stats.outages = append(stats.outages, outage{p.name, at, time.Now()})
 		}
 	}
 	input.finish()
@@ -291,10 +297,13 @@ func runChaos(t *testing.T, natsNodes int) {
 	}
 	keyed := checkKeys(t, js, names, runs)
 	t.Logf("checked %d inputs exactly once in order, %d permission prompts answered exactly once, %d keyed runs never more than %d of a key at once and no slot left", inputs, prompts, keyed, chaosKeyLimit)
-	t.Logf("checked %d runs, %d lines byte for byte, %d live messages (%d of them repeats of a stored message by a new stream leader, skipped by sequence); %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses, %d worker exits restarted by the supervisor; hand-off gaps %v; recovery gaps %v",
-		stats.runs, stats.events, stats.live, stats.liveRepeats, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, selfExits, summarize(stats.handoffs), summarize(stats.recoveries))
-	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d node_losses=%d handoff=%s recovery=%s\n",
-		natsNodes, seed, stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, summarize(stats.handoffs), summarize(stats.recoveries))
+	stats.stalls = apart(stopProbe(), stats.outages)
+	lives := lifeIndex(workers)
+	classes := reportGaps(t, "handoff", stats.handoffs, lives, stats.outages, stats.stalls) + " " + reportGaps(t, "recovery", stats.recoveries, lives, stats.outages, stats.stalls)
+	t.Logf("checked %d runs, %d lines byte for byte, %d live messages (%d of them repeats of a stored message by a new stream leader, skipped by sequence); %d SIGKILL, %d SIGTERM, %d NATS restarts, %d NATS node losses, %d worker exits restarted by the supervisor; hand-off gaps %v; recovery gaps %v; by class (ready: a sibling of the node was ready all through; restart: none was; nats: a NATS outage the test made overlapped; stall: the probe saw NATS answer %v late or more, or woke as late): %s",
+		stats.runs, stats.events, stats.live, stats.liveRepeats, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, selfExits, summarize(durations(stats.handoffs)), summarize(durations(stats.recoveries)), stallMin, classes)
+	fmt.Printf("chaos(%d NATS node(s)) seed=%d runs=%d lines=%d live=%d kills=%d terms=%d nats_restarts=%d node_losses=%d handoff=%s recovery=%s %s\n",
+		natsNodes, seed, stats.runs, stats.events, stats.live, stats.kills, stats.terms, stats.natsRestarts, stats.nodeLosses, summarize(durations(stats.handoffs)), summarize(durations(stats.recoveries)), classes)
 }
 
 // loseNode destroys one server of the cluster for good while runs go on:
@@ -356,15 +365,6 @@ func summarize(ds []time.Duration) string {
 		}
 	}
 	return fmt.Sprintf("n=%d median=%v worst=%v", len(sorted), sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond))
-}
-
-// logGap logs one hand-off or recovery gap when BATON_CHAOS_GAPS is set:
-// which run, from which worker to which, for reading the slow ones
-// against the workers' logs.
-func logGap(t *testing.T, kind, runID, from, to string, gap time.Duration) {
-	if os.Getenv("BATON_CHAOS_GAPS") != "" {
-		t.Logf("gap: %s of %s from %s to %s: %v", kind, runID, from, to, gap.Round(time.Millisecond))
-	}
 }
 
 // pidOf reads the pid out of a worker id "<node>-<pid>-<random>".
@@ -430,7 +430,7 @@ func checkRun(t *testing.T, r chaosRun, msgs []jetstream.Msg, journalPath string
 	var last protocol.Status
 	var lastStatusTime time.Time
 	var lastStatus protocol.StatusType
-	var holder string
+	var holder, holderNode string
 	for i, m := range msgs {
 		h := m.Headers()
 		id := h.Get(nats.MsgIdHdr)
@@ -459,17 +459,15 @@ func checkRun(t *testing.T, r chaosRun, msgs []jetstream.Msg, journalPath string
 			md, _ := m.Metadata()
 			if st.Status == protocol.StatusAttached && lastStatus == protocol.StatusHandoff {
 				// SIGTERM of the holder is just before its handoff status.
-				stats.handoffs = append(stats.handoffs, md.Timestamp.Sub(lastStatusTime))
-				logGap(t, "hand-off", r.id, holder, st.Worker, md.Timestamp.Sub(lastStatusTime))
+				stats.handoffs = append(stats.handoffs, gap{"hand-off", r.id, holder, st.Worker, holderNode, lastStatusTime, md.Timestamp})
 			} else if st.Status == protocol.StatusAttached {
 				// A crash: from the SIGKILL of the holder, if it was killed.
 				if at, ok := stats.killed[pidOf(holder)]; ok && md.Timestamp.After(at) {
-					stats.recoveries = append(stats.recoveries, md.Timestamp.Sub(at))
-					logGap(t, "recovery", r.id, holder, st.Worker, md.Timestamp.Sub(at))
+					stats.recoveries = append(stats.recoveries, gap{"recovery", r.id, holder, st.Worker, holderNode, at, md.Timestamp})
 				}
 			}
 			if st.Status == protocol.StatusStarted || st.Status == protocol.StatusAttached {
-				holder = st.Worker
+				holder, holderNode = st.Worker, st.Node
 			}
 			lastStatusTime, lastStatus = md.Timestamp, st.Status
 			continue

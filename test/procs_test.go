@@ -222,6 +222,7 @@ func clientOf(t *testing.T, procs []*natsProc) (*nats.Conn, jetstream.JetStream)
 type workerProc struct {
 	t         *testing.T
 	name      string
+	node      string
 	args      []string
 	bin       string
 	logDir    string
@@ -231,6 +232,15 @@ type workerProc struct {
 	restarts  int
 	stopped   bool // by stop, until start
 	selfExits int
+	lives     []*workerLife // every incarnation, for the gaps' trace
+}
+
+// workerLife is one process of a workerProc: when it was spawned and when
+// it had exited (zero while it runs), and its log.
+type workerLife struct {
+	pid             int
+	spawned, exited time.Time
+	log             string
 }
 
 func (w *workerProc) start() {
@@ -281,7 +291,8 @@ func (w *workerProc) logName() string {
 
 func (w *workerProc) spawnLocked() error {
 	w.restarts++
-	logf, err := os.Create(filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.name, w.restarts)))
+	logName := filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.name, w.restarts))
+	logf, err := os.Create(logName)
 	if err != nil {
 		return err
 	}
@@ -292,10 +303,15 @@ func (w *workerProc) spawnLocked() error {
 		logf.Close()
 		return err
 	}
+	life := &workerLife{pid: cmd.Process.Pid, spawned: time.Now(), log: logName}
+	w.lives = append(w.lives, life)
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
+		w.mu.Lock()
+		life.exited = time.Now()
+		w.mu.Unlock()
 		close(done)
 		w.mu.Lock()
 		defer w.mu.Unlock()

@@ -89,3 +89,10 @@ func parseStatStart(b []byte) (uint64, error) {
 	}
 	return strconv.ParseUint(fields[19], 10, 64)
 }
+
+// sameProcess reports whether two records are of one process of a worker,
+// whatever session each names.
+func sameProcess(a, b workerRecord) bool {
+	a.Session = b.Session
+	return a == b
+}

@@ -19,9 +19,16 @@ import (
 	"github.com/batonhq/baton/lease"
 )
 
-// writeWorkerFile writes this worker's record (see siblings.go), whole or
-// not at all.
-func (w *Worker) writeWorkerFile() error {
+// recordSession writes this worker's record naming liveness session id.
+func (w *Worker) recordSession(id uint64) {
+	if err := w.writeWorkerFile(id); err != nil {
+		w.log.Warn().Err(err).Msg("write this worker's record; if it dies, its runs wait for its lease TTL")
+	}
+}
+
+// writeWorkerFile writes this worker's record (see siblings.go) naming
+// liveness session, whole or not at all.
+func (w *Worker) writeWorkerFile(session uint64) error {
 	path, err := workerFile(w.stateDir, w.id)
 	if err != nil {
 		return err
@@ -34,7 +41,7 @@ func (w *Worker) writeWorkerFile() error {
 	if err != nil {
 		return err
 	}
-	rec := workerRecord{Worker: w.id, Node: w.node, Session: w.live.Session(), PID: os.Getpid(), Start: start, PIDNS: ns}
+	rec := workerRecord{Worker: w.id, Node: w.node, Session: session, PID: os.Getpid(), Start: start, PIDNS: ns}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
@@ -156,8 +163,12 @@ func (sb *siblings) watch(ctx context.Context, id string) {
 }
 
 // end ends the liveness session of a worker of this node whose process
-// has exited, and removes its record.
+// has exited, and removes its record. The session is the one its record
+// names now: it writes its record again at each new session.
 func (sb *siblings) end(ctx context.Context, rec workerRecord, why string) {
+	if cur, err := readWorkerRecord(sb.stateDir, rec.Worker); err == nil && sameProcess(cur, rec) {
+		rec = cur
+	}
 	ended, err := sb.live.EndDead(ctx, rec.Node, rec.Worker, rec.Session)
 	log := sb.log.With().Str("sibling", rec.Worker).Int("sibling_pid", rec.PID).Logger()
 	switch {

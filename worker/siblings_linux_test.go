@@ -11,6 +11,8 @@ import (
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/testenv"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -105,5 +107,60 @@ func TestRestartedWorkerEndsDeadLiveness(t *testing.T) {
 	h.assertChainMatchesJournal(id, h.chain(id, 60*time.Second))
 	if dirs, _ := filepath.Glob(filepath.Join(h.stateDir, "workers", fmt.Sprintf("n1-%d-*", cmd.Process.Pid))); len(dirs) > 0 {
 		t.Errorf("the dead worker's record stays: %v", dirs)
+	}
+}
+
+// TestSiblingDeathAfterNewSession: a worker whose liveness session was
+// lost and opened again (its key written by another, as after an outage
+// longer than its renewals) is still ended at once by a sibling when its
+// process dies: its record names the session it holds now, not its first.
+// Found by the chaos suite's traced recoveries, where a sibling ready all
+// through took a lease TTL after NATS restarts, not a fraction of a second.
+func TestSiblingDeathAfterNewSession(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) { c.LeaseTTL = siblingTTL }))
+	h.stopWorker("w1") // the worker process takes the run
+	cmd := startWorkerProcess(t, h)
+	ctx := t.Context()
+	leases, err := h.js.KeyValue(ctx, h.names.LeasesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := kv.NewStore[kv.LiveRecord](leases)
+	var key string
+	var first kv.LiveRecord
+	testenv.WaitFor(t, 30*time.Second, "the worker process's record and liveness key", func() bool {
+		files, _ := filepath.Glob(filepath.Join(h.stateDir, "workers", fmt.Sprintf("n1-%d-*.json", cmd.Process.Pid)))
+		if len(files) == 0 {
+			return false
+		}
+		key = lease.LiveKey("n1", strings.TrimSuffix(filepath.Base(files[0]), ".json"))
+		var err error
+		first, _, err = live.Get(ctx, key)
+		return err == nil
+	})
+	// The same value at a new revision: the process's next renewal finds
+	// its revision gone, loses the session and opens another.
+	e, err := leases.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Update(ctx, key, e.Value(), e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 2*siblingTTL, "the worker process to open a new liveness session", func() bool {
+		cur, _, err := live.Get(ctx, key)
+		return err == nil && cur.Session != first.Session
+	})
+	id := runOnProcess(t, h, cmd)
+	h.addWorker("w2")
+	killed := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	st := h.waitStatus(id, protocol.StatusAttached)
+	if took := time.Since(killed); took > siblingTTL/3 {
+		t.Errorf("run attached %v after the SIGKILL of its worker, whose session was its second, want well within the lease TTL %v", took, siblingTTL)
+	} else {
+		t.Logf("run attached by %s %v after its worker's SIGKILL (lease TTL %v)", st.Worker, took.Round(time.Millisecond), siblingTTL)
 	}
 }

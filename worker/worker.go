@@ -344,8 +344,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	// Renewed until every run is handed off and every background loop
 	// has returned (the deferred calls below run first), whatever ctx.
+	// This worker's record names each session as it opens (a session lost
+	// to an outage is replaced by another): a sibling ends the one named.
 	live, err := lease.Live(ctx, w.js, w.leases, lease.Holder{Worker: w.id, Node: w.node}, w.cfg.LeaseTTL,
-		lease.WithLogger(w.log), lease.WithClock(w.clock))
+		lease.WithLogger(w.log), lease.WithClock(w.clock), lease.WithOnSession(w.recordSession))
 	if err != nil {
 		return fmt.Errorf("worker: liveness: %w", err)
 	}
@@ -361,9 +363,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.Warn().Err(err).Msg("remove liveness key; it expires instead")
 		}
 	}()
-	if err := w.writeWorkerFile(); err != nil {
-		w.log.Warn().Err(err).Msg("write this worker's record; if it dies, its runs wait for its lease TTL")
-	}
 
 	parent := ctx
 	var bg sync.WaitGroup
