@@ -53,6 +53,8 @@ type options struct {
 	batchBytes     int
 	minBatch       int
 	onFull         func(full bool)
+	fast           bool
+	beforeFast     func(i int) bool // tests: WithBeforeFastMessage
 }
 
 // WithEpoch stamps every message with the publisher's lease epoch
@@ -105,6 +107,12 @@ type Chain struct {
 	// fullSince is when the server said it had no room for the chain's
 	// next message; zero while it has room.
 	fullSince time.Time
+	// statusSeq is the stream sequence of this chain's last status, while
+	// it is known to be the last message on the run's status subject (0:
+	// unknown): the fence of fast batches (fast.go). noFast: the stream
+	// or its server refused a fast batch.
+	statusSeq uint64
+	noFast    bool
 }
 
 // NewChain returns the chain of runID whose last message is at stream
@@ -259,7 +267,7 @@ func (c *Chain) publishLineLocked(ctx context.Context, line lineBody, end int64,
 		if err != nil {
 			return fmt.Errorf("publisher: run %s: read chunk %d/%d of line ending at %d: %w", c.runID, i, n, end, err)
 		}
-		if err := c.publish(ctx, subject, data, id, h); err != nil {
+		if _, err := c.publish(ctx, subject, data, id, h); err != nil {
 			return err
 		}
 	}
@@ -356,7 +364,11 @@ func (c *Chain) PublishStatus(ctx context.Context, st protocol.Status) error {
 	}
 	off := strconv.FormatInt(st.Offset, 10)
 	id := fmt.Sprintf("%s:status:%s:%d:%s", c.runID, st.Status, st.Epoch, off)
-	return c.publish(ctx, c.statusSubj, st.Marshal(), id, c.header(off))
+	seq, err := c.publish(ctx, c.statusSubj, st.Marshal(), id, c.header(off))
+	// The run's status subject now ends at our status, if we know where
+	// it was stored: the fence of fast batches (fast.go).
+	c.statusSeq = seq
+	return err
 }
 
 func (c *Chain) header(offset string) nats.Header {
@@ -372,14 +384,16 @@ func (c *Chain) header(offset string) nats.Header {
 // lastSeq. It holds c.mu. A message whose outcome is unknown (timeout, no
 // responders, disconnection, or a concurrent fenced publish on the filter,
 // 10164) or that a busy server refused (429) is sent again unchanged: same
-// Msg-Id, same expectation.
-func (c *Chain) publish(ctx context.Context, subject string, data []byte, id string, h nats.Header) error {
+// Msg-Id, same expectation. It returns the message's stream sequence when
+// it knows this message is stored there, else 0 (a duplicate at or below
+// the chain's tip: an older line published again).
+func (c *Chain) publish(ctx context.Context, subject string, data []byte, id string, h nats.Header) (uint64, error) {
 	expected := c.lastSeq.Load()
 	wait := c.o.retryWait
 	for {
 		if err := ctx.Err(); err != nil {
 			c.setFull(false, err)
-			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
+			return 0, fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
 		}
 		h[protocol.HeaderMsgID] = []string{id}
 		h[headerExpSeq] = []string{strconv.FormatUint(expected, 10)}
@@ -400,28 +414,31 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 				m, err := c.readMsg(ctx, ack.Sequence)
 				if err != nil {
 					c.doubt(id)
-					return err
+					return 0, err
 				}
 				if !c.mine(m, id) {
-					return c.fence(id, expected, m)
+					return 0, c.fence(id, expected, m)
 				}
 			}
 			// A duplicate at or below our expectation is an older line
 			// published again: it is on the chain, which stays where it is.
 			c.known(max(ack.Sequence, expected))
-			return nil
+			if ack.Sequence <= expected {
+				return 0, nil
+			}
+			return ack.Sequence, nil
 		case apiErr != nil && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
 			last, err := c.readMsg(ctx, 0)
 			if err != nil {
 				c.doubt(id)
-				return err
+				return 0, err
 			}
 			switch {
 			case last.Sequence > expected && c.mine(last, id):
 				// Stored by an earlier attempt whose ack was lost (single
 				// servers check the expectation before dedupe).
 				c.known(last.Sequence)
-				return nil
+				return last.Sequence, nil
 			case last.Sequence > expected && c.inDoubt(last):
 				// An earlier publish of unknown outcome had landed after
 				// all: go on from it.
@@ -430,7 +447,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 				c.known(expected)
 				continue
 			default:
-				return c.fence(id, expected, last)
+				return 0, c.fence(id, expected, last)
 			}
 		case storageFull(apiErr):
 			// Refused, so not stored: the same message goes again once
@@ -447,7 +464,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 			wait = min(2*wait, maxRetryWait)
 		default:
 			c.setFull(false, err)
-			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
+			return 0, fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
 		}
 	}
 }
