@@ -18,6 +18,7 @@ import (
 
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/leader"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -92,6 +93,9 @@ type Chain struct {
 	// doubts are the Msg-Ids of publishes whose outcome is unknown since
 	// the chain last knew its tip: any of them may have landed.
 	doubts []string
+	// doubtLines are the lines of a fast batch whose outcome is unknown:
+	// the server stores a prefix of them, so any may be the chain's tip.
+	doubtLines []follow.Line
 	// attempt is the current attempt timeout: it doubles while attempts
 	// time out, so a slow server is not sent every message again and
 	// again, and goes back down as answers come.
@@ -472,7 +476,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 // known records that the chain's tip is at seq, every publish settled.
 func (c *Chain) known(seq uint64) {
 	c.lastSeq.Store(seq)
-	c.doubts = c.doubts[:0]
+	c.doubts, c.doubtLines = c.doubts[:0], nil
 	c.setFull(false, nil)
 }
 
@@ -540,7 +544,7 @@ func (c *Chain) doubt(id string) {
 
 // inDoubt reports whether m is one of ours whose outcome was unknown.
 func (c *Chain) inDoubt(m *jetstream.RawStreamMsg) bool {
-	return slices.ContainsFunc(c.doubts, func(id string) bool { return c.mine(m, id) })
+	return slices.ContainsFunc(c.doubts, func(id string) bool { return c.mine(m, id) }) || c.storedLine(m, c.doubtLines) >= 0
 }
 
 // retryable tells the errors after which the same message is sent again.

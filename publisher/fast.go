@@ -86,6 +86,11 @@ func (c *Chain) publishFast(ctx context.Context, lines []follow.Line) (int, erro
 			c.o.log.Info().Err(err).Msg("fast batches refused; publishing atomic batches")
 		}
 	}
+	// Any prefix of lines may have landed: the chain's next publish goes
+	// on from one it finds at the tip. Messages of the batch still on
+	// their way are ahead of that publish on the connection, and the
+	// stream takes a connection's messages in order.
+	c.doubtLines = lines
 	c.o.log.Debug().Err(err).Int("lines", len(lines)).Msg("fast batch not acknowledged whole; settling its lines as an atomic batch")
 	return c.publishBatch(ctx, lines)
 }

@@ -1,6 +1,7 @@
 package publisher_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -22,6 +23,7 @@ func init() {
 		{"fast batches", testFastBatches},
 		{"fast batch fenced mid-batch", testFastFenced},
 		{"fast batch with a lost message", testFastGap},
+		{"fast batch of unknown outcome", testFastUnknown},
 	}...)
 }
 
@@ -157,6 +159,54 @@ func testFastGap(t *testing.T, b *backend) {
 		t.Fatal("no fast batch was sent")
 	}
 	want := append([]string{run + ":status:started:1:0"}, ids(run, ls)...)
+	if got := msgIDs(chain(t, b, run)); !slices.Equal(got, want) {
+		t.Fatalf("chain:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// testFastUnknown: the publish of a fast batch ends (its context) before
+// the batch's ack, and the batch lands; the chain's next publish finds one
+// of its lines at the tip and goes on from it, not taking it for another
+// publisher's.
+func testFastUnknown(t *testing.T, b *backend) {
+	ctx := ctxT(t)
+	const run = "fastunknown"
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ls := lines(0, 40, jsonLine)
+	cancelAtLast := func(i int) bool {
+		if i == len(ls)-1 {
+			cancel()
+		}
+		return true
+	}
+	c := publisher.NewChain(b.js, names, run, 0, fastOpts(1, publisher.WithBeforeFastMessage(cancelAtLast))...)
+	if err := c.PublishStatus(ctx, protocol.Status{Status: protocol.StatusStarted}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PublishLines(bctx, ls); !errors.Is(err, context.Canceled) {
+		t.Fatalf("PublishLines with its context ended: %v, want context.Canceled", err)
+	}
+	// The batch was sent whole: a single server stores all its lines, in
+	// order; a cluster the first few, then refuses the rest (10164).
+	all := append([]string{run + ":status:started:1:0"}, ids(run, ls)...)
+	want := all
+	deadline := time.Now().Add(10 * time.Second)
+	for got := msgIDs(chain(t, b, run)); !slices.Equal(got, want); got = msgIDs(chain(t, b, run)) {
+		if len(b.servers) > 1 && len(got) > 1 && slices.Equal(got, all[:len(got)]) {
+			time.Sleep(200 * time.Millisecond) // what the cluster will store of it
+			want = msgIDs(chain(t, b, run))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chain:\n%v\nwant\n%v", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.PublishStatus(ctx, protocol.Status{Status: protocol.StatusHandoff, Offset: ls[39].End}); err != nil {
+		t.Fatalf("status after the fast batch of unknown outcome: %v", err)
+	}
+	want = append(want, run+":status:handoff:1:"+strconv.FormatInt(ls[39].End, 10))
 	if got := msgIDs(chain(t, b, run)); !slices.Equal(got, want) {
 		t.Fatalf("chain:\n%v\nwant\n%v", got, want)
 	}
