@@ -122,6 +122,10 @@ type Chain struct {
 // NewChain returns the chain of runID whose last message is at stream
 // sequence lastSeq (0 for a run with no message yet): from Align for a new
 // holder, or from a released lease.
+//
+// A new holder's first publish must be a status (or the rest of the chunked
+// line the chain ends with, which no fast batch can be behind): it is what
+// fences the rest of a stale holder's fast batch (fast.go).
 func NewChain(js jetstream.JetStream, names protocol.Names, runID string, lastSeq uint64, opts ...Option) *Chain {
 	o := options{log: zerolog.Nop(), retryWait: defaultRetryWait, attemptTimeout: defaultAttemptTimeout,
 		batchMessages: DefaultBatchMessages, batchBytes: DefaultBatchBytes, minBatch: DefaultMinBatch}
