@@ -115,6 +115,8 @@ func (c *Chain) PublishLines(ctx context.Context, lines []follow.Line) error {
 					break
 				}
 			}
+		} else if c.fastReady() {
+			n, err = c.publishFast(ctx, lines[:n])
 		} else {
 			n, err = c.publishBatch(ctx, lines[:n])
 		}

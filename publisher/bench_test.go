@@ -42,31 +42,38 @@ func benchBackends(b *testing.B, fn func(*testing.B, *backend)) {
 	}
 }
 
-// BenchmarkPublishLines: fenced atomic batches of a run's backlog.
+// BenchmarkPublishLines: fenced batches of a run's backlog: atomic, and
+// fast after the chain's own status (WithFastBatches; a replicated stream
+// refuses them and the chain falls back to atomic batches).
 func BenchmarkPublishLines(b *testing.B) {
 	benchBackends(b, func(b *testing.B, be *backend) {
-		for _, size := range []int{100, 512, 1000} {
-			b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-				c := publisher.NewChain(be.js, names, fmt.Sprintf("bench-%d", size), 0, publisher.WithEpoch(1))
-				lines := make([]follow.Line, 0, size)
-				var end int64
-				flush := func() {
-					if err := c.PublishLines(context.Background(), lines); err != nil {
+		for _, fast := range []bool{false, true} {
+			for _, size := range []int{100, 512, 1000} {
+				b.Run(fmt.Sprintf("fast=%t/batch=%d", fast, size), func(b *testing.B) {
+					c := publisher.NewChain(be.js, names, fmt.Sprintf("bench-%t-%d", fast, size), 0, publisher.WithEpoch(1), publisher.WithFastBatches(fast))
+					if err := c.PublishStatus(context.Background(), protocol.Status{Status: protocol.StatusStarted}); err != nil {
 						b.Fatal(err)
 					}
-					lines = lines[:0]
-				}
-				for b.Loop() {
-					end += int64(len(agentLine) + 1)
-					if lines = append(lines, follow.Line{Data: agentLine, End: end}); len(lines) == size {
+					lines := make([]follow.Line, 0, size)
+					var end int64
+					flush := func() {
+						if err := c.PublishLines(context.Background(), lines); err != nil {
+							b.Fatal(err)
+						}
+						lines = lines[:0]
+					}
+					for b.Loop() {
+						end += int64(len(agentLine) + 1)
+						if lines = append(lines, follow.Line{Data: agentLine, End: end}); len(lines) == size {
+							flush()
+						}
+					}
+					if len(lines) > 0 {
 						flush()
 					}
-				}
-				if len(lines) > 0 {
-					flush()
-				}
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lines/s")
-			})
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+				})
+			}
 		}
 	})
 }

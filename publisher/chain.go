@@ -18,6 +18,7 @@ import (
 
 	"github.com/batonhq/baton/internal/clock"
 	"github.com/batonhq/baton/internal/leader"
+	"github.com/batonhq/baton/journal/follow"
 	"github.com/batonhq/baton/protocol"
 )
 
@@ -53,6 +54,8 @@ type options struct {
 	batchBytes     int
 	minBatch       int
 	onFull         func(full bool)
+	fast           bool
+	beforeFast     func(i int) bool // tests: WithBeforeFastMessage
 }
 
 // WithEpoch stamps every message with the publisher's lease epoch
@@ -90,6 +93,9 @@ type Chain struct {
 	// doubts are the Msg-Ids of publishes whose outcome is unknown since
 	// the chain last knew its tip: any of them may have landed.
 	doubts []string
+	// doubtLines are the lines of a fast batch whose outcome is unknown:
+	// the server stores a prefix of them, so any may be the chain's tip.
+	doubtLines []follow.Line
 	// attempt is the current attempt timeout: it doubles while attempts
 	// time out, so a slow server is not sent every message again and
 	// again, and goes back down as answers come.
@@ -105,11 +111,21 @@ type Chain struct {
 	// fullSince is when the server said it had no room for the chain's
 	// next message; zero while it has room.
 	fullSince time.Time
+	// statusSeq is the stream sequence of this chain's last status, while
+	// it is known to be the last message on the run's status subject (0:
+	// unknown): the fence of fast batches (fast.go). noFast: the stream
+	// or its server refused a fast batch.
+	statusSeq uint64
+	noFast    bool
 }
 
 // NewChain returns the chain of runID whose last message is at stream
 // sequence lastSeq (0 for a run with no message yet): from Align for a new
 // holder, or from a released lease.
+//
+// A new holder's first publish must be a status (or the rest of the chunked
+// line the chain ends with, which no fast batch can be behind): it is what
+// fences the rest of a stale holder's fast batch (fast.go).
 func NewChain(js jetstream.JetStream, names protocol.Names, runID string, lastSeq uint64, opts ...Option) *Chain {
 	o := options{log: zerolog.Nop(), retryWait: defaultRetryWait, attemptTimeout: defaultAttemptTimeout,
 		batchMessages: DefaultBatchMessages, batchBytes: DefaultBatchBytes, minBatch: DefaultMinBatch}
@@ -259,7 +275,7 @@ func (c *Chain) publishLineLocked(ctx context.Context, line lineBody, end int64,
 		if err != nil {
 			return fmt.Errorf("publisher: run %s: read chunk %d/%d of line ending at %d: %w", c.runID, i, n, end, err)
 		}
-		if err := c.publish(ctx, subject, data, id, h); err != nil {
+		if _, err := c.publish(ctx, subject, data, id, h); err != nil {
 			return err
 		}
 	}
@@ -356,7 +372,11 @@ func (c *Chain) PublishStatus(ctx context.Context, st protocol.Status) error {
 	}
 	off := strconv.FormatInt(st.Offset, 10)
 	id := fmt.Sprintf("%s:status:%s:%d:%s", c.runID, st.Status, st.Epoch, off)
-	return c.publish(ctx, c.statusSubj, st.Marshal(), id, c.header(off))
+	seq, err := c.publish(ctx, c.statusSubj, st.Marshal(), id, c.header(off))
+	// The run's status subject now ends at our status, if we know where
+	// it was stored: the fence of fast batches (fast.go).
+	c.statusSeq = seq
+	return err
 }
 
 func (c *Chain) header(offset string) nats.Header {
@@ -372,14 +392,16 @@ func (c *Chain) header(offset string) nats.Header {
 // lastSeq. It holds c.mu. A message whose outcome is unknown (timeout, no
 // responders, disconnection, or a concurrent fenced publish on the filter,
 // 10164) or that a busy server refused (429) is sent again unchanged: same
-// Msg-Id, same expectation.
-func (c *Chain) publish(ctx context.Context, subject string, data []byte, id string, h nats.Header) error {
+// Msg-Id, same expectation. It returns the message's stream sequence when
+// it knows this message is stored there, else 0 (a duplicate at or below
+// the chain's tip: an older line published again).
+func (c *Chain) publish(ctx context.Context, subject string, data []byte, id string, h nats.Header) (uint64, error) {
 	expected := c.lastSeq.Load()
 	wait := c.o.retryWait
 	for {
 		if err := ctx.Err(); err != nil {
 			c.setFull(false, err)
-			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
+			return 0, fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
 		}
 		h[protocol.HeaderMsgID] = []string{id}
 		h[headerExpSeq] = []string{strconv.FormatUint(expected, 10)}
@@ -400,28 +422,31 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 				m, err := c.readMsg(ctx, ack.Sequence)
 				if err != nil {
 					c.doubt(id)
-					return err
+					return 0, err
 				}
 				if !c.mine(m, id) {
-					return c.fence(id, expected, m)
+					return 0, c.fence(id, expected, m)
 				}
 			}
 			// A duplicate at or below our expectation is an older line
 			// published again: it is on the chain, which stays where it is.
 			c.known(max(ack.Sequence, expected))
-			return nil
+			if ack.Sequence <= expected {
+				return 0, nil
+			}
+			return ack.Sequence, nil
 		case apiErr != nil && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
 			last, err := c.readMsg(ctx, 0)
 			if err != nil {
 				c.doubt(id)
-				return err
+				return 0, err
 			}
 			switch {
 			case last.Sequence > expected && c.mine(last, id):
 				// Stored by an earlier attempt whose ack was lost (single
 				// servers check the expectation before dedupe).
 				c.known(last.Sequence)
-				return nil
+				return last.Sequence, nil
 			case last.Sequence > expected && c.inDoubt(last):
 				// An earlier publish of unknown outcome had landed after
 				// all: go on from it.
@@ -430,7 +455,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 				c.known(expected)
 				continue
 			default:
-				return c.fence(id, expected, last)
+				return 0, c.fence(id, expected, last)
 			}
 		case storageFull(apiErr):
 			// Refused, so not stored: the same message goes again once
@@ -447,7 +472,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 			wait = min(2*wait, maxRetryWait)
 		default:
 			c.setFull(false, err)
-			return fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
+			return 0, fmt.Errorf("publisher: run %s: publish %s: %w", c.runID, id, err)
 		}
 	}
 }
@@ -455,7 +480,7 @@ func (c *Chain) publish(ctx context.Context, subject string, data []byte, id str
 // known records that the chain's tip is at seq, every publish settled.
 func (c *Chain) known(seq uint64) {
 	c.lastSeq.Store(seq)
-	c.doubts = c.doubts[:0]
+	c.doubts, c.doubtLines = c.doubts[:0], nil
 	c.setFull(false, nil)
 }
 
@@ -523,7 +548,7 @@ func (c *Chain) doubt(id string) {
 
 // inDoubt reports whether m is one of ours whose outcome was unknown.
 func (c *Chain) inDoubt(m *jetstream.RawStreamMsg) bool {
-	return slices.ContainsFunc(c.doubts, func(id string) bool { return c.mine(m, id) })
+	return slices.ContainsFunc(c.doubts, func(id string) bool { return c.mine(m, id) }) || c.storedLine(m, c.doubtLines) >= 0
 }
 
 // retryable tells the errors after which the same message is sent again.

@@ -31,4 +31,14 @@
 // smaller ones, then one message at a time; attempts that time out wait
 // longer each time. Nothing is buffered: a call returns once its lines are
 // on the chain, which is the backpressure on the journal follower.
+//
+// On an events stream of one replica (WithFastBatches, server 2.14 and
+// later, AllowBatchPublish on the stream) a chain that published a status
+// sends its backlog as fast batches instead, which the server stores as
+// they come without staging them: the first message expects the chain's
+// tip on the filter, every other one that the run's status subject still
+// ends at the chain's own last status, which a successor's first publish
+// (always a status) moves; the server stores none after a message that
+// is missing or refused. Anything but the whole batch acknowledged is
+// settled by the atomic path (fast.go).
 package publisher

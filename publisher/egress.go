@@ -21,5 +21,6 @@ func (c *Chain) PublishEgress(ctx context.Context, rec journal.EgressRecord, end
 		return c.fenced
 	}
 	h := c.header(strconv.FormatInt(end, 10))
-	return c.publish(ctx, c.names.IngestSubject(c.runID, protocol.KindEgress), rec.Body(), c.lineID(end), h)
+	_, err := c.publish(ctx, c.names.IngestSubject(c.runID, protocol.KindEgress), rec.Body(), c.lineID(end), h)
+	return err
 }

@@ -26,3 +26,10 @@ func WithRetryWait(d time.Duration) Option { return func(o *options) { o.retryWa
 func WithBatchLimits(messages, bytes int) Option {
 	return func(o *options) { o.batchMessages, o.batchBytes = messages, bytes }
 }
+
+// WithBeforeFastMessage calls f before the chain sends message i (from 0)
+// of a fast batch; false from f drops the message, as a lost connection
+// would.
+func WithBeforeFastMessage(f func(i int) bool) Option {
+	return func(o *options) { o.beforeFast = f }
+}

@@ -37,5 +37,6 @@ func (c *Chain) PublishInput(ctx context.Context, rec journal.InputRecord, end i
 			h.Set(k, v)
 		}
 	}
-	return c.publish(ctx, c.names.IngestSubject(c.runID, protocol.KindInput), rec.Data, c.lineID(end), h)
+	_, err := c.publish(ctx, c.names.IngestSubject(c.runID, protocol.KindInput), rec.Data, c.lineID(end), h)
+	return err
 }

@@ -53,5 +53,6 @@ func (c *Chain) PublishTool(ctx context.Context, rec journal.ToolRecord, end int
 	}
 	h := c.header(strconv.FormatInt(end, 10))
 	h.Set(protocol.HeaderToolCall, strconv.FormatUint(rec.Call, 10))
-	return c.publish(ctx, c.names.IngestSubject(c.runID, protocol.KindTool), b, c.lineID(end), h)
+	_, err = c.publish(ctx, c.names.IngestSubject(c.runID, protocol.KindTool), b, c.lineID(end), h)
+	return err
 }

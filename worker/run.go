@@ -177,6 +177,7 @@ func (w *Worker) hold(ctx context.Context, r *run) {
 
 func (w *Worker) newChain(r *run, lastSeq uint64) *publisher.Chain {
 	return publisher.NewChain(w.js, w.names, r.id, lastSeq, publisher.WithEpoch(r.lease.Epoch()), publisher.WithLogger(r.log),
+		publisher.WithFastBatches(w.fastBatches),
 		publisher.WithOnStorageFull(func(full bool) {
 			if full {
 				w.metrics.storageWaiting.Inc()

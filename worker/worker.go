@@ -57,9 +57,12 @@ type Worker struct {
 	log      zerolog.Logger
 	grace    time.Duration
 	ackWait  time.Duration
-	reg      prometheus.Registerer
-	metrics  *metrics
-	ready    chan struct{}
+	// fastBatches: the events stream has one replica and allows fast
+	// batches (publisher.WithFastBatches).
+	fastBatches bool
+	reg         prometheus.Registerer
+	metrics     *metrics
+	ready       chan struct{}
 
 	intake *consumer.Intake
 	// slots are the concurrency keys' slots across the cluster; tenancy
@@ -415,6 +418,8 @@ func (w *Worker) openStores(ctx context.Context) error {
 		return explainNATS(w.nc, err)
 	}
 	w.checkpoints, w.outputs, w.workspaces = res.Checkpoints, res.Outputs, res.Workspaces
+	ev := res.Events.CachedInfo().Config
+	w.fastBatches = ev.Replicas == 1 && ev.AllowBatchPublish
 	w.openTransfers(ctx)
 	if w.sessions, err = session.NewStore(kv.NewStore[kv.SessionRecord](res.Sessions), w.checkpoints); err != nil {
 		return err

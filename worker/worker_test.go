@@ -196,7 +196,9 @@ func statuses(t *testing.T, msgs []jetstream.Msg) []protocol.Status {
 // assertChainMatchesJournal proves I2 for one run: the lines on the chain,
 // chunks joined, equal the journal before its sentinel byte for byte and
 // in order; JSON lines are on .events and the others on .raw; every message
-// carries its offset and a unique Msg-Id.
+// carries its offset and a unique Msg-Id. And each holder's first message
+// is a status, or the rest of a chunked line: what fences a stale holder's
+// fast batch (publisher.NewChain).
 func (h *harness) assertChainMatchesJournal(runID string, msgs []jetstream.Msg) (lines int) {
 	t := h.t
 	t.Helper()
@@ -215,8 +217,15 @@ func (h *harness) assertChainMatchesJournal(runID string, msgs []jetstream.Msg) 
 	var pending []byte
 	seen := map[string]bool{}
 	var lastOffset int64
-	for _, m := range msgs {
+	epoch := ""
+	for i, m := range msgs {
 		hdr := m.Headers()
+		if e := hdr.Get(protocol.HeaderEpoch); e != epoch {
+			if c := hdr.Get(protocol.HeaderChunk); !strings.HasSuffix(m.Subject(), ".status") && (c == "" || strings.HasPrefix(c, "1/")) {
+				t.Fatalf("message %d on %s is the first of epoch %s (after %q) and not a status", i, m.Subject(), e, epoch)
+			}
+			epoch = e
+		}
 		id := hdr.Get(nats.MsgIdHdr)
 		if id == "" || seen[id] {
 			t.Fatalf("message on %s has missing or repeated Msg-Id %q", m.Subject(), id)

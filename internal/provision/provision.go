@@ -153,6 +153,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n protocol.Names, o Opt
 		// never by direct get, which a lagging replica may answer.
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
+		// Fast batches: what a run's backlog goes out as on a stream of
+		// one replica (publisher.WithFastBatches).
+		AllowBatchPublish: true,
 	}); err != nil {
 		return nil, err
 	}
