@@ -70,6 +70,14 @@ type Intake struct {
 	running atomic.Pointer[pool]
 }
 
+// idleFetchWait is how long an idle intake's pull request waits at the
+// server for a job. A job published meanwhile is handed to it at once, a
+// stop or a reconnection ends it early (pullOne), so its length only sets
+// how often an idle worker asks again: every 2 s, its earlier value, the
+// requests, their expiries and replies were most of what an idle worker
+// and its server did.
+const idleFetchWait = 30 * time.Second
+
 // Option configures an Intake.
 type Option func(*Intake)
 
@@ -89,8 +97,7 @@ func WithOnDrop(f func(protocol.Reason)) Option { return func(in *Intake) { in.o
 // WithAckWait sets the consumer's AckWait (default 60s).
 func WithAckWait(d time.Duration) Option { return func(in *Intake) { in.ackWait = d } }
 
-// WithFetchWait bounds one idle fetch (default 5s); shorter makes shutdown
-// of an idle worker quicker.
+// WithFetchWait bounds one idle fetch (default idleFetchWait).
 func WithFetchWait(d time.Duration) Option { return func(in *Intake) { in.maxWait = d } }
 
 // WithTenancy reads the tenancy (keys' limits and weights) from f at each
@@ -111,7 +118,7 @@ func New(js jetstream.JetStream, names protocol.Names, cfg *config.Config, opts 
 		js: js, names: names, cfg: cfg,
 		log:         zerolog.Nop(),
 		ackWait:     60 * time.Second,
-		maxWait:     5 * time.Second,
+		maxWait:     idleFetchWait,
 		profileWait: 2 * time.Second,
 		rejectWait:  5 * time.Second,
 		admitWait:   2 * time.Second,

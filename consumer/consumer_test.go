@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -442,8 +444,137 @@ func TestHandoffAttachJobsGoToOthers(t *testing.T) {
 	}
 }
 
-// attachWaiting waits until node n1's attach consumer has n pull requests
-// waiting at the server.
+// TestReconnectedIntakeAsksAgain: an idle intake's pull requests wait
+// idleFetchWait (30 s) at the server; a server that dies (no "409 Server
+// Shutdown" reaches the client: its link is cut first) and restarts has
+// lost them, so the intake asks again as soon as it is reconnected, and
+// the jobs published then are taken at once, not when the lost requests
+// would have expired.
+func TestReconnectedIntakeAsksAgain(t *testing.T) {
+	dir := t.TempDir()
+	s := testenv.RunServerIn(t, dir, -1)
+	port := s.Addr().(*net.TCPAddr).Port
+	link := newLink(t, fmt.Sprintf("127.0.0.1:%d", port))
+	nc, err := nats.Connect("nats://"+link.addr(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := protocol.MustNames("")
+	if _, err := provision.Ensure(ctx, js, names, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 2)
+	in := consumer.New(js, names, config.Default(), consumer.WithSelf("/bin/true"), consumer.WithAckWait(30*time.Second))
+	stop := startIntake(t, ctx, in, "A", 1, consumer.Handlers{
+		Run: func(ctx context.Context, j consumer.Job) {
+			_ = j.Msg.Ack()
+			got <- "run " + j.Job.RunID
+		},
+		Attach: func(ctx context.Context, msg jetstream.Msg) {
+			_ = msg.Ack()
+			got <- "attach"
+		},
+	})
+	defer stop()
+	attachWaiting(t, ctx, js, names, 1)
+
+	link.cut(true)
+	testenv.WaitFor(t, 10*time.Second, "the client to see the server gone", func() bool { return nc.Status() == nats.RECONNECTING })
+	s.Shutdown()
+	s.WaitForShutdown()
+	testenv.RunServerIn(t, dir, port)
+	link.cut(false)
+	testenv.WaitFor(t, 10*time.Second, "the client to reconnect", func() bool { return nc.Status() == nats.CONNECTED })
+
+	published := time.Now()
+	run := nats.NewMsg(names.RunJobSubject())
+	run.Data = []byte(`{"runId":"r1","profile":"demo"}`)
+	attach := nats.NewMsg(names.AttachJobSubject("n1"))
+	attach.Data = []byte(`{"runId":"r0","reason":"handoff"}`)
+	for _, m := range []*nats.Msg{run, attach} {
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]bool{"run r1": true, "attach": true}
+	for len(want) > 0 {
+		select {
+		case what := <-got:
+			delete(want, what)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("jobs %v not taken 10s after the server's restart (the pull requests lost with it wait 30s)", want)
+		}
+	}
+	t.Logf("both jobs taken %v after their publish", time.Since(published).Round(time.Millisecond))
+}
+
+// link is a TCP relay to a server that can be cut: its connections are
+// closed and new ones refused, as a server's crash or a network's loss
+// looks to a client.
+type link struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	down   bool
+	conns  []net.Conn
+	target string
+}
+
+func newLink(t *testing.T, target string) *link {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &link{ln: ln, target: target}
+	t.Cleanup(func() { _ = ln.Close(); l.cut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			down := l.down
+			l.mu.Unlock()
+			up, err := net.Dial("tcp", target)
+			if down || err != nil {
+				_ = c.Close()
+				if up != nil {
+					_ = up.Close()
+				}
+				continue
+			}
+			l.mu.Lock()
+			l.conns = append(l.conns, c, up)
+			l.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
+	return l
+}
+
+func (l *link) addr() string { return l.ln.Addr().String() }
+
+// cut closes every relayed connection and refuses new ones while down.
+func (l *link) cut(down bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.down = down
+	if down {
+		for _, c := range l.conns {
+			_ = c.Close()
+		}
+		l.conns = nil
+	}
+}
+
 func attachWaiting(t *testing.T, ctx context.Context, js jetstream.JetStream, names protocol.Names, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

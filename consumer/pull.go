@@ -59,9 +59,15 @@ func pullStatus(m *nats.Msg) (job, done bool, err error) {
 // wait (0: only a job already waiting); nil, nil when none came. When ctx ends first the request's
 // subscription is drained before pullOne returns, so the server holds no
 // request of this intake any more, and a job that reached it meanwhile is
-// given back (Nak) at once.
+// given back (Nak) at once. A reconnection ends the wait the same way: the
+// request was made to a server that may not hold it any more (one that
+// restarted), and the caller's next request reaches the server now
+// connected, so an idle intake can wait long (one request a fetch wait)
+// without leaving jobs unpulled after an outage.
 func (in *Intake) pullOne(ctx context.Context, durable string, wait time.Duration) (jetstream.Msg, error) {
 	nc := in.js.Conn()
+	reconnected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(reconnected)
 	inbox := nc.NewInbox()
 	ch := make(chan *nats.Msg, 4)
 	sub, err := nc.ChanSubscribe(inbox, ch)
@@ -99,6 +105,9 @@ func (in *Intake) pullOne(ctx context.Context, durable string, wait time.Duratio
 				return nil, err
 			}
 		case <-timer.C:
+			in.settle(sub, ch)
+			return nil, nil
+		case <-reconnected:
 			in.settle(sub, ch)
 			return nil, nil
 		case <-ctx.Done():

@@ -2,11 +2,17 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/config"
 	"github.com/batonhq/baton/internal/provision"
@@ -91,5 +97,36 @@ func TestOfferAgainAfterTheLeaseChanged(t *testing.T) {
 	rc.offer(ctx, id, scanID)
 	if n := offered(); n != 2 {
 		t.Fatalf("%d attach jobs after a second hand-off in the same window, want 2", n)
+	}
+}
+
+// TestScanSpawnsNothingForHeldRuns: a scan skips the runs this worker
+// holds in its own goroutine. It offered each from a goroutine of its own,
+// so a worker holding 200 idle runs woke about 190 goroutines every scan
+// (TTL/2), most of what it did while idle.
+func TestScanSpawnsNothingForHeldRuns(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 20 {
+		if err := os.MkdirAll(filepath.Join(dir, "runs", fmt.Sprintf("held-%d", i)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var asked, spawned atomic.Int32
+	rc := &recovery{stateDir: dir, log: zerolog.Nop(), held: func(string) bool {
+		asked.Add(1)
+		// Asked from a goroutine the scan started, its stack holds the
+		// scan's closure.
+		buf := make([]byte, 8<<10)
+		if strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*recovery).scan.func") {
+			spawned.Add(1)
+		}
+		return true
+	}}
+	rc.scan(t.Context(), "t")
+	if asked.Load() != 20 {
+		t.Fatalf("held asked %d times for 20 run directories", asked.Load())
+	}
+	if n := spawned.Load(); n > 0 {
+		t.Fatalf("%d of 20 held runs looked at from a goroutine of their own", n)
 	}
 }

@@ -112,6 +112,12 @@ func (rc *recovery) scan(ctx context.Context, tag string) {
 		if !e.IsDir() || !protocol.ValidRunID(id) {
 			continue
 		}
+		// A run this worker holds is not offered: skipped here, not in a
+		// goroutine of its own (200 held runs woke 190 goroutines a scan,
+		// most of an idle worker's wakes).
+		if rc.held(id) {
+			continue
+		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()

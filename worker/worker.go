@@ -435,7 +435,7 @@ func (w *Worker) openStores(ctx context.Context) error {
 	}
 	w.slots = tenancy.NewSlots(res.Slots, w.id, w.log)
 	w.intake = consumer.New(w.js, w.names, w.cfg,
-		consumer.WithLogger(w.log), consumer.WithSelf(w.binary), consumer.WithFetchWait(2*time.Second),
+		consumer.WithLogger(w.log), consumer.WithSelf(w.binary),
 		consumer.WithTenancy(w.tenancy.Load), consumer.WithSlots(w.slots, w.runState),
 		consumer.WithAckWait(w.ackWait),
 		consumer.WithOnReject(func(r protocol.Reason) { w.metrics.rejected.WithLabelValues(string(r)).Inc() }),
