@@ -481,6 +481,8 @@ func (w *Worker) finish(ctx context.Context, r *run, st protocol.Status) {
 // run, find the status on the chain and record it (align). Marked
 // finished, the run would have stayed running for good.
 func (w *Worker) recordTerminal(ctx context.Context, r *run, st protocol.Status) {
+	// The record keeps the checkpoint the session's head becomes.
+	w.resolveCheckpoint(ctx, r, st)
 	node := r.rec.Node
 	rec, err := w.writeTerminal(ctx, r, st)
 	switch {

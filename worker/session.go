@@ -562,31 +562,39 @@ func (w *Worker) loadIndex(ctx context.Context, r *run) (*checkpoint.Manifest, *
 	return m, x
 }
 
+// resolveCheckpoint sets r.checkpoint, for a session's run whose terminal
+// status st is out, from the checkpoint st names when r's holder did not
+// take it (a successor read st from the chain): its chain is in its
+// manifest. A manifest that cannot be read leaves it nil, and so the
+// session's head as it is; the read, before the terminal record's write,
+// takes at most one try's time of that write.
+func (w *Worker) resolveCheckpoint(ctx context.Context, r *run, st protocol.Status) {
+	if r.rec.Session == "" || r.checkpoint != nil || st.Checkpoint == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordAttempt)
+	defer cancel()
+	m, err := checkpoint.ReadManifest(ctx, w.checkpoints, st.Checkpoint.Object)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("read the checkpoint's manifest; the session keeps its head")
+		return
+	}
+	r.checkpoint = &kv.SessionCheckpoint{Object: m.Object, Digest: st.Checkpoint.Digest, Size: st.Checkpoint.Size,
+		Files: m.Files, TreeBytes: m.TreeBytes, Run: m.Run, Created: m.Created, Chain: m.Chain}
+}
+
 // endSession ends r's session's claim on r, whose terminal status st is
-// out: its checkpoint becomes the session's head. A status read from the
-// chain (a holder that died after it) names its checkpoint, whose chain
-// its manifest says.
+// out: its checkpoint (resolveCheckpoint) becomes the session's head.
 func (w *Worker) endSession(ctx context.Context, r *run, st protocol.Status) {
 	id := r.rec.Session
 	if id == "" {
 		return
 	}
-	cp := r.checkpoint
-	if cp == nil && st.Checkpoint != nil {
-		m, err := checkpoint.ReadManifest(ctx, w.checkpoints, st.Checkpoint.Object)
-		if err != nil {
-			r.log.Warn().Err(err).Msg("read the checkpoint's manifest; the session keeps its head")
-		} else {
-			cp = &kv.SessionCheckpoint{Object: m.Object, Digest: st.Checkpoint.Digest, Size: st.Checkpoint.Size,
-				Files: m.Files, TreeBytes: m.TreeBytes, Run: m.Run, Created: m.Created, Chain: m.Chain}
-		}
-	}
-	r.checkpoint = cp
 	var err error
 	if st.Status == protocol.StatusLost {
 		err = w.sessions.Lost(ctx, id, r.id)
 	} else {
-		err = w.sessions.End(ctx, id, r.id, st.Status == protocol.StatusPaused, cp, st.CheckpointError, w.profileSession(r.rec.Profile).Keep, st.Usage)
+		err = w.sessions.End(ctx, id, r.id, st.Status == protocol.StatusPaused, r.checkpoint, st.CheckpointError, w.profileSession(r.rec.Profile).Keep, st.Usage)
 	}
 	if err != nil {
 		// The session's next job finishes it (session.Store.Claim).

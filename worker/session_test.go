@@ -207,6 +207,41 @@ func TestSessionJobMovedAndRefused(t *testing.T) {
 	}
 }
 
+// TestSessionTerminalRecordBySuccessor: a session run's end recorded by a
+// successor (the server down past the grace between the terminal status
+// and the record, as in TestTerminalRecordOutlivesAnOutage) keeps the
+// checkpoint the status names on the run's record, as the session's head.
+func TestSessionTerminalRecordBySuccessor(t *testing.T) {
+	// Mostly an outage's and a lease TTL's wait.
+	t.Parallel()
+	dir, port := t.TempDir(), testenv.FreePort(t)
+	h := newHarness(t, withStore(dir, port), withConfig(func(c *config.Config) {
+		c.LeaseTTL = 10 * time.Second
+		c.Profiles["sess"] = sessionAgent(t, `echo '{"type":"result"}'`, nil)
+	}))
+	id := newRunID(t)
+	h.outageAtTerminalRecord(dir, port, id, func() {
+		h.submitSession(map[string]any{"runId": id, "profile": "sess", "session": "s10"})
+	})
+	var rec kv.RunRecord
+	testenv.WaitFor(t, 3*h.cfg.LeaseTTL, "run "+id+"'s record to say succeeded once the server is back", func() bool {
+		rec = h.record(id)
+		return rec.State == kv.RunState(protocol.StatusSucceeded)
+	})
+	var sess kv.SessionRecord
+	testenv.WaitFor(t, 10*time.Second, "session s10 to have no live run", func() bool {
+		sess = h.session("s10")
+		return sess.Live == ""
+	})
+	head := sess.Head()
+	if head == nil || head.Run != id {
+		t.Fatalf("session s10's head %+v, want run %s's checkpoint", head, id)
+	}
+	if rec.Checkpoint == nil || rec.Checkpoint.Object != head.Object || rec.Checkpoint.Digest != head.Digest {
+		t.Fatalf("run record's checkpoint %+v, want the session's head %+v", rec.Checkpoint, head)
+	}
+}
+
 // TestSessionOnAnotherNode: run 1 of a session on node n1, whose worker
 // then stops for good; run 2 on node n2, with a state directory of its
 // own, finds run 1's workspace and home where run 1 left them.

@@ -975,28 +975,10 @@ func TestTerminalRecordOutlivesAnOutage(t *testing.T) {
 	// the successor comes from the lease the worker gave up, not from its
 	// liveness lost.
 	h := newHarness(t, withStore(dir, port), withConfig(func(c *config.Config) { c.LeaseTTL = 10 * time.Second }))
-	h.stopWorker("w1")
-	const grace = time.Second
 	id := newRunID(t)
-	down := make(chan struct{})
-	h.addWorker("w2", worker.WithGrace(grace), worker.WithBeforeRecordTerminal(func(runID string) {
-		if runID != id {
-			return
-		}
-		h.s.Shutdown()
-		h.s.WaitForShutdown()
-		close(down)
-	}))
-	h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "3"}})
-	select {
-	case <-down:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("run %s: no terminal status published within 60s", id)
-	}
-	// The outage outlasts the grace the record's write has: nothing to
-	// wait for but time, with the server down.
-	time.Sleep(2 * grace)
-	testenv.RunServerIn(t, dir, port)
+	h.outageAtTerminalRecord(dir, port, id, func() {
+		h.submit(map[string]any{"runId": id, "profile": "fake", "args": []string{"--lines", "3"}})
+	})
 
 	var rec kv.RunRecord
 	defer func() {
@@ -1026,6 +1008,38 @@ func TestTerminalRecordOutlivesAnOutage(t *testing.T) {
 	if n := h.statusCount(id); n != len(st) {
 		t.Fatalf("%d statuses on the chain, %d up to the first terminal one: %+v", n, len(st), st)
 	}
+}
+
+// outageAtTerminalRecord runs submit's run on a worker whose record of
+// the run's end finds the server (withStore(dir, port)) down for twice
+// the grace its write has, so a successor records the end, from the
+// status on the chain; it returns once the server is back. The harness's
+// lease TTL must outlast the outage: the successor comes from the lease
+// the worker gave up, not from its liveness lost.
+func (h *harness) outageAtTerminalRecord(dir string, port int, runID string, submit func()) {
+	t := h.t
+	t.Helper()
+	h.stopWorker("w1")
+	const grace = time.Second
+	down := make(chan struct{})
+	h.addWorker("w2", worker.WithGrace(grace), worker.WithBeforeRecordTerminal(func(id string) {
+		if id != runID {
+			return
+		}
+		h.s.Shutdown()
+		h.s.WaitForShutdown()
+		close(down)
+	}))
+	submit()
+	select {
+	case <-down:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run %s: no terminal status published within 60s", runID)
+	}
+	// The outage outlasts the grace the record's write has: nothing to
+	// wait for but time, with the server down.
+	time.Sleep(2 * grace)
+	testenv.RunServerIn(t, dir, port)
 }
 
 // statusCount is how many statuses the run's chain holds.
