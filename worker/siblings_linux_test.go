@@ -59,6 +59,26 @@ func runOnProcess(t *testing.T, h *harness, cmd *exec.Cmd) string {
 	return id
 }
 
+// killAndTakeOver starts a sibling, SIGKILLs the worker process holding
+// run id and wants the run attached well within the lease TTL: the
+// sibling ends the dead one's liveness, not its expiry. whose names the
+// killed worker in the message.
+func killAndTakeOver(t *testing.T, h *harness, cmd *exec.Cmd, id, whose string) protocol.Status {
+	t.Helper()
+	h.addWorker("w2")
+	killed := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	st := h.waitStatus(id, protocol.StatusAttached)
+	if took := time.Since(killed); took > siblingTTL/3 {
+		t.Errorf("run attached %v after the SIGKILL of %s, want well within the lease TTL %v", took, whose, siblingTTL)
+	} else {
+		t.Logf("run attached by %s %v after its worker's SIGKILL (lease TTL %v)", st.Worker, took.Round(time.Millisecond), siblingTTL)
+	}
+	return st
+}
+
 // TestSiblingDeathEndsItsLiveness: a worker of the node that sees another
 // one's process exit without ending its liveness (SIGKILL) ends it, and
 // the dead worker's run is taken over within a second or two, not a lease
@@ -68,17 +88,7 @@ func TestSiblingDeathEndsItsLiveness(t *testing.T) {
 	h.stopWorker("w1") // the worker process takes the run
 	cmd := startWorkerProcess(t, h)
 	id := runOnProcess(t, h, cmd)
-	h.addWorker("w2")
-	killed := time.Now()
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	st := h.waitStatus(id, protocol.StatusAttached)
-	if took := time.Since(killed); took > siblingTTL/3 {
-		t.Errorf("run attached %v after its worker's SIGKILL, want well within the lease TTL %v", took, siblingTTL)
-	} else {
-		t.Logf("run attached by %s %v after its worker's SIGKILL (lease TTL %v)", st.Worker, took.Round(time.Millisecond), siblingTTL)
-	}
+	st := killAndTakeOver(t, h, cmd, id, "its worker")
 	msgs := h.chain(id, 60*time.Second)
 	h.assertChainMatchesJournal(id, msgs)
 	if _, err := os.Stat(filepath.Join(h.stateDir, "workers", st.Worker+".json")); err != nil {
@@ -152,15 +162,5 @@ func TestSiblingDeathAfterNewSession(t *testing.T) {
 		return err == nil && cur.Session != first.Session
 	})
 	id := runOnProcess(t, h, cmd)
-	h.addWorker("w2")
-	killed := time.Now()
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	st := h.waitStatus(id, protocol.StatusAttached)
-	if took := time.Since(killed); took > siblingTTL/3 {
-		t.Errorf("run attached %v after the SIGKILL of its worker, whose session was its second, want well within the lease TTL %v", took, siblingTTL)
-	} else {
-		t.Logf("run attached by %s %v after its worker's SIGKILL (lease TTL %v)", st.Worker, took.Round(time.Millisecond), siblingTTL)
-	}
+	killAndTakeOver(t, h, cmd, id, "its worker, whose session was its second")
 }
