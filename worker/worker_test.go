@@ -1758,7 +1758,13 @@ func TestRecordNamesItsHolder(t *testing.T) {
 	if st := h.terminal(id); st.Status != protocol.StatusCancelled {
 		t.Fatalf("run ended %+v", st)
 	}
-	if rec := h.record(id); rec.State != kv.RunState(protocol.StatusCancelled) || rec.Spawning || rec.Worker != next {
+	// The record is written after the terminal status is on the chain.
+	var rec kv.RunRecord
+	testenv.WaitFor(t, 10*time.Second, "the record to say cancelled", func() bool {
+		rec = h.record(id)
+		return rec.State.Terminal()
+	})
+	if rec.State != kv.RunState(protocol.StatusCancelled) || rec.Spawning || rec.Worker != next {
 		t.Fatalf("record of the finished run: %+v", rec)
 	}
 }
