@@ -11,6 +11,7 @@ type metrics struct {
 	// Sandboxes started ahead of their jobs, by profile, and the runs
 	// that took one.
 	prestarted     *prometheus.CounterVec
+	poolWaiting    *prometheus.GaugeVec
 	runsPrestarted prometheus.Counter
 	inputsWritten  prometheus.Counter
 	runsAttached   *prometheus.CounterVec // by reason: handoff, recover
@@ -55,6 +56,8 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 			Name: "baton_runs_started_total", Help: "Runs this worker started."}),
 		prestarted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_sandboxes_prestarted_total", Help: "Sandboxes this worker started ahead of their jobs (profile pool), by profile."}, []string{"profile"}),
+		poolWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: poolWaitingMetric, Help: "Prestarted sandboxes this worker holds ready for a run now, by profile: a run of the profile that fits takes one."}, []string{"profile"}),
 		runsPrestarted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_runs_started_prestarted_total", Help: "Runs this worker started on a prestarted sandbox (of baton_runs_started_total)."}),
 		inputsWritten: prometheus.NewCounter(prometheus.CounterOpts{
@@ -110,7 +113,7 @@ func newMetrics(reg prometheus.Registerer, w *Worker) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.usage.collectors()...)
-		reg.MustRegister(m.runsStarted, m.prestarted, m.runsPrestarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
+		reg.MustRegister(m.runsStarted, m.prestarted, m.poolWaiting, m.runsPrestarted, m.inputsWritten, m.runsAttached, m.runsFinished, m.runsHandedOff, m.runsDropped,
 			m.runsPruned, m.linesOut, m.bytesOut, m.rejected, m.dropped, m.heldForDisk, m.active, m.reapPasses, m.storageWaiting, m.storageStalls, m.requestsRefused,
 			m.stopsAbandoned, m.lostStopped, m.heartbeatGaps, m.toolCalls, m.toolDuration, m.approvals, m.approvalsPending)
 	}
@@ -121,4 +124,31 @@ func (w *Worker) activeCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.active)
+}
+
+const poolWaitingMetric = "baton_sandboxes_waiting"
+
+// PoolWaiting reads from g, the registry of a worker's metrics
+// (WithMetrics), how many prestarted sandboxes the worker holds ready for
+// a run now, by profile: those a run would take. A sandbox's own records
+// say it waits a little before its worker has it in hand.
+func PoolWaiting(g prometheus.Gatherer) (map[string]int, error) {
+	families, err := g.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, f := range families {
+		if f.GetName() != poolWaitingMetric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "profile" {
+					out[l.GetValue()] = int(m.GetGauge().GetValue())
+				}
+			}
+		}
+	}
+	return out, nil
 }

@@ -50,6 +50,7 @@ type chainPool struct {
 	runsDir    string       // where the entries' directories go
 	runner     string       // the binary the chains run from
 	prestarted prometheus.Counter
+	waiting    prometheus.Gauge // len(ready), set under mu
 	log        zerolog.Logger
 	clock      clock.Clock
 
@@ -92,7 +93,7 @@ func (w *Worker) newPools() map[string]*chainPool {
 			size = 2
 		}
 		pools[name] = &chainPool{profile: name, shape: shape, size: size, adaptive: adaptive,
-			runsDir: filepath.Join(w.stateDir, "runs"), runner: w.runner, prestarted: w.metrics.prestarted.WithLabelValues(name),
+			runsDir: filepath.Join(w.stateDir, "runs"), runner: w.runner, prestarted: w.metrics.prestarted.WithLabelValues(name), waiting: w.metrics.poolWaiting.WithLabelValues(name),
 			log: w.log.With().Str("profile", name).Logger(), clock: w.clock, kick: make(chan struct{}, 1)}
 	}
 	return pools
@@ -136,6 +137,7 @@ func (p *chainPool) run(ctx context.Context) {
 		backoff = 0
 		p.mu.Lock()
 		p.ready = append(p.ready, e)
+		p.waiting.Set(float64(len(p.ready)))
 		p.mu.Unlock()
 		p.prestarted.Inc()
 		p.log.Debug().Str("dir", string(e.Dir())).Int("ready", p.count()).Msg("sandbox prestarted")
@@ -198,6 +200,7 @@ func (p *chainPool) trim(n int) int {
 	p.mu.Lock()
 	extra := p.ready[n:]
 	p.ready = p.ready[:n:n]
+	p.waiting.Set(float64(n))
 	p.mu.Unlock()
 	for _, e := range extra {
 		go p.discard(e)
@@ -220,6 +223,7 @@ func (p *chainPool) count() int {
 	}
 	clear(p.ready[len(live):])
 	p.ready = live
+	p.waiting.Set(float64(len(live)))
 	return len(p.ready)
 }
 
@@ -232,6 +236,7 @@ func (p *chainPool) get(spec sandbox.Spec) *sandbox.Prestarted {
 			continue
 		}
 		p.ready = append(p.ready[:i], p.ready[i+1:]...)
+		p.waiting.Set(float64(len(p.ready)))
 		return e
 	}
 	return nil
@@ -255,6 +260,7 @@ func (p *chainPool) closeAll() {
 	p.mu.Lock()
 	ready := p.ready
 	p.ready = nil
+	p.waiting.Set(0)
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, e := range ready {

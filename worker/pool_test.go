@@ -13,6 +13,7 @@ import (
 	"github.com/batonhq/baton/journal"
 	"github.com/batonhq/baton/protocol"
 	"github.com/batonhq/baton/sandbox"
+	"github.com/batonhq/baton/worker"
 )
 
 // poolEntries are the prestarted sandboxes in stateDir that wait for a
@@ -22,13 +23,22 @@ func poolEntries(t *testing.T, stateDir string) []journal.Dir {
 	return sandbox.WaitingPoolEntries(filepath.Join(stateDir, "runs"))
 }
 
-// waitPool waits until n prestarted sandboxes wait in stateDir.
-func waitPool(t *testing.T, stateDir string, n int) {
+// waitPool waits until worker w1 holds n prestarted sandboxes of profile
+// ready for a take (not their records on disk, which say they wait a
+// moment before the worker has them in hand).
+func waitPool(t *testing.T, h *harness, profile string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(poolEntries(t, stateDir)) < n {
+	for {
+		ready, err := worker.PoolWaiting(h.regs["w1"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ready[profile] >= n {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d prestarted sandboxes wait after 30 s, want %d", len(poolEntries(t, stateDir)), n)
+			t.Fatalf("worker w1 holds %d prestarted sandboxes of %s after 30 s, want %d (%d wait on disk)", ready[profile], profile, n, len(poolEntries(t, h.stateDir)))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -53,7 +63,7 @@ func TestPrestartedRuns(t *testing.T) {
 		c.Profiles["pooled"] = config.Profile{Command: []string{"{baton}", "fake-agent"}, AllowArgs: config.AnyArgs,
 			Timeout: time.Minute, Pool: 2}
 	})
-	waitPool(t, h.stateDir, 2)
+	waitPool(t, h, "pooled", 2)
 	for i := range 3 {
 		id := newRunID(t)
 		h.submit(map[string]any{"runId": id, "profile": "pooled", "input": "hello",
@@ -71,7 +81,7 @@ func TestPrestartedRuns(t *testing.T) {
 		if !took(t, h, id) {
 			t.Errorf("run %d started cold with %d prestarted sandboxes waiting", i, len(poolEntries(t, h.stateDir)))
 		}
-		waitPool(t, h.stateDir, 2)
+		waitPool(t, h, "pooled", 2)
 	}
 	cold := newRunID(t)
 	h.submit(map[string]any{"runId": cold, "profile": "pooled", "limits": map[string]string{"disk": "32MiB"},
@@ -122,7 +132,7 @@ func TestAdaptivePool(t *testing.T) {
 	}
 	// The auto profile's one sandbox: had the off profile, used first,
 	// been given a pool, its sandbox would have been started by now too.
-	waitPool(t, h.stateDir, 1)
+	waitPool(t, h, "auto", 1)
 	if id := run("auto"); !took(t, h, id) {
 		t.Errorf("the second run of an unpooled profile started cold with %d prestarted sandboxes waiting", len(poolEntries(t, h.stateDir)))
 	}
@@ -130,7 +140,7 @@ func TestAdaptivePool(t *testing.T) {
 		t.Error("a run of a pool: 0 profile took a prestarted sandbox")
 	}
 	// Two auto runs within a minute: the pool grows to two.
-	waitPool(t, h.stateDir, 2)
+	waitPool(t, h, "auto", 2)
 	h.stopWorker("w1")
 	if dirs, _ := filepath.Glob(filepath.Join(h.stateDir, "runs", sandbox.PoolEntryPrefix+"*")); len(dirs) > 0 {
 		t.Errorf("a stopped worker left its prestarted sandboxes: %v", dirs)

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/client"
@@ -43,6 +44,9 @@ type harness struct {
 	stateDir string
 	w        *worker.Worker
 	stops    map[string]func()
+	// regs are the workers' metrics, by worker ID (a test's own
+	// WithMetrics replaces its worker's).
+	regs map[string]*prometheus.Registry
 }
 
 type harnessOption func(*server.Options, *config.Config)
@@ -75,7 +79,8 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		opt(&server.Options{}, cfg)
 	}
 	nc, js := testenv.Connect(t, s)
-	h := &harness{t: t, s: s, nc: nc, js: js, names: protocol.MustNames(cfg.Prefix), cfg: cfg, stateDir: testenv.StateDir(t), stops: map[string]func(){}}
+	h := &harness{t: t, s: s, nc: nc, js: js, names: protocol.MustNames(cfg.Prefix), cfg: cfg, stateDir: testenv.StateDir(t), stops: map[string]func(){},
+		regs: map[string]*prometheus.Registry{}}
 	h.w, _ = h.addWorker("w1")
 	return h
 }
@@ -86,8 +91,10 @@ func (h *harness) addWorker(id string, opts ...worker.Option) (*worker.Worker, f
 	t := h.t
 	t.Helper()
 	nc, _ := testenv.Connect(t, h.s)
+	reg := prometheus.NewRegistry()
+	h.regs[id] = reg
 	w, err := worker.New(nc, h.cfg, append([]worker.Option{
-		worker.WithStateDir(h.stateDir), worker.WithNode("n1"), worker.WithID(id),
+		worker.WithStateDir(h.stateDir), worker.WithNode("n1"), worker.WithID(id), worker.WithMetrics(reg),
 		worker.WithBinary(testenv.BatonBinary(t)), worker.WithLogger(testLogger(t).With().Str("w", id).Logger())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/config"
@@ -52,17 +53,22 @@ func (v escapeVariant) took(t *testing.T, w *escapeWorld, id string) {
 	}
 }
 
-// waitPool waits until n prestarted sandboxes wait for their runs.
+// waitPool waits until the worker holds n prestarted sandboxes of
+// hostile-pooled ready for their runs (not their records on disk, which
+// say they wait a moment before the worker has them in hand).
 func (w *escapeWorld) waitPool(n int) {
 	w.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		ready := len(sandbox.WaitingPoolEntries(filepath.Join(w.stateDir, "runs")))
-		if ready >= n {
+		ready, err := worker.PoolWaiting(w.metrics)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if ready["hostile-pooled"] >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			w.t.Fatalf("%d prestarted sandboxes after 60 s, want %d", ready, n)
+			w.t.Fatalf("the worker holds %d prestarted sandboxes after 60 s, want %d (%d wait on disk)", ready["hostile-pooled"], n, len(sandbox.WaitingPoolEntries(filepath.Join(w.stateDir, "runs"))))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -77,7 +83,8 @@ type escapeWorld struct {
 	js       jetstream.JetStream
 	names    protocol.Names
 	stateDir string
-	agent    string // the escape agent binary
+	metrics  *prometheus.Registry // the worker's
+	agent    string               // the escape agent binary
 	host     *testenv.TestHost
 	hits     *escapeHits
 	natsPort int
@@ -191,8 +198,9 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 	if os.Getenv("BATON_TEST_LOG") != "" {
 		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
 	}
+	w.metrics = prometheus.NewRegistry()
 	wk, err := worker.New(nc, cfg, worker.WithStateDir(w.stateDir), worker.WithNode("escape"),
-		worker.WithBinary(testenv.BatonBinary(t)), worker.WithLogger(log))
+		worker.WithBinary(testenv.BatonBinary(t)), worker.WithLogger(log), worker.WithMetrics(w.metrics))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/batonhq/baton/config"
@@ -30,11 +31,15 @@ type probeReport struct {
 	ID         string `json:"id"`
 	Ready      bool   `json:"ready"`
 	Goroutines int    `json:"goroutines"`
+	// Pools are the prestarted sandboxes the worker holds ready, by
+	// profile (worker.PoolWaiting).
+	Pools map[string]int `json:"pools,omitempty"`
 }
 
 // Probe runs a real worker, exactly as `baton worker` does, and reports
-// on out, as one JSON line every o.Every, whether it is ready and how many
-// goroutines it has: what the suite cannot read from /proc.
+// on out, as one JSON line every o.Every, whether it is ready, how many
+// goroutines it has and the sandboxes its pools hold ready: what the suite
+// cannot read from /proc.
 func Probe(ctx context.Context, out io.Writer, o ProbeOptions) error {
 	if o.Every <= 0 {
 		o.Every = 200 * time.Millisecond
@@ -45,7 +50,8 @@ func Probe(ctx context.Context, out io.Writer, o ProbeOptions) error {
 		return fmt.Errorf("bench: probe connect: %w", err)
 	}
 	defer nc.Close()
-	opts := []worker.Option{worker.WithNode(o.Node), worker.WithStateDir(o.StateDir), worker.WithLogger(o.Log)}
+	reg := prometheus.NewRegistry()
+	opts := []worker.Option{worker.WithNode(o.Node), worker.WithStateDir(o.StateDir), worker.WithLogger(o.Log), worker.WithMetrics(reg)}
 	if o.ID != "" {
 		opts = append(opts, worker.WithID(o.ID))
 	}
@@ -63,6 +69,9 @@ func Probe(ctx context.Context, out io.Writer, o ProbeOptions) error {
 	defer tick.Stop()
 	for {
 		rep := probeReport{ID: w.ID(), Goroutines: runtime.NumGoroutine()}
+		if rep.Pools, err = worker.PoolWaiting(reg); err != nil {
+			return fmt.Errorf("bench: probe report: %w", err)
+		}
 		select {
 		case <-w.Ready():
 			rep.Ready = true

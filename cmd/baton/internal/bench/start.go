@@ -13,7 +13,6 @@ import (
 
 	"github.com/batonhq/baton/client"
 	"github.com/batonhq/baton/protocol"
-	"github.com/batonhq/baton/sandbox"
 )
 
 const (
@@ -72,7 +71,7 @@ func (e *env) startNone(ctx context.Context, sz sizes) Result {
 		anchors = append(anchors, d)
 		// The pool refills after each take: the row times a take, not a
 		// cold start behind an empty pool.
-		if err := e.waitPool(ctx, 1); err != nil {
+		if err := e.waitPool(ctx, w, "line-pooled", 1); err != nil {
 			return fail(err)
 		}
 		t, err := e.timeStart(ctx, fmt.Sprintf("bench-start-%d", i), "line-pooled")
@@ -135,17 +134,22 @@ const startPoolProfile = `  line-pooled:
     network: none
 `
 
-// waitPool waits until n prestarted sandboxes wait for a take in the
-// bench node's state directory.
-func (e *env) waitPool(ctx context.Context, n int) error {
+// waitPool waits until worker w holds n prestarted sandboxes of profile
+// ready for a take. Not the entries' own records: a sandbox says it waits
+// a moment before its worker has it in hand, and a run submitted between
+// starts cold (a loaded fresh-clone CI's first round did).
+func (e *env) waitPool(ctx context.Context, w *workerProc, profile string, n int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ready := len(sandbox.WaitingPoolEntries(filepath.Join(e.stateDir, "runs")))
+		ready := 0
+		if r := w.report.Load(); r != nil {
+			ready = r.Pools[profile]
+		}
 		if ready >= n {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d prestarted sandboxes wait after 30 s, want %d; see %s", ready, n, filepath.Join(e.dir, "start.log"))
+			return fmt.Errorf("worker %s holds %d prestarted sandboxes of %s after 30 s, want %d; see %s", w.id, ready, profile, n, filepath.Join(e.dir, w.id+".log"))
 		}
 		if err := ctx.Err(); err != nil {
 			return err
