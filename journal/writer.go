@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"sync/atomic"
-	"time"
 	"unicode/utf8"
 )
 
@@ -28,12 +26,18 @@ type Writer struct {
 	// pending are lines Insert holds until the agent's current line ends.
 	pending [][]byte
 	done    bool
-	// copied counts the agent's bytes ReadFrom appended; inflight those
-	// it read and is about to append; copyEnded is set once it returned
-	// (see InsertAfter).
+	// copied counts the agent's bytes ReadFrom took from its source;
+	// after are the lines InsertAfter holds until copied reaches their
+	// at; copyEnded is set once ReadFrom returned.
 	copied    int64
-	inflight  atomic.Int64
+	after     []afterLine
 	copyEnded bool
+}
+
+// afterLine is a line InsertAfter holds until the copy has taken at bytes.
+type afterLine struct {
+	at   int64
+	line []byte
 }
 
 // SetLimit makes ReadFrom stop at n bytes of journal (the agent's stdout,
@@ -124,24 +128,38 @@ func (w *Writer) Insert(line []byte) error {
 }
 
 // InsertAfter is Insert after the agent's output ReadFrom has yet to
-// append: queued says how many bytes of it wait in the source (the
-// agent's stdout pipe), and InsertAfter waits, at most bound, for ReadFrom
-// to append them and what it holds already. So a record of something
-// the agent did is not put before the lines it printed before doing it,
-// which its pipe may still hold. Only bytes a read has taken from the
-// source but not yet counted as in flight (a few instructions' window)
-// can land after it.
-func (w *Writer) InsertAfter(line []byte, queued func() int64, bound time.Duration) error {
-	deadline := time.Now().Add(bound)
+// take: queued says how many bytes of it wait in the source (the agent's
+// stdout pipe), and the line is held until ReadFrom has taken and
+// appended them, then inserted as Insert would; at once if none wait or
+// the copy has ended. So a record of something the agent did never goes
+// before the lines it printed before doing it, which its pipe may still
+// hold, however late the copy runs. That is exact when ReadFrom reads a
+// non-blocking file (see lockedReads): queued is asked with w.mu held,
+// and such reads take bytes from the source with w.mu held too. The lines
+// held are the caller's to bound (the stage's egress records are).
+func (w *Writer) InsertAfter(line []byte, queued func() int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	target := w.copied + w.inflight.Load() + queued()
-	for w.copied < target && !w.copyEnded && !w.done && time.Now().Before(deadline) {
-		w.mu.Unlock()
-		time.Sleep(time.Millisecond)
-		w.mu.Lock()
+	q := queued()
+	if q <= 0 || w.copyEnded || w.done {
+		return w.insert(line)
 	}
-	return w.insert(line)
+	// copied+q, what the agent wrote, never decreases from one call to
+	// the next: after stays in order.
+	w.after = append(w.after, afterLine{w.copied + q, line})
+	return nil
+}
+
+// releaseAfter inserts the lines InsertAfter holds, the copy having
+// ended, with w.mu held.
+func (w *Writer) releaseAfter() error {
+	for len(w.after) > 0 {
+		if err := w.insert(w.after[0].line); err != nil {
+			return err
+		}
+		w.after = w.after[1:]
+	}
+	return nil
 }
 
 // insert is Insert with w.mu held.
@@ -171,40 +189,30 @@ func (w *Writer) writeRaw(p []byte) (int, error) {
 
 // ReadFrom copies r (the agent's stdout pipe) until EOF, appending each read
 // as soon as it returns so followers see output with no added latency.
-func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
+// Once it returns, the lines InsertAfter holds follow what it appended.
+func (w *Writer) ReadFrom(r io.Reader) (total int64, err error) {
 	buf := make([]byte, 256<<10)
-	var total int64
 	defer func() {
 		w.mu.Lock()
+		defer w.mu.Unlock()
 		w.copyEnded = true
-		w.mu.Unlock()
+		if rerr := w.releaseAfter(); rerr != nil && err == nil {
+			err = fmt.Errorf("journal: append: %w", rerr)
+		}
 	}()
-	for {
-		n, err := r.Read(buf)
-		w.inflight.Store(int64(n))
+	// next reads once and appends what it read.
+	next := func() (int, error) {
+		n, rerr := r.Read(buf)
 		w.mu.Lock()
-		w.copied += int64(n)
-		w.inflight.Store(0)
-		if w.limit > 0 && int64(n) > w.limit-w.n {
-			// Up to the limit, exactly; nothing past it.
-			keep := max(w.limit-w.n, 0)
-			_, werr := w.write(buf[:keep])
-			w.mu.Unlock()
-			if werr != nil {
-				return total, fmt.Errorf("journal: append: %w", werr)
-			}
-			return total + keep, fmt.Errorf("%w: more than %d bytes", ErrOutputLimit, w.limit)
-		}
-		if n > 0 {
-			_, werr := w.write(buf[:n])
-			w.mu.Unlock()
-			if werr != nil {
-				return total, fmt.Errorf("journal: append: %w", werr)
-			}
-			total += int64(n)
-		} else {
-			w.mu.Unlock()
-		}
+		defer w.mu.Unlock()
+		return w.appendRead(buf[:n], rerr)
+	}
+	if locked := w.lockedReads(r, buf); locked != nil {
+		next = locked
+	}
+	for {
+		n, err := next()
+		total += int64(n)
 		if err == io.EOF {
 			return total, nil
 		}
@@ -212,6 +220,36 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 			return total, err
 		}
 	}
+}
+
+// appendRead appends p, which a read returned with err, up to the limit,
+// and the lines InsertAfter holds where p reaches theirs, with w.mu held.
+// It returns how much of p it appended and the error that ends the copy,
+// if any: err, the limit's, or the append's.
+func (w *Writer) appendRead(p []byte, err error) (int, error) {
+	if w.limit > 0 && int64(len(p)) > w.limit-w.n {
+		// Up to the limit, exactly; nothing past it.
+		p, err = p[:max(w.limit-w.n, 0)], fmt.Errorf("%w: more than %d bytes", ErrOutputLimit, w.limit)
+	}
+	n := len(p)
+	for len(w.after) > 0 && w.after[0].at <= w.copied+int64(len(p)) {
+		cut := max(w.after[0].at-w.copied, 0)
+		if _, werr := w.write(p[:cut]); werr != nil {
+			return 0, fmt.Errorf("journal: append: %w", werr)
+		}
+		w.copied += cut
+		p = p[cut:]
+		if werr := w.insert(w.after[0].line); werr != nil {
+			return 0, fmt.Errorf("journal: append: %w", werr)
+		}
+		w.after[0] = afterLine{}
+		w.after = w.after[1:]
+	}
+	if _, werr := w.write(p); werr != nil {
+		return 0, fmt.Errorf("journal: append: %w", werr)
+	}
+	w.copied += int64(len(p))
+	return n, err
 }
 
 // Size is the journal's length in bytes.
@@ -231,6 +269,10 @@ func (w *Writer) Finish(s Sentinel) error {
 	s.Detail = clip(s.Detail, maxDetail)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// Normally none: the copy ended first.
+	if err := w.releaseAfter(); err != nil {
+		return fmt.Errorf("journal: append: %w", err)
+	}
 	w.done = true
 	if w.lastByte != '\n' {
 		// Ending it lets the lines Insert holds follow.

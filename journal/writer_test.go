@@ -73,3 +73,32 @@ func TestWriterLimit(t *testing.T) {
 type sevenBytes struct{ r io.Reader }
 
 func (s sevenBytes) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), 7)]) }
+
+// BenchmarkReadFrom: the agent's stdout into the journal, one write(2) of
+// a 100-byte line at a time through a real pipe, as an agent prints.
+func BenchmarkReadFrom(b *testing.B) {
+	w := openWriter(b, filepath.Join(b.TempDir(), "journal.ndjson"))
+	r, pw, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	copied := make(chan error, 1)
+	go func() { _, err := w.ReadFrom(r); copied <- err }()
+	line := []byte(strings.Repeat("x", 99) + "\n")
+	b.SetBytes(int64(len(line)))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := pw.Write(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pw.Close()
+	if err := <-copied; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if n := w.Size(); n != int64(b.N*len(line)) {
+		b.Fatalf("journal of %d bytes, want %d", n, b.N*len(line))
+	}
+	w.Close()
+}

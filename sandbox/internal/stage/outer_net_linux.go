@@ -27,10 +27,7 @@ const (
 	// aside: at most some 800 KB of journal and chain (a record is under
 	// 800 bytes, host and reason bounded).
 	maxEgressRecords = 1000
-	// How long an egress record waits for the journal to take what the
-	// agent's stdout pipe held when its connection ended.
-	egressCatchUp = time.Second
-	pastaStop     = time.Second
+	pastaStop        = time.Second
 )
 
 // outerNet is runner-outer's side of the sandbox's network.
@@ -143,10 +140,11 @@ func (o *outerRun) serveEgress(ctx context.Context) error {
 	netCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	// A record goes after what the agent printed before the connection
-	// ended, which its stdout pipe may still hold.
+	// ended, which its stdout pipe may still hold; the journal holds at
+	// most maxEgressRecords of them (and the limit's note) for the copy.
 	stdout := o.stdout
 	insert := func(line []byte) error {
-		return o.jw.InsertAfter(line, func() int64 { return queuedBytes(stdout) }, egressCatchUp)
+		return o.jw.InsertAfter(line, func() int64 { return queuedBytes(stdout) })
 	}
 	record := egressRecords(insert, o.spec.Nonce, maxEgressRecords, o.st)
 	proxy := egress.NewProxy(o.plan.policy, logf, egress.OnDone(record))
