@@ -10,4 +10,4 @@ import (
 	"github.com/batonhq/baton/sandbox/internal/tlsterm"
 )
 
-func init() { egress.SetTLS(tlsterm.Client, tlsterm.Server) }
+func init() { egress.SetTLS(tlsterm.NewCA, tlsterm.ParseCA, tlsterm.Upstream, tlsterm.Server) }

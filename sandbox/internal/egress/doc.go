@@ -24,7 +24,7 @@
 // the value in place of the placeholder in the secret's header. A
 // placeholder seen where its secret may not go (another host, plain HTTP,
 // a CONNECT target) fails its request with 403, recorded through Logf.
-// Other hosts keep their end-to-end tunnel. The TLS itself is given by
-// SetTLS (package sandbox/secrettls, in the baton binary only), so that
-// baton-runner links no crypto/tls.
+// Other hosts keep their end-to-end tunnel. The TLS and the CA themselves
+// are given by SetTLS (package sandbox/secrettls, in the baton binary
+// only), so that baton-runner links neither crypto/tls nor crypto/x509.
 package egress

@@ -8,7 +8,7 @@ import (
 )
 
 // The tests intercept as the baton binary does (package sandbox/secrettls).
-func init() { SetTLS(tlsterm.Client, tlsterm.Server) }
+func init() { SetTLS(tlsterm.NewCA, tlsterm.ParseCA, tlsterm.Upstream, tlsterm.Server) }
 
 // Knobs only tests turn.
 

@@ -48,7 +48,7 @@ func (x *Proxy) intercept(c net.Conn, br *bufio.Reader, t net.Conn, target, host
 		return Intercepted{Refused: err}
 	}
 	_ = t.SetDeadline(time.Now().Add(handshakeTimeout))
-	upc, proto, err := tlsClient(t, host, s.roots)
+	upc, proto, err := s.upstream(t, host)
 	if err != nil {
 		return fail(statusBadGateway, fmt.Errorf("TLS to %s: %w", host, err))
 	}
@@ -57,7 +57,7 @@ func (x *Proxy) intercept(c net.Conn, br *bufio.Reader, t net.Conn, target, host
 	}
 	_ = t.SetDeadline(time.Time{})
 	up := upc.(closeWriter)
-	leaf, err := s.ca.leaf(host)
+	chain, key, err := s.ca.Leaf(host)
 	if err != nil {
 		return fail(statusBadGateway, err)
 	}
@@ -65,7 +65,7 @@ func (x *Proxy) intercept(c net.Conn, br *bufio.Reader, t net.Conn, target, host
 		return Intercepted{}
 	}
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
-	agc, err := tlsServer(&bufConn{Conn: c, r: br}, leaf.chain, leaf.key)
+	agc, err := given.server(&bufConn{Conn: c, r: br}, chain, key)
 	if err != nil {
 		x.logf("proxy: CONNECT %s: %v", target, err)
 		return Intercepted{}

@@ -3,11 +3,11 @@ package egress
 import (
 	"bufio"
 	"bytes"
-	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 
@@ -51,28 +51,25 @@ func (e *SecretError) Error() string {
 func (e *SecretError) Is(target error) bool { return target == ErrSecretMisplaced }
 
 // Secrets are a run's secrets as the proxy applies them: the CA it
-// terminates their hosts' TLS with, and the roots it checks those hosts
-// against.
+// terminates their hosts' TLS with, and the client that completes TLS to
+// those hosts, checked against their roots.
 type Secrets struct {
-	list  []runspec.Secret
-	ca    *CA
-	roots *x509.CertPool
+	list     []runspec.Secret
+	ca       CA
+	upstream func(c net.Conn, host string) (net.Conn, string, error)
 }
 
 // NewSecrets are n's secrets, with ca (NewCA of their hosts). The roots
 // are the host's, and n.UpstreamCA's.
-func NewSecrets(n runspec.Network, ca *CA) (*Secrets, error) {
+func NewSecrets(n runspec.Network, ca CA) (*Secrets, error) {
 	if err := TLSReady(); err != nil {
 		return nil, err
 	}
-	roots, err := x509.SystemCertPool()
+	up, err := given.upstream(n.UpstreamCA)
 	if err != nil {
-		return nil, fmt.Errorf("egress: the host's CA certificates: %w", err)
+		return nil, err
 	}
-	if n.UpstreamCA != "" && !roots.AppendCertsFromPEM([]byte(n.UpstreamCA)) {
-		return nil, errors.New("egress: upstreamCA holds no PEM certificate")
-	}
-	return &Secrets{list: n.Secrets, ca: ca, roots: roots}, nil
+	return &Secrets{list: n.Secrets, ca: ca, upstream: up}, nil
 }
 
 // SecretHosts are the hosts of secrets, each once, in order.

@@ -202,40 +202,6 @@ func TestReadHead(t *testing.T) {
 	}
 }
 
-func TestCA(t *testing.T) {
-	ca, err := NewCA([]string{apiHost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemBytes, err := ca.MarshalPEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := ParseCA(pemBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(again.CertPEM(), ca.CertPEM()) || strings.Contains(string(ca.CertPEM()), "PRIVATE") {
-		t.Error("the certificate did not survive its hand-over, or holds the key")
-	}
-	if _, err := ParseCA(ca.CertPEM()); !errors.Is(err, ErrBadCA) {
-		t.Errorf("a CA without its key: %v", err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.CertPEM())
-	for host, ok := range map[string]bool{apiHost: true, "evil.example.net": false} {
-		leaf, err := again.leaf(host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, _ := x509.ParseCertificate(leaf.chain[0])
-		_, err = c.Verify(x509.VerifyOptions{DNSName: host, Roots: roots})
-		if (err == nil) != ok {
-			t.Errorf("%s: verify: %v, want ok=%v (the name constraints)", host, err, ok)
-		}
-	}
-}
-
 // secretFixture is a proxy with the test secrets whose dials land on a
 // TLS origin that records what it received; the origin's certificate is
 // from its own CA, which the proxy trusts as UpstreamCA.
@@ -280,11 +246,11 @@ func newSecretFixture(t testing.TB, upstreamTrusted bool) *secretFixture {
 			fmt.Fprintf(w, "ok %s", r.Proto)
 		}),
 		TLSConfig: &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			l, err := originCA.leaf(h.ServerName)
+			chain, key, err := originCA.Leaf(h.ServerName)
 			if err != nil {
 				return nil, err
 			}
-			return &tls.Certificate{Certificate: l.chain, PrivateKey: l.key}, nil
+			return &tls.Certificate{Certificate: chain, PrivateKey: key}, nil
 		}},
 		// Refused handshakes are the tests' point, not news.
 		ErrorLog: log.New(io.Discard, "", 0),
@@ -703,14 +669,20 @@ func median(d []time.Duration) time.Duration {
 // TestSecretsNeedTLS: a binary that was given no TLS (baton-runner) says
 // so for a run with secrets, rather than tunnelling its hosts unswapped.
 func TestSecretsNeedTLS(t *testing.T) {
-	client, server := tlsClient, tlsServer
-	t.Cleanup(func() { SetTLS(client, server) })
-	SetTLS(nil, nil)
 	ca, err := NewCA([]string{apiHost})
 	if err != nil {
 		t.Fatal(err)
 	}
+	saved := given
+	t.Cleanup(func() { given = saved })
+	given.newCA, given.parseCA, given.upstream, given.server = nil, nil, nil, nil
 	if _, err := NewSecrets(runspec.Network{Allow: []string{apiHost}, Secrets: testSecrets()}, ca); !errors.Is(err, ErrNoTLS) || TLSReady() == nil {
 		t.Fatalf("NewSecrets without TLS: %v, want ErrNoTLS", err)
+	}
+	if _, err := NewCA([]string{apiHost}); !errors.Is(err, ErrNoTLS) {
+		t.Fatalf("NewCA without TLS: %v, want ErrNoTLS", err)
+	}
+	if _, err := ParseCA([]byte("x")); !errors.Is(err, ErrNoTLS) {
+		t.Fatalf("ParseCA without TLS: %v, want ErrNoTLS", err)
 	}
 }

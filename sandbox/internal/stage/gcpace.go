@@ -28,10 +28,15 @@ import (
 const gcFloor = 8 << 20
 
 // paceGC turns the forced collections off and paces collections on the
-// memory limit, for the life of the process.
+// memory limit, for the life of the process. At a stage's start nothing
+// is live beside its packages' init (tens of KiB), so the first limit is
+// the floor alone: reading the live heap would make the runtime build
+// its metrics table (about 19 KiB and 8 page faults), in every stage
+// process, most of which never collect.
 func paceGC() {
 	debug.SetGCPercent(-1)
-	repaceGC()
+	debug.SetMemoryLimit(gcFloor)
+	repaceAfterGC()
 }
 
 // gcSentinel's finalizer runs once the collection after its allocation
@@ -47,5 +52,10 @@ func repaceGC() {
 		heap = live[0].Value.Uint64()
 	}
 	debug.SetMemoryLimit(int64(gcFloor + 2*heap))
+	repaceAfterGC()
+}
+
+// repaceAfterGC has the next collection call repaceGC.
+func repaceAfterGC() {
 	runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) { repaceGC() })
 }

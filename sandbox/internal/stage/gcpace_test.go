@@ -25,7 +25,13 @@ func TestPacedGC(t *testing.T) {
 		}
 		return
 	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	paceGC()
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n > 8 {
+		t.Fatalf("paceGC made %d heap allocations, want a few: the first limit needs no metrics read, whose table the runtime builds in every stage process", n)
+	}
 	if p := debug.SetGCPercent(-1); p != -1 {
 		t.Fatalf("GOGC %d after paceGC, want off: the runtime forces a collection every two minutes", p)
 	}

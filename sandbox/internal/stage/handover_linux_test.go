@@ -11,15 +11,14 @@ import (
 
 	"github.com/batonhq/baton/sandbox/internal/chain"
 	"github.com/batonhq/baton/sandbox/internal/egress"
-	"github.com/batonhq/baton/sandbox/internal/tlsterm"
 	"github.com/batonhq/baton/sandbox/runspec"
+	_ "github.com/batonhq/baton/sandbox/secrettls" // the TLS baton's runner stages have
 )
 
 // TestHandoverKeepsTheCA: runner-outer-wait serves the proxy of a run
 // with secrets with the CA whose certificate runner-outer wrote into the
 // sandbox, so the hand-over carries it, key and all, through its JSON.
 func TestHandoverKeepsTheCA(t *testing.T) {
-	egress.SetTLS(tlsterm.Client, tlsterm.Server) // as baton's runner stages have it
 	dir := t.TempDir()
 	// Each descriptor is the rebuilt runner's own, as after an exec.
 	open := func(name string) int {

@@ -56,7 +56,7 @@ type outerPlan struct {
 	policy    *egress.Policy
 	// ca is the run's CA when it has secrets; its key stays in
 	// runner-outer.
-	ca *egress.CA
+	ca egress.CA
 }
 
 func (p *outerPlan) summary() string {

@@ -1,6 +1,7 @@
-package egress
+package tlsterm
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -125,7 +126,16 @@ func ParseCA(b []byte) (*CA, error) {
 	return newCA(der, key)
 }
 
-// leaf is the certificate the proxy shows the agent for host, made once.
+// Leaf is the certificate chain (the leaf, then the CA) the proxy shows
+// the agent for host, and the leaf's key, made once.
+func (ca *CA) Leaf(host string) ([][]byte, crypto.Signer, error) {
+	c, err := ca.leaf(host)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.chain, c.key, nil
+}
+
 func (ca *CA) leaf(host string) (*leafCert, error) {
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
