@@ -64,7 +64,7 @@ func containsArg(argv []string, a string) bool {
 }
 
 // sampleProc reads pid's CPU time and peak memory from /proc; false once
-// it has exited.
+// it is exiting or has exited.
 func sampleProc(pid int) (procSample, bool) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -88,9 +88,12 @@ func sampleProc(pid int) (procSample, bool) {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			s.hwm = kb << 10
+			return s, true
 		}
 	}
-	return s, true
+	// No Vm lines: the process is exiting and its memory is gone, before
+	// it is a zombie (a fresh-clone CI sampled it there, VmHWM 0).
+	return procSample{}, false
 }
 
 // journalTruth is what a run's journal holds before its sentinel: its
