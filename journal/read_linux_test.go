@@ -37,8 +37,13 @@ func TestReadFromBlockingFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	pw.Close()
-	if err := <-copied; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-copied:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waited 10s for ReadFrom to end after the pipe's writer closed")
 	}
 	r.Close()
 	w.Close()
